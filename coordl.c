@@ -1,0 +1,1953 @@
+/*
+ * coordl.c - an embedded, in-process data loader for C training engines.
+ * See coordl.h for the API and ../shared/DESIGN.md (in the project) for the
+ * design. Build: C11 + pthreads, libjpeg(-turbo), stb_image (header only).
+ *
+ * Section map (data-flow order: follow one batch from top to bottom)
+ *   1. Platform and build options
+ *   2. Errors, logging, allocation
+ *   3. Counter-based randomness      (seed, epoch, item) -> every random choice
+ *   4. Arenas                         offset-addressed mmap regions (cache, ring)
+ *   5. Source index                   ImageFolder / list file -> items + strings
+ *   6. Sampler                        epoch permutation, rank share, batch rows
+ *   7. MinIO cache                    admit until full, never evict (+ LRU)
+ *   8. Fetch                          cache, else storage (and admit)
+ *   9. Sample plan                    crop geometry, drawn before decoding
+ *  10. Resampling tables and the fused resize/flip/normalize pass
+ *  11. Decode                         JPEG: ROI + DCT scaling; others: stb_image
+ *  12. Worker pool and batch ring
+ *  13. Public API
+ */
+
+/* ===================================================================== */
+/* 1. Platform and build options                                         */
+/* ===================================================================== */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1 /* sched_getaffinity, CPU_COUNT, MAP_POPULATE */
+#endif
+
+#include "coordl.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef COORDL_NO_JPEGTURBO
+#include <jpeglib.h>
+#include <jerror.h>
+#endif
+
+/* stb_image is compiled into this translation unit with static linkage so
+ * that a trainer that also uses stb_image gets no symbol clash. libjpeg
+ * handles JPEG unless COORDL_NO_JPEGTURBO is defined. */
+#define STB_IMAGE_STATIC
+#define STB_IMAGE_IMPLEMENTATION
+#define STBI_NO_STDIO
+#define STBI_NO_HDR
+#define STBI_NO_LINEAR
+#define STBI_NO_PSD
+#define STBI_NO_PIC
+#ifndef COORDL_NO_JPEGTURBO
+#define STBI_NO_JPEG
+#endif
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wshadow"
+#pragma GCC diagnostic ignored "-Wpedantic"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wimplicit-fallthrough"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#endif
+#include <stb/stb_image.h>
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+/* stb_image.h declares stbi_set_unpremultiply_on_load_thread static without
+ * defining it under STB_IMAGE_STATIC; the warning fires at the end of the
+ * file, so it cannot be scoped to the include. */
+#pragma GCC diagnostic ignored "-Wunused-function"
+#endif
+
+#define CDL_ERRMSG_MAX 512
+#define CDL_EPOCH_STATS_KEPT 16
+#define CDL_SUBSTITUTE_TRIES 16
+
+typedef unsigned char cdl__u8;
+
+static uint64_t cdl__now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static size_t cdl__page_size(void) {
+    long p = sysconf(_SC_PAGESIZE);
+    return p > 0 ? (size_t)p : 4096;
+}
+
+static size_t cdl__round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+/* ===================================================================== */
+/* 2. Errors, logging, allocation                                        */
+/* Every failure becomes a coordl_status plus a message naming the file  */
+/* or setting. Memory comes from the configured allocator (all three     */
+/* hooks or none); nothing here calls exit().                            */
+/* ===================================================================== */
+
+/* The message of the last failed coordl_open on this thread (the handle
+ * does not exist yet, so it cannot hold it; tj3GetErrorStr(NULL) does the
+ * same). This is the only state outside a handle. */
+static _Thread_local char cdl__open_errmsg[CDL_ERRMSG_MAX];
+
+static void *cdl__default_malloc(void *u, size_t n) { (void)u; return malloc(n); }
+static void *cdl__default_realloc(void *u, void *p, size_t n) { (void)u; return realloc(p, n); }
+static void cdl__default_free(void *u, void *p) { (void)u; free(p); }
+
+static void cdl__default_log(void *user, coordl_log_level level, const char *msg) {
+    static const char *names[] = {"error", "warning", "info", "debug"};
+    (void)user;
+    fprintf(stderr, "coordl %s: %s\n", names[level <= COORDL_LOG_DEBUG ? level : 3], msg);
+}
+
+typedef struct cdl__item {
+    uint64_t path_off; /* into the string arena                        */
+    uint64_t bytes;    /* encoded size at indexing                     */
+    int32_t label;
+} cdl__item;
+
+/* A cache entry lives beside the slab so that both can be shared later. */
+typedef struct cdl__cache_entry {
+    _Atomic uint32_t state; /* CDL_CE_EMPTY / _ADMITTING / _PRESENT         */
+    uint32_t len;
+    uint64_t off; /* offset of the bytes in the slab                        */
+} cdl__cache_entry;
+
+enum { CDL_CE_EMPTY = 0, CDL_CE_ADMITTING = 1, CDL_CE_PRESENT = 2 };
+
+typedef struct cdl__arena {
+    cdl__u8 *base;
+    size_t bytes;  /* mapped length */
+    int locked;    /* mlock succeeded */
+    int pin_registered;
+} cdl__arena;
+
+typedef struct cdl__lru {
+    pthread_mutex_t mu;
+    int32_t *prev, *next; /* per item; -1 = none                            */
+    cdl__u8 **data;       /* per item; NULL when not cached                 */
+    uint32_t *len;
+    int32_t head, tail;   /* head = most recently used                      */
+    uint64_t bytes_used, items;
+} cdl__lru;
+
+enum { CDL_SLOT_FREE = 0, CDL_SLOT_FILLING, CDL_SLOT_READY, CDL_SLOT_HELD };
+
+typedef struct cdl__slot {
+    int state;
+    uint64_t seq;           /* global batch number: epoch * bpe + index     */
+    uint32_t n;             /* rows                                         */
+    uint32_t rows_claimed, rows_done;
+    coordl_status status;   /* first error by row order                     */
+    uint32_t err_row;
+    char errmsg[CDL_ERRMSG_MAX];
+    size_t data_off, labels_off, ids_off; /* offsets in the ring arena      */
+} cdl__slot;
+
+typedef struct cdl__epoch_counters {
+    uint64_t epoch;
+    int used;
+    coordl_epoch_stats s;
+} cdl__epoch_counters;
+
+typedef struct cdl__worker cdl__worker;
+
+struct coordl {
+    coordl_config cfg;     /* copy; strings point into owned copies         */
+    char *source_copy;
+    coordl_allocator alloc;
+
+    /* index */
+    cdl__item *items;
+    uint64_t num_items;
+    char *strings;
+    size_t strings_len, strings_cap;
+    uint32_t num_classes;
+    uint64_t dataset_bytes;
+
+    /* sampler */
+    uint64_t share;        /* items per rank per epoch                      */
+    uint64_t bpe;          /* batches per epoch                             */
+
+    /* output geometry */
+    uint32_t out_c;
+    size_t row_bytes;      /* bytes of one output row                       */
+    size_t elem_bytes;
+    float norm_scale[3], norm_bias[3]; /* y = x * scale + bias             */
+
+    /* cache */
+    cdl__arena cache_arena;        /* slab                                  */
+    cdl__cache_entry *cache_entries; /* per item (private memory for now)   */
+    _Atomic uint64_t cache_used;
+    _Atomic uint64_t cache_items;
+    cdl__lru *lru;
+
+    /* ring */
+    cdl__arena ring_arena;
+    cdl__slot *slots;
+    uint32_t nslots;
+
+    /* pool */
+    cdl__worker *workers;
+    int nworkers;
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv;   /* workers wait for a free slot              */
+    pthread_cond_t ready_cv;  /* consumer waits for a ready slot            */
+    pthread_cond_t idle_cv;   /* seek waits for in-flight rows              */
+    int stop;
+    uint64_t gen;             /* bumped by seek: in-flight rows are dropped */
+    uint64_t claim_seq;       /* batch the workers are claiming rows of     */
+    int claim_slot;           /* its slot, or -1 when not yet assigned      */
+    uint32_t inflight;
+    uint32_t held;
+
+    /* consumer */
+    uint64_t cur_epoch, cur_index;
+    uint64_t last_return_ns;
+
+    /* stats (under mu) */
+    coordl_stats st;
+    cdl__epoch_counters epochs[CDL_EPOCH_STATS_KEPT];
+
+    char errmsg[CDL_ERRMSG_MAX];
+};
+
+static void *cdl__malloc(const coordl *L, size_t n) {
+    return L->alloc.malloc_fn(L->alloc.user, n ? n : 1);
+}
+static void *cdl__calloc(const coordl *L, size_t count, size_t size) {
+    if (size && count > SIZE_MAX / size) return NULL;
+    void *p = cdl__malloc(L, count * size);
+    if (p) memset(p, 0, count * size);
+    return p;
+}
+static void *cdl__realloc(const coordl *L, void *p, size_t n) {
+    return L->alloc.realloc_fn(L->alloc.user, p, n ? n : 1);
+}
+static void cdl__free(const coordl *L, void *p) {
+    if (p) L->alloc.free_fn(L->alloc.user, p);
+}
+
+static void cdl__vformat(char *dst, size_t cap, const char *fmt, va_list ap) {
+    vsnprintf(dst, cap, fmt, ap);
+}
+
+static void cdl__log(const coordl *L, coordl_log_level level, const char *fmt, ...) {
+    char msg[CDL_ERRMSG_MAX + 64];
+    va_list ap;
+    if (!L->cfg.log || level > L->cfg.log_level) return;
+    va_start(ap, fmt);
+    cdl__vformat(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    L->cfg.log(L->cfg.log_user, level, msg);
+}
+
+/* Record the detail of an open failure and return its status. */
+static coordl_status cdl__open_fail(coordl_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    cdl__vformat(cdl__open_errmsg, sizeof cdl__open_errmsg, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+/* Grow *buf to at least need bytes (amortised doubling); 0 on failure. */
+static int cdl__reserve(const coordl *L, void **buf, size_t *cap, size_t need) {
+    if (need <= *cap) return 1;
+    size_t ncap = *cap ? *cap : 4096;
+    while (ncap < need) ncap = ncap > SIZE_MAX / 2 ? need : ncap * 2;
+    void *p = cdl__realloc(L, *buf, ncap);
+    if (!p) return 0;
+    *buf = p;
+    *cap = ncap;
+    return 1;
+}
+
+/* ===================================================================== */
+/* 3. Counter-based randomness                                           */
+/* Every random choice is a pure function of (seed, stream, epoch, item):*/
+/* a keyed SplitMix64 hash, with a counter for draws within one sample.  */
+/* Nothing depends on which thread, process or machine asks, so batches  */
+/* are identical across thread counts and after seek (no replay).        */
+/* ===================================================================== */
+
+enum { CDL_STREAM_PERM = 1, CDL_STREAM_CROP = 2, CDL_STREAM_SUBST = 3 };
+
+static uint64_t cdl__mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t cdl__hash4(uint64_t seed, uint64_t stream, uint64_t a, uint64_t b) {
+    uint64_t h = cdl__mix64(seed ^ 0x243f6a8885a308d3ull);
+    h = cdl__mix64(h ^ (stream * 0x9e3779b97f4a7c15ull));
+    h = cdl__mix64(h ^ (a + 0x13198a2e03707344ull));
+    return cdl__mix64(h ^ (b * 0xa4093822299f31d1ull + 0x082efa98ec4e6c89ull));
+}
+
+typedef struct cdl__rng {
+    uint64_t key, counter;
+} cdl__rng;
+
+static cdl__rng cdl__rng_for(uint64_t seed, uint64_t stream, uint64_t epoch, uint64_t item) {
+    cdl__rng r = {cdl__hash4(seed, stream, epoch, item), 0};
+    return r;
+}
+
+static uint64_t cdl__rng_next(cdl__rng *r) {
+    r->counter++;
+    return cdl__mix64(r->key + r->counter * 0x9e3779b97f4a7c15ull);
+}
+
+/* Uniform in [0, 1) with 53 bits. */
+static double cdl__rng_uniform(cdl__rng *r) {
+    return (double)(cdl__rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* Uniform integer in [0, n), n > 0: the high word of a 64x64 multiply
+ * (Lemire), in portable C; bias below n / 2^64. */
+static uint64_t cdl__rng_below(cdl__rng *r, uint64_t n) {
+    uint64_t x = cdl__rng_next(r);
+    uint64_t xl = x & 0xffffffffu, xh = x >> 32, nl = n & 0xffffffffu, nh = n >> 32;
+    uint64_t ll = xl * nl, lh = xl * nh, hl = xh * nl, hh = xh * nh;
+    uint64_t mid = (ll >> 32) + (lh & 0xffffffffu) + (hl & 0xffffffffu);
+    return hh + (lh >> 32) + (hl >> 32) + (mid >> 32);
+}
+
+/* ===================================================================== */
+/* 4. Arenas                                                             */
+/* The cache slab and the batch ring are mmap'd regions addressed by     */
+/* offsets, never by pointers stored inside them, so the same code can   */
+/* later serve a POSIX shm object shared by sibling processes. Locking   */
+/* (mlock) is tried per cache_pin; failure falls back to pageable memory */
+/* and is logged once.                                                   */
+/* ===================================================================== */
+
+static coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes,
+                                    int populate, const char *what) {
+    memset(a, 0, sizeof *a);
+    if (bytes == 0) return COORDL_OK;
+    bytes = cdl__round_up(bytes, cdl__page_size());
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+#ifdef MAP_POPULATE
+    /* The ring is small and touched at once; faulting it in at open keeps
+     * the ~15 us first-touch cost per page out of the first batches. */
+    if (populate) flags |= MAP_POPULATE;
+#endif
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
+    if (p == MAP_FAILED)
+        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot map %zu bytes for the %s: %s",
+                              bytes, what, strerror(errno));
+    a->base = p;
+    a->bytes = bytes;
+#ifdef MADV_HUGEPAGE
+    /* Fewer page faults and TLB misses on a big slab where THP allows. */
+    if (bytes >= (2u << 20)) madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    if (L->cfg.cache_pin != COORDL_PIN_OFF) {
+        if (mlock(p, bytes) == 0) {
+            a->locked = 1;
+            L->st.pinned_bytes += bytes;
+        } else if (L->cfg.cache_pin == COORDL_PIN_REQUIRED) {
+            int e = errno;
+            munmap(p, bytes);
+            a->base = NULL;
+            return cdl__open_fail(COORDL_ERR_NOMEM,
+                                  "cache_pin = COORDL_PIN_REQUIRED but the %s (%zu bytes) "
+                                  "cannot be page-locked: %s (raise RLIMIT_MEMLOCK or grant "
+                                  "CAP_IPC_LOCK)", what, bytes, strerror(e));
+        } else {
+            cdl__log(L, COORDL_LOG_INFO, "the %s (%zu bytes) is not page-locked (%s); "
+                     "using pageable memory", what, bytes, strerror(errno));
+        }
+    }
+    if (L->cfg.pin) {
+        if (L->cfg.pin(L->cfg.pin_user, p, bytes, 1) == 0)
+            a->pin_registered = 1;
+        else
+            cdl__log(L, COORDL_LOG_WARN, "pin callback failed for the %s", what);
+    }
+    return COORDL_OK;
+}
+
+static void cdl__arena_unmap(coordl *L, cdl__arena *a) {
+    if (!a->base) return;
+    if (a->pin_registered && L->cfg.pin) L->cfg.pin(L->cfg.pin_user, a->base, a->bytes, 0);
+    if (a->locked) munlock(a->base, a->bytes);
+    munmap(a->base, a->bytes);
+    a->base = NULL;
+}
+
+/* ===================================================================== */
+/* 5. Source index                                                       */
+/* Turns the source into items (path, size, label). Paths live in one    */
+/* string arena addressed by offsets (no malloc per item); the item      */
+/* array is plain. ImageFolder: classes sorted by name are labels, files */
+/* sorted by relative path. List file: "path<TAB>label" per line.        */
+/* ===================================================================== */
+
+typedef struct cdl__indexer {
+    coordl *L;
+    uint64_t cap_items;
+} cdl__indexer;
+
+static int cdl__strings_append(coordl *L, const char *s, size_t n, uint64_t *off) {
+    if (!cdl__reserve(L, (void **)&L->strings, &L->strings_cap, L->strings_len + n + 1)) return 0;
+    memcpy(L->strings + L->strings_len, s, n);
+    L->strings[L->strings_len + n] = '\0';
+    *off = L->strings_len;
+    L->strings_len += n + 1;
+    return 1;
+}
+
+static int cdl__items_push(cdl__indexer *ix, uint64_t path_off, uint64_t bytes, int32_t label) {
+    coordl *L = ix->L;
+    if (L->num_items == ix->cap_items) {
+        uint64_t ncap = ix->cap_items ? ix->cap_items * 2 : 1024;
+        void *p = cdl__realloc(L, L->items, ncap * sizeof *L->items);
+        if (!p) return 0;
+        L->items = p;
+        ix->cap_items = ncap;
+    }
+    cdl__item *it = &L->items[L->num_items++];
+    it->path_off = path_off;
+    it->bytes = bytes;
+    it->label = label;
+    return 1;
+}
+
+static int cdl__has_image_extension(const char *name) {
+    static const char *exts[] = {"jpg", "jpeg", "png", "bmp", "ppm", "pgm", "tga"};
+    const char *dot = strrchr(name, '.');
+    if (!dot) return 0;
+    for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++)
+        if (strcasecmp(dot + 1, exts[i]) == 0) return 1;
+    return 0;
+}
+
+/* Sort items [lo, hi) by path; the arena is stable during the sort.
+ * qsort has no context argument, so the arena base goes through a
+ * thread-local: two threads opening handles at once do not race. */
+static _Thread_local const char *cdl__sort_base_tls;
+static int cdl__cmp_item_path(const void *a, const void *b) {
+    const cdl__item *x = a, *y = b;
+    return strcmp(cdl__sort_base_tls + x->path_off, cdl__sort_base_tls + y->path_off);
+}
+static void cdl__sort_items_by_path(coordl *L, uint64_t lo, uint64_t hi) {
+    cdl__sort_base_tls = L->strings;
+    qsort(L->items + lo, (size_t)(hi - lo), sizeof *L->items, cdl__cmp_item_path);
+    cdl__sort_base_tls = NULL;
+}
+
+static int cdl__cmp_cstr_ptr(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Recursively adds image files under dir (an absolute-ish path). */
+static coordl_status cdl__index_class_dir(cdl__indexer *ix, char *path, size_t path_len,
+                                          size_t path_cap, int32_t label, int depth) {
+    coordl *L = ix->L;
+    if (depth > 32)
+        return cdl__open_fail(COORDL_ERR_INVALID, "source: directories nested deeper than 32 at %s", path);
+    DIR *d = opendir(path);
+    if (!d) return cdl__open_fail(COORDL_ERR_IO, "cannot open directory %s: %s", path, strerror(errno));
+    int dfd = dirfd(d);
+    struct dirent *e;
+    coordl_status rc = COORDL_OK;
+    while ((e = readdir(d)) != NULL) {
+        const char *name = e->d_name;
+        if (name[0] == '.') continue; /* ., .., hidden files */
+        size_t nlen = strlen(name);
+        struct stat sb;
+        int is_dir = e->d_type == DT_DIR, is_reg = e->d_type == DT_REG;
+        int want_file = !is_dir && cdl__has_image_extension(name);
+        if (e->d_type == DT_UNKNOWN || e->d_type == DT_LNK || want_file) {
+            if (fstatat(dfd, name, &sb, 0) != 0) continue; /* dangling link */
+            is_dir = S_ISDIR(sb.st_mode);
+            is_reg = S_ISREG(sb.st_mode);
+        }
+        if (path_len + 1 + nlen + 1 > path_cap) {
+            rc = cdl__open_fail(COORDL_ERR_INVALID, "source: path too long under %s", path);
+            break;
+        }
+        if (is_dir) {
+            path[path_len] = '/';
+            memcpy(path + path_len + 1, name, nlen + 1);
+            rc = cdl__index_class_dir(ix, path, path_len + 1 + nlen, path_cap, label, depth + 1);
+            path[path_len] = '\0';
+            if (rc != COORDL_OK) break;
+        } else if (is_reg && cdl__has_image_extension(name)) {
+            uint64_t off;
+            path[path_len] = '/';
+            memcpy(path + path_len + 1, name, nlen + 1);
+            int ok = cdl__strings_append(L, path, path_len + 1 + nlen, &off) &&
+                     cdl__items_push(ix, off, (uint64_t)sb.st_size, label);
+            path[path_len] = '\0';
+            if (!ok) { rc = cdl__open_fail(COORDL_ERR_NOMEM, "out of memory while indexing"); break; }
+            L->dataset_bytes += (uint64_t)sb.st_size;
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
+static coordl_status cdl__index_image_folder(coordl *L, const char *root) {
+    cdl__indexer ix = {L, 0};
+    DIR *d = opendir(root);
+    if (!d) return cdl__open_fail(COORDL_ERR_IO, "source: cannot open directory %s: %s", root, strerror(errno));
+    int dfd = dirfd(d);
+    char **classes = NULL;
+    size_t nclasses = 0, cap = 0;
+    coordl_status rc = COORDL_OK;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        int is_dir = e->d_type == DT_DIR;
+        if (e->d_type == DT_UNKNOWN || e->d_type == DT_LNK) {
+            struct stat sb;
+            is_dir = fstatat(dfd, e->d_name, &sb, 0) == 0 && S_ISDIR(sb.st_mode);
+        }
+        if (!is_dir) continue;
+        if (nclasses == cap) {
+            size_t ncap = cap ? cap * 2 : 64;
+            char **p = cdl__realloc(L, classes, ncap * sizeof *p);
+            if (!p) { rc = COORDL_ERR_NOMEM; break; }
+            classes = p;
+            cap = ncap;
+        }
+        size_t n = strlen(e->d_name);
+        classes[nclasses] = cdl__malloc(L, n + 1);
+        if (!classes[nclasses]) { rc = COORDL_ERR_NOMEM; break; }
+        memcpy(classes[nclasses++], e->d_name, n + 1);
+    }
+    closedir(d);
+    if (rc == COORDL_ERR_NOMEM) rc = cdl__open_fail(rc, "out of memory while listing %s", root);
+    if (rc == COORDL_OK && nclasses == 0)
+        rc = cdl__open_fail(COORDL_ERR_INVALID,
+                            "source: %s has no class folders (expected root/<class>/<image files>)", root);
+    if (rc == COORDL_OK) {
+        qsort(classes, nclasses, sizeof *classes, cdl__cmp_cstr_ptr);
+        size_t cap_path = 4096;
+        char *path = cdl__malloc(L, cap_path);
+        if (!path) rc = cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+        for (size_t c = 0; rc == COORDL_OK && c < nclasses; c++) {
+            int n = snprintf(path, cap_path, "%s/%s", root, classes[c]);
+            if (n < 0 || (size_t)n >= cap_path) {
+                rc = cdl__open_fail(COORDL_ERR_INVALID, "source: path too long: %s/%s", root, classes[c]);
+                break;
+            }
+            uint64_t first = L->num_items;
+            rc = cdl__index_class_dir(&ix, path, (size_t)n, cap_path, (int32_t)c, 0);
+            if (rc == COORDL_OK) cdl__sort_items_by_path(L, first, L->num_items);
+        }
+        cdl__free(L, path);
+        L->num_classes = (uint32_t)nclasses;
+    }
+    for (size_t c = 0; c < nclasses; c++) cdl__free(L, classes[c]);
+    cdl__free(L, classes);
+    return rc;
+}
+
+static coordl_status cdl__index_list_file(coordl *L, const char *list) {
+    cdl__indexer ix = {L, 0};
+    FILE *f = fopen(list, "r");
+    if (!f) return cdl__open_fail(COORDL_ERR_IO, "source: cannot open list file %s: %s", list, strerror(errno));
+    /* Paths are relative to the list file's folder. */
+    const char *slash = strrchr(list, '/');
+    size_t dir_len = slash ? (size_t)(slash - list) : 0;
+    char *line = NULL, *path = NULL;
+    size_t line_cap = 0, path_cap = 0;
+    ssize_t got;
+    uint64_t lineno = 0;
+    int32_t max_label = -1;
+    coordl_status rc = COORDL_OK;
+    while (rc == COORDL_OK && (got = getline(&line, &line_cap, f)) >= 0) {
+        lineno++;
+        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = '\0';
+        if (got == 0) continue;
+        char *tab = strrchr(line, '\t');
+        if (!tab || tab == line) {
+            rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: expected \"path<TAB>label\"",
+                                list, (unsigned long long)lineno);
+            break;
+        }
+        *tab = '\0';
+        char *end;
+        errno = 0;
+        long label = strtol(tab + 1, &end, 10);
+        if (errno || end == tab + 1 || *end != '\0' || label < 0 || label > INT32_MAX) {
+            rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: label \"%s\" is not a "
+                                "non-negative integer", list, (unsigned long long)lineno, tab + 1);
+            break;
+        }
+        size_t plen = strlen(line);
+        size_t need = dir_len + plen + 2;
+        if (!cdl__reserve(L, (void **)&path, &path_cap, need)) { rc = COORDL_ERR_NOMEM; break; }
+        if (line[0] == '/' || dir_len == 0) {
+            memcpy(path, line, plen + 1);
+        } else {
+            memcpy(path, list, dir_len);
+            path[dir_len] = '/';
+            memcpy(path + dir_len + 1, line, plen + 1);
+        }
+        struct stat sb;
+        if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+            rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: %s is not a readable file",
+                                list, (unsigned long long)lineno, path);
+            break;
+        }
+        uint64_t off;
+        if (!cdl__strings_append(L, path, strlen(path), &off) ||
+            !cdl__items_push(&ix, off, (uint64_t)sb.st_size, (int32_t)label)) {
+            rc = COORDL_ERR_NOMEM;
+            break;
+        }
+        L->dataset_bytes += (uint64_t)sb.st_size;
+        if (label > max_label) max_label = (int32_t)label;
+    }
+    if (rc == COORDL_ERR_NOMEM) rc = cdl__open_fail(rc, "out of memory while reading %s", list);
+    free(line);
+    cdl__free(L, path);
+    fclose(f);
+    L->num_classes = (uint32_t)(max_label + 1);
+    return rc;
+}
+
+static coordl_status cdl__index_source(coordl *L) {
+    struct stat sb;
+    const char *src = L->cfg.source;
+    if (stat(src, &sb) != 0)
+        return cdl__open_fail(COORDL_ERR_INVALID, "source: %s does not exist (%s); set cfg.source to an "
+                              "ImageFolder root or a list file", src, strerror(errno));
+    coordl_status rc = S_ISDIR(sb.st_mode) ? cdl__index_image_folder(L, src) : cdl__index_list_file(L, src);
+    if (rc != COORDL_OK) return rc;
+    if (L->num_items == 0)
+        return cdl__open_fail(COORDL_ERR_INVALID, "source: %s holds no images (extensions .jpg .jpeg "
+                              ".png .bmp .ppm .pgm .tga)", src);
+    if (L->num_items > (uint64_t)INT32_MAX)
+        return cdl__open_fail(COORDL_ERR_INVALID, "source: more than 2^31 items");
+    return COORDL_OK;
+}
+
+static const char *cdl__item_path(const coordl *L, uint64_t id) {
+    return L->strings + L->items[id].path_off;
+}
+
+/* ===================================================================== */
+/* 6. Sampler                                                            */
+/* The epoch permutation is a keyed Feistel network over the next power  */
+/* of four with cycle walking: a bijection on [0, N) computed in O(1)    */
+/* per position from (seed, epoch), with no per-epoch array, so any      */
+/* worker can map (epoch, position) to an item and seek is O(1). Rank r  */
+/* of W gets positions r, r+W, ... (floor(N/W) of them).                 */
+/* ===================================================================== */
+
+typedef struct cdl__perm {
+    uint64_t n;
+    unsigned half_bits;
+    uint64_t half_mask;
+    uint64_t keys[6];
+    int identity;
+} cdl__perm;
+
+static cdl__perm cdl__perm_for(const coordl *L, uint64_t epoch) {
+    cdl__perm p;
+    memset(&p, 0, sizeof p);
+    p.n = L->num_items;
+    p.identity = !L->cfg.shuffle;
+    unsigned bits = 2;
+    while (bits < 64 && (1ull << bits) < p.n) bits++;
+    if (bits & 1) bits++;
+    p.half_bits = bits / 2;
+    p.half_mask = (1ull << p.half_bits) - 1;
+    for (int r = 0; r < 6; r++) p.keys[r] = cdl__hash4(L->cfg.seed, CDL_STREAM_PERM, epoch, (uint64_t)r);
+    return p;
+}
+
+static uint64_t cdl__perm_apply(const cdl__perm *p, uint64_t x) {
+    if (p->identity) return x;
+    do {
+        uint64_t left = x >> p->half_bits, right = x & p->half_mask;
+        for (int r = 0; r < 6; r++) {
+            uint64_t f = cdl__mix64(right ^ p->keys[r]) & p->half_mask;
+            uint64_t nl = right;
+            right = left ^ f;
+            left = nl;
+        }
+        x = (left << p->half_bits) | right;
+    } while (x >= p->n); /* cycle walking keeps the bijection inside [0, n) */
+    return x;
+}
+
+static uint32_t cdl__rows_of_batch(const coordl *L, uint64_t index) {
+    uint64_t first = index * L->cfg.batch_size;
+    uint64_t left = L->share - first;
+    return (uint32_t)(left < L->cfg.batch_size ? left : L->cfg.batch_size);
+}
+
+/* Dataset item of row `row` of batch `index` in `epoch` for this rank. */
+static uint64_t cdl__item_of_row(const coordl *L, const cdl__perm *p, uint64_t index, uint32_t row) {
+    uint64_t pos = index * L->cfg.batch_size + row;            /* in the share */
+    uint64_t global = pos * (uint64_t)L->cfg.world + (uint64_t)L->cfg.rank;
+    return cdl__perm_apply(p, global);
+}
+
+/* ===================================================================== */
+/* 7. MinIO cache                                                        */
+/* Encoded bytes of items, admitted on first read until the byte budget  */
+/* is full, never evicted: under a fresh random permutation per epoch    */
+/* the hit rate is then exactly the cached fraction, the best a demand   */
+/* cache can do. One slab, space reserved by a lock-free bump counter;   */
+/* entries hold offsets. The LRU variant (malloc per item, a mutex) is   */
+/* only for comparison.                                                  */
+/* ===================================================================== */
+
+/* Returns a pointer to the cached bytes, or NULL on a miss. */
+static const cdl__u8 *cdl__cache_lookup_minio(coordl *L, uint64_t id, uint32_t *len) {
+    cdl__cache_entry *ce = &L->cache_entries[id];
+    if (atomic_load_explicit(&ce->state, memory_order_acquire) != CDL_CE_PRESENT) return NULL;
+    *len = ce->len;
+    return L->cache_arena.base + ce->off;
+}
+
+static void cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len) {
+    cdl__cache_entry *ce = &L->cache_entries[id];
+    uint32_t expect = CDL_CE_EMPTY;
+    if (len == 0 || len > UINT32_MAX) return;
+    if (!atomic_compare_exchange_strong(&ce->state, &expect, CDL_CE_ADMITTING)) return;
+    uint64_t used = atomic_load(&L->cache_used);
+    for (;;) {
+        if (used + len > L->cfg.cache_bytes) { /* full for this item: never evict */
+            atomic_store_explicit(&ce->state, CDL_CE_EMPTY, memory_order_release);
+            return;
+        }
+        if (atomic_compare_exchange_weak(&L->cache_used, &used, used + len)) break;
+    }
+    memcpy(L->cache_arena.base + used, bytes, len);
+    ce->off = used;
+    ce->len = (uint32_t)len;
+    atomic_fetch_add(&L->cache_items, 1);
+    atomic_store_explicit(&ce->state, CDL_CE_PRESENT, memory_order_release);
+}
+
+static void cdl__lru_unlink(cdl__lru *c, int32_t i) {
+    if (c->prev[i] >= 0) c->next[c->prev[i]] = c->next[i]; else c->head = c->next[i];
+    if (c->next[i] >= 0) c->prev[c->next[i]] = c->prev[i]; else c->tail = c->prev[i];
+    c->prev[i] = c->next[i] = -1;
+}
+static void cdl__lru_push_front(cdl__lru *c, int32_t i) {
+    c->prev[i] = -1;
+    c->next[i] = c->head;
+    if (c->head >= 0) c->prev[c->head] = i;
+    c->head = i;
+    if (c->tail < 0) c->tail = i;
+}
+
+/* LRU hit: copies into dst (an evicting cache cannot lend its memory). */
+static int cdl__cache_lookup_lru(coordl *L, uint64_t id, cdl__u8 *dst, size_t cap, uint32_t *len) {
+    cdl__lru *c = L->lru;
+    int hit = 0;
+    pthread_mutex_lock(&c->mu);
+    if (c->data[id] && c->len[id] <= cap) {
+        memcpy(dst, c->data[id], c->len[id]);
+        *len = c->len[id];
+        cdl__lru_unlink(c, (int32_t)id);
+        cdl__lru_push_front(c, (int32_t)id);
+        hit = 1;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return hit;
+}
+
+static void cdl__cache_admit_lru(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len) {
+    cdl__lru *c = L->lru;
+    if (len == 0 || len > L->cfg.cache_bytes) return;
+    pthread_mutex_lock(&c->mu);
+    if (!c->data[id]) {
+        while (c->bytes_used + len > L->cfg.cache_bytes && c->tail >= 0) {
+            int32_t victim = c->tail;
+            cdl__lru_unlink(c, victim);
+            c->bytes_used -= c->len[victim];
+            c->items--;
+            cdl__free(L, c->data[victim]);
+            c->data[victim] = NULL;
+        }
+        cdl__u8 *copy = cdl__malloc(L, len);
+        if (copy) {
+            memcpy(copy, bytes, len);
+            c->data[id] = copy;
+            c->len[id] = (uint32_t)len;
+            c->bytes_used += len;
+            c->items++;
+            cdl__lru_push_front(c, (int32_t)id);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+static coordl_status cdl__cache_create(coordl *L) {
+    if (L->cfg.cache_bytes == 0) return COORDL_OK;
+    if (L->cfg.cache_policy == COORDL_CACHE_LRU) {
+        cdl__lru *c = cdl__calloc(L, 1, sizeof *c);
+        if (!c) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the LRU cache");
+        L->lru = c;
+        pthread_mutex_init(&c->mu, NULL);
+        c->prev = cdl__malloc(L, L->num_items * sizeof *c->prev);
+        c->next = cdl__malloc(L, L->num_items * sizeof *c->next);
+        c->data = cdl__calloc(L, L->num_items, sizeof *c->data);
+        c->len = cdl__calloc(L, L->num_items, sizeof *c->len);
+        if (!c->prev || !c->next || !c->data || !c->len)
+            return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the LRU cache");
+        for (uint64_t i = 0; i < L->num_items; i++) c->prev[i] = c->next[i] = -1;
+        c->head = c->tail = -1;
+        return COORDL_OK;
+    }
+    /* A budget beyond the dataset is never used: map only what can fill. */
+    uint64_t slab = L->cfg.cache_bytes;
+    if (slab > L->dataset_bytes + (64u << 20)) slab = L->dataset_bytes + (64u << 20);
+    if (slab > SIZE_MAX / 2)
+        return cdl__open_fail(COORDL_ERR_INVALID, "cache_bytes: %llu is too large for this platform",
+                              (unsigned long long)slab);
+    L->cfg.cache_bytes = slab;
+    L->cache_entries = cdl__calloc(L, L->num_items, sizeof *L->cache_entries);
+    if (!L->cache_entries) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the cache table");
+    return cdl__arena_map(L, &L->cache_arena, (size_t)slab, 0, "cache slab");
+}
+
+static void cdl__cache_destroy(coordl *L) {
+    if (L->lru) {
+        cdl__lru *c = L->lru;
+        if (c->data)
+            for (uint64_t i = 0; i < L->num_items; i++) cdl__free(L, c->data[i]);
+        cdl__free(L, c->prev);
+        cdl__free(L, c->next);
+        cdl__free(L, c->data);
+        cdl__free(L, c->len);
+        pthread_mutex_destroy(&c->mu);
+        cdl__free(L, c);
+        L->lru = NULL;
+    }
+    cdl__arena_unmap(L, &L->cache_arena);
+    cdl__free(L, L->cache_entries);
+    L->cache_entries = NULL;
+}
+
+/* ===================================================================== */
+/* 8. Fetch                                                              */
+/* The one place bytes come from: the cache, else storage (which admits  */
+/* into the cache). Storage reads go into the worker's reusable buffer.  */
+/* ===================================================================== */
+
+/* Per-worker scratch; everything grows on demand and is reused, so the
+ * steady state allocates nothing per image. */
+struct cdl__worker {
+    coordl *L;
+    pthread_t thread;
+    int started;
+    cdl__u8 *readbuf;  size_t readcap;
+    cdl__u8 *pix;      size_t pixcap;   /* decoded region, RGB           */
+    cdl__u8 *row4;     size_t row4cap;  /* one CMYK row                  */
+    float *tmp;        size_t tmpcap;   /* vertical-pass output row      */
+    int32_t *xstart;   size_t xstartcap;
+    float *xw;         size_t xwcap;
+    int32_t *ystart;   size_t ystartcap;
+    float *yw;         size_t ywcap;
+#ifndef COORDL_NO_JPEGTURBO
+    struct jpeg_decompress_struct jd;
+    struct cdl__jpeg_err {
+        struct jpeg_error_mgr pub;
+        jmp_buf jump;
+        int fatal_warning;
+        char msg[JMSG_LENGTH_MAX];
+    } jerr;
+    int jd_ready;
+#endif
+    /* row stats, added to the handle under its mutex when the row is done */
+    uint64_t read_ns, decode_ns, augment_ns;
+    uint64_t hit, miss, hit_bytes, fetch_bytes, storage_bytes, bad;
+    char err[CDL_ERRMSG_MAX];
+};
+
+typedef struct cdl__bytes {
+    const cdl__u8 *p;
+    size_t len;
+} cdl__bytes;
+
+static coordl_status cdl__worker_error(cdl__worker *W, coordl_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    cdl__vformat(W->err, sizeof W->err, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+static coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes *out) {
+    coordl *L = W->L;
+    const char *path = cdl__item_path(L, id);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return cdl__worker_error(W, COORDL_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return cdl__worker_error(W, COORDL_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if ((uint64_t)sb.st_size > L->cfg.max_item_bytes) {
+        close(fd);
+        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: %llu bytes exceeds max_item_bytes (%llu)",
+                                 path, (unsigned long long)sb.st_size,
+                                 (unsigned long long)L->cfg.max_item_bytes);
+    }
+    size_t want = (size_t)sb.st_size;
+    if (!cdl__reserve(L, (void **)&W->readbuf, &W->readcap, want + 16)) {
+        close(fd);
+        return cdl__worker_error(W, COORDL_ERR_NOMEM, "%s: out of memory for %zu bytes", path, want);
+    }
+    size_t got = 0;
+    while (got < want) {
+        ssize_t r = read(fd, W->readbuf + got, want - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            int e = errno;
+            close(fd);
+            return cdl__worker_error(W, COORDL_ERR_IO, "%s: read failed: %s", path, strerror(e));
+        }
+        if (r == 0) break; /* shrank since fstat: use what is there */
+        got += (size_t)r;
+    }
+    close(fd);
+    W->storage_bytes += got;
+    if (got == 0) return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: empty file", path);
+    out->p = W->readbuf;
+    out->len = got;
+    return COORDL_OK;
+}
+
+static coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
+    coordl *L = W->L;
+    uint64_t t0 = cdl__now_ns();
+    coordl_status rc = COORDL_OK;
+    int hit = 0;
+    if (L->cache_entries) {
+        uint32_t len;
+        const cdl__u8 *p = cdl__cache_lookup_minio(L, id, &len);
+        if (p) { out->p = p; out->len = len; hit = 1; }
+    } else if (L->lru) {
+        uint32_t len;
+        size_t need = L->items[id].bytes + 16;
+        if (cdl__reserve(L, (void **)&W->readbuf, &W->readcap, need) &&
+            cdl__cache_lookup_lru(L, id, W->readbuf, W->readcap, &len)) {
+            out->p = W->readbuf; out->len = len; hit = 1;
+        }
+    }
+    if (hit) {
+        W->hit++;
+        W->hit_bytes += out->len;
+    } else {
+        rc = cdl__read_file(W, id, out);
+        if (rc == COORDL_OK) {
+            W->miss++;
+            if (L->cache_entries) cdl__cache_admit_minio(L, id, out->p, out->len);
+            else if (L->lru) cdl__cache_admit_lru(L, id, out->p, out->len);
+        }
+    }
+    if (rc == COORDL_OK) W->fetch_bytes += out->len;
+    W->read_ns += cdl__now_ns() - t0;
+    return rc;
+}
+
+/* ===================================================================== */
+/* 9. Sample plan: crop geometry                                         */
+/* The crop is drawn before decoding, from (seed, epoch, item) and the   */
+/* image size alone, so the decoder can decode only what the crop needs. */
+/* Geometry is in source pixels; the resampler maps output pixel centres */
+/* into it (PIL/torchvision convention: pixel x covers [x, x+1)).        */
+/* ===================================================================== */
+
+typedef struct cdl__geom {
+    double x0, y0, sw, sh;        /* source rectangle, float              */
+    int clip_x0, clip_y0, clip_x1, clip_y1; /* pixels the filter may read */
+    int flip;
+} cdl__geom;
+
+/* torchvision RandomResizedCrop.get_params, then RandomHorizontalFlip. */
+static void cdl__plan_train(const coordl *L, cdl__rng *rng, int W, int H, cdl__geom *g) {
+    const double area = (double)W * H;
+    const double lr0 = log(L->cfg.ratio_min), lr1 = log(L->cfg.ratio_max);
+    int cw = 0, ch = 0, cx = 0, cy = 0, found = 0;
+    for (int attempt = 0; attempt < 10 && !found; attempt++) {
+        double target = area * (L->cfg.scale_min + (L->cfg.scale_max - L->cfg.scale_min) * cdl__rng_uniform(rng));
+        double aspect = exp(lr0 + (lr1 - lr0) * cdl__rng_uniform(rng));
+        int w = (int)nearbyint(sqrt(target * aspect));
+        int h = (int)nearbyint(sqrt(target / aspect));
+        if (w > 0 && h > 0 && w <= W && h <= H) {
+            cy = (int)cdl__rng_below(rng, (uint64_t)(H - h + 1));
+            cx = (int)cdl__rng_below(rng, (uint64_t)(W - w + 1));
+            cw = w;
+            ch = h;
+            found = 1;
+        }
+    }
+    if (!found) { /* center crop at the nearest allowed aspect ratio */
+        double in_ratio = (double)W / H;
+        if (in_ratio < L->cfg.ratio_min) {
+            cw = W;
+            ch = (int)nearbyint(W / L->cfg.ratio_min);
+        } else if (in_ratio > L->cfg.ratio_max) {
+            ch = H;
+            cw = (int)nearbyint(H * L->cfg.ratio_max);
+        } else {
+            cw = W;
+            ch = H;
+        }
+        if (cw < 1) cw = 1;
+        if (ch < 1) ch = 1;
+        if (cw > W) cw = W;
+        if (ch > H) ch = H;
+        cy = (H - ch) / 2;
+        cx = (W - cw) / 2;
+    }
+    g->x0 = cx; g->y0 = cy; g->sw = cw; g->sh = ch;
+    g->clip_x0 = cx; g->clip_y0 = cy; g->clip_x1 = cx + cw; g->clip_y1 = cy + ch;
+    /* The flip draw comes after the crop draws, as in torchvision. */
+    g->flip = L->cfg.flip ? (cdl__rng_uniform(rng) < 0.5) : 0;
+}
+
+/* Resize shorter side to S = out * 256 / 224, then center crop; expressed
+ * as a fixed source rectangle over the whole (unclipped) image. */
+static void cdl__plan_eval(const coordl *L, int W, int H, cdl__geom *g) {
+    uint32_t out_max = L->cfg.out_w > L->cfg.out_h ? L->cfg.out_w : L->cfg.out_h;
+    double S = floor(out_max * 256.0 / 224.0 + 0.5);
+    double rw, rh; /* torchvision Resize(int): long side = int(S * long / short) */
+    if (W <= H) { rw = S; rh = floor(S * H / W); } else { rh = S; rw = floor(S * W / H); }
+    if (rw < L->cfg.out_w) rw = L->cfg.out_w;
+    if (rh < L->cfg.out_h) rh = L->cfg.out_h;
+    double top = nearbyint((rh - L->cfg.out_h) / 2.0), left = nearbyint((rw - L->cfg.out_w) / 2.0);
+    double sx = W / rw, sy = H / rh;
+    g->x0 = left * sx; g->y0 = top * sy;
+    g->sw = L->cfg.out_w * sx; g->sh = L->cfg.out_h * sy;
+    g->clip_x0 = 0; g->clip_y0 = 0; g->clip_x1 = W; g->clip_y1 = H;
+    g->flip = 0;
+}
+
+static void cdl__plan(const coordl *L, uint64_t epoch, uint64_t id, int W, int H, cdl__geom *g) {
+    if (L->cfg.pipeline == COORDL_PIPE_EVAL) {
+        cdl__plan_eval(L, W, H, g);
+    } else {
+        cdl__rng rng = cdl__rng_for(L->cfg.seed, CDL_STREAM_CROP, epoch, id);
+        cdl__plan_train(L, &rng, W, H, g);
+    }
+}
+
+/* DCT scaling: the largest 1/d (d in 1, 2, 4, 8) whose scaled source
+ * rectangle still covers the output; 3/8..7/8 have no SIMD path in
+ * libjpeg-turbo 2.1 and are slower than a full decode, so they are not
+ * used. */
+static int cdl__choose_dct_denominator(const coordl *L, const cdl__geom *g) {
+    int d = 8;
+    while (d > 1 && (g->sw / d < L->cfg.out_w || g->sh / d < L->cfg.out_h)) d /= 2;
+    return d;
+}
+
+/* Maps geometry in full-size pixels to an image decoded at 1/d whose size
+ * is (sw, sh) (libjpeg rounds scaled sizes up). */
+static void cdl__geom_scale(cdl__geom *g, int d, int scaled_w, int scaled_h) {
+    if (d == 1) return;
+    g->x0 /= d; g->y0 /= d; g->sw /= d; g->sh /= d;
+    g->clip_x0 /= d; g->clip_y0 /= d;
+    g->clip_x1 = (g->clip_x1 + d - 1) / d;
+    g->clip_y1 = (g->clip_y1 + d - 1) / d;
+    if (g->clip_x1 > scaled_w) g->clip_x1 = scaled_w;
+    if (g->clip_y1 > scaled_h) g->clip_y1 = scaled_h;
+    if (g->clip_x1 <= g->clip_x0) g->clip_x1 = g->clip_x0 + 1;
+    if (g->clip_y1 <= g->clip_y0) g->clip_y1 = g->clip_y0 + 1;
+}
+
+/* ===================================================================== */
+/* 10. Resampling tables and the fused resize/flip/normalize pass        */
+/* Separable antialiased bilinear (a triangle filter widened by the      */
+/* shrink factor: PIL's and torchvision's antialias=True), with          */
+/* per-sample coefficient tables of a fixed tap count K (zero-padded) so */
+/* the loops have no data-dependent bounds. Vertical pass first: it runs */
+/* over contiguous bytes and vectorizes; the horizontal pass then runs   */
+/* on out_h rows only, 4-wide over RGB(+1) per tap. The flip is folded   */
+/* into the horizontal table; normalization happens at the final store. */
+/* ===================================================================== */
+
+typedef struct cdl__axis {
+    int K;          /* taps per output */
+    int32_t *start; /* first source index per output (absolute)            */
+    float *w;       /* out x K weights                                     */
+    int lo, hi;     /* source index range the table reads                  */
+} cdl__axis;
+
+static double cdl__triangle(double x) {
+    x = fabs(x);
+    return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+/* Builds taps for `out` outputs sampling [x0, x0 + span) clipped to
+ * [clip0, clip1). Returns 0 on allocation failure. */
+static int cdl__axis_build(cdl__worker *W, cdl__axis *ax, int32_t **startbuf, size_t *startcap,
+                           float **wbuf, size_t *wcap, int out, double x0, double span,
+                           int clip0, int clip1, int flip) {
+    const double scale = span / out;
+    const double fscale = scale > 1.0 ? scale : 1.0;
+    const double support = fscale; /* triangle support 1, widened */
+    int K = (int)ceil(support) * 2 + 1;
+    if (K > clip1 - clip0) K = clip1 - clip0;
+    if (K < 1) K = 1;
+    if (!cdl__reserve(W->L, (void **)startbuf, startcap, (size_t)out * sizeof(int32_t)) ||
+        !cdl__reserve(W->L, (void **)wbuf, wcap, (size_t)out * (size_t)K * sizeof(float)))
+        return 0;
+    ax->K = K;
+    ax->start = *startbuf;
+    ax->w = *wbuf;
+    ax->lo = clip1;
+    ax->hi = clip0;
+    for (int i = 0; i < out; i++) {
+        double center = x0 + (i + 0.5) * scale;
+        int xmin = (int)floor(center - support + 0.5);
+        int xmax = (int)floor(center + support + 0.5);
+        if (xmin < clip0) xmin = clip0;
+        if (xmax > clip1) xmax = clip1;
+        if (xmax <= xmin) { /* degenerate: nearest valid pixel */
+            xmin = (int)floor(center);
+            if (xmin < clip0) xmin = clip0;
+            if (xmin > clip1 - 1) xmin = clip1 - 1;
+            xmax = xmin + 1;
+        }
+        if (xmax - xmin > K) xmax = xmin + K; /* rounding can add one tap */
+        int start = xmin;
+        if (start > clip1 - K) start = clip1 - K;
+        int o = flip ? out - 1 - i : i;
+        float *w = ax->w + (size_t)o * K;
+        double sum = 0.0, tmpw[512];
+        int n = xmax - xmin;
+        if (n > 512) n = 512;
+        for (int k = 0; k < n; k++) {
+            tmpw[k] = cdl__triangle((xmin + k - center + 0.5) / fscale);
+            sum += tmpw[k];
+        }
+        if (sum <= 0.0) { tmpw[0] = 1.0; sum = 1.0; for (int k = 1; k < n; k++) tmpw[k] = 0.0; }
+        for (int k = 0; k < K; k++) w[k] = 0.0f;
+        for (int k = 0; k < n; k++) w[xmin - start + k] = (float)(tmpw[k] / sum);
+        ax->start[o] = start;
+        if (start < ax->lo) ax->lo = start;
+        if (start + K > ax->hi) ax->hi = start + K;
+    }
+    return 1;
+}
+
+typedef float cdl__v4 __attribute__((vector_size(16)));
+
+/* src: decoded RGB region whose pixel (0,0) is source pixel (sx0, sy0),
+ * `stride` bytes per row. Writes one output row into dst (row j). */
+static void cdl__resample_to_row(coordl *L, cdl__worker *W, const cdl__u8 *src, size_t stride,
+                                 int sx0, int sy0, const cdl__axis *ax, const cdl__axis *ay,
+                                 void *dst) {
+    const int out_w = (int)L->cfg.out_w, out_h = (int)L->cfg.out_h;
+    const int cols = ax->hi - ax->lo;
+    const size_t nf = (size_t)cols * 3;
+    float *tmp = W->tmp; /* nf + 4 floats, reserved by the caller */
+    const size_t plane = (size_t)out_w * out_h;
+    const cdl__v4 scale = {L->norm_scale[0], L->norm_scale[1], L->norm_scale[2], 0.0f};
+    const cdl__v4 bias = {L->norm_bias[0], L->norm_bias[1], L->norm_bias[2], 0.0f};
+    for (int j = 0; j < out_h; j++) {
+        /* vertical: tmp = sum_k wy[k] * row(start + k), over the columns the
+         * horizontal table reads */
+        const float *wy = ay->w + (size_t)j * ay->K;
+        const cdl__u8 *row0 = src + (size_t)(ay->start[j] - sy0) * stride + (size_t)(ax->lo - sx0) * 3;
+        {
+            const float w0 = wy[0];
+            for (size_t x = 0; x < nf; x++) tmp[x] = w0 * (float)row0[x];
+        }
+        for (int k = 1; k < ay->K; k++) {
+            const float wk = wy[k];
+            if (wk == 0.0f) continue;
+            const cdl__u8 *rk = row0 + (size_t)k * stride;
+            for (size_t x = 0; x < nf; x++) tmp[x] += wk * (float)rk[x];
+        }
+        tmp[nf] = tmp[nf + 1] = tmp[nf + 2] = tmp[nf + 3] = 0.0f;
+        /* horizontal, 4 lanes = R G B (+ one ignored), then store */
+        for (int i = 0; i < out_w; i++) {
+            const float *wx = ax->w + (size_t)i * ax->K;
+            const float *t = tmp + (size_t)(ax->start[i] - ax->lo) * 3;
+            cdl__v4 acc = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int k = 0; k < ax->K; k++) {
+                cdl__v4 v;
+                memcpy(&v, t + (size_t)k * 3, sizeof v);
+                acc += v * wx[k];
+            }
+            switch (L->cfg.layout) {
+            case COORDL_F32_NCHW: {
+                cdl__v4 y = acc * scale + bias;
+                float *d = (float *)dst + (size_t)j * out_w + i;
+                d[0] = y[0]; d[plane] = y[1]; d[2 * plane] = y[2];
+                break;
+            }
+            case COORDL_F32_NHWC: {
+                cdl__v4 y = acc * scale + bias;
+                float *d = (float *)dst + ((size_t)j * out_w + i) * 3;
+                d[0] = y[0]; d[1] = y[1]; d[2] = y[2];
+                break;
+            }
+            case COORDL_U8_NHWC:
+            case COORDL_U8_NCHW: {
+                cdl__u8 v[3];
+                for (int c = 0; c < 3; c++) {
+                    float f = acc[c] + 0.5f;
+                    v[c] = (cdl__u8)(f <= 0.0f ? 0 : f >= 255.0f ? 255 : (int)f);
+                }
+                if (L->cfg.layout == COORDL_U8_NHWC) {
+                    cdl__u8 *d = (cdl__u8 *)dst + ((size_t)j * out_w + i) * 3;
+                    d[0] = v[0]; d[1] = v[1]; d[2] = v[2];
+                } else {
+                    cdl__u8 *d = (cdl__u8 *)dst + (size_t)j * out_w + i;
+                    d[0] = v[0]; d[plane] = v[1]; d[2 * plane] = v[2];
+                }
+                break;
+            }
+            }
+        }
+    }
+}
+
+/* Builds both tables for geometry g (in decoded-image pixels). */
+static coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cdl__axis *ax, cdl__axis *ay) {
+    coordl *L = W->L;
+    if (!cdl__axis_build(W, ax, &W->xstart, &W->xstartcap, &W->xw, &W->xwcap, (int)L->cfg.out_w,
+                         g->x0, g->sw, g->clip_x0, g->clip_x1, g->flip) ||
+        !cdl__axis_build(W, ay, &W->ystart, &W->ystartcap, &W->yw, &W->ywcap, (int)L->cfg.out_h,
+                         g->y0, g->sh, g->clip_y0, g->clip_y1, 0))
+        return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for resampling tables");
+    size_t need = ((size_t)(ax->hi - ax->lo) * 3 + 8) * sizeof(float);
+    if (!cdl__reserve(L, (void **)&W->tmp, &W->tmpcap, need))
+        return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for a resampling row");
+    return COORDL_OK;
+}
+
+/* ===================================================================== */
+/* 11. Decode                                                            */
+/* JPEG (recognised by content): read the header, draw the crop, pick    */
+/* the DCT scale, decode only the crop's columns (jpeg_crop_scanline,    */
+/* iMCU-aligned) and rows (jpeg_skip_scanlines above, stop after the     */
+/* last), then resample straight into the batch row. One decompressor    */
+/* per worker, reused. Other formats: stb_image, full decode.            */
+/* ===================================================================== */
+
+#ifndef COORDL_NO_JPEGTURBO
+static void cdl__jpeg_error_exit(j_common_ptr cinfo) {
+    struct cdl__jpeg_err *e = (struct cdl__jpeg_err *)cinfo->err;
+    (*cinfo->err->format_message)(cinfo, e->msg);
+    longjmp(e->jump, 1);
+}
+
+static void cdl__jpeg_emit_message(j_common_ptr cinfo, int level) {
+    struct cdl__jpeg_err *e = (struct cdl__jpeg_err *)cinfo->err;
+    if (level >= 0) return; /* trace messages */
+    int code = cinfo->err->msg_code;
+    /* Data that ends early or is damaged would otherwise decode as grey:
+     * report it as a corrupt sample. Extraneous bytes are harmless. */
+    if (code == JWRN_JPEG_EOF || code == JWRN_HIT_MARKER || code == JWRN_HUFF_BAD_CODE ||
+        code == JWRN_MUST_RESYNC) {
+        if (!e->fatal_warning) (*cinfo->err->format_message)(cinfo, e->msg);
+        e->fatal_warning = 1;
+    }
+    cinfo->err->num_warnings++;
+}
+
+static int cdl__jpeg_has_eoi(const cdl__u8 *p, size_t len, size_t from) {
+    /* 0xFF 0xD9 cannot occur inside entropy-coded data (0xFF is stuffed),
+     * so its absence after the first scan means the file was cut short. */
+    for (size_t i = len; i >= from + 2; i--)
+        if (p[i - 2] == 0xFF && p[i - 1] == 0xD9) return 1;
+    return 0;
+}
+
+static void cdl__cmyk_row_to_rgb(const cdl__u8 *in, cdl__u8 *out, int n, int inverted) {
+    for (int x = 0; x < n; x++) {
+        int c = in[4 * x], m = in[4 * x + 1], y = in[4 * x + 2], k = in[4 * x + 3];
+        if (!inverted) { c = 255 - c; m = 255 - m; y = 255 - y; k = 255 - k; }
+        /* now "ink absent" values: R = (255 - C)(255 - K) / 255 */
+        out[3 * x] = (cdl__u8)((c * k + 127) / 255);
+        out[3 * x + 1] = (cdl__u8)((m * k + 127) / 255);
+        out[3 * x + 2] = (cdl__u8)((y * k + 127) / 255);
+    }
+}
+
+/* The body that may longjmp: only plain locals that are not changed after
+ * setjmp, per C11 7.13.2.1. */
+static coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cdl__bytes *in,
+                                      uint64_t epoch, uint64_t id, void *dst) {
+    coordl *L = W->L;
+    struct jpeg_decompress_struct *jd = &W->jd;
+    uint64_t t0 = cdl__now_ns();
+    W->jerr.fatal_warning = 0;
+    if (setjmp(W->jerr.jump)) {
+        jpeg_abort_decompress(jd);
+        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: not a decodable JPEG: %s", path, W->jerr.msg);
+    }
+    jpeg_mem_src(jd, in->p, (unsigned long)in->len);
+    jpeg_read_header(jd, TRUE);
+    const int iw = (int)jd->image_width, ih = (int)jd->image_height;
+    if ((uint64_t)iw * (uint64_t)ih > L->cfg.max_pixels) {
+        jpeg_abort_decompress(jd);
+        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: %dx%d pixels exceeds max_pixels (%llu)",
+                                 path, iw, ih, (unsigned long long)L->cfg.max_pixels);
+    }
+    size_t scan_start = in->len - jd->src->bytes_in_buffer;
+    if (!cdl__jpeg_has_eoi(in->p, in->len, scan_start)) {
+        jpeg_abort_decompress(jd);
+        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: truncated JPEG (no end-of-image marker)", path);
+    }
+    cdl__geom g;
+    cdl__plan(L, epoch, id, iw, ih, &g);
+    const int d = cdl__choose_dct_denominator(L, &g);
+    const int cmyk = jd->jpeg_color_space == JCS_CMYK || jd->jpeg_color_space == JCS_YCCK;
+    jd->scale_num = 1;
+    jd->scale_denom = (unsigned)d;
+    jd->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+    jd->dct_method = JDCT_ISLOW;
+    jpeg_calc_output_dimensions(jd);
+    cdl__geom_scale(&g, d, (int)jd->output_width, (int)jd->output_height);
+    cdl__axis ax, ay;
+    coordl_status rc = cdl__tables_for(W, &g, &ax, &ay);
+    if (rc != COORDL_OK) {
+        jpeg_abort_decompress(jd);
+        return rc;
+    }
+    jpeg_start_decompress(jd);
+    JDIMENSION xoff = (JDIMENSION)ax.lo, cw = (JDIMENSION)(ax.hi - ax.lo);
+    if (cw < jd->output_width) jpeg_crop_scanline(jd, &xoff, &cw);
+    const size_t stride = (size_t)cw * 3;
+    const int rows = ay.hi - ay.lo;
+    if (!cdl__reserve(L, (void **)&W->pix, &W->pixcap, stride * (size_t)rows + 64) ||
+        (cmyk && !cdl__reserve(L, (void **)&W->row4, &W->row4cap, (size_t)cw * 4 + 64))) {
+        jpeg_abort_decompress(jd);
+        return cdl__worker_error(W, COORDL_ERR_NOMEM, "%s: out of memory for the decoded region", path);
+    }
+    if (ay.lo > 0) jpeg_skip_scanlines(jd, (JDIMENSION)ay.lo);
+    for (int r = 0; r < rows;) {
+        cdl__u8 *target = cmyk ? W->row4 : W->pix + (size_t)r * stride;
+        JSAMPROW rowp[1] = {target};
+        JDIMENSION got = jpeg_read_scanlines(jd, rowp, 1);
+        if (got != 1) break;
+        if (cmyk) cdl__cmyk_row_to_rgb(W->row4, W->pix + (size_t)r * stride, (int)cw, jd->saw_Adobe_marker);
+        r++;
+    }
+    const int complete = jd->output_scanline >= (JDIMENSION)ay.hi;
+    jpeg_abort_decompress(jd); /* rows below the crop are never decoded */
+    if (W->jerr.fatal_warning || !complete)
+        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: corrupt JPEG data: %s", path,
+                                 W->jerr.fatal_warning ? W->jerr.msg : "rows missing");
+    uint64_t t1 = cdl__now_ns();
+    W->decode_ns += t1 - t0;
+    cdl__resample_to_row(L, W, W->pix, stride, (int)xoff, ay.lo, &ax, &ay, dst);
+    W->augment_ns += cdl__now_ns() - t1;
+    return COORDL_OK;
+}
+#endif
+
+static coordl_status cdl__decode_stb(cdl__worker *W, const char *path, const cdl__bytes *in,
+                                     uint64_t epoch, uint64_t id, void *dst) {
+    coordl *L = W->L;
+    uint64_t t0 = cdl__now_ns();
+    int iw, ih, comp;
+    if (in->len > INT_MAX || !stbi_info_from_memory(in->p, (int)in->len, &iw, &ih, &comp))
+        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: not a recognised image (%s)", path,
+                                 in->len > INT_MAX ? "too large" : stbi_failure_reason());
+    if ((uint64_t)iw * (uint64_t)ih > L->cfg.max_pixels)
+        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: %dx%d pixels exceeds max_pixels (%llu)",
+                                 path, iw, ih, (unsigned long long)L->cfg.max_pixels);
+    /* stb_image allocates its own output; formats other than JPEG are
+     * the minority in training sets, so this malloc per image is accepted. */
+    cdl__u8 *img = stbi_load_from_memory(in->p, (int)in->len, &iw, &ih, &comp, 3);
+    if (!img)
+        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: cannot decode: %s", path, stbi_failure_reason());
+    uint64_t t1 = cdl__now_ns();
+    W->decode_ns += t1 - t0;
+    cdl__geom g;
+    cdl__plan(L, epoch, id, iw, ih, &g);
+    cdl__axis ax, ay;
+    coordl_status rc = cdl__tables_for(W, &g, &ax, &ay);
+    if (rc == COORDL_OK)
+        cdl__resample_to_row(L, W, img, (size_t)iw * 3, 0, 0, &ax, &ay, dst);
+    stbi_image_free(img);
+    W->augment_ns += cdl__now_ns() - t1;
+    return rc;
+}
+
+/* Fetch, decode and augment item `id` into dst. */
+static coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint64_t id, void *dst) {
+    coordl *L = W->L;
+    cdl__bytes in = {NULL, 0};
+    coordl_status rc = cdl__fetch(W, id, &in);
+    if (rc != COORDL_OK) return rc;
+    const char *path = cdl__item_path(L, id);
+#ifndef COORDL_NO_JPEGTURBO
+    if (in.len >= 3 && in.p[0] == 0xFF && in.p[1] == 0xD8 && in.p[2] == 0xFF)
+        return cdl__decode_jpeg(W, path, &in, epoch, id, dst);
+#endif
+    return cdl__decode_stb(W, path, &in, epoch, id, dst);
+}
+
+/* ===================================================================== */
+/* 12. Worker pool and batch ring                                        */
+/* Workers claim rows of batches strictly in batch order; a batch takes  */
+/* any free slot, so up to prefetch_batches - (held) batches are ready   */
+/* ahead. One mutex guards the ring bookkeeping (a few hundred ns per    */
+/* row against a millisecond of decode); the rows themselves are written */
+/* without it. A seek bumps `gen` and waits for in-flight rows, whose    */
+/* results are then dropped.                                             */
+/* ===================================================================== */
+
+static cdl__u8 *cdl__slot_data(const coordl *L, const cdl__slot *s) { return L->ring_arena.base + s->data_off; }
+static int32_t *cdl__slot_labels(const coordl *L, const cdl__slot *s) {
+    return (int32_t *)(void *)(L->ring_arena.base + s->labels_off);
+}
+static uint64_t *cdl__slot_ids(const coordl *L, const cdl__slot *s) {
+    return (uint64_t *)(void *)(L->ring_arena.base + s->ids_off);
+}
+
+static cdl__epoch_counters *cdl__epoch_entry(coordl *L, uint64_t epoch) {
+    cdl__epoch_counters *e = &L->epochs[epoch % CDL_EPOCH_STATS_KEPT];
+    if (!e->used || e->epoch != epoch) {
+        memset(e, 0, sizeof *e);
+        e->used = 1;
+        e->epoch = epoch;
+        e->s.epoch = epoch;
+    }
+    return e;
+}
+
+/* Prepare one row, substituting bad items when configured. Returns the
+ * row's status; sets *row_id to the item actually used. */
+static coordl_status cdl__prepare_row(cdl__worker *W, uint64_t epoch, uint64_t id, uint64_t pos,
+                                      void *dst, uint64_t *row_id) {
+    coordl *L = W->L;
+    coordl_status rc = cdl__prepare_item(W, epoch, id, dst);
+    *row_id = id;
+    if (rc == COORDL_OK || L->cfg.on_bad_sample != COORDL_BAD_SUBSTITUTE || rc == COORDL_ERR_NOMEM) return rc;
+    for (int attempt = 0; attempt < CDL_SUBSTITUTE_TRIES; attempt++) {
+        W->bad++;
+        cdl__log(L, COORDL_LOG_WARN, "bad sample substituted: %s", W->err);
+        uint64_t sub = cdl__hash4(L->cfg.seed, CDL_STREAM_SUBST, epoch, pos * CDL_SUBSTITUTE_TRIES + (uint64_t)attempt) % L->num_items;
+        if (sub == id) sub = (sub + 1) % L->num_items;
+        if (sub == id) break; /* a one-item dataset has nothing to substitute */
+        rc = cdl__prepare_item(W, epoch, sub, dst);
+        *row_id = sub;
+        if (rc == COORDL_OK) return rc;
+    }
+    return rc;
+}
+
+static void *cdl__worker_main(void *arg) {
+    cdl__worker *W = arg;
+    coordl *L = W->L;
+    pthread_mutex_lock(&L->mu);
+    while (!L->stop) {
+        /* Assign the batch being claimed to a free slot if it has none. */
+        if (L->claim_slot < 0) {
+            for (uint32_t s = 0; s < L->nslots; s++) {
+                if (L->slots[s].state == CDL_SLOT_FREE) {
+                    cdl__slot *sl = &L->slots[s];
+                    sl->state = CDL_SLOT_FILLING;
+                    sl->seq = L->claim_seq;
+                    sl->n = cdl__rows_of_batch(L, L->claim_seq % L->bpe);
+                    sl->rows_claimed = sl->rows_done = 0;
+                    sl->status = COORDL_OK;
+                    sl->err_row = UINT32_MAX;
+                    sl->errmsg[0] = '\0';
+                    L->claim_slot = (int)s;
+                    break;
+                }
+            }
+        }
+        if (L->claim_slot < 0) {
+            uint64_t t0 = cdl__now_ns();
+            pthread_cond_wait(&L->work_cv, &L->mu);
+            L->st.wait_slot_ns += cdl__now_ns() - t0;
+            continue;
+        }
+        cdl__slot *sl = &L->slots[L->claim_slot];
+        const uint32_t row = sl->rows_claimed++;
+        const uint64_t seq = sl->seq, gen = L->gen;
+        if (sl->rows_claimed == sl->n) {
+            L->claim_slot = -1;
+            L->claim_seq++;
+        }
+        L->inflight++;
+        pthread_mutex_unlock(&L->mu);
+
+        const uint64_t epoch = seq / L->bpe, index = seq % L->bpe;
+        cdl__perm perm = cdl__perm_for(L, epoch);
+        const uint64_t id = cdl__item_of_row(L, &perm, index, row);
+        cdl__u8 *dst = cdl__slot_data(L, sl) + (size_t)row * L->row_bytes;
+        uint64_t used_id = id;
+        W->read_ns = W->decode_ns = W->augment_ns = 0;
+        W->hit = W->miss = W->hit_bytes = W->fetch_bytes = W->storage_bytes = W->bad = 0;
+        coordl_status rc = cdl__prepare_row(W, epoch, id, index * L->cfg.batch_size + row, dst, &used_id);
+        if (rc != COORDL_OK) memset(dst, 0, L->row_bytes); /* never hand out stale pixels */
+        cdl__slot_ids(L, sl)[row] = used_id;
+        cdl__slot_labels(L, sl)[row] = L->items[used_id].label;
+
+        pthread_mutex_lock(&L->mu);
+        L->inflight--;
+        L->st.items++;
+        L->st.cache_hits += W->hit;
+        L->st.cache_misses += W->miss;
+        L->st.cache_hit_bytes += W->hit_bytes;
+        L->st.storage_bytes += W->storage_bytes;
+        L->st.storage_reads += W->miss;
+        L->st.bad_samples += W->bad;
+        L->st.read_ns += W->read_ns;
+        L->st.decode_ns += W->decode_ns;
+        L->st.augment_ns += W->augment_ns;
+        cdl__epoch_counters *ec = cdl__epoch_entry(L, epoch);
+        ec->s.items++;
+        ec->s.cache_hits += W->hit;
+        ec->s.cache_misses += W->miss;
+        ec->s.cache_hit_bytes += W->hit_bytes;
+        ec->s.fetch_bytes += W->fetch_bytes;
+        ec->s.storage_bytes += W->storage_bytes;
+        ec->s.bad_samples += W->bad;
+        if (gen == L->gen) {
+            if (rc != COORDL_OK && row < sl->err_row) {
+                sl->err_row = row;
+                sl->status = rc;
+                snprintf(sl->errmsg, sizeof sl->errmsg, "%s", W->err);
+            }
+            if (++sl->rows_done == sl->n) {
+                sl->state = CDL_SLOT_READY;
+                pthread_cond_broadcast(&L->ready_cv);
+            }
+        } else if (L->inflight == 0) {
+            pthread_cond_broadcast(&L->idle_cv);
+        }
+    }
+    pthread_mutex_unlock(&L->mu);
+    return NULL;
+}
+
+static void cdl__worker_free(coordl *L, cdl__worker *W) {
+    cdl__free(L, W->readbuf);
+    cdl__free(L, W->pix);
+    cdl__free(L, W->row4);
+    cdl__free(L, W->tmp);
+    cdl__free(L, W->xstart);
+    cdl__free(L, W->xw);
+    cdl__free(L, W->ystart);
+    cdl__free(L, W->yw);
+#ifndef COORDL_NO_JPEGTURBO
+    if (W->jd_ready) jpeg_destroy_decompress(&W->jd);
+#endif
+}
+
+static coordl_status cdl__ring_create(coordl *L) {
+    const size_t B = L->cfg.batch_size;
+    const size_t align = 64;
+    size_t data = cdl__round_up(B * L->row_bytes, align);
+    size_t labels = cdl__round_up(B * sizeof(int32_t), align);
+    size_t ids = cdl__round_up(B * sizeof(uint64_t), align);
+    size_t per_slot = data + labels + ids;
+    if (per_slot > SIZE_MAX / L->nslots) return cdl__open_fail(COORDL_ERR_INVALID, "batch ring too large");
+    L->slots = cdl__calloc(L, L->nslots, sizeof *L->slots);
+    if (!L->slots) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the ring");
+    coordl_status rc = cdl__arena_map(L, &L->ring_arena, per_slot * L->nslots, 1, "batch ring");
+    if (rc != COORDL_OK) return rc;
+    for (uint32_t s = 0; s < L->nslots; s++) {
+        L->slots[s].data_off = s * per_slot;
+        L->slots[s].labels_off = s * per_slot + data;
+        L->slots[s].ids_off = s * per_slot + data + labels;
+        L->slots[s].state = CDL_SLOT_FREE;
+    }
+    return COORDL_OK;
+}
+
+static int cdl__usable_cores(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0) return n;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static coordl_status cdl__pool_start(coordl *L) {
+    int n = L->cfg.threads > 0 ? L->cfg.threads : cdl__usable_cores();
+    L->workers = cdl__calloc(L, (size_t)n, sizeof *L->workers);
+    if (!L->workers) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %d workers", n);
+    for (int i = 0; i < n; i++) {
+        cdl__worker *W = &L->workers[i];
+        W->L = L;
+#ifndef COORDL_NO_JPEGTURBO
+        W->jd.err = jpeg_std_error(&W->jerr.pub);
+        W->jerr.pub.error_exit = cdl__jpeg_error_exit;
+        W->jerr.pub.emit_message = cdl__jpeg_emit_message;
+        jpeg_create_decompress(&W->jd);
+        W->jd_ready = 1;
+#endif
+    }
+    L->nworkers = n;
+    for (int i = 0; i < n; i++) {
+        int e = pthread_create(&L->workers[i].thread, NULL, cdl__worker_main, &L->workers[i]);
+        if (e != 0) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start worker thread %d: %s", i, strerror(e));
+        L->workers[i].started = 1;
+    }
+    L->st.threads = (uint32_t)n;
+    return COORDL_OK;
+}
+
+static void cdl__pool_stop(coordl *L) {
+    if (!L->workers) return;
+    pthread_mutex_lock(&L->mu);
+    L->stop = 1;
+    pthread_cond_broadcast(&L->work_cv);
+    pthread_mutex_unlock(&L->mu);
+    for (int i = 0; i < L->nworkers; i++)
+        if (L->workers[i].started) pthread_join(L->workers[i].thread, NULL);
+    for (int i = 0; i < L->nworkers; i++) cdl__worker_free(L, &L->workers[i]);
+    cdl__free(L, L->workers);
+    L->workers = NULL;
+}
+
+/* ===================================================================== */
+/* 13. Public API                                                        */
+/* ===================================================================== */
+
+coordl_config coordl_config_default(void) {
+    coordl_config c;
+    memset(&c, 0, sizeof c);
+    c.pipeline = COORDL_PIPE_TRAIN;
+    c.batch_size = 32;
+    c.shuffle = 1;
+    c.out_w = c.out_h = 224;
+    c.layout = COORDL_F32_NCHW;
+    c.mean[0] = 0.485f; c.mean[1] = 0.456f; c.mean[2] = 0.406f;
+    c.std[0] = 0.229f; c.std[1] = 0.224f; c.std[2] = 0.225f;
+    c.scale_min = 0.08f; c.scale_max = 1.0f;
+    c.ratio_min = 3.0f / 4.0f; c.ratio_max = 4.0f / 3.0f;
+    c.flip = 1;
+    c.cache_policy = COORDL_CACHE_MINIO;
+    c.cache_pin = COORDL_PIN_TRY;
+    c.prefetch_batches = 4;
+    c.rank = 0;
+    c.world = 1;
+    c.on_bad_sample = COORDL_BAD_FAIL;
+    c.max_pixels = 100000000ull;
+    c.max_item_bytes = 256ull << 20;
+    c.log = cdl__default_log;
+    c.log_level = COORDL_LOG_WARN;
+    return c;
+}
+
+static coordl_status cdl__validate(const coordl_config *c) {
+#define CDL_BAD(...) return cdl__open_fail(COORDL_ERR_INVALID, __VA_ARGS__)
+    if (!c->source || !c->source[0]) CDL_BAD("source: not set; give an ImageFolder root or a list file");
+    if (c->pipeline != COORDL_PIPE_TRAIN && c->pipeline != COORDL_PIPE_EVAL)
+        CDL_BAD("pipeline: %d is not a known pipeline", (int)c->pipeline);
+    if (c->batch_size == 0) CDL_BAD("batch_size: must be at least 1");
+    if (c->out_w == 0 || c->out_h == 0) CDL_BAD("out_w/out_h: output size %ux%u must be at least 1x1", c->out_w, c->out_h);
+    if ((uint64_t)c->out_w * c->out_h > (1u << 26)) CDL_BAD("out_w/out_h: output size %ux%u is too large", c->out_w, c->out_h);
+    if (c->layout < COORDL_F32_NCHW || c->layout > COORDL_U8_NCHW) CDL_BAD("layout: %d is not a known layout", (int)c->layout);
+    for (int i = 0; i < 3; i++) {
+        if (!(c->std[i] > 0.0f) && !(c->std[i] < 0.0f)) CDL_BAD("std[%d]: must be non-zero", i);
+        if (!isfinite(c->mean[i]) || !isfinite(c->std[i])) CDL_BAD("mean/std[%d]: must be finite", i);
+    }
+    if (!(c->scale_min > 0.0f) || !(c->scale_min <= c->scale_max) || c->scale_max > 1.0f)
+        CDL_BAD("scale_min/scale_max: need 0 < scale_min <= scale_max <= 1 (got %g, %g)", c->scale_min, c->scale_max);
+    if (!(c->ratio_min > 0.0f) || !(c->ratio_min <= c->ratio_max) || !isfinite(c->ratio_max))
+        CDL_BAD("ratio_min/ratio_max: need 0 < ratio_min <= ratio_max (got %g, %g)", c->ratio_min, c->ratio_max);
+    if (c->threads < 0 || c->threads > 1024) CDL_BAD("threads: %d is out of range (0 = usable cores, max 1024)", c->threads);
+    if (c->prefetch_batches == 0 || c->prefetch_batches > 1024) CDL_BAD("prefetch_batches: %u is out of range (1..1024)", c->prefetch_batches);
+    if (c->world < 1) CDL_BAD("world: must be at least 1 (got %d)", c->world);
+    if (c->rank < 0 || c->rank >= c->world) CDL_BAD("rank: %d is outside [0, world=%d)", c->rank, c->world);
+    if (c->on_bad_sample != COORDL_BAD_FAIL && c->on_bad_sample != COORDL_BAD_SUBSTITUTE)
+        CDL_BAD("on_bad_sample: %d is not a known policy", (int)c->on_bad_sample);
+    if (c->cache_policy != COORDL_CACHE_MINIO && c->cache_policy != COORDL_CACHE_LRU)
+        CDL_BAD("cache_policy: %d is not a known policy", (int)c->cache_policy);
+    if (c->cache_pin < COORDL_PIN_TRY || c->cache_pin > COORDL_PIN_REQUIRED)
+        CDL_BAD("cache_pin: %d is not a known mode", (int)c->cache_pin);
+    if (c->max_pixels == 0) CDL_BAD("max_pixels: must be at least 1");
+    if (c->max_item_bytes == 0) CDL_BAD("max_item_bytes: must be at least 1");
+    int hooks = (c->allocator.malloc_fn != NULL) + (c->allocator.realloc_fn != NULL) + (c->allocator.free_fn != NULL);
+    if (hooks != 0 && hooks != 3) CDL_BAD("allocator: set all of malloc_fn, realloc_fn and free_fn, or none");
+#undef CDL_BAD
+    return COORDL_OK;
+}
+
+coordl_status coordl_open(const coordl_config *cfg, coordl **out) {
+    cdl__open_errmsg[0] = '\0';
+    if (out) *out = NULL;
+    if (!cfg || !out) return cdl__open_fail(COORDL_ERR_INVALID, "coordl_open: cfg and out must not be NULL");
+    coordl_status rc = cdl__validate(cfg);
+    if (rc != COORDL_OK) return rc;
+
+    coordl_allocator a = cfg->allocator;
+    if (!a.malloc_fn) {
+        a.malloc_fn = cdl__default_malloc;
+        a.realloc_fn = cdl__default_realloc;
+        a.free_fn = cdl__default_free;
+    }
+    coordl *L = a.malloc_fn(a.user, sizeof *L);
+    if (!L) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the handle");
+    memset(L, 0, sizeof *L);
+    L->alloc = a;
+    L->cfg = *cfg;
+    L->claim_slot = -1;
+    pthread_mutex_init(&L->mu, NULL);
+    pthread_cond_init(&L->work_cv, NULL);
+    pthread_cond_init(&L->ready_cv, NULL);
+    pthread_cond_init(&L->idle_cv, NULL);
+    /* Strings are copied: the caller's config may go away after open. */
+    size_t slen = strlen(cfg->source);
+    L->source_copy = cdl__malloc(L, slen + 1);
+    if (!L->source_copy) { coordl_close(L); return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory"); }
+    memcpy(L->source_copy, cfg->source, slen + 1);
+    while (slen > 1 && L->source_copy[slen - 1] == '/') L->source_copy[--slen] = '\0';
+    L->cfg.source = L->source_copy;
+
+    rc = cdl__index_source(L);
+    if (rc == COORDL_OK) {
+        L->share = L->num_items / (uint64_t)L->cfg.world;
+        L->bpe = L->cfg.drop_last ? L->share / L->cfg.batch_size
+                                  : (L->share + L->cfg.batch_size - 1) / L->cfg.batch_size;
+        if (L->bpe == 0)
+            rc = cdl__open_fail(COORDL_ERR_INVALID, "batch_size: %u is larger than this rank's %llu items "
+                                "per epoch with drop_last; lower batch_size", L->cfg.batch_size,
+                                (unsigned long long)L->share);
+    }
+    if (rc == COORDL_OK) {
+        L->out_c = 3;
+        L->elem_bytes = (L->cfg.layout == COORDL_F32_NCHW || L->cfg.layout == COORDL_F32_NHWC) ? 4 : 1;
+        L->row_bytes = (size_t)L->cfg.out_w * L->cfg.out_h * L->out_c * L->elem_bytes;
+        for (int c = 0; c < 3; c++) {
+            L->norm_scale[c] = 1.0f / (255.0f * L->cfg.std[c]);
+            L->norm_bias[c] = -L->cfg.mean[c] / L->cfg.std[c];
+        }
+        L->nslots = L->cfg.prefetch_batches;
+        L->st.dataset_bytes = L->dataset_bytes;
+        rc = cdl__cache_create(L);
+        L->st.cache_bytes_budget = L->cfg.cache_bytes;
+    }
+    if (rc == COORDL_OK) rc = cdl__ring_create(L);
+    if (rc == COORDL_OK) rc = cdl__pool_start(L);
+    if (rc != COORDL_OK) {
+        char keep[CDL_ERRMSG_MAX];
+        memcpy(keep, cdl__open_errmsg, sizeof keep);
+        coordl_close(L);
+        memcpy(cdl__open_errmsg, keep, sizeof keep);
+        return rc;
+    }
+    cdl__log(L, COORDL_LOG_INFO, "opened %s: %llu items, %u classes, %llu batches/epoch, %d workers, "
+             "cache %llu bytes", L->cfg.source, (unsigned long long)L->num_items, L->num_classes,
+             (unsigned long long)L->bpe, L->nworkers, (unsigned long long)L->cfg.cache_bytes);
+    L->last_return_ns = 0;
+    *out = L;
+    return COORDL_OK;
+}
+
+static void cdl__fill_batch(coordl *L, cdl__slot *sl, uint32_t slot_index, coordl_batch *out) {
+    out->n = sl->n;
+    out->data = cdl__slot_data(L, sl);
+    out->data_bytes = (size_t)sl->n * L->row_bytes;
+    out->labels = cdl__slot_labels(L, sl);
+    out->ids = cdl__slot_ids(L, sl);
+    out->epoch = sl->seq / L->bpe;
+    out->index = sl->seq % L->bpe;
+    out->c = L->out_c;
+    out->h = L->cfg.out_h;
+    out->w = L->cfg.out_w;
+    out->layout = L->cfg.layout;
+    out->slot_ = slot_index + 1; /* 0 marks a batch that holds no slot */
+}
+
+coordl_status coordl_next(coordl *L, coordl_batch *out) {
+    if (!L || !out) return COORDL_ERR_INVALID;
+    uint64_t t_enter = cdl__now_ns();
+    memset(out, 0, sizeof *out);
+    L->errmsg[0] = '\0';
+    if (L->cur_index == L->bpe) {
+        out->epoch = L->cur_epoch;
+        L->cur_epoch++;
+        L->cur_index = 0;
+        return COORDL_END_OF_EPOCH;
+    }
+    const uint64_t want = L->cur_epoch * L->bpe + L->cur_index;
+    pthread_mutex_lock(&L->mu);
+    if (L->last_return_ns) L->st.compute_ns += t_enter - L->last_return_ns;
+    if (L->held >= L->nslots) {
+        pthread_mutex_unlock(&L->mu);
+        snprintf(L->errmsg, sizeof L->errmsg, "all %u batch slots are held; release a batch before "
+                 "asking for the next (or raise prefetch_batches)", L->nslots);
+        return COORDL_ERR_INVALID;
+    }
+    int found = -1;
+    for (;;) {
+        for (uint32_t s = 0; s < L->nslots; s++)
+            if (L->slots[s].state == CDL_SLOT_READY && L->slots[s].seq == want) { found = (int)s; break; }
+        if (found >= 0) break;
+        pthread_cond_wait(&L->ready_cv, &L->mu);
+    }
+    cdl__slot *sl = &L->slots[found];
+    L->cur_index++;
+    uint64_t now = cdl__now_ns();
+    L->st.stall_ns += now - t_enter;
+    L->last_return_ns = now;
+    if (sl->status != COORDL_OK) {
+        coordl_status st = sl->status;
+        snprintf(L->errmsg, sizeof L->errmsg, "%s", sl->errmsg);
+        sl->state = CDL_SLOT_FREE; /* the failed batch is skipped */
+        pthread_cond_broadcast(&L->work_cv);
+        pthread_mutex_unlock(&L->mu);
+        return st;
+    }
+    sl->state = CDL_SLOT_HELD;
+    L->held++;
+    L->st.batches++;
+    pthread_mutex_unlock(&L->mu);
+    cdl__fill_batch(L, sl, (uint32_t)found, out);
+    return COORDL_OK;
+}
+
+void coordl_release(coordl *L, coordl_batch *b) {
+    if (!L || !b || b->slot_ == 0 || b->slot_ > L->nslots) return;
+    pthread_mutex_lock(&L->mu);
+    cdl__slot *sl = &L->slots[b->slot_ - 1];
+    if (sl->state == CDL_SLOT_HELD) {
+        sl->state = CDL_SLOT_FREE;
+        L->held--;
+        pthread_cond_broadcast(&L->work_cv);
+    }
+    pthread_mutex_unlock(&L->mu);
+    b->slot_ = 0;
+}
+
+coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
+    if (!L) return COORDL_ERR_INVALID;
+    if (batch >= L->bpe) {
+        snprintf(L->errmsg, sizeof L->errmsg, "coordl_seek: batch %llu is not below batches_per_epoch (%llu)",
+                 (unsigned long long)batch, (unsigned long long)L->bpe);
+        return COORDL_ERR_INVALID;
+    }
+    if (epoch > UINT64_MAX / L->bpe - 1) {
+        snprintf(L->errmsg, sizeof L->errmsg, "coordl_seek: epoch %llu is too large", (unsigned long long)epoch);
+        return COORDL_ERR_INVALID;
+    }
+    pthread_mutex_lock(&L->mu);
+    L->gen++;
+    while (L->inflight > 0) pthread_cond_wait(&L->idle_cv, &L->mu);
+    for (uint32_t s = 0; s < L->nslots; s++)
+        if (L->slots[s].state != CDL_SLOT_HELD) L->slots[s].state = CDL_SLOT_FREE;
+    L->cur_epoch = epoch;
+    L->cur_index = batch;
+    L->claim_seq = epoch * L->bpe + batch;
+    L->claim_slot = -1;
+    pthread_cond_broadcast(&L->work_cv);
+    pthread_mutex_unlock(&L->mu);
+    return COORDL_OK;
+}
+
+void coordl_get_stats(const coordl *L, coordl_stats *out) {
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    if (!L) return;
+    coordl *M = (coordl *)L; /* the mutex is the only thing touched */
+    pthread_mutex_lock(&M->mu);
+    *out = L->st;
+    pthread_mutex_unlock(&M->mu);
+    if (L->cache_entries) {
+        out->cache_bytes_used = atomic_load(&M->cache_used);
+        out->cache_items = atomic_load(&M->cache_items);
+    } else if (L->lru) {
+        pthread_mutex_lock(&L->lru->mu);
+        out->cache_bytes_used = L->lru->bytes_used;
+        out->cache_items = L->lru->items;
+        pthread_mutex_unlock(&L->lru->mu);
+    }
+}
+
+coordl_status coordl_get_epoch_stats(const coordl *L, uint64_t epoch, coordl_epoch_stats *out) {
+    if (!L || !out) return COORDL_ERR_INVALID;
+    coordl *M = (coordl *)L;
+    coordl_status rc = COORDL_ERR_INVALID;
+    pthread_mutex_lock(&M->mu);
+    const cdl__epoch_counters *e = &L->epochs[epoch % CDL_EPOCH_STATS_KEPT];
+    if (e->used && e->epoch == epoch) {
+        *out = e->s;
+        rc = COORDL_OK;
+    }
+    pthread_mutex_unlock(&M->mu);
+    return rc;
+}
+
+uint64_t coordl_num_items(const coordl *L) { return L ? L->num_items : 0; }
+uint64_t coordl_batches_per_epoch(const coordl *L) { return L ? L->bpe : 0; }
+uint32_t coordl_num_classes(const coordl *L) { return L ? L->num_classes : 0; }
+
+const char *coordl_item_path(const coordl *L, uint64_t id) {
+    if (!L || id >= L->num_items) return NULL;
+    return cdl__item_path(L, id);
+}
+
+int32_t coordl_item_label(const coordl *L, uint64_t id) {
+    if (!L || id >= L->num_items) return -1;
+    return L->items[id].label;
+}
+
+const char *coordl_errmsg(const coordl *L) { return L ? L->errmsg : cdl__open_errmsg; }
+
+const char *coordl_strerror(coordl_status s) {
+    switch (s) {
+#define CDL_STATUS_CASE(name, value, text) case COORDL_##name: return text;
+        COORDL_STATUS_MAP(CDL_STATUS_CASE)
+#undef CDL_STATUS_CASE
+    default: return "unknown status";
+    }
+}
+
+void coordl_close(coordl *L) {
+    if (!L) return;
+    cdl__pool_stop(L);
+    cdl__cache_destroy(L);
+    cdl__arena_unmap(L, &L->ring_arena);
+    cdl__free(L, L->slots);
+    cdl__free(L, L->items);
+    cdl__free(L, L->strings);
+    cdl__free(L, L->source_copy);
+    pthread_mutex_destroy(&L->mu);
+    pthread_cond_destroy(&L->work_cv);
+    pthread_cond_destroy(&L->ready_cv);
+    pthread_cond_destroy(&L->idle_cv);
+    coordl_allocator a = L->alloc;
+    a.free_fn(a.user, L);
+}
+
+int coordl_libversion_number(void) { return COORDL_VERSION_NUMBER; }

@@ -1,0 +1,352 @@
+/*
+ * coordl.h - an embedded, in-process data loader for C training engines.
+ *
+ * coordl feeds ready minibatches to a C trainer so that it never waits for
+ * data: a pool of worker threads fetches items (from a MinIO cache of encoded
+ * bytes, or from storage), decodes and augments them straight into a ring of
+ * batch slots, and coordl_next() hands the slots out in order, zero copy.
+ *
+ * This header is the contract: if a function or type does not appear here it
+ * is not part of the published API.
+ *
+ * Typical use:
+ *
+ *     coordl_config cfg = coordl_config_default();
+ *     cfg.source = "/data/imagenet/train";       // ImageFolder root
+ *     cfg.batch_size = 256;
+ *     cfg.cache_bytes = (uint64_t)32 << 30;      // 32 GiB MinIO cache
+ *     coordl *L;
+ *     if (coordl_open(&cfg, &L) != COORDL_OK) {
+ *         fprintf(stderr, "coordl: %s\n", coordl_errmsg(NULL));
+ *         return 1;
+ *     }
+ *     for (int epoch = 0; epoch < epochs; epoch++) {
+ *         coordl_batch b;
+ *         coordl_status rc;
+ *         while ((rc = coordl_next(L, &b)) == COORDL_OK) {
+ *             train_step(b.data, b.labels, b.n);  // b.data: n x 3 x h x w floats
+ *             coordl_release(L, &b);
+ *         }
+ *         if (rc != COORDL_END_OF_EPOCH) { fprintf(stderr, "%s\n", coordl_errmsg(L)); break; }
+ *     }
+ *     coordl_close(L);
+ *
+ * Thread safety, in general: a coordl handle has one consumer. coordl_next,
+ * coordl_next_into, coordl_release, coordl_seek, coordl_set and coordl_close
+ * must not run concurrently with each other on the same handle. The read-only
+ * queries (coordl_get_stats, coordl_num_items, ...) may be called from any
+ * thread at any time while the handle is open. Different handles are
+ * independent: the library has no global state.
+ */
+#ifndef COORDL_H
+#define COORDL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef COORDL_API
+#define COORDL_API extern
+#endif
+
+/* Version: header and library can be checked against each other with
+ * coordl_libversion_number() == COORDL_VERSION_NUMBER. */
+#define COORDL_VERSION_MAJOR 0
+#define COORDL_VERSION_MINOR 2
+#define COORDL_VERSION_PATCH 0
+#define COORDL_VERSION "0.2.0"
+#define COORDL_VERSION_NUMBER                                             \
+    (COORDL_VERSION_MAJOR * 1000000 + COORDL_VERSION_MINOR * 1000 +       \
+     COORDL_VERSION_PATCH)
+
+/* Result codes: 0 is success, negatives are errors, a distinct positive
+ * value means "no more batches in this epoch". One list makes the enum and
+ * the strings of coordl_strerror(). */
+#define COORDL_STATUS_MAP(X)                                                  \
+    X(OK, 0, "success")                                                       \
+    X(END_OF_EPOCH, 1, "end of epoch")                                        \
+    X(ERR_INVALID, -1, "invalid argument or configuration")                   \
+    X(ERR_NOMEM, -2, "out of memory")                                         \
+    X(ERR_IO, -3, "I/O error")                                                \
+    X(ERR_CORRUPT, -4, "corrupt or unsupported data")                         \
+    X(ERR_GROUP, -5, "coordinated group error")                               \
+    X(ERR_PEER, -6, "peer error")                                             \
+    X(ERR_TIMEOUT, -7, "timed out")                                           \
+    X(ERR_UNSUPPORTED, -8, "not supported by this build or platform")
+
+typedef enum {
+#define COORDL__STATUS_ENUM(name, value, text) COORDL_##name = value,
+    COORDL_STATUS_MAP(COORDL__STATUS_ENUM)
+#undef COORDL__STATUS_ENUM
+    COORDL__STATUS_FORCE_INT = 0x7fffffff
+} coordl_status;
+
+typedef struct coordl coordl; /* opaque loader handle */
+
+/* What the items are and how they become rows of a batch. */
+typedef enum {
+    COORDL_PIPE_TRAIN = 0, /* image: RandomResizedCrop + horizontal flip      */
+    COORDL_PIPE_EVAL = 1   /* image: resize shorter side to out*256/224, then
+                              center crop out_h x out_w                       */
+} coordl_pipeline;
+
+/* Memory layout of batch.data. */
+typedef enum {
+    COORDL_F32_NCHW = 0, /* float, planar, normalized: (x/255 - mean) / std */
+    COORDL_U8_NHWC = 1,  /* uint8, interleaved RGB, not normalized          */
+    COORDL_F32_NHWC = 2, /* float, interleaved, normalized                  */
+    COORDL_U8_NCHW = 3   /* uint8, planar, not normalized                   */
+} coordl_layout;
+
+/* What a worker does with an item it cannot read or decode. */
+typedef enum {
+    COORDL_BAD_FAIL = 0,      /* coordl_next returns COORDL_ERR_CORRUPT or
+                                 COORDL_ERR_IO for that batch               */
+    COORDL_BAD_SUBSTITUTE = 1 /* the row is filled from a deterministic
+                                 substitute item; counted in bad_samples and
+                                 logged                                     */
+} coordl_bad_policy;
+
+/* Cache admission policy. MINIO is the product; LRU exists to compare. */
+typedef enum {
+    COORDL_CACHE_MINIO = 0, /* admit until full, never evict               */
+    COORDL_CACHE_LRU = 1    /* evict least recently used (comparison only) */
+} coordl_cache_policy;
+
+/* Page-locking of the cache slab and the batch ring. */
+typedef enum {
+    COORDL_PIN_TRY = 0,     /* lock if allowed, else ordinary memory (logged) */
+    COORDL_PIN_OFF = 1,     /* never lock                                     */
+    COORDL_PIN_REQUIRED = 2 /* fail coordl_open if locking is not allowed     */
+} coordl_pin_mode;
+
+typedef enum {
+    COORDL_LOG_ERROR = 0,
+    COORDL_LOG_WARN = 1,
+    COORDL_LOG_INFO = 2,
+    COORDL_LOG_DEBUG = 3
+} coordl_log_level;
+
+/* Log callback. Called from the consumer thread and from worker threads,
+ * possibly concurrently; msg is valid only during the call. */
+typedef void (*coordl_log_fn)(void *user, coordl_log_level level,
+                              const char *msg);
+
+/* Allocation hooks for the library's ordinary allocations (handle, index,
+ * per-worker scratch). All three or none. They may be called from worker
+ * threads concurrently. The large arenas (cache slab, batch ring) are mapped
+ * with mmap so that they can be page-locked and NUMA-placed; they do not go
+ * through these hooks. */
+typedef struct {
+    void *(*malloc_fn)(void *user, size_t bytes);
+    void *(*realloc_fn)(void *user, void *ptr, size_t bytes);
+    void (*free_fn)(void *user, void *ptr);
+    void *user;
+} coordl_allocator;
+
+/* Called once per arena (cache slab, batch ring) after it is mapped, so that
+ * the trainer can register it with its accelerator runtime (for example
+ * cudaHostRegister). Return 0 on success; a non-zero return is logged and the
+ * open goes on. Called again with register_it = 0 just before unmapping. */
+typedef int (*coordl_pin_fn)(void *user, void *addr, size_t bytes,
+                             int register_it);
+
+/* Configuration. Get one from coordl_config_default() and change what you
+ * need: every field has a sane default, and new fields never break callers. */
+typedef struct coordl_config {
+    /* --- source ------------------------------------------------------- */
+    const char *source;       /* ImageFolder root (root/<class>/<file>, classes
+                                 sorted by name are labels 0..K-1), or a list
+                                 file of "path<TAB>label" lines (paths relative
+                                 to the list file's folder). Required.       */
+    coordl_pipeline pipeline; /* default COORDL_PIPE_TRAIN                   */
+
+    /* --- batches ------------------------------------------------------ */
+    uint32_t batch_size; /* rows per batch; default 32                       */
+    int drop_last;       /* 1: drop an epoch's last partial batch; default 0 */
+    int shuffle;         /* 1: a fresh permutation per epoch; default 1      */
+    uint64_t seed;       /* every random choice derives from (seed, epoch,
+                            item); default 0                                 */
+
+    /* --- image output ------------------------------------------------- */
+    uint32_t out_w, out_h; /* default 224 x 224                             */
+    coordl_layout layout;  /* default COORDL_F32_NCHW                       */
+    float mean[3], std[3]; /* default ImageNet's (0.485 0.456 0.406) and
+                              (0.229 0.224 0.225); float layouts only        */
+    float scale_min, scale_max; /* RandomResizedCrop area range; 0.08..1    */
+    float ratio_min, ratio_max; /* aspect ratio range; 3/4..4/3             */
+    int flip;                   /* horizontal flip with p = 0.5; default 1  */
+
+    /* --- cache -------------------------------------------------------- */
+    uint64_t cache_bytes;             /* MinIO budget of encoded bytes; 0 = no
+                                         cache; default 0                    */
+    coordl_cache_policy cache_policy; /* default COORDL_CACHE_MINIO          */
+    coordl_pin_mode cache_pin;        /* default COORDL_PIN_TRY              */
+
+    /* --- threads ------------------------------------------------------ */
+    int threads;               /* worker threads; 0 = the usable cores       */
+    uint32_t prefetch_batches; /* batch slots in the ring; default 4         */
+
+    /* --- distributed (plain ints; rank in [0, world)) ------------------ */
+    int rank, world; /* each rank gets a disjoint, equal-count share of
+                        every epoch; default 0, 1                            */
+
+    /* --- bad input ---------------------------------------------------- */
+    coordl_bad_policy on_bad_sample; /* default COORDL_BAD_FAIL             */
+    uint64_t max_pixels;             /* larger images are bad samples;
+                                        default 100,000,000                  */
+    uint64_t max_item_bytes;         /* larger files are bad samples;
+                                        default 256 MiB                      */
+
+    /* --- hooks -------------------------------------------------------- */
+    coordl_log_fn log;    /* default: write to stderr                       */
+    void *log_user;
+    coordl_log_level log_level; /* messages above this level are dropped;
+                                   default COORDL_LOG_WARN                  */
+    coordl_allocator allocator; /* default: malloc/realloc/free             */
+    coordl_pin_fn pin;          /* default NULL                             */
+    void *pin_user;
+} coordl_config;
+
+/* A ready batch: a view into a ring slot, valid until coordl_release(). */
+typedef struct coordl_batch {
+    uint32_t n;           /* rows in this batch (the last batch of an epoch
+                             may be short unless drop_last)                 */
+    void *data;           /* n x c x h x w (NCHW) or n x h x w x c (NHWC)   */
+    size_t data_bytes;    /* bytes of data for the n rows                   */
+    int32_t *labels;      /* n class labels                                 */
+    uint64_t *ids;        /* n dataset item ids (see coordl_item_path)       */
+    uint64_t epoch;       /* epoch this batch belongs to                    */
+    uint64_t index;       /* batch index within the epoch                   */
+    uint32_t c, h, w;     /* shape of one row                               */
+    coordl_layout layout; /* element type and order of data                 */
+    uint32_t slot_;       /* internal: ring slot, do not change             */
+} coordl_batch;
+
+/* Counters since open. Times are nanoseconds of monotonic clock. Worker
+ * times are summed over all workers. */
+typedef struct coordl_stats {
+    uint64_t stall_ns;        /* caller blocked inside coordl_next          */
+    uint64_t compute_ns;      /* caller's time between coordl_next calls    */
+    uint64_t batches;         /* batches returned by coordl_next            */
+    uint64_t items;           /* rows prepared by the workers               */
+    uint64_t cache_hits;      /* item fetches served by the cache           */
+    uint64_t cache_misses;    /* item fetches that went to storage          */
+    uint64_t cache_hit_bytes; /* encoded bytes served by the cache          */
+    uint64_t cache_bytes_used;  /* bytes held in the cache now              */
+    uint64_t cache_items;       /* items held in the cache now              */
+    uint64_t cache_bytes_budget;/* the configured budget                    */
+    uint64_t dataset_bytes;     /* encoded bytes of the whole dataset        */
+    uint64_t storage_bytes;     /* bytes read from storage                  */
+    uint64_t storage_reads;     /* files read from storage                  */
+    uint64_t bad_samples;       /* rows substituted for bad items           */
+    uint64_t read_ns;           /* worker time fetching (cache or storage)  */
+    uint64_t decode_ns;         /* worker time decoding                     */
+    uint64_t augment_ns;        /* worker time cropping/resizing/normalizing */
+    uint64_t wait_slot_ns;      /* worker time waiting for a free ring slot */
+    uint32_t threads;           /* worker threads running                   */
+    uint64_t pinned_bytes;      /* bytes of cache and ring page-locked      */
+} coordl_stats;
+
+/* Per-epoch counters (the last 16 epochs are kept). */
+typedef struct coordl_epoch_stats {
+    uint64_t epoch;
+    uint64_t items;           /* rows prepared for this epoch               */
+    uint64_t cache_hits, cache_misses;
+    uint64_t cache_hit_bytes; /* encoded bytes served from the cache        */
+    uint64_t fetch_bytes;     /* encoded bytes fetched (cache + storage)    */
+    uint64_t storage_bytes;
+    uint64_t bad_samples;
+} coordl_epoch_stats;
+
+/* Returns a configuration with every field at its default.
+ * Thread safety: any thread. */
+COORDL_API coordl_config coordl_config_default(void);
+
+/* Indexes the source, allocates the cache and the batch ring, starts the
+ * worker threads, and starts preparing the first batches of epoch 0.
+ *   cfg: the configuration (copied; strings are copied too).
+ *   out: receives the handle, or NULL on failure.
+ * Returns COORDL_OK, or COORDL_ERR_INVALID for a bad configuration (missing
+ * source, empty dataset, batch_size 0, out size 0, rank outside world, ...),
+ * COORDL_ERR_IO for an unreadable source, COORDL_ERR_NOMEM. On failure
+ * coordl_errmsg(NULL) on the same thread says what to change.
+ * Thread safety: any thread; each call makes an independent handle. */
+COORDL_API coordl_status coordl_open(const coordl_config *cfg, coordl **out);
+
+/* Waits for the next batch in order and hands it out (zero copy).
+ *   out: receives the batch view; valid until coordl_release(L, out).
+ * Returns COORDL_OK with a batch; COORDL_END_OF_EPOCH once after each
+ * epoch's last batch (out->n is 0; the next call starts the next epoch);
+ * COORDL_ERR_CORRUPT or COORDL_ERR_IO when the batch holds a bad item and
+ * on_bad_sample is COORDL_BAD_FAIL (coordl_errmsg names the file and the
+ * reason; that batch is skipped and the next call returns the batch after
+ * it); COORDL_ERR_INVALID on a NULL argument.
+ * Up to prefetch_batches batches may be held at once; holding more than that
+ * would deadlock, so coordl_next returns COORDL_ERR_INVALID instead.
+ * Thread safety: the consumer thread of L only (see the top of this file). */
+COORDL_API coordl_status coordl_next(coordl *L, coordl_batch *out);
+
+/* Returns a batch's slot to the ring so the workers can refill it. Batches
+ * may be released in any order. Releasing a batch twice, or a zeroed batch,
+ * is a no-op. Thread safety: the consumer thread of L only. */
+COORDL_API void coordl_release(coordl *L, coordl_batch *b);
+
+/* Repositions the stream so that the next coordl_next returns batch `batch`
+ * of epoch `epoch` (O(1): no batch is replayed). Batches prepared ahead are
+ * dropped; batches the caller still holds stay valid until released.
+ * Returns COORDL_ERR_INVALID when batch >= coordl_batches_per_epoch(L).
+ * Thread safety: the consumer thread of L only. */
+COORDL_API coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch);
+
+/* Copies the counters since open into *out. Thread safety: any thread. */
+COORDL_API void coordl_get_stats(const coordl *L, coordl_stats *out);
+
+/* Copies the counters of one of the last 16 epochs into *out.
+ * Returns COORDL_ERR_INVALID when that epoch is not (or no longer) kept.
+ * Thread safety: any thread. */
+COORDL_API coordl_status coordl_get_epoch_stats(const coordl *L, uint64_t epoch,
+                                                coordl_epoch_stats *out);
+
+/* Number of items in the dataset (all ranks). Thread safety: any thread. */
+COORDL_API uint64_t coordl_num_items(const coordl *L);
+
+/* Batches per epoch for this rank (with drop_last, only full batches).
+ * Thread safety: any thread. */
+COORDL_API uint64_t coordl_batches_per_epoch(const coordl *L);
+
+/* Path of item `id` (as indexed), or NULL when id is out of range. The
+ * string lives as long as the handle. Thread safety: any thread. */
+COORDL_API const char *coordl_item_path(const coordl *L, uint64_t id);
+
+/* Label of item `id`, or -1 when id is out of range.
+ * Thread safety: any thread. */
+COORDL_API int32_t coordl_item_label(const coordl *L, uint64_t id);
+
+/* Number of classes (ImageFolder: class folders; list file: max label + 1).
+ * Thread safety: any thread. */
+COORDL_API uint32_t coordl_num_classes(const coordl *L);
+
+/* Detail of the last error on L (naming the file and the reason), or "" if
+ * none. With L == NULL: the message of the last failed coordl_open on the
+ * calling thread. The string is valid until the next call on L (or the next
+ * coordl_open on this thread). Thread safety: the consumer thread of L. */
+COORDL_API const char *coordl_errmsg(const coordl *L);
+
+/* Static English text of a status code. Thread safety: any thread. */
+COORDL_API const char *coordl_strerror(coordl_status s);
+
+/* Stops the workers, unmaps everything and frees the handle. Batches still
+ * held become invalid. NULL is a no-op. Thread safety: consumer thread. */
+COORDL_API void coordl_close(coordl *L);
+
+/* COORDL_VERSION_NUMBER of the compiled library. Thread safety: any. */
+COORDL_API int coordl_libversion_number(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* COORDL_H */
