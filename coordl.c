@@ -1115,9 +1115,14 @@ static double cdl__triangle(double x) {
  * [clip0, clip1). Returns 0 on allocation failure. */
 static int cdl__axis_build(cdl__worker *W, cdl__axis *ax, int32_t **startbuf, size_t *startcap,
                            float **wbuf, size_t *wcap, int out, double x0, double span,
-                           int clip0, int clip1, int flip) {
+                           int clip0, int clip1, int flip, int dct_scaled) {
     const double scale = span / out;
     const double fscale = scale > 1.0 ? scale : 1.0;
+    /* After a DCT-scaled decode the triangle is kept at the remaining
+     * scale: widening or narrowing it to account for the reduced IDCT's
+     * own low-pass was measured (tests/test_prep.c) and only moved the
+     * error away from the full-decode reference. */
+    (void)dct_scaled;
     const double support = fscale; /* triangle support 1, widened */
     int K = (int)ceil(support) * 2 + 1;
     if (K > clip1 - clip0) K = clip1 - clip0;
@@ -1239,12 +1244,13 @@ static void cdl__resample_to_row(coordl *L, cdl__worker *W, const cdl__u8 *src, 
 }
 
 /* Builds both tables for geometry g (in decoded-image pixels). */
-static coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cdl__axis *ax, cdl__axis *ay) {
+static coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, int dct_scaled,
+                                     cdl__axis *ax, cdl__axis *ay) {
     coordl *L = W->L;
     if (!cdl__axis_build(W, ax, &W->xstart, &W->xstartcap, &W->xw, &W->xwcap, (int)L->cfg.out_w,
-                         g->x0, g->sw, g->clip_x0, g->clip_x1, g->flip) ||
+                         g->x0, g->sw, g->clip_x0, g->clip_x1, g->flip, dct_scaled) ||
         !cdl__axis_build(W, ay, &W->ystart, &W->ystartcap, &W->yw, &W->ywcap, (int)L->cfg.out_h,
-                         g->y0, g->sh, g->clip_y0, g->clip_y1, 0))
+                         g->y0, g->sh, g->clip_y0, g->clip_y1, 0, dct_scaled))
         return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for resampling tables");
     size_t need = ((size_t)(ax->hi - ax->lo) * 3 + 8) * sizeof(float);
     if (!cdl__reserve(L, (void **)&W->tmp, &W->tmpcap, need))
@@ -1337,7 +1343,7 @@ static coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cd
     jpeg_calc_output_dimensions(jd);
     cdl__geom_scale(&g, d, (int)jd->output_width, (int)jd->output_height);
     cdl__axis ax, ay;
-    coordl_status rc = cdl__tables_for(W, &g, &ax, &ay);
+    coordl_status rc = cdl__tables_for(W, &g, d > 1, &ax, &ay);
     if (rc != COORDL_OK) {
         jpeg_abort_decompress(jd);
         return rc;
@@ -1395,7 +1401,7 @@ static coordl_status cdl__decode_stb(cdl__worker *W, const char *path, const cdl
     cdl__geom g;
     cdl__plan(L, epoch, id, iw, ih, &g);
     cdl__axis ax, ay;
-    coordl_status rc = cdl__tables_for(W, &g, &ax, &ay);
+    coordl_status rc = cdl__tables_for(W, &g, 0, &ax, &ay);
     if (rc == COORDL_OK)
         cdl__resample_to_row(L, W, img, (size_t)iw * 3, 0, 0, &ax, &ay, dst);
     stbi_image_free(img);
@@ -1920,6 +1926,53 @@ const char *coordl_item_path(const coordl *L, uint64_t id) {
 int32_t coordl_item_label(const coordl *L, uint64_t id) {
     if (!L || id >= L->num_items) return -1;
     return L->items[id].label;
+}
+
+coordl_status coordl_sample_transform(coordl *L, uint64_t epoch, uint64_t id, coordl_transform *out) {
+    if (!L || !out || id >= L->num_items) return COORDL_ERR_INVALID;
+    memset(out, 0, sizeof *out);
+    /* A throwaway worker: this is a diagnostic call, not the hot path. */
+    cdl__worker W;
+    memset(&W, 0, sizeof W);
+    W.L = L;
+    cdl__bytes in = {NULL, 0};
+    coordl_status rc = cdl__read_file(&W, id, &in);
+    int iw = 0, ih = 0, comp = 0;
+    if (rc == COORDL_OK) {
+        if (in.len > INT_MAX || !stbi_info_from_memory(in.p, (int)in.len, &iw, &ih, &comp)) {
+#ifndef COORDL_NO_JPEGTURBO
+            /* stb is built without its JPEG decoder: read the JPEG header */
+            struct jpeg_decompress_struct jd;
+            W.jd.err = jpeg_std_error(&W.jerr.pub);
+            W.jerr.pub.error_exit = cdl__jpeg_error_exit;
+            jd.err = &W.jerr.pub;
+            jpeg_create_decompress(&jd);
+            if (setjmp(W.jerr.jump) == 0) {
+                jpeg_mem_src(&jd, in.p, (unsigned long)in.len);
+                jpeg_read_header(&jd, TRUE);
+                iw = (int)jd.image_width;
+                ih = (int)jd.image_height;
+            } else {
+                rc = cdl__worker_error(&W, COORDL_ERR_CORRUPT, "%s: %s", cdl__item_path(L, id), W.jerr.msg);
+            }
+            jpeg_destroy_decompress(&jd);
+#else
+            rc = cdl__worker_error(&W, COORDL_ERR_CORRUPT, "%s: not a recognised image", cdl__item_path(L, id));
+#endif
+        }
+    }
+    if (rc == COORDL_OK && (iw <= 0 || ih <= 0))
+        rc = cdl__worker_error(&W, COORDL_ERR_CORRUPT, "%s: not a recognised image", cdl__item_path(L, id));
+    if (rc == COORDL_OK) {
+        cdl__geom g;
+        cdl__plan(L, epoch, id, iw, ih, &g);
+        out->image_w = (uint32_t)iw;
+        out->image_h = (uint32_t)ih;
+        out->x = g.x0; out->y = g.y0; out->w = g.sw; out->h = g.sh;
+        out->flip = g.flip;
+    }
+    cdl__free(L, W.readbuf);
+    return rc;
 }
 
 const char *coordl_errmsg(const coordl *L) { return L ? L->errmsg : cdl__open_errmsg; }

@@ -330,6 +330,26 @@ COORDL_API int32_t coordl_item_label(const coordl *L, uint64_t id);
  * Thread safety: any thread. */
 COORDL_API uint32_t coordl_num_classes(const coordl *L);
 
+/* Where a sample's pixels come from: the source rectangle (in the image's
+ * own pixels) that the pipeline maps onto the out_w x out_h row, and
+ * whether the row is mirrored. For COORDL_PIPE_TRAIN the rectangle is the
+ * RandomResizedCrop box (integers); for COORDL_PIPE_EVAL it is the center
+ * crop of the resized image expressed in source pixels. Useful to move
+ * boxes or keypoints along with the pixels. */
+typedef struct coordl_transform {
+    uint32_t image_w, image_h; /* size of the decoded source image         */
+    double x, y, w, h;         /* source rectangle                         */
+    int flip;                  /* 1: the row is mirrored left-right        */
+} coordl_transform;
+
+/* Computes the transform that item `id` gets in `epoch` (the same pure
+ * function of (seed, epoch, id) the workers use). Reads the item's header
+ * from the cache or storage. Returns COORDL_OK, COORDL_ERR_INVALID for a
+ * bad id, or COORDL_ERR_IO / COORDL_ERR_CORRUPT for an unreadable item.
+ * Thread safety: any thread; uses no worker state. */
+COORDL_API coordl_status coordl_sample_transform(coordl *L, uint64_t epoch, uint64_t id,
+                                                 coordl_transform *out);
+
 /* Detail of the last error on L (naming the file and the reason), or "" if
  * none. With L == NULL: the message of the last failed coordl_open on the
  * calling thread. The string is valid until the next call on L (or the next
