@@ -17,7 +17,7 @@ OMPFLAG := -fopenmp
 
 ALL_CFLAGS = $(STD) $(WARN) $(CFLAGS) $(CPPFLAGS) $(EXTRA_CFLAGS)
 
-TEST_SRCS := $(sort $(wildcard tests/test_*.c))
+TEST_SRCS := $(filter-out tests/test_util.c,$(sort $(wildcard tests/test_*.c)))
 TESTS     := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 EXAMPLES  := $(BUILD)/examples/gen_dataset $(BUILD)/examples/train_demo
 

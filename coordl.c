@@ -220,6 +220,7 @@ struct coordl {
     pthread_cond_t idle_cv;   /* seek waits for in-flight rows              */
     int stop;
     uint64_t gen;             /* bumped by seek: in-flight rows are dropped */
+    int paused;               /* seek in progress: no new claims            */
     uint64_t claim_seq;       /* batch the workers are claiming rows of     */
     int claim_slot;           /* its slot, or -1 when not yet assigned      */
     uint32_t inflight;
@@ -1478,6 +1479,10 @@ static void *cdl__worker_main(void *arg) {
     coordl *L = W->L;
     pthread_mutex_lock(&L->mu);
     while (!L->stop) {
+        if (L->paused) {
+            pthread_cond_wait(&L->work_cv, &L->mu);
+            continue;
+        }
         /* Assign the batch being claimed to a free slot if it has none. */
         if (L->claim_slot < 0) {
             for (uint32_t s = 0; s < L->nslots; s++) {
@@ -1553,9 +1558,8 @@ static void *cdl__worker_main(void *arg) {
                 sl->state = CDL_SLOT_READY;
                 pthread_cond_broadcast(&L->ready_cv);
             }
-        } else if (L->inflight == 0) {
-            pthread_cond_broadcast(&L->idle_cv);
         }
+        if (L->paused && L->inflight == 0) pthread_cond_broadcast(&L->idle_cv);
     }
     pthread_mutex_unlock(&L->mu);
     return NULL;
@@ -1760,8 +1764,8 @@ coordl_status coordl_open(const coordl_config *cfg, coordl **out) {
         }
         L->nslots = L->cfg.prefetch_batches;
         L->st.dataset_bytes = L->dataset_bytes;
-        rc = cdl__cache_create(L);
         L->st.cache_bytes_budget = L->cfg.cache_bytes;
+        rc = cdl__cache_create(L);
     }
     if (rc == COORDL_OK) rc = cdl__ring_create(L);
     if (rc == COORDL_OK) rc = cdl__pool_start(L);
@@ -1868,8 +1872,12 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
         return COORDL_ERR_INVALID;
     }
     pthread_mutex_lock(&L->mu);
+    /* Stop new claims, let in-flight rows finish (their results are then
+     * dropped by the generation check), and only then reset the ring. */
     L->gen++;
+    L->paused = 1;
     while (L->inflight > 0) pthread_cond_wait(&L->idle_cv, &L->mu);
+    L->paused = 0;
     for (uint32_t s = 0; s < L->nslots; s++)
         if (L->slots[s].state != CDL_SLOT_HELD) L->slots[s].state = CDL_SLOT_FREE;
     L->cur_epoch = epoch;
@@ -1943,9 +1951,8 @@ coordl_status coordl_sample_transform(coordl *L, uint64_t epoch, uint64_t id, co
 #ifndef COORDL_NO_JPEGTURBO
             /* stb is built without its JPEG decoder: read the JPEG header */
             struct jpeg_decompress_struct jd;
-            W.jd.err = jpeg_std_error(&W.jerr.pub);
+            jd.err = jpeg_std_error(&W.jerr.pub);
             W.jerr.pub.error_exit = cdl__jpeg_error_exit;
-            jd.err = &W.jerr.pub;
             jpeg_create_decompress(&jd);
             if (setjmp(W.jerr.jump) == 0) {
                 jpeg_mem_src(&jd, in.p, (unsigned long)in.len);

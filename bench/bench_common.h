@@ -1,0 +1,161 @@
+/*
+ * bench_common.h - small helpers shared by the bench programs (header-only,
+ * static functions; each program uses a subset).
+ */
+#ifndef COORDL_BENCH_COMMON_H
+#define COORDL_BENCH_COMMON_H
+
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define BENCH_UNUSED __attribute__((unused))
+#else
+#define BENCH_UNUSED
+#endif
+
+BENCH_UNUSED static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* User + system CPU seconds of the whole process (all threads). */
+BENCH_UNUSED static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
+BENCH_UNUSED static int usable_cores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+BENCH_UNUSED static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "bench: out of memory (%zu bytes)\n", n);
+        exit(1);
+    }
+    return p;
+}
+
+BENCH_UNUSED static char *xstrdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    return memcpy(xmalloc(n), s, n);
+}
+
+/* An ImageFolder's files: root/<class>/<file>, both levels sorted by name. */
+typedef struct {
+    char **paths;
+    uint64_t *sizes;
+    size_t n, cap;
+    uint64_t total_bytes;
+} file_list;
+
+static int bench_cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted names of the entries of dir (no dot entries); NULL on error. */
+static char **sorted_names(const char *dir, size_t *count)
+{
+    DIR *d = opendir(dir);
+    if (!d) return NULL;
+    size_t n = 0, cap = 64;
+    char **v = xmalloc(cap * sizeof *v);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        if (n == cap) {
+            cap *= 2;
+            char **nv = realloc(v, cap * sizeof *v);
+            if (!nv) { fprintf(stderr, "bench: out of memory\n"); exit(1); }
+            v = nv;
+        }
+        v[n++] = xstrdup(e->d_name);
+    }
+    closedir(d);
+    qsort(v, n, sizeof *v, bench_cmp_str);
+    *count = n;
+    return v;
+}
+
+BENCH_UNUSED static int list_image_folder(const char *root, file_list *fl)
+{
+    memset(fl, 0, sizeof *fl);
+    size_t nclasses;
+    char **classes = sorted_names(root, &nclasses);
+    if (!classes) return -1;
+    for (size_t c = 0; c < nclasses; c++) {
+        char cdir[4096];
+        snprintf(cdir, sizeof cdir, "%s/%s", root, classes[c]);
+        size_t nfiles;
+        char **files = sorted_names(cdir, &nfiles);
+        if (files) {
+            for (size_t f = 0; f < nfiles; f++) {
+                char p[8192];
+                snprintf(p, sizeof p, "%s/%s", cdir, files[f]);
+                struct stat st;
+                if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) {
+                    if (fl->n == fl->cap) {
+                        fl->cap = fl->cap ? 2 * fl->cap : 1024;
+                        fl->paths = realloc(fl->paths, fl->cap * sizeof *fl->paths);
+                        fl->sizes = realloc(fl->sizes, fl->cap * sizeof *fl->sizes);
+                        if (!fl->paths || !fl->sizes) {
+                            fprintf(stderr, "bench: out of memory\n");
+                            exit(1);
+                        }
+                    }
+                    fl->paths[fl->n] = xstrdup(p);
+                    fl->sizes[fl->n] = (uint64_t)st.st_size;
+                    fl->total_bytes += (uint64_t)st.st_size;
+                    fl->n++;
+                }
+                free(files[f]);
+            }
+            free(files);
+        }
+        free(classes[c]);
+    }
+    free(classes);
+    return 0;
+}
+
+BENCH_UNUSED static void free_file_list(file_list *fl)
+{
+    for (size_t i = 0; i < fl->n; i++) free(fl->paths[i]);
+    free(fl->paths);
+    free(fl->sizes);
+    memset(fl, 0, sizeof *fl);
+}
+
+/* Median of v[0..n) (sorts v). */
+static int bench_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+BENCH_UNUSED static double median(double *v, size_t n)
+{
+    if (n == 0) return 0;
+    qsort(v, n, sizeof *v, bench_cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+#endif

@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# coordl benchmarks. Run from anywhere; `make bench` runs all of them.
+#
+#   bash bench/run.sh [all|prep|index|cache|dataset]
+#
+#   dataset  make the bench dataset if missing (the other parts do it too)
+#   prep     image-prep throughput: coordl train/eval vs the libjpeg-turbo
+#            decode floor vs torchvision; table in build/bench/prep.txt
+#   index    coordl_open on 100,000 tiny files vs torchvision ImageFolder
+#   cache    MinIO vs LRU hit rate per epoch at cache = 50% of the dataset
+#
+# Environment: BENCH_DATA (dataset dir, default build/bench-data),
+# BENCH_INDEX (index tree, default build/bench-index), BENCH_IMAGES (images
+# per timed run, default 2560), BENCH_ROUNDS (default 3), BENCH_SIGMA,
+# BENCH_SEED, BENCH_CLASSES, BENCH_PER_CLASS (dataset shape), CC.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+MODE=${1:-all}
+case "$MODE" in all|prep|index|cache|dataset) ;;
+  *) echo "usage: bash bench/run.sh [all|prep|index|cache|dataset]" >&2; exit 2 ;;
+esac
+BENCH_DATA=${BENCH_DATA:-build/bench-data}
+BENCH_INDEX=${BENCH_INDEX:-build/bench-index}
+BENCH_IMAGES=${BENCH_IMAGES:-2560}
+BENCH_ROUNDS=${BENCH_ROUNDS:-3}
+OUT=build/bench
+PY=/usr/bin/python3
+CC=${CC:-cc}
+CFLAGS=(-O2 -g -std=c11 -Wall -Wextra -Wpedantic -Wshadow -D_GNU_SOURCE -I.)
+LIBS=(-ljpeg -lpthread -lm)
+mkdir -p "$OUT"
+
+log() { printf '\n=== %s\n' "$*"; }
+
+apt_updated=0
+apt_install() { # apt_install PACKAGE: install it, updating the lists once if needed
+    if [ "$(id -u)" != 0 ]; then
+        echo "run.sh: need root to apt-get install $1 (or install it yourself)" >&2
+        exit 1
+    fi
+    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$1"; then
+        [ $apt_updated = 1 ] && exit 1
+        apt-get update -q && apt_updated=1
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$1"
+    fi
+}
+
+build() { # build NAME [needs-lib]
+    local src=bench/$1.c bin=$OUT/$1
+    local deps=("$src" bench/bench_common.h)
+    [ "${2:-}" = lib ] && deps+=(build/libcoordl.a coordl.h)
+    local stale=0 d
+    [ -x "$bin" ] || stale=1
+    for d in "${deps[@]}"; do [ "$d" -nt "$bin" ] && stale=1; done
+    if [ $stale = 1 ]; then
+        if [ "${2:-}" = lib ]; then
+            $CC "${CFLAGS[@]}" "$src" build/libcoordl.a "${LIBS[@]}" -o "$bin"
+        else
+            $CC "${CFLAGS[@]}" "$src" "${LIBS[@]}" -o "$bin"
+        fi
+    fi
+}
+
+ensure_lib() {
+    make -s lib
+}
+
+ensure_dataset() {
+    [ -d "$BENCH_DATA" ] && return 0
+    log "dataset: $BENCH_DATA (missing; making it once)"
+    if [ -z "$(find /usr/share/wallpapers \( -name '*.jpg' -o -name '*.png' \) 2>/dev/null | head -1)" ]; then
+        apt_install plasma-workspace-wallpapers
+    fi
+    [ -f /usr/include/stb/stb_image.h ] || apt_install libstb-dev
+    build make_bench_dataset
+    "$OUT/make_bench_dataset" --src /usr/share/wallpapers --out "$BENCH_DATA" \
+        --classes "${BENCH_CLASSES:-100}" --per-class "${BENCH_PER_CLASS:-50}" \
+        --seed "${BENCH_SEED:-1}" --sigma "${BENCH_SIGMA:-32}" --threads "$(nproc)"
+}
+
+ensure_torchvision() {
+    "$PY" -c 'import torchvision' 2>/dev/null || apt_install python3-torchvision
+}
+
+# result FILE NAME FIELD: field FIELD (1-based, after "RESULT NAME") of a RESULT line
+result() { awk -v n="$2" -v f="$3" '$1 == "RESULT" && $2 == n { print $(2 + f) }' "$1"; }
+
+run_prep() {
+    ensure_lib
+    ensure_dataset
+    ensure_torchvision
+    build bench_prep lib
+    log "prep: coordl and the libjpeg-turbo decode floor (bench_prep)"
+    "$OUT/bench_prep" --data "$BENCH_DATA" --images "$BENCH_IMAGES" --rounds "$BENCH_ROUNDS" \
+        | tee "$OUT/prep-coordl.log"
+    log "prep: torchvision (torchvision_bench.py)"
+    "$PY" bench/torchvision_bench.py --data "$BENCH_DATA" --images "$BENCH_IMAGES" \
+        --rounds "$BENCH_ROUNDS" | tee "$OUT/prep-torchvision.log"
+
+    local c=$OUT/prep-coordl.log t=$OUT/prep-torchvision.log
+    {
+        echo "coordl image-prep benchmark, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores"
+        echo "data: $BENCH_DATA ($(find "$BENCH_DATA" -type f | wc -l) files);" \
+             "median of $BENCH_ROUNDS runs of $BENCH_IMAGES images; in memory / page cache"
+        echo
+        printf '%-44s %7s %10s %10s %10s %12s\n' case threads "img/s" min max "img/s/core"
+        row() { # row LABEL FILE NAME
+            printf '%-44s %7s %10s %10s %10s %12s\n' "$1" "$(result "$2" "$3" 1)" \
+                "$(result "$2" "$3" 2)" "$(result "$2" "$3" 3)" "$(result "$2" "$3" 4)" \
+                "$(result "$2" "$3" 5)"
+        }
+        row "coordl train 224 F32 flip, 1 thread" "$c" train1
+        row "coordl train 224 F32 flip, all cores" "$c" trainN
+        row "coordl eval 224, 1 thread" "$c" eval1
+        row "libjpeg-turbo full decode floor, 1 thread" "$c" floor
+        row "torchvision DataLoader num_workers=0" "$t" tv_nw0
+        row "torchvision DataLoader num_workers=2" "$t" tv_nw2
+        echo
+        awk -v t1="$(result "$c" train1 5)" -v tn="$(result "$c" trainN 5)" \
+            -v fl="$(result "$c" floor 5)" -v v0="$(result "$t" tv_nw0 5)" \
+            -v v2="$(result "$t" tv_nw2 5)" 'BEGIN {
+            tv = v0 > v2 ? v0 : v2
+            printf "per core, against torchvision (best per core of nw=0 and nw=2, %.1f img/s/core):\n", tv
+            printf "  coordl train 1 thread   %6.2fx   (target >= 4.5x: %s)\n", t1 / tv, (t1 / tv >= 4.5 ? "met" : "NOT met")
+            printf "  coordl train all cores  %6.2fx   (target >= 4.5x: %s)\n", tn / tv, (tn / tv >= 4.5 ? "met" : "NOT met")
+            printf "per core, against the libjpeg-turbo decode floor (%.1f img/s/core):\n", fl
+            printf "  coordl train 1 thread   %6.2fx   (target >= 1.0x: %s)\n", t1 / fl, (t1 / fl >= 1.0 ? "met" : "NOT met")
+            printf "  coordl train all cores  %6.2fx   (target >= 1.0x: %s)\n", tn / fl, (tn / fl >= 1.0 ? "met" : "NOT met")
+        }'
+    } > "$OUT/prep.txt"
+    log "prep: summary (also in $OUT/prep.txt)"
+    cat "$OUT/prep.txt"
+}
+
+run_index() {
+    ensure_lib
+    ensure_torchvision
+    build bench_index lib
+    log "index: coordl_open on $BENCH_INDEX (bench_index)"
+    "$OUT/bench_index" --root "$BENCH_INDEX" | tee "$OUT/index-coordl.log"
+    log "index: torchvision datasets.ImageFolder on the same tree"
+    "$PY" - "$BENCH_INDEX" <<'PYEOF' | tee "$OUT/index-torchvision.log"
+import os, statistics, sys, time
+from torchvision import datasets
+root = sys.argv[1]
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGESIZE")
+times, rss_per_item = [], None
+for r in range(3):
+    r0 = rss()
+    t0 = time.perf_counter()
+    ds = datasets.ImageFolder(root)
+    t = time.perf_counter() - t0
+    n = len(ds)
+    if rss_per_item is None:
+        rss_per_item = (rss() - r0) / n
+    times.append(t)
+    print(f"  ImageFolder {r + 1}: {n} items in {t:.3f} s")
+    del ds
+print(f"RESULT index {n} {min(times):.4f} {statistics.median(times):.4f} {rss_per_item:.1f}")
+PYEOF
+    local c=$OUT/index-coordl.log t=$OUT/index-torchvision.log
+    {
+        echo "indexing $(result "$c" index 1) files ($BENCH_INDEX), best of 3 opens"
+        printf '%-34s %10s %10s %14s\n' case "best s" "median s" "RSS B/item"
+        printf '%-34s %10s %10s %14s\n' "coordl_open, 1 thread" "$(result "$c" index 2)" \
+            "$(result "$c" index 3)" "$(result "$c" index 4)"
+        printf '%-34s %10s %10s %14s\n' "torchvision ImageFolder" "$(result "$t" index 2)" \
+            "$(result "$t" index 3)" "$(result "$t" index 4)"
+        echo "coordl heap in use per item: $(result "$c" index 5) B"
+        awk -v c="$(result "$c" index 2)" -v t="$(result "$t" index 2)" \
+            'BEGIN { printf "coordl_open is %.2fx the speed of ImageFolder (time ratio torchvision/coordl)\n", t / c }'
+    } > "$OUT/index.txt"
+    log "index: summary (also in $OUT/index.txt)"
+    cat "$OUT/index.txt"
+}
+
+run_cache() {
+    ensure_lib
+    ensure_dataset
+    build bench_cache lib
+    log "cache: MinIO vs LRU at 50% of the dataset (bench_cache)"
+    "$OUT/bench_cache" --data "$BENCH_DATA" --fraction 0.5 --epochs 4 --threads "$(nproc)" \
+        --out 64 | tee "$OUT/cache.txt"
+}
+
+case "$MODE" in
+    dataset) ensure_dataset ;;
+    prep) run_prep ;;
+    index) run_index ;;
+    cache) run_cache ;;
+    all) run_prep; run_index; run_cache ;;
+esac

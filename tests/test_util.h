@@ -1,0 +1,184 @@
+/*
+ * test_util.h - helpers shared by the coordl unit tests.
+ *
+ * Everything a test needs is generated at test time under a fresh temporary
+ * directory: images in every supported format (libjpeg for JPEG, stb for
+ * PNG/BMP/TGA, by hand for PPM/PGM), ImageFolder trees and list files. The
+ * helpers abort the test (cmocka fail) on any failure of their own, so a test
+ * body only asserts the behaviour it is about.
+ */
+#ifndef COORDL_TEST_UTIL_H
+#define COORDL_TEST_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "coordl.h"
+
+/* ---- files and directories ------------------------------------------- */
+
+/* Makes a fresh directory /tmp/coordl-test-XXXXXX; returns a malloc'd path. */
+char *tu_mkdtemp(void);
+/* Removes a file or a directory tree; a missing path is not an error. */
+void tu_rmtree(const char *path);
+/* malloc'd "a/b" (printf-style format for the second part). */
+char *tu_join(const char *dir, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* mkdir -p. */
+void tu_mkdirs(const char *path);
+/* Writes bytes to a file (creating parent folders). */
+void tu_write_file(const char *path, const void *data, size_t n);
+/* Reads a whole file into a malloc'd buffer; *n receives its size. */
+uint8_t *tu_read_file(const char *path, size_t *n);
+/* Size of a file in bytes. */
+uint64_t tu_file_size(const char *path);
+/* Sum of the sizes of all regular files under a directory (recursively). */
+uint64_t tu_tree_bytes(const char *dir);
+
+/* ---- pixels ------------------------------------------------------------ */
+
+/* Deterministic 64-bit generator for test data. */
+uint64_t tu_rand(uint64_t *state);
+
+/* malloc'd w*h*comps buffer filled with one colour (comps 1, 3 or 4). */
+uint8_t *tu_solid(int w, int h, int comps, const uint8_t *colour);
+/* malloc'd RGB buffer with R = x * 255 / (w - 1), G = y * 255 / (h - 1),
+ * B = b. With w = h = 256 this is R = x, G = y. */
+uint8_t *tu_gradient_rgb(int w, int h, uint8_t b);
+/* malloc'd RGB buffer: a base colour plus a smooth per-item texture (so that
+ * every item decodes differently and JPEG sizes are similar). */
+uint8_t *tu_textured_rgb(int w, int h, const uint8_t base[3], uint64_t seed);
+/* malloc'd RGB buffer of uniform noise (compresses badly: big files). */
+uint8_t *tu_noise_rgb(int w, int h, uint64_t seed);
+
+/* ---- image writers (all fail the test on error) ----------------------- */
+
+typedef enum { TU_SUB_444 = 0, TU_SUB_422 = 1, TU_SUB_420 = 2 } tu_subsampling;
+
+typedef struct {
+    int quality;                /* 1..100; 0 means 95 */
+    tu_subsampling subsampling; /* chroma subsampling for RGB input */
+    int progressive;            /* 1: progressive JPEG */
+    int no_adobe_marker;        /* CMYK: 1 = omit libjpeg's Adobe marker
+                                   (then the values are plain, not the
+                                   Adobe-inverted convention) */
+} tu_jpeg_opts;
+
+/* comps: 1 = grayscale, 3 = RGB, 4 = CMYK (the bytes are stored as given;
+ * libjpeg writes an Adobe marker unless opts->no_adobe_marker). opts may be
+ * NULL (quality 95, 4:4:4, baseline). */
+void tu_write_jpeg(const char *path, const uint8_t *pix, int w, int h,
+                   int comps, const tu_jpeg_opts *opts);
+/* Encodes a JPEG into memory; returns a malloc'd buffer, *n its size. */
+uint8_t *tu_encode_jpeg(const uint8_t *pix, int w, int h, int comps,
+                        const tu_jpeg_opts *opts, size_t *n);
+void tu_write_png(const char *path, const uint8_t *pix, int w, int h, int comps);
+void tu_write_bmp(const char *path, const uint8_t *pix, int w, int h, int comps);
+void tu_write_tga(const char *path, const uint8_t *pix, int w, int h, int comps);
+void tu_write_ppm(const char *path, const uint8_t *rgb, int w, int h);
+void tu_write_pgm(const char *path, const uint8_t *gray, int w, int h);
+
+/* Offset of the first byte after the SOS header of a JPEG (where entropy
+ * coded data starts), or 0 if none. */
+size_t tu_jpeg_scan_offset(const uint8_t *jpg, size_t n);
+
+/* ---- ImageFolder datasets -------------------------------------------- */
+
+typedef enum {
+    TU_FMT_JPEG = 0,
+    TU_FMT_PNG,
+    TU_FMT_BMP,
+    TU_FMT_TGA,
+    TU_FMT_PPM
+} tu_format;
+
+typedef enum {
+    TU_PAT_SOLID = 0,   /* every pixel the class colour                */
+    TU_PAT_TEXTURED = 1 /* class colour plus a per-item smooth texture */
+} tu_pattern;
+
+typedef struct {
+    int classes;       /* K class folders "class_000" ...               */
+    int per_class;     /* N files per class "img_00000.<ext>" ...       */
+    int w, h;          /* image size                                    */
+    int size_jitter;   /* 0: all w x h; else each side + [0, jitter]    */
+    tu_pattern pattern;
+    tu_format format;
+    int quality;       /* JPEG quality; 0 means 95 (4:4:4 always)       */
+    uint64_t seed;     /* texture / jitter seed                         */
+} tu_folder_spec;
+
+/* Writes root/class_%03d/img_%05d.<ext>; item id of (k, j) is k*per_class+j.
+ * Returns the total bytes written. */
+uint64_t tu_make_image_folder(const char *root, const tu_folder_spec *spec);
+/* malloc'd path of file (k, j) of a tree made by tu_make_image_folder. */
+char *tu_folder_file(const char *root, const tu_folder_spec *spec, int k, int j);
+/* The solid colour of class k (distinct for k < 64, away from 0 and 255). */
+void tu_class_colour(int k, uint8_t rgb[3]);
+
+/* ---- logging ----------------------------------------------------------- */
+
+/* A log callback that swallows everything. */
+void tu_log_quiet(void *user, coordl_log_level level, const char *msg);
+
+/* A log callback that records every message (thread-safe). Pass a
+ * tu_log_record* as log_user. */
+typedef struct tu_log_record tu_log_record;
+tu_log_record *tu_log_record_new(void);
+void tu_log_record_free(tu_log_record *r);
+void tu_log_record_fn(void *user, coordl_log_level level, const char *msg);
+/* Number of messages recorded so far. */
+int tu_log_count(tu_log_record *r);
+/* 1 if any recorded message contains needle. */
+int tu_log_contains(tu_log_record *r, const char *needle);
+
+/* ---- configs and runs ------------------------------------------------- */
+
+/* coordl_config_default() with: source, a quiet log, 2 threads, batch 8,
+ * out 16 x 16, U8_NHWC. Tests change what they are about. */
+coordl_config tu_config(const char *source);
+
+/* Opens a loader and fails the test (printing coordl_errmsg) if it fails. */
+coordl *tu_open(const coordl_config *cfg);
+
+/* FNV-1a 64-bit. */
+#define TU_FNV_OFFSET 0xcbf29ce484222325ULL
+uint64_t tu_fnv1a(uint64_t h, const void *data, size_t n);
+/* Hash of a batch: n, epoch, index, ids, labels and every data byte. */
+uint64_t tu_batch_hash(const coordl_batch *b);
+
+/* What a run over whole epochs saw, batch by batch and row by row. */
+typedef struct {
+    size_t nbatches;
+    uint64_t *hash;  /* per batch */
+    uint64_t *epoch; /* per batch */
+    uint64_t *index; /* per batch */
+    uint32_t *n;     /* per batch */
+    size_t nrows;
+    uint64_t *ids;       /* per row */
+    int32_t *labels;     /* per row */
+    uint64_t *row_epoch; /* per row */
+    uint64_t ends;       /* COORDL_END_OF_EPOCH returns seen */
+    size_t cap_b, cap_r;
+} tu_run;
+
+/* Calls coordl_next until `epochs` COORDL_END_OF_EPOCH returns have been
+ * seen, recording every batch (released at once). Returns COORDL_OK, or the
+ * first error status (the run stops there). */
+coordl_status tu_run_epochs(coordl *L, unsigned epochs, tu_run *run);
+void tu_run_free(tu_run *run);
+/* Count of rows of epoch e whose id is `id`. */
+size_t tu_run_count_id(const tu_run *run, uint64_t e, uint64_t id);
+
+/* Kills the test binary with SIGALRM after `seconds` (a hang is a failure),
+ * and applies the cmocka test filter from $COORDL_TEST_FILTER (a glob on
+ * test names) when set. Call first in main. */
+void tu_main_init(unsigned seconds);
+
+/* Compare two u64 (for qsort). */
+int tu_cmp_u64(const void *a, const void *b);
+
+#endif /* COORDL_TEST_UTIL_H */
