@@ -21,7 +21,7 @@ TEST_SRCS := $(filter-out tests/test_util.c,$(sort $(wildcard tests/test_*.c)))
 TESTS     := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 EXAMPLES  := $(BUILD)/examples/gen_dataset $(BUILD)/examples/train_demo
 
-.PHONY: all lib examples test test-sanitize demo bench clean check-tests
+.PHONY: all lib examples test run-tests test-sanitize demo bench clean deps
 all: lib examples
 lib: $(BUILD)/libcoordl.a
 examples: $(EXAMPLES)
@@ -46,7 +46,17 @@ $(BUILD)/examples/train_demo: examples/train_demo.c $(BUILD)/libcoordl.a
 	$(CC) $(ALL_CFLAGS) $(OMPFLAG) -I. $< $(BUILD)/libcoordl.a $(LIBS) -o $@
 
 # Every test binary runs; the target fails if any fails.
-test: $(TESTS) examples
+# Installs missing Debian packages (as root) once per build folder.
+deps: $(BUILD)/.deps-ok
+$(BUILD)/.deps-ok: tools/install-deps.sh
+	@mkdir -p $(@D)
+	bash tools/install-deps.sh
+	@touch $@
+
+test: deps
+	$(MAKE) run-tests
+
+run-tests: $(TESTS) examples
 	@fail=0; for t in $(TESTS); do echo "== $$t"; $$t || fail=1; done; \
 	 if [ $$fail -ne 0 ]; then echo "make test: FAILED"; exit 1; fi; echo "make test: all test binaries passed"
 
@@ -54,11 +64,13 @@ test-sanitize:
 	$(MAKE) BUILD=build-san OPT=-O1 EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
 
 DEMO_DIR ?= $(BUILD)/demo-data
-demo: examples
+demo: deps
+	$(MAKE) examples
 	@test -d $(DEMO_DIR) || $(BUILD)/examples/gen_dataset --out $(DEMO_DIR) --classes 10 --per-class 200 --seed 1
 	$(BUILD)/examples/train_demo --data $(DEMO_DIR) --epochs 2 --cache-fraction 0.5
 
-bench: lib
+bench: deps
+	$(MAKE) lib
 	bash bench/run.sh
 
 clean:

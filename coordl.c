@@ -460,6 +460,7 @@ static int cdl__cmp_item_path(const void *a, const void *b) {
     return strcmp(cdl__sort_base_tls + x->path_off, cdl__sort_base_tls + y->path_off);
 }
 static void cdl__sort_items_by_path(coordl *L, uint64_t lo, uint64_t hi) {
+    if (hi - lo < 2) return; /* also: an empty class has no item array yet */
     cdl__sort_base_tls = L->strings;
     qsort(L->items + lo, (size_t)(hi - lo), sizeof *L->items, cdl__cmp_item_path);
     cdl__sort_base_tls = NULL;
