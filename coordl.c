@@ -874,7 +874,8 @@ struct cdl__worker {
     cdl__u8 *readbuf;  size_t readcap;
     cdl__u8 *pix;      size_t pixcap;   /* decoded region, RGB           */
     cdl__u8 *row4;     size_t row4cap;  /* one CMYK row                  */
-    float *tmp;        size_t tmpcap;   /* vertical-pass output row      */
+    float *tmp;        size_t tmpcap;   /* resampling window + one row   */
+    int32_t *window_row; size_t window_rowcap;
     int32_t *xstart;   size_t xstartcap;
     float *xw;         size_t xwcap;
     int32_t *ystart;   size_t ystartcap;
@@ -1114,149 +1115,223 @@ static double cdl__triangle(double x) {
 }
 
 /* Builds taps for `out` outputs sampling [x0, x0 + span) clipped to
- * [clip0, clip1). Returns 0 on allocation failure. */
+ * [clip0, clip1). K is the largest number of non-zero taps any output
+ * needs; shorter tap lists are zero-padded (and shifted left at the right
+ * edge) so every output reads exactly K source pixels inside the clip.
+ * Returns 0 on allocation failure. */
+#define CDL_MAX_TAPS 512
 static int cdl__axis_build(cdl__worker *W, cdl__axis *ax, int32_t **startbuf, size_t *startcap,
                            float **wbuf, size_t *wcap, int out, double x0, double span,
-                           int clip0, int clip1, int flip, int dct_scaled) {
+                           int clip0, int clip1, int flip) {
     const double scale = span / out;
     const double fscale = scale > 1.0 ? scale : 1.0;
-    /* After a DCT-scaled decode the triangle is kept at the remaining
-     * scale: widening or narrowing it to account for the reduced IDCT's
-     * own low-pass was measured (tests/test_prep.c) and only moved the
-     * error away from the full-decode reference. */
-    (void)dct_scaled;
     const double support = fscale; /* triangle support 1, widened */
-    int K = (int)ceil(support) * 2 + 1;
-    if (K > clip1 - clip0) K = clip1 - clip0;
-    if (K < 1) K = 1;
+    int bound = (int)ceil(support) * 2 + 1;
+    if (bound > CDL_MAX_TAPS) bound = CDL_MAX_TAPS;
     if (!cdl__reserve(W->L, (void **)startbuf, startcap, (size_t)out * sizeof(int32_t)) ||
-        !cdl__reserve(W->L, (void **)wbuf, wcap, (size_t)out * (size_t)K * sizeof(float)))
+        !cdl__reserve(W->L, (void **)wbuf, wcap, (size_t)out * (size_t)bound * sizeof(float)))
         return 0;
-    ax->K = K;
-    ax->start = *startbuf;
-    ax->w = *wbuf;
-    ax->lo = clip1;
-    ax->hi = clip0;
+    /* Pass 1: each output's non-zero taps, written at stride `bound`. */
+    int K = 1;
     for (int i = 0; i < out; i++) {
-        double center = x0 + (i + 0.5) * scale;
+        const double center = x0 + (i + 0.5) * scale;
         int xmin = (int)floor(center - support + 0.5);
         int xmax = (int)floor(center + support + 0.5);
         if (xmin < clip0) xmin = clip0;
         if (xmax > clip1) xmax = clip1;
-        if (xmax <= xmin) { /* degenerate: nearest valid pixel */
-            xmin = (int)floor(center);
-            if (xmin < clip0) xmin = clip0;
-            if (xmin > clip1 - 1) xmin = clip1 - 1;
-            xmax = xmin + 1;
+        if (xmax - xmin > bound) xmax = xmin + bound;
+        double wk[CDL_MAX_TAPS], sum = 0.0;
+        int n = 0, first = -1, last = -1;
+        for (int x = xmin; x < xmax; x++, n++) {
+            wk[n] = cdl__triangle((x - center + 0.5) / fscale);
+            sum += wk[n];
+            if (wk[n] > 0.0) { if (first < 0) first = n; last = n; }
         }
-        if (xmax - xmin > K) xmax = xmin + K; /* rounding can add one tap */
-        int start = xmin;
-        if (start > clip1 - K) start = clip1 - K;
-        int o = flip ? out - 1 - i : i;
-        float *w = ax->w + (size_t)o * K;
-        double sum = 0.0, tmpw[512];
-        int n = xmax - xmin;
-        if (n > 512) n = 512;
-        for (int k = 0; k < n; k++) {
-            tmpw[k] = cdl__triangle((xmin + k - center + 0.5) / fscale);
-            sum += tmpw[k];
+        float *w = *wbuf + (size_t)i * bound;
+        if (first < 0 || sum <= 0.0) { /* degenerate: nearest pixel */
+            int x = (int)floor(center);
+            xmin = x < clip0 ? clip0 : x >= clip1 ? clip1 - 1 : x;
+            w[0] = 1.0f;
+            n = 1;
+        } else {
+            for (int k = first; k <= last; k++) w[k - first] = (float)(wk[k] / sum);
+            xmin += first;
+            n = last - first + 1;
         }
-        if (sum <= 0.0) { tmpw[0] = 1.0; sum = 1.0; for (int k = 1; k < n; k++) tmpw[k] = 0.0; }
-        for (int k = 0; k < K; k++) w[k] = 0.0f;
-        for (int k = 0; k < n; k++) w[xmin - start + k] = (float)(tmpw[k] / sum);
-        ax->start[o] = start;
-        if (start < ax->lo) ax->lo = start;
-        if (start + K > ax->hi) ax->hi = start + K;
+        (*startbuf)[i] = xmin;
+        if (n > K) K = n;
+        /* remember n in the unused tail of the row: bound >= n */
+        if (n < bound) w[bound - 1] = (float)n;
+    }
+    if (K > clip1 - clip0) K = clip1 - clip0;
+    /* Pass 2: compact to stride K, zero-pad, shift starts to stay inside
+     * the clip, fold the flip into the output order. Rows are rewritten in
+     * increasing i and the destination index o*K <= i*bound only when not
+     * flipped, so a flipped table goes through the end of the buffer. */
+    if (!cdl__reserve(W->L, (void **)wbuf, wcap, ((size_t)out * bound + (size_t)out * K) * sizeof(float)))
+        return 0;
+    float *packed = *wbuf + (size_t)out * bound;
+    for (int i = 0; i < out; i++) {
+        const float *w = *wbuf + (size_t)i * bound;
+        int n = K == bound ? bound : (int)w[bound - 1];
+        if (n > K || n < 1) n = K;
+        int start = (*startbuf)[i];
+        int shift = 0;
+        if (start > clip1 - K) { shift = start - (clip1 - K); start = clip1 - K; }
+        float *d = packed + (size_t)(flip ? out - 1 - i : i) * K;
+        for (int k = 0; k < K; k++) d[k] = 0.0f;
+        for (int k = 0; k < n && k + shift < K; k++) d[k + shift] = w[k];
+        (*startbuf)[i] = start;
+    }
+    /* flip the starts too, in place */
+    if (flip)
+        for (int i = 0, j = out - 1; i < j; i++, j--) {
+            int32_t t = (*startbuf)[i];
+            (*startbuf)[i] = (*startbuf)[j];
+            (*startbuf)[j] = t;
+        }
+    ax->K = K;
+    ax->start = *startbuf;
+    ax->w = packed;
+    ax->lo = clip1;
+    ax->hi = clip0;
+    for (int i = 0; i < out; i++) {
+        if (ax->start[i] < ax->lo) ax->lo = ax->start[i];
+        if (ax->start[i] + K > ax->hi) ax->hi = ax->start[i] + K;
     }
     return 1;
 }
 
 typedef float cdl__v4 __attribute__((vector_size(16)));
+typedef uint8_t cdl__u8x4 __attribute__((vector_size(4)));
 
-/* src: decoded RGB region whose pixel (0,0) is source pixel (sx0, sy0),
- * `stride` bytes per row. Writes one output row into dst (row j). */
-static void cdl__resample_to_row(coordl *L, cdl__worker *W, const cdl__u8 *src, size_t stride,
-                                 int sx0, int sy0, const cdl__axis *ax, const cdl__axis *ay,
-                                 void *dst) {
-    const int out_w = (int)L->cfg.out_w, out_h = (int)L->cfg.out_h;
-    const int cols = ax->hi - ax->lo;
-    const size_t nf = (size_t)cols * 3;
-    float *tmp = W->tmp; /* nf + 4 floats, reserved by the caller */
-    const size_t plane = (size_t)out_w * out_h;
-    const cdl__v4 scale = {L->norm_scale[0], L->norm_scale[1], L->norm_scale[2], 0.0f};
-    const cdl__v4 bias = {L->norm_bias[0], L->norm_bias[1], L->norm_bias[2], 0.0f};
-    for (int j = 0; j < out_h; j++) {
-        /* vertical: tmp = sum_k wy[k] * row(start + k), over the columns the
-         * horizontal table reads */
-        const float *wy = ay->w + (size_t)j * ay->K;
-        const cdl__u8 *row0 = src + (size_t)(ay->start[j] - sy0) * stride + (size_t)(ax->lo - sx0) * 3;
-        {
-            const float w0 = wy[0];
-            for (size_t x = 0; x < nf; x++) tmp[x] = w0 * (float)row0[x];
+/* Horizontal pass of one source row (RGB bytes, pixel 0 = source column
+ * sx0) into out_w x 3 floats. Four lanes per tap: R G B and the next
+ * pixel's R, which is ignored; the caller guarantees one readable byte
+ * past the row. */
+static void cdl__hpass_row(const cdl__u8 *row, int sx0, const cdl__axis *ax, int out_w,
+                           float *restrict dst) {
+    const int K = ax->K;
+    for (int i = 0; i < out_w; i++) {
+        const float *wx = ax->w + (size_t)i * K;
+        const cdl__u8 *p = row + (size_t)(ax->start[i] - sx0) * 3;
+        cdl__v4 acc = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int k = 0; k < K; k++) {
+            cdl__u8x4 b;
+            memcpy(&b, p + (size_t)k * 3, sizeof b);
+            acc += __builtin_convertvector(b, cdl__v4) * wx[k];
         }
-        for (int k = 1; k < ay->K; k++) {
-            const float wk = wy[k];
-            if (wk == 0.0f) continue;
-            const cdl__u8 *rk = row0 + (size_t)k * stride;
-            for (size_t x = 0; x < nf; x++) tmp[x] += wk * (float)rk[x];
-        }
-        tmp[nf] = tmp[nf + 1] = tmp[nf + 2] = tmp[nf + 3] = 0.0f;
-        /* horizontal, 4 lanes = R G B (+ one ignored), then store */
-        for (int i = 0; i < out_w; i++) {
-            const float *wx = ax->w + (size_t)i * ax->K;
-            const float *t = tmp + (size_t)(ax->start[i] - ax->lo) * 3;
-            cdl__v4 acc = {0.0f, 0.0f, 0.0f, 0.0f};
-            for (int k = 0; k < ax->K; k++) {
-                cdl__v4 v;
-                memcpy(&v, t + (size_t)k * 3, sizeof v);
-                acc += v * wx[k];
-            }
-            switch (L->cfg.layout) {
-            case COORDL_F32_NCHW: {
-                cdl__v4 y = acc * scale + bias;
-                float *d = (float *)dst + (size_t)j * out_w + i;
-                d[0] = y[0]; d[plane] = y[1]; d[2 * plane] = y[2];
-                break;
-            }
-            case COORDL_F32_NHWC: {
-                cdl__v4 y = acc * scale + bias;
-                float *d = (float *)dst + ((size_t)j * out_w + i) * 3;
-                d[0] = y[0]; d[1] = y[1]; d[2] = y[2];
-                break;
-            }
-            case COORDL_U8_NHWC:
-            case COORDL_U8_NCHW: {
-                cdl__u8 v[3];
-                for (int c = 0; c < 3; c++) {
-                    float f = acc[c] + 0.5f;
-                    v[c] = (cdl__u8)(f <= 0.0f ? 0 : f >= 255.0f ? 255 : (int)f);
-                }
-                if (L->cfg.layout == COORDL_U8_NHWC) {
-                    cdl__u8 *d = (cdl__u8 *)dst + ((size_t)j * out_w + i) * 3;
-                    d[0] = v[0]; d[1] = v[1]; d[2] = v[2];
-                } else {
-                    cdl__u8 *d = (cdl__u8 *)dst + (size_t)j * out_w + i;
-                    d[0] = v[0]; d[plane] = v[1]; d[2 * plane] = v[2];
-                }
-                break;
-            }
-            }
-        }
+        dst[3 * i] = acc[0];
+        dst[3 * i + 1] = acc[1];
+        dst[3 * i + 2] = acc[2];
     }
 }
 
-/* Builds both tables for geometry g (in decoded-image pixels). */
-static coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, int dct_scaled,
-                                     cdl__axis *ax, cdl__axis *ay) {
+/* y = sum_k w[k] * rows[k][x] over n contiguous floats: vectorizes. */
+static void cdl__vpass_row(const float *const *rows, const float *w, int K, size_t n,
+                           float *restrict acc) {
+    const float *restrict r0 = rows[0];
+    const float w0 = w[0];
+    for (size_t x = 0; x < n; x++) acc[x] = w0 * r0[x];
+    for (int k = 1; k < K; k++) {
+        const float *restrict rk = rows[k];
+        const float wk = w[k];
+        if (wk == 0.0f) continue;
+        for (size_t x = 0; x < n; x++) acc[x] += wk * rk[x];
+    }
+}
+
+/* Writes one output row (interleaved RGB floats in 0..255) in the layout. */
+static void cdl__store_row(const coordl *L, const float *restrict v, int j, void *dst) {
+    const int out_w = (int)L->cfg.out_w;
+    const size_t plane = (size_t)out_w * L->cfg.out_h;
+    switch (L->cfg.layout) {
+    case COORDL_F32_NCHW: {
+        float *restrict d0 = (float *)dst + (size_t)j * out_w;
+        float *restrict d1 = d0 + plane;
+        float *restrict d2 = d1 + plane;
+        const float s0 = L->norm_scale[0], s1 = L->norm_scale[1], s2 = L->norm_scale[2];
+        const float b0 = L->norm_bias[0], b1 = L->norm_bias[1], b2 = L->norm_bias[2];
+        for (int i = 0; i < out_w; i++) {
+            d0[i] = v[3 * i] * s0 + b0;
+            d1[i] = v[3 * i + 1] * s1 + b1;
+            d2[i] = v[3 * i + 2] * s2 + b2;
+        }
+        break;
+    }
+    case COORDL_F32_NHWC: {
+        float *restrict d = (float *)dst + (size_t)j * out_w * 3;
+        for (int i = 0; i < out_w; i++)
+            for (int c = 0; c < 3; c++) d[3 * i + c] = v[3 * i + c] * L->norm_scale[c] + L->norm_bias[c];
+        break;
+    }
+    case COORDL_U8_NHWC: {
+        cdl__u8 *restrict d = (cdl__u8 *)dst + (size_t)j * out_w * 3;
+        for (int x = 0; x < out_w * 3; x++) {
+            float f = v[x] + 0.5f;
+            f = f < 0.0f ? 0.0f : f > 255.0f ? 255.0f : f;
+            d[x] = (cdl__u8)f;
+        }
+        break;
+    }
+    case COORDL_U8_NCHW: {
+        cdl__u8 *restrict d0 = (cdl__u8 *)dst + (size_t)j * out_w;
+        for (int i = 0; i < out_w; i++)
+            for (int c = 0; c < 3; c++) {
+                float f = v[3 * i + c] + 0.5f;
+                f = f < 0.0f ? 0.0f : f > 255.0f ? 255.0f : f;
+                d0[(size_t)c * plane + i] = (cdl__u8)f;
+            }
+        break;
+    }
+    }
+}
+
+/* src: decoded RGB region whose pixel (0,0) is source pixel (sx0, sy0),
+ * `stride` bytes per row, with at least one readable byte after the last
+ * pixel. Horizontal pass first, once per source row, into a window of K_y
+ * rows (source-row starts are monotone in the output row, so each source
+ * row is filtered once); then the vertical pass over contiguous floats,
+ * then the store. */
+static void cdl__resample(coordl *L, cdl__worker *W, const cdl__u8 *src, size_t stride, int sx0,
+                          int sy0, const cdl__axis *ax, const cdl__axis *ay, void *dst) {
+    const int out_w = (int)L->cfg.out_w, out_h = (int)L->cfg.out_h, Ky = ay->K;
+    const size_t rowf = cdl__round_up((size_t)out_w * 3, 16);
+    float *window = W->tmp;               /* Ky rows of rowf floats       */
+    float *acc = W->tmp + (size_t)Ky * rowf; /* one row                    */
+    int32_t *window_row = W->window_row;  /* source row held by each slot */
+    const float *rows[CDL_MAX_TAPS];
+    for (int k = 0; k < Ky; k++) window_row[k] = -1;
+    for (int j = 0; j < out_h; j++) {
+        const float *wy = ay->w + (size_t)j * Ky;
+        for (int k = 0; k < Ky; k++) {
+            const int r = ay->start[j] + k;
+            const int slot = r % Ky;
+            float *h = window + (size_t)slot * rowf;
+            if (window_row[slot] != r) {
+                cdl__hpass_row(src + (size_t)(r - sy0) * stride, sx0, ax, out_w, h);
+                window_row[slot] = r;
+            }
+            rows[k] = h;
+        }
+        cdl__vpass_row(rows, wy, Ky, (size_t)out_w * 3, acc);
+        cdl__store_row(L, acc, j, dst);
+    }
+}
+
+/* Builds both tables for geometry g (in decoded-image pixels) and makes
+ * room for the resampling window. */
+static coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cdl__axis *ax, cdl__axis *ay) {
     coordl *L = W->L;
     if (!cdl__axis_build(W, ax, &W->xstart, &W->xstartcap, &W->xw, &W->xwcap, (int)L->cfg.out_w,
-                         g->x0, g->sw, g->clip_x0, g->clip_x1, g->flip, dct_scaled) ||
+                         g->x0, g->sw, g->clip_x0, g->clip_x1, g->flip) ||
         !cdl__axis_build(W, ay, &W->ystart, &W->ystartcap, &W->yw, &W->ywcap, (int)L->cfg.out_h,
-                         g->y0, g->sh, g->clip_y0, g->clip_y1, 0, dct_scaled))
+                         g->y0, g->sh, g->clip_y0, g->clip_y1, 0))
         return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for resampling tables");
-    size_t need = ((size_t)(ax->hi - ax->lo) * 3 + 8) * sizeof(float);
-    if (!cdl__reserve(L, (void **)&W->tmp, &W->tmpcap, need))
-        return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for a resampling row");
+    const size_t rowf = cdl__round_up((size_t)L->cfg.out_w * 3, 16);
+    if (!cdl__reserve(L, (void **)&W->tmp, &W->tmpcap, ((size_t)ay->K + 1) * rowf * sizeof(float)) ||
+        !cdl__reserve(L, (void **)&W->window_row, &W->window_rowcap, (size_t)ay->K * sizeof(int32_t)))
+        return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for a resampling window");
     return COORDL_OK;
 }
 
@@ -1345,7 +1420,7 @@ static coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cd
     jpeg_calc_output_dimensions(jd);
     cdl__geom_scale(&g, d, (int)jd->output_width, (int)jd->output_height);
     cdl__axis ax, ay;
-    coordl_status rc = cdl__tables_for(W, &g, d > 1, &ax, &ay);
+    coordl_status rc = cdl__tables_for(W, &g, &ax, &ay);
     if (rc != COORDL_OK) {
         jpeg_abort_decompress(jd);
         return rc;
@@ -1376,7 +1451,7 @@ static coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cd
                                  W->jerr.fatal_warning ? W->jerr.msg : "rows missing");
     uint64_t t1 = cdl__now_ns();
     W->decode_ns += t1 - t0;
-    cdl__resample_to_row(L, W, W->pix, stride, (int)xoff, ay.lo, &ax, &ay, dst);
+    cdl__resample(L, W, W->pix, stride, (int)xoff, ay.lo, &ax, &ay, dst);
     W->augment_ns += cdl__now_ns() - t1;
     return COORDL_OK;
 }
@@ -1403,9 +1478,17 @@ static coordl_status cdl__decode_stb(cdl__worker *W, const char *path, const cdl
     cdl__geom g;
     cdl__plan(L, epoch, id, iw, ih, &g);
     cdl__axis ax, ay;
-    coordl_status rc = cdl__tables_for(W, &g, 0, &ax, &ay);
-    if (rc == COORDL_OK)
-        cdl__resample_to_row(L, W, img, (size_t)iw * 3, 0, 0, &ax, &ay, dst);
+    coordl_status rc = cdl__tables_for(W, &g, &ax, &ay);
+    /* The resampler reads one byte past a row's last pixel; stb's buffer
+     * has none, so the rows it needs are copied into the padded scratch. */
+    const size_t stride = (size_t)iw * 3;
+    const size_t rows = (size_t)(ay.hi - ay.lo);
+    if (rc == COORDL_OK && !cdl__reserve(L, (void **)&W->pix, &W->pixcap, rows * stride + 64))
+        rc = cdl__worker_error(W, COORDL_ERR_NOMEM, "%s: out of memory for the decoded image", path);
+    if (rc == COORDL_OK) {
+        memcpy(W->pix, img + (size_t)ay.lo * stride, rows * stride);
+        cdl__resample(L, W, W->pix, stride, 0, ay.lo, &ax, &ay, dst);
+    }
     stbi_image_free(img);
     W->augment_ns += cdl__now_ns() - t1;
     return rc;
@@ -1571,6 +1654,7 @@ static void cdl__worker_free(coordl *L, cdl__worker *W) {
     cdl__free(L, W->pix);
     cdl__free(L, W->row4);
     cdl__free(L, W->tmp);
+    cdl__free(L, W->window_row);
     cdl__free(L, W->xstart);
     cdl__free(L, W->xw);
     cdl__free(L, W->ystart);
