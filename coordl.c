@@ -46,6 +46,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #ifndef COORDL_NO_JPEGTURBO
 #include <jpeglib.h>
 #include <jerror.h>
@@ -1203,84 +1207,113 @@ static int cdl__axis_build(cdl__worker *W, cdl__axis *ax, int32_t **startbuf, si
 }
 
 typedef float cdl__v4 __attribute__((vector_size(16)));
-typedef uint8_t cdl__u8x4 __attribute__((vector_size(4)));
 
-/* Horizontal pass of one source row (RGB bytes, pixel 0 = source column
- * sx0) into out_w x 3 floats. Four lanes per tap: R G B and the next
- * pixel's R, which is ignored; the caller guarantees one readable byte
- * past the row. */
-static void cdl__hpass_row(const cdl__u8 *row, int sx0, const cdl__axis *ax, int out_w,
+static cdl__v4 cdl__v4_load(const float *p) {
+    cdl__v4 v;
+    memcpy(&v, p, sizeof v); /* unaligned load (movups) */
+    return v;
+}
+static void cdl__v4_store(float *p, cdl__v4 v) { memcpy(p, &v, sizeof v); }
+
+/* Bytes to floats. gcc -O2 does not vectorize this (its "very cheap" cost
+ * model rejects the epilogue), so SSE2 is spelled out where available. */
+static void cdl__u8_to_f32(const cdl__u8 *restrict src, float *restrict dst, size_t n) {
+    size_t i = 0;
+#if defined(__SSE2__)
+    const __m128i zero = _mm_setzero_si128();
+    for (; i + 16 <= n; i += 16) {
+        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(src + i));
+        __m128i lo = _mm_unpacklo_epi8(b, zero), hi = _mm_unpackhi_epi8(b, zero);
+        _mm_storeu_ps(dst + i, _mm_cvtepi32_ps(_mm_unpacklo_epi16(lo, zero)));
+        _mm_storeu_ps(dst + i + 4, _mm_cvtepi32_ps(_mm_unpackhi_epi16(lo, zero)));
+        _mm_storeu_ps(dst + i + 8, _mm_cvtepi32_ps(_mm_unpacklo_epi16(hi, zero)));
+        _mm_storeu_ps(dst + i + 12, _mm_cvtepi32_ps(_mm_unpackhi_epi16(hi, zero)));
+    }
+#endif
+    for (; i < n; i++) dst[i] = (float)src[i];
+}
+
+/* Horizontal pass of one source row, already in floats (pixel 0 = source
+ * column ax->lo, one zero pixel of padding after the last), into three
+ * planar rows (R, G, B; `plane` floats apart). Four lanes per tap: R G B
+ * and the next pixel's R, ignored. Specialised on the tap count so the
+ * inner loop is unrolled for the common K (2-6 taps). */
+#define CDL_HPASS_BODY(KK)                                                     \
+    for (int i = 0; i < out_w; i++) {                                          \
+        const float *wx = ax->w + (size_t)i * (KK);                            \
+        const float *p = frow + (size_t)(ax->start[i] - ax->lo) * 3;           \
+        cdl__v4 acc = cdl__v4_load(p) * wx[0];                                 \
+        for (int k = 1; k < (KK); k++) acc += cdl__v4_load(p + (size_t)k * 3) * wx[k]; \
+        dst[i] = acc[0];                                                       \
+        dst[plane + i] = acc[1];                                               \
+        dst[2 * plane + i] = acc[2];                                           \
+    }
+static void cdl__hpass_row(const float *frow, const cdl__axis *ax, int out_w, size_t plane,
                            float *restrict dst) {
-    const int K = ax->K;
-    for (int i = 0; i < out_w; i++) {
-        const float *wx = ax->w + (size_t)i * K;
-        const cdl__u8 *p = row + (size_t)(ax->start[i] - sx0) * 3;
-        cdl__v4 acc = {0.0f, 0.0f, 0.0f, 0.0f};
-        for (int k = 0; k < K; k++) {
-            cdl__u8x4 b;
-            memcpy(&b, p + (size_t)k * 3, sizeof b);
-            acc += __builtin_convertvector(b, cdl__v4) * wx[k];
-        }
-        dst[3 * i] = acc[0];
-        dst[3 * i + 1] = acc[1];
-        dst[3 * i + 2] = acc[2];
+    switch (ax->K) {
+    case 1: CDL_HPASS_BODY(1) break;
+    case 2: CDL_HPASS_BODY(2) break;
+    case 3: CDL_HPASS_BODY(3) break;
+    case 4: CDL_HPASS_BODY(4) break;
+    case 5: CDL_HPASS_BODY(5) break;
+    case 6: CDL_HPASS_BODY(6) break;
+    default: { const int K = ax->K; CDL_HPASS_BODY(K) } break;
     }
 }
+#undef CDL_HPASS_BODY
 
-/* y = sum_k w[k] * rows[k][x] over n contiguous floats: vectorizes. */
-static void cdl__vpass_row(const float *const *rows, const float *w, int K, size_t n,
-                           float *restrict acc) {
-    const float *restrict r0 = rows[0];
-    const float w0 = w[0];
-    for (size_t x = 0; x < n; x++) acc[x] = w0 * r0[x];
-    for (int k = 1; k < K; k++) {
-        const float *restrict rk = rows[k];
-        const float wk = w[k];
-        if (wk == 0.0f) continue;
-        for (size_t x = 0; x < n; x++) acc[x] += wk * rk[x];
+/* acc = sum_k w[k] * rows[k] over n floats, n a multiple of 4. */
+#define CDL_VPASS_BODY(KK)                                                     \
+    for (size_t x = 0; x < n; x += 4) {                                        \
+        cdl__v4 a = cdl__v4_load(rows[0] + x) * w[0];                          \
+        for (int k = 1; k < (KK); k++) a += cdl__v4_load(rows[k] + x) * w[k];  \
+        cdl__v4_store(acc + x, a);                                             \
+    }
+static void cdl__vpass_row(const float *const *rows, const float *w, int K, size_t n, float *acc) {
+    switch (K) {
+    case 1: CDL_VPASS_BODY(1) break;
+    case 2: CDL_VPASS_BODY(2) break;
+    case 3: CDL_VPASS_BODY(3) break;
+    case 4: CDL_VPASS_BODY(4) break;
+    case 5: CDL_VPASS_BODY(5) break;
+    case 6: CDL_VPASS_BODY(6) break;
+    default: CDL_VPASS_BODY(K) break;
     }
 }
+#undef CDL_VPASS_BODY
 
-/* Writes one output row (interleaved RGB floats in 0..255) in the layout. */
-static void cdl__store_row(const coordl *L, const float *restrict v, int j, void *dst) {
+/* Writes one output row from planar R, G, B floats in 0..255 (`plane`
+ * floats apart) in the configured layout. */
+static void cdl__store_row(const coordl *L, const float *v, size_t plane, int j, void *dst) {
     const int out_w = (int)L->cfg.out_w;
-    const size_t plane = (size_t)out_w * L->cfg.out_h;
+    const size_t oplane = (size_t)out_w * L->cfg.out_h;
     switch (L->cfg.layout) {
-    case COORDL_F32_NCHW: {
-        float *restrict d0 = (float *)dst + (size_t)j * out_w;
-        float *restrict d1 = d0 + plane;
-        float *restrict d2 = d1 + plane;
-        const float s0 = L->norm_scale[0], s1 = L->norm_scale[1], s2 = L->norm_scale[2];
-        const float b0 = L->norm_bias[0], b1 = L->norm_bias[1], b2 = L->norm_bias[2];
-        for (int i = 0; i < out_w; i++) {
-            d0[i] = v[3 * i] * s0 + b0;
-            d1[i] = v[3 * i + 1] * s1 + b1;
-            d2[i] = v[3 * i + 2] * s2 + b2;
+    case COORDL_F32_NCHW:
+        for (int c = 0; c < 3; c++) {
+            const float *src = v + (size_t)c * plane;
+            float *d = (float *)dst + (size_t)c * oplane + (size_t)j * out_w;
+            const float sc = L->norm_scale[c], bi = L->norm_bias[c];
+            int x = 0;
+            for (; x + 4 <= out_w; x += 4) cdl__v4_store(d + x, cdl__v4_load(src + x) * sc + bi);
+            for (; x < out_w; x++) d[x] = src[x] * sc + bi;
         }
         break;
-    }
     case COORDL_F32_NHWC: {
-        float *restrict d = (float *)dst + (size_t)j * out_w * 3;
+        float *d = (float *)dst + (size_t)j * out_w * 3;
         for (int i = 0; i < out_w; i++)
-            for (int c = 0; c < 3; c++) d[3 * i + c] = v[3 * i + c] * L->norm_scale[c] + L->norm_bias[c];
+            for (int c = 0; c < 3; c++) d[3 * i + c] = v[(size_t)c * plane + i] * L->norm_scale[c] + L->norm_bias[c];
         break;
     }
-    case COORDL_U8_NHWC: {
-        cdl__u8 *restrict d = (cdl__u8 *)dst + (size_t)j * out_w * 3;
-        for (int x = 0; x < out_w * 3; x++) {
-            float f = v[x] + 0.5f;
-            f = f < 0.0f ? 0.0f : f > 255.0f ? 255.0f : f;
-            d[x] = (cdl__u8)f;
-        }
-        break;
-    }
+    case COORDL_U8_NHWC:
     case COORDL_U8_NCHW: {
-        cdl__u8 *restrict d0 = (cdl__u8 *)dst + (size_t)j * out_w;
-        for (int i = 0; i < out_w; i++)
-            for (int c = 0; c < 3; c++) {
-                float f = v[3 * i + c] + 0.5f;
+        const int nhwc = L->cfg.layout == COORDL_U8_NHWC;
+        cdl__u8 *d = (cdl__u8 *)dst;
+        for (int c = 0; c < 3; c++)
+            for (int i = 0; i < out_w; i++) {
+                float f = v[(size_t)c * plane + i] + 0.5f;
                 f = f < 0.0f ? 0.0f : f > 255.0f ? 255.0f : f;
-                d0[(size_t)c * plane + i] = (cdl__u8)f;
+                size_t at = nhwc ? ((size_t)j * out_w + i) * 3 + c : (size_t)c * oplane + (size_t)j * out_w + i;
+                d[at] = (cdl__u8)f;
             }
         break;
     }
@@ -1288,34 +1321,37 @@ static void cdl__store_row(const coordl *L, const float *restrict v, int j, void
 }
 
 /* src: decoded RGB region whose pixel (0,0) is source pixel (sx0, sy0),
- * `stride` bytes per row, with at least one readable byte after the last
- * pixel. Horizontal pass first, once per source row, into a window of K_y
- * rows (source-row starts are monotone in the output row, so each source
- * row is filtered once); then the vertical pass over contiguous floats,
- * then the store. */
+ * `stride` bytes per row. Each source row the vertical taps need is
+ * converted to floats and filtered horizontally once, into a window of
+ * K_y planar rows (source-row starts are monotone in the output row);
+ * then the vertical pass runs over contiguous floats and the store
+ * normalizes into the batch row. */
 static void cdl__resample(coordl *L, cdl__worker *W, const cdl__u8 *src, size_t stride, int sx0,
                           int sy0, const cdl__axis *ax, const cdl__axis *ay, void *dst) {
     const int out_w = (int)L->cfg.out_w, out_h = (int)L->cfg.out_h, Ky = ay->K;
-    const size_t rowf = cdl__round_up((size_t)out_w * 3, 16);
-    float *window = W->tmp;               /* Ky rows of rowf floats       */
-    float *acc = W->tmp + (size_t)Ky * rowf; /* one row                    */
-    int32_t *window_row = W->window_row;  /* source row held by each slot */
+    const size_t plane = cdl__round_up((size_t)out_w, 4), rowf = 3 * plane;
+    const size_t cols = (size_t)(ax->hi - ax->lo) * 3;
+    float *window = W->tmp;                   /* Ky rows of rowf floats    */
+    float *acc = window + (size_t)Ky * rowf;  /* one output row            */
+    float *frow = acc + rowf;                 /* one source row, as floats */
+    int32_t *window_row = W->window_row;      /* source row in each slot   */
     const float *rows[CDL_MAX_TAPS];
+    frow[cols] = frow[cols + 1] = frow[cols + 2] = frow[cols + 3] = 0.0f;
     for (int k = 0; k < Ky; k++) window_row[k] = -1;
     for (int j = 0; j < out_h; j++) {
-        const float *wy = ay->w + (size_t)j * Ky;
         for (int k = 0; k < Ky; k++) {
             const int r = ay->start[j] + k;
             const int slot = r % Ky;
             float *h = window + (size_t)slot * rowf;
             if (window_row[slot] != r) {
-                cdl__hpass_row(src + (size_t)(r - sy0) * stride, sx0, ax, out_w, h);
+                cdl__u8_to_f32(src + (size_t)(r - sy0) * stride + (size_t)(ax->lo - sx0) * 3, frow, cols);
+                cdl__hpass_row(frow, ax, out_w, plane, h);
                 window_row[slot] = r;
             }
             rows[k] = h;
         }
-        cdl__vpass_row(rows, wy, Ky, (size_t)out_w * 3, acc);
-        cdl__store_row(L, acc, j, dst);
+        cdl__vpass_row(rows, ay->w + (size_t)j * Ky, Ky, rowf, acc);
+        cdl__store_row(L, acc, plane, j, dst);
     }
 }
 
@@ -1328,8 +1364,9 @@ static coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cdl__ax
         !cdl__axis_build(W, ay, &W->ystart, &W->ystartcap, &W->yw, &W->ywcap, (int)L->cfg.out_h,
                          g->y0, g->sh, g->clip_y0, g->clip_y1, 0))
         return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for resampling tables");
-    const size_t rowf = cdl__round_up((size_t)L->cfg.out_w * 3, 16);
-    if (!cdl__reserve(L, (void **)&W->tmp, &W->tmpcap, ((size_t)ay->K + 1) * rowf * sizeof(float)) ||
+    const size_t rowf = 3 * cdl__round_up((size_t)L->cfg.out_w, 4);
+    const size_t cols = (size_t)(ax->hi - ax->lo) * 3 + 8;
+    if (!cdl__reserve(L, (void **)&W->tmp, &W->tmpcap, (((size_t)ay->K + 1) * rowf + cols) * sizeof(float)) ||
         !cdl__reserve(L, (void **)&W->window_row, &W->window_rowcap, (size_t)ay->K * sizeof(int32_t)))
         return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for a resampling window");
     return COORDL_OK;
@@ -1834,7 +1871,11 @@ coordl_status coordl_open(const coordl_config *cfg, coordl **out) {
         L->share = L->num_items / (uint64_t)L->cfg.world;
         L->bpe = L->cfg.drop_last ? L->share / L->cfg.batch_size
                                   : (L->share + L->cfg.batch_size - 1) / L->cfg.batch_size;
-        if (L->bpe == 0)
+        if (L->share == 0)
+            rc = cdl__open_fail(COORDL_ERR_INVALID, "world: %d ranks but only %llu items; every rank "
+                                "needs at least one item per epoch", L->cfg.world,
+                                (unsigned long long)L->num_items);
+        else if (L->bpe == 0)
             rc = cdl__open_fail(COORDL_ERR_INVALID, "batch_size: %u is larger than this rank's %llu items "
                                 "per epoch with drop_last; lower batch_size", L->cfg.batch_size,
                                 (unsigned long long)L->share);

@@ -197,14 +197,16 @@ static void test_open_empty_directory_is_invalid(void **state)
 {
     (void)state;
     coordl_config cfg = tu_config(g_empty);
-    expect_open_invalid(&cfg, NULL);
+    expect_open_invalid(&cfg, "source");
+    assert_non_null(strstr(coordl_errmsg(NULL), g_empty)); /* names the path */
 }
 
 static void test_open_directory_without_images_is_invalid(void **state)
 {
     (void)state;
     coordl_config cfg = tu_config(g_noimg);
-    expect_open_invalid(&cfg, NULL);
+    expect_open_invalid(&cfg, "source");
+    assert_non_null(strstr(coordl_errmsg(NULL), g_noimg));
 }
 
 static void test_open_batch_size_zero_is_invalid(void **state)
@@ -301,6 +303,29 @@ static void test_open_std_zero_is_invalid(void **state)
     cfg.layout = COORDL_F32_NCHW;
     cfg.std[1] = 0.0f;
     expect_open_invalid(&cfg, "std");
+}
+
+static void test_open_drop_last_share_below_batch_is_invalid(void **state)
+{
+    (void)state;
+    /* 20 items, batch 32 with drop_last: an epoch would have no batch */
+    coordl_config cfg = tu_config(g_images);
+    cfg.batch_size = 32;
+    cfg.drop_last = 1;
+    expect_open_invalid(&cfg, "batch_size");
+}
+
+static void test_open_world_larger_than_dataset_is_invalid(void **state)
+{
+    (void)state;
+    /* 20 items over 32 ranks: floor(20 / 32) = 0 items per rank; the
+     * message must point at world (drop_last is off, batch_size is fine) */
+    coordl_config cfg = tu_config(g_images);
+    cfg.batch_size = 1;
+    cfg.world = 32;
+    cfg.rank = 31;
+    expect_open_invalid(&cfg, "world");
+    assert_null(strstr(coordl_errmsg(NULL), "drop_last"));
 }
 
 static void test_open_error_message_is_per_failed_open(void **state)
@@ -775,6 +800,8 @@ int main(void)
         cmocka_unit_test(test_open_ratio_min_above_max_is_invalid),
         cmocka_unit_test(test_open_prefetch_zero_is_invalid),
         cmocka_unit_test(test_open_std_zero_is_invalid),
+        cmocka_unit_test(test_open_drop_last_share_below_batch_is_invalid),
+        cmocka_unit_test(test_open_world_larger_than_dataset_is_invalid),
         cmocka_unit_test(test_open_error_message_is_per_failed_open),
         cmocka_unit_test(test_close_null_is_noop),
         cmocka_unit_test(test_open_reports_items_classes_and_batches),

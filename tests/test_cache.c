@@ -7,6 +7,12 @@
  *
  * Dataset: 10 classes x 200 textured 32 x 32 JPEGs (2000 items of similar
  * size), made once for the group.
+ *
+ * Exact per-epoch equalities use one worker thread: with several, the
+ * first rows of epoch e+1 are prepared while the last rows of epoch e are
+ * still in flight, so an item that ends epoch e and starts epoch e+1 can be
+ * read first for e+1 (a miss there) and then hit for e. That is pipelining,
+ * not a cache property; the multi-threaded tests allow for it.
  */
 #include "test_util.h"
 
@@ -56,6 +62,7 @@ static coordl_config cache_config(uint64_t cache_bytes, coordl_cache_policy p)
     cfg.cache_policy = p;
     cfg.cache_pin = COORDL_PIN_OFF;
     cfg.seed = 8;
+    cfg.threads = 1; /* see the top of the file */
     return cfg;
 }
 
@@ -134,7 +141,10 @@ static void test_minio_byte_hit_rate_equals_cached_fraction(void **state)
 static void test_minio_count_hit_rate_equals_cached_item_fraction(void **state)
 {
     (void)state;
+    /* four workers: the epoch boundary may shift a few items, the rate
+     * still matches within 0.01 */
     coordl_config cfg = cache_config(g_bytes / 2, COORDL_CACHE_MINIO);
+    cfg.threads = 4;
     coordl_epoch_stats es[3];
     coordl_stats st;
     run_epochs_stats(&cfg, 3, es, &st);
@@ -142,10 +152,12 @@ static void test_minio_count_hit_rate_equals_cached_item_fraction(void **state)
     for (int e = 1; e < 3; e++) {
         uint64_t fetches = es[e].cache_hits + es[e].cache_misses;
         assert_int_equal(fetches, N_ITEMS);
-        assert_int_equal(es[e].cache_hits, st.cache_items);
         double rate = (double)es[e].cache_hits / (double)fetches;
         /* files are of similar size: item and byte fractions agree */
         assert_float_equal(rate, byte_fraction, 0.01);
+        assert_float_equal(rate, (double)st.cache_items / N_ITEMS, 0.01);
+        double byte_rate = (double)es[e].cache_hit_bytes / (double)es[e].fetch_bytes;
+        assert_float_equal(byte_rate, byte_fraction, 0.01);
     }
 }
 
@@ -183,6 +195,7 @@ static void test_lru_hit_rate_is_below_minio_under_shuffle(void **state)
     coordl_epoch_stats minio[3], lru[3];
     coordl_stats sm, sl;
     coordl_config cfg = cache_config(g_bytes / 2, COORDL_CACHE_MINIO);
+    cfg.threads = 2;
     run_epochs_stats(&cfg, 3, minio, &sm);
     cfg.cache_policy = COORDL_CACHE_LRU;
     run_epochs_stats(&cfg, 3, lru, &sl);

@@ -359,6 +359,33 @@ static void test_list_line_with_empty_label_is_invalid(void **state)
     expect_list_line_refused("empty_label.txt", "a.jpg\t");
 }
 
+static void test_list_line_naming_missing_file_is_invalid(void **state)
+{
+    (void)state;
+    /* found at open, with the line, not as a bad sample mid-epoch */
+    expect_list_line_refused("missing.txt", "no_such_file.jpg\t0");
+}
+
+static void test_list_file_accepts_crlf_line_endings(void **state)
+{
+    (void)state;
+    char *dir = tu_join(g_dir, "list_crlf");
+    put_image(dir, "a.jpg", GREY);
+    put_image(dir, "b.jpg", GREY);
+    char *list = put_list(dir, "l.txt", "a.jpg\t4\r\n\r\nb.jpg\t1\r\n");
+    coordl_config cfg = tu_config(list);
+    coordl *L = tu_open(&cfg);
+    assert_int_equal(coordl_num_items(L), 2);
+    assert_int_equal(coordl_item_label(L, 0), 4);
+    assert_int_equal(coordl_item_label(L, 1), 1);
+    char *b = tu_join(dir, "b.jpg");
+    assert_string_equal(coordl_item_path(L, 1), b);
+    coordl_close(L);
+    free(b);
+    free(list);
+    free(dir);
+}
+
 static void test_list_file_of_only_empty_lines_is_invalid(void **state)
 {
     (void)state;
@@ -436,6 +463,8 @@ int main(void)
         cmocka_unit_test(test_list_line_with_trailing_junk_label_is_invalid),
         cmocka_unit_test(test_list_line_with_negative_label_is_invalid),
         cmocka_unit_test(test_list_line_with_empty_label_is_invalid),
+        cmocka_unit_test(test_list_line_naming_missing_file_is_invalid),
+        cmocka_unit_test(test_list_file_accepts_crlf_line_endings),
         cmocka_unit_test(test_list_file_of_only_empty_lines_is_invalid),
         cmocka_unit_test(test_list_file_without_final_newline),
         cmocka_unit_test(test_list_file_content_sniffed_format),
