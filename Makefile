@@ -11,7 +11,8 @@ WARN    := -Wall -Wextra -Wpedantic -Wshadow
 CPPFLAGS += -D_GNU_SOURCE
 STD     := -std=c11
 BUILD   ?= build
-LIBS    := -ljpeg -lpthread -lm
+HWLOC_LIB ?= -lhwloc
+LIBS    := -ljpeg $(HWLOC_LIB) -lpthread -lm
 TESTLIBS := -lcmocka
 OMPFLAG := -fopenmp
 
@@ -53,8 +54,11 @@ $(BUILD)/.deps-ok: tools/install-deps.sh
 	bash tools/install-deps.sh
 	@touch $@
 
+# The suite runs twice: with hwloc, and built with -DCOORDL_NO_HWLOC (the
+# vendoring fallback: plain pthread affinity, no NUMA placement).
 test: deps
 	$(MAKE) run-tests
+	$(MAKE) BUILD=$(BUILD)-nohwloc EXTRA_CFLAGS="$(EXTRA_CFLAGS) -DCOORDL_NO_HWLOC" HWLOC_LIB= run-tests
 
 run-tests: $(TESTS) examples
 	@fail=0; for t in $(TESTS); do echo "== $$t"; $$t || fail=1; done; \
@@ -74,4 +78,4 @@ bench: deps
 	bash bench/run.sh
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-nohwloc build-san-nohwloc

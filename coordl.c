@@ -7,8 +7,9 @@
  *   1. Platform and build options
  *   2. Errors, logging, allocation
  *   3. Counter-based randomness      (seed, epoch, item) -> every random choice
- *   4. Arenas                         offset-addressed mmap regions (cache, ring)
- *   5. Source index                   ImageFolder / list file -> items + strings
+ *   4. Placement                      cores and NUMA node(s) from hwloc, at open
+ *   5. Arenas                         offset-addressed mmap regions (cache, ring)
+ *   5b. Source index                  ImageFolder / list file -> items + strings
  *   6. Sampler                        epoch permutation, rank share, batch rows
  *   7. MinIO cache                    admit until full, never evict (+ LRU)
  *   8. Fetch                          cache, else storage (and admit)
@@ -48,6 +49,10 @@
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
+#endif
+
+#ifndef COORDL_NO_HWLOC
+#include <hwloc.h>
 #endif
 
 #ifndef COORDL_NO_JPEGTURBO
@@ -178,6 +183,22 @@ typedef struct cdl__epoch_counters {
     coordl_epoch_stats s;
 } cdl__epoch_counters;
 
+#define CDL_MAX_PUS 4096
+
+typedef struct cdl__placement {
+    int *worker_pus;   /* PUs for workers, cores first, then hyper-threads */
+    int nworker_pus;
+    int *reserved_pus;
+    int nreserved;
+    int ncores;        /* non-reserved cores                              */
+    int node, nnodes;  /* node of the arenas (-1: several), nodes spanned  */
+    int simulate;      /* topology given: compute, bind nothing           */
+#ifndef COORDL_NO_HWLOC
+    hwloc_topology_t topo;
+    hwloc_bitmap_t nodeset;
+#endif
+} cdl__placement;
+
 typedef struct cdl__worker cdl__worker;
 
 struct coordl {
@@ -214,6 +235,12 @@ struct coordl {
     cdl__arena ring_arena;
     cdl__slot *slots;
     uint32_t nslots;
+
+    /* placement */
+    cdl__placement place;
+    int memory_bound_all;  /* every arena bound so far                    */
+    int pin_failed;        /* some arena could not be locked (logged once) */
+    char pin_error[128];
 
     /* pool */
     cdl__worker *workers;
@@ -345,7 +372,279 @@ static uint64_t cdl__rng_below(cdl__rng *r, uint64_t n) {
 }
 
 /* ===================================================================== */
-/* 4. Arenas                                                             */
+/* 4. Placement                                                          */
+/* Chooses, once at open, the PUs the workers run on and the NUMA        */
+/* node(s) the cache and ring live on: from cpuset, numa_node,           */
+/* pci_bus_id, or every PU the process may use, in that order. Physical  */
+/* cores come before hyper-threads; the first reserve_cores cores are    */
+/* left to the trainer. hwloc supplies the topology (this machine, or an */
+/* XML/synthetic one for planning and tests); without it                 */
+/* (COORDL_NO_HWLOC) each PU is a core and there is no NUMA placement.   */
+/* ===================================================================== */
+
+
+/* Strict "0-7,16-23" parser into a membership array. */
+static int cdl__parse_pu_list(const char *text, unsigned char *in) {
+    const char *p = text;
+    int any = 0;
+    memset(in, 0, CDL_MAX_PUS);
+    while (*p) {
+        if (*p < '0' || *p > '9') return 0;
+        long a = strtol(p, (char **)&p, 10), b = a;
+        if (*p == '-') {
+            p++;
+            if (*p < '0' || *p > '9') return 0;
+            b = strtol(p, (char **)&p, 10);
+        }
+        if (a < 0 || b < a || b >= CDL_MAX_PUS) return 0;
+        for (long i = a; i <= b; i++) in[i] = 1;
+        any = 1;
+        if (*p == ',') {
+            p++;
+            if (!*p) return 0;
+        } else if (*p) {
+            return 0;
+        }
+    }
+    return any;
+}
+
+/* "0,2,4-6" from a list of PUs (any order), into buf. */
+static void cdl__format_pu_list(const int *pus, int n, char *buf, size_t cap) {
+    unsigned char in[CDL_MAX_PUS];
+    memset(in, 0, sizeof in);
+    for (int i = 0; i < n; i++)
+        if (pus[i] >= 0 && pus[i] < CDL_MAX_PUS) in[pus[i]] = 1;
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < CDL_MAX_PUS && len + 24 < cap; i++) {
+        if (!in[i]) continue;
+        int j = i;
+        while (j + 1 < CDL_MAX_PUS && in[j + 1]) j++;
+        int w = j > i ? snprintf(buf + len, cap - len, "%s%d-%d", len ? "," : "", i, j)
+                      : snprintf(buf + len, cap - len, "%s%d", len ? "," : "", i);
+        if (w > 0) len += (size_t)w;
+        i = j;
+    }
+}
+
+/* Builds the ordered worker list from cores given as PU groups: `core_of`
+ * lists PUs core by core, `core_start[k]..core_start[k+1]` being core k. */
+static coordl_status cdl__place_from_cores(coordl *L, cdl__placement *P, const int *pus,
+                                           const int *core_start, int ncores) {
+    const int reserve = L->cfg.reserve_cores;
+    if (reserve >= ncores)
+        return cdl__open_fail(COORDL_ERR_INVALID, "reserve_cores: %d leaves no core for the workers "
+                              "(the chosen set has %d core%s)", reserve, ncores, ncores == 1 ? "" : "s");
+    int total = core_start[ncores];
+    P->worker_pus = cdl__malloc(L, (size_t)total * sizeof(int));
+    P->reserved_pus = cdl__malloc(L, (size_t)total * sizeof(int) + sizeof(int));
+    if (!P->worker_pus || !P->reserved_pus) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+    for (int k = 0; k < reserve; k++)
+        for (int i = core_start[k]; i < core_start[k + 1]; i++) P->reserved_pus[P->nreserved++] = pus[i];
+    /* round r takes the r-th PU of every remaining core */
+    for (int r = 0;; r++) {
+        int added = 0;
+        for (int k = reserve; k < ncores; k++)
+            if (core_start[k] + r < core_start[k + 1]) {
+                P->worker_pus[P->nworker_pus++] = pus[core_start[k] + r];
+                added = 1;
+            }
+        if (!added) break;
+    }
+    P->ncores = ncores - reserve;
+    return COORDL_OK;
+}
+
+static coordl_status cdl__allowed_pus(unsigned char *allowed) {
+    cpu_set_t set;
+    memset(allowed, 0, CDL_MAX_PUS);
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return cdl__open_fail(COORDL_ERR_INVALID, "cannot read this process's CPU affinity: %s", strerror(errno));
+    for (int i = 0; i < CDL_MAX_PUS && i < CPU_SETSIZE; i++)
+        if (CPU_ISSET(i, &set)) allowed[i] = 1;
+    return COORDL_OK;
+}
+
+static coordl_status cdl__check_cpuset(const coordl *L, const unsigned char *allowed, unsigned char *chosen) {
+    if (!cdl__parse_pu_list(L->cfg.cpuset, chosen))
+        return cdl__open_fail(COORDL_ERR_INVALID, "cpuset: \"%s\" is not a list like \"0-7,16-23\"", L->cfg.cpuset);
+    for (int i = 0; i < CDL_MAX_PUS; i++)
+        if (chosen[i] && !allowed[i])
+            return cdl__open_fail(COORDL_ERR_INVALID, "cpuset: PU %d in \"%s\" is not among the PUs this "
+                                  "process may use", i, L->cfg.cpuset);
+    return COORDL_OK;
+}
+
+#ifdef COORDL_NO_HWLOC
+static coordl_status cdl__placement_choose(coordl *L, cdl__placement *P) {
+    memset(P, 0, sizeof *P);
+    P->node = -1;
+    if (L->cfg.numa_node >= 0 || L->cfg.pci_bus_id || L->cfg.topology)
+        return cdl__open_fail(COORDL_ERR_UNSUPPORTED, "%s: needs hwloc; this build has COORDL_NO_HWLOC",
+                              L->cfg.numa_node >= 0 ? "numa_node" : L->cfg.pci_bus_id ? "pci_bus_id" : "topology");
+    unsigned char allowed[CDL_MAX_PUS], chosen[CDL_MAX_PUS];
+    coordl_status rc = cdl__allowed_pus(allowed);
+    if (rc != COORDL_OK) return rc;
+    if (L->cfg.cpuset) {
+        rc = cdl__check_cpuset(L, allowed, chosen);
+        if (rc != COORDL_OK) return rc;
+    } else {
+        memcpy(chosen, allowed, sizeof chosen);
+    }
+    int pus[CDL_MAX_PUS], starts[CDL_MAX_PUS + 1], n = 0;
+    for (int i = 0; i < CDL_MAX_PUS; i++)
+        if (chosen[i]) { starts[n] = n; pus[n++] = i; }
+    starts[n] = n;
+    return cdl__place_from_cores(L, P, pus, starts, n);
+}
+static void cdl__placement_free(coordl *L, cdl__placement *P) {
+    cdl__free(L, P->worker_pus);
+    cdl__free(L, P->reserved_pus);
+}
+#else
+static coordl_status cdl__placement_choose(coordl *L, cdl__placement *P) {
+    memset(P, 0, sizeof *P);
+    P->node = -1;
+    P->simulate = L->cfg.topology != NULL;
+    if (hwloc_topology_init(&P->topo) != 0) {
+        P->topo = NULL;
+        return cdl__open_fail(COORDL_ERR_NOMEM, "hwloc: cannot initialise a topology");
+    }
+    if (L->cfg.pci_bus_id) hwloc_topology_set_io_types_filter(P->topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    if (L->cfg.topology) {
+        const char *t = L->cfg.topology;
+        int bad = strncmp(t, "synthetic:", 10) == 0 ? hwloc_topology_set_synthetic(P->topo, t + 10)
+                                                    : hwloc_topology_set_xml(P->topo, t);
+        if (bad) return cdl__open_fail(COORDL_ERR_INVALID, "topology: hwloc cannot read \"%s\"", t);
+    }
+    if (hwloc_topology_load(P->topo) != 0)
+        return cdl__open_fail(COORDL_ERR_INVALID, "topology: hwloc cannot load %s",
+                              L->cfg.topology ? L->cfg.topology : "this machine's topology");
+    unsigned char allowed[CDL_MAX_PUS], chosen[CDL_MAX_PUS];
+    if (P->simulate) {
+        memset(allowed, 0, sizeof allowed);
+        hwloc_const_cpuset_t all = hwloc_topology_get_topology_cpuset(P->topo);
+        int i;
+        hwloc_bitmap_foreach_begin(i, all) if (i < CDL_MAX_PUS) allowed[i] = 1;
+        hwloc_bitmap_foreach_end();
+    } else {
+        coordl_status rc = cdl__allowed_pus(allowed);
+        if (rc != COORDL_OK) return rc;
+    }
+    P->nodeset = hwloc_bitmap_alloc();
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    if (!P->nodeset || !set) {
+        hwloc_bitmap_free(set);
+        return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+    }
+    coordl_status rc = COORDL_OK;
+    if (L->cfg.cpuset) {
+        rc = cdl__check_cpuset(L, allowed, chosen);
+        for (int i = 0; rc == COORDL_OK && i < CDL_MAX_PUS; i++)
+            if (chosen[i]) hwloc_bitmap_set(set, (unsigned)i);
+        if (rc == COORDL_OK) hwloc_cpuset_to_nodeset(P->topo, set, P->nodeset);
+    } else if (L->cfg.numa_node >= 0) {
+        hwloc_obj_t node = hwloc_get_numanode_obj_by_os_index(P->topo, (unsigned)L->cfg.numa_node);
+        if (!node) {
+            rc = cdl__open_fail(COORDL_ERR_INVALID, "numa_node: node %d does not exist (this topology has %d)",
+                                L->cfg.numa_node, hwloc_get_nbobjs_by_type(P->topo, HWLOC_OBJ_NUMANODE));
+        } else {
+            hwloc_bitmap_copy(set, node->cpuset);
+            hwloc_bitmap_only(P->nodeset, (unsigned)L->cfg.numa_node);
+        }
+    } else if (L->cfg.pci_bus_id) {
+        unsigned dom = 0, bus, dev, fn;
+        char tail;
+        const char *id = L->cfg.pci_bus_id;
+        int ok = sscanf(id, "%x:%x:%x.%x%c", &dom, &bus, &dev, &fn, &tail) == 4 ||
+                 (dom = 0, sscanf(id, "%x:%x.%x%c", &bus, &dev, &fn, &tail) == 3);
+        hwloc_obj_t pci = ok ? hwloc_get_pcidev_by_busidstring(P->topo, id) : NULL;
+        if (!ok) {
+            rc = cdl__open_fail(COORDL_ERR_INVALID, "pci_bus_id: \"%s\" is not a PCI address like \"0000:3b:00.0\"", id);
+        } else if (!pci) {
+            rc = cdl__open_fail(COORDL_ERR_INVALID, "pci_bus_id: no PCI device %s in %s", id,
+                                L->cfg.topology ? L->cfg.topology : "this machine");
+        } else {
+            hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(P->topo, pci);
+            hwloc_bitmap_copy(set, anc->cpuset);
+            hwloc_bitmap_copy(P->nodeset, anc->nodeset);
+        }
+    } else {
+        for (int i = 0; i < CDL_MAX_PUS; i++)
+            if (allowed[i]) hwloc_bitmap_set(set, (unsigned)i);
+        hwloc_cpuset_to_nodeset(P->topo, set, P->nodeset);
+    }
+    if (rc == COORDL_OK) {
+        /* never outside what the process may use */
+        for (int i = 0; i < CDL_MAX_PUS; i++)
+            if (!allowed[i]) hwloc_bitmap_clr(set, (unsigned)i);
+        if (hwloc_bitmap_iszero(set))
+            rc = cdl__open_fail(COORDL_ERR_INVALID, "%s: the chosen PUs are not among those this process may use",
+                                L->cfg.cpuset ? "cpuset" : L->cfg.numa_node >= 0 ? "numa_node" : "pci_bus_id");
+    }
+    if (rc == COORDL_OK) {
+        /* cores in topology order; PUs of the set not under a core count
+         * as cores of their own */
+        int *pus = cdl__malloc(L, CDL_MAX_PUS * sizeof(int));
+        int *starts = cdl__malloc(L, (CDL_MAX_PUS + 1) * sizeof(int));
+        unsigned char seen[CDL_MAX_PUS];
+        memset(seen, 0, sizeof seen);
+        int n = 0, ncores = 0;
+        if (!pus || !starts) rc = cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+        for (hwloc_obj_t core = NULL; rc == COORDL_OK &&
+             (core = hwloc_get_next_obj_by_type(P->topo, HWLOC_OBJ_CORE, core)) != NULL;) {
+            int first = n, i;
+            hwloc_bitmap_foreach_begin(i, core->cpuset)
+                if (i < CDL_MAX_PUS && hwloc_bitmap_isset(set, (unsigned)i) && !seen[i]) { pus[n++] = i; seen[i] = 1; }
+            hwloc_bitmap_foreach_end();
+            if (n > first) starts[ncores++] = first;
+        }
+        int i;
+        if (rc == COORDL_OK) {
+            hwloc_bitmap_foreach_begin(i, set)
+                if (i < CDL_MAX_PUS && !seen[i]) { starts[ncores++] = n; pus[n++] = i; seen[i] = 1; }
+            hwloc_bitmap_foreach_end();
+            starts[ncores] = n;
+            rc = cdl__place_from_cores(L, P, pus, starts, ncores);
+        }
+        cdl__free(L, pus);
+        cdl__free(L, starts);
+    }
+    if (rc == COORDL_OK) {
+        P->nnodes = hwloc_bitmap_weight(P->nodeset);
+        if (P->nnodes < 0) P->nnodes = 0;
+        P->node = P->nnodes == 1 ? hwloc_bitmap_first(P->nodeset) : -1;
+    }
+    hwloc_bitmap_free(set);
+    return rc;
+}
+
+static void cdl__placement_free(coordl *L, cdl__placement *P) {
+    cdl__free(L, P->worker_pus);
+    cdl__free(L, P->reserved_pus);
+    if (P->nodeset) hwloc_bitmap_free(P->nodeset);
+    if (P->topo) hwloc_topology_destroy(P->topo);
+    P->nodeset = NULL;
+    P->topo = NULL;
+}
+#endif
+
+/* Binds [p, p + bytes) to the chosen node(s) before it is touched. */
+static int cdl__placement_bind_memory(coordl *L, void *p, size_t bytes) {
+#ifndef COORDL_NO_HWLOC
+    cdl__placement *P = &L->place;
+    if (!L->cfg.bind || P->simulate || !P->topo || P->nnodes < 1) return 0;
+    hwloc_membind_policy_t pol = P->nnodes > 1 ? HWLOC_MEMBIND_INTERLEAVE : HWLOC_MEMBIND_BIND;
+    return hwloc_set_area_membind(P->topo, p, bytes, P->nodeset, pol, HWLOC_MEMBIND_BYNODESET) == 0;
+#else
+    (void)L; (void)p; (void)bytes;
+    return 0;
+#endif
+}
+
+/* ===================================================================== */
+/* 5. Arenas                                                             */
 /* The cache slab and the batch ring are mmap'd regions addressed by     */
 /* offsets, never by pointers stored inside them, so the same code can   */
 /* later serve a POSIX shm object shared by sibling processes. Locking   */
@@ -353,29 +652,36 @@ static uint64_t cdl__rng_below(cdl__rng *r, uint64_t n) {
 /* and is logged once.                                                   */
 /* ===================================================================== */
 
+/* Maps an arena, binds it to the chosen node(s) before any page is
+ * touched, then page-locks it per cache_pin. `populate`: fault every page
+ * in now (the ring: it is written at once, and a first touch costs ~15 us
+ * a page on a VM); otherwise pages are locked as they fault in (the cache
+ * fills over the first epoch, so locking it all up front would make open
+ * pay for pages that may never be used). */
 static coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes,
                                     int populate, const char *what) {
     memset(a, 0, sizeof *a);
     if (bytes == 0) return COORDL_OK;
     bytes = cdl__round_up(bytes, cdl__page_size());
-    int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
-#ifdef MAP_POPULATE
-    /* The ring is small and touched at once; faulting it in at open keeps
-     * the ~15 us first-touch cost per page out of the first batches. */
-    if (populate) flags |= MAP_POPULATE;
-#endif
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
         return cdl__open_fail(COORDL_ERR_NOMEM, "cannot map %zu bytes for the %s: %s",
                               bytes, what, strerror(errno));
     a->base = p;
     a->bytes = bytes;
 #ifdef MADV_HUGEPAGE
-    /* Fewer page faults and TLB misses on a big slab where THP allows. */
+    /* Fewer page faults and TLB misses on a big arena where THP allows. */
     if (bytes >= (2u << 20)) madvise(p, bytes, MADV_HUGEPAGE);
 #endif
+    if (!cdl__placement_bind_memory(L, p, bytes)) L->memory_bound_all = 0;
     if (L->cfg.cache_pin != COORDL_PIN_OFF) {
-        if (mlock(p, bytes) == 0) {
+        int locked;
+#ifdef MLOCK_ONFAULT
+        locked = populate ? mlock(p, bytes) == 0 : mlock2(p, bytes, MLOCK_ONFAULT) == 0;
+#else
+        locked = mlock(p, bytes) == 0;
+#endif
+        if (locked) {
             a->locked = 1;
             L->st.pinned_bytes += bytes;
         } else if (L->cfg.cache_pin == COORDL_PIN_REQUIRED) {
@@ -386,11 +692,12 @@ static coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes,
                                   "cache_pin = COORDL_PIN_REQUIRED but the %s (%zu bytes) "
                                   "cannot be page-locked: %s (raise RLIMIT_MEMLOCK or grant "
                                   "CAP_IPC_LOCK)", what, bytes, strerror(e));
-        } else {
-            cdl__log(L, COORDL_LOG_INFO, "the %s (%zu bytes) is not page-locked (%s); "
-                     "using pageable memory", what, bytes, strerror(errno));
+        } else if (!L->pin_failed) {
+            L->pin_failed = 1;
+            snprintf(L->pin_error, sizeof L->pin_error, "%s", strerror(errno));
         }
     }
+    if (populate && !a->locked) memset(p, 0, bytes); /* mlock already faulted it in */
     if (L->cfg.pin) {
         if (L->cfg.pin(L->cfg.pin_user, p, bytes, 1) == 0)
             a->pin_registered = 1;
@@ -409,7 +716,7 @@ static void cdl__arena_unmap(coordl *L, cdl__arena *a) {
 }
 
 /* ===================================================================== */
-/* 5. Source index                                                       */
+/* 5b. Source index                                                      */
 /* Turns the source into items (path, size, label). Paths live in one    */
 /* string arena addressed by offsets (no malloc per item); the item      */
 /* array is plain. ImageFolder: classes sorted by name are labels, files */
@@ -875,6 +1182,8 @@ struct cdl__worker {
     coordl *L;
     pthread_t thread;
     int started;
+    int index;
+    int pu;            /* PU this worker is bound to (planned), or -1     */
     cdl__u8 *readbuf;  size_t readcap;
     cdl__u8 *pix;      size_t pixcap;   /* decoded region, RGB           */
     cdl__u8 *row4;     size_t row4cap;  /* one CMYK row                  */
@@ -1595,9 +1904,28 @@ static coordl_status cdl__prepare_row(cdl__worker *W, uint64_t epoch, uint64_t i
     return rc;
 }
 
+/* Binds the calling worker to its PU before it allocates any scratch, so
+ * that first-touch puts its buffers on its own node. */
+static void cdl__worker_bind(cdl__worker *W) {
+    coordl *L = W->L;
+    char name[16];
+    snprintf(name, sizeof name, "coordl-w%d", W->index);
+    pthread_setname_np(pthread_self(), name);
+    if (!L->cfg.bind || L->place.simulate || W->pu < 0) return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(W->pu, &set);
+    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0) {
+        pthread_mutex_lock(&L->mu);
+        L->st.threads_bound++;
+        pthread_mutex_unlock(&L->mu);
+    }
+}
+
 static void *cdl__worker_main(void *arg) {
     cdl__worker *W = arg;
     coordl *L = W->L;
+    cdl__worker_bind(W);
     pthread_mutex_lock(&L->mu);
     while (!L->stop) {
         if (L->paused) {
@@ -1722,23 +2050,18 @@ static coordl_status cdl__ring_create(coordl *L) {
     return COORDL_OK;
 }
 
-static int cdl__usable_cores(void) {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) {
-        int n = CPU_COUNT(&set);
-        if (n > 0) return n;
-    }
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
 static coordl_status cdl__pool_start(coordl *L) {
-    int n = L->cfg.threads > 0 ? L->cfg.threads : cdl__usable_cores();
+    const cdl__placement *P = &L->place;
+    int n = L->cfg.threads > 0 ? L->cfg.threads : P->ncores;
+    if (n < 1) n = 1;
     L->workers = cdl__calloc(L, (size_t)n, sizeof *L->workers);
     if (!L->workers) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %d workers", n);
     for (int i = 0; i < n; i++) {
         cdl__worker *W = &L->workers[i];
         W->L = L;
+        W->index = i;
+        W->pu = P->nworker_pus > 0 ? P->worker_pus[i % P->nworker_pus] : -1;
+        if (i < 64) L->st.worker_cpu[i] = W->pu;
 #ifndef COORDL_NO_JPEGTURBO
         W->jd.err = jpeg_std_error(&W->jerr.pub);
         W->jerr.pub.error_exit = cdl__jpeg_error_exit;
@@ -1746,6 +2069,14 @@ static coordl_status cdl__pool_start(coordl *L) {
         jpeg_create_decompress(&W->jd);
         W->jd_ready = 1;
 #endif
+    }
+    for (int i = n; i < 64; i++) L->st.worker_cpu[i] = -1;
+    {
+        int listed = n < P->nworker_pus ? n : P->nworker_pus;
+        cdl__format_pu_list(P->worker_pus, listed, L->st.placement_cpus, sizeof L->st.placement_cpus);
+        cdl__format_pu_list(P->reserved_pus, P->nreserved, L->st.reserved_cpus, sizeof L->st.reserved_cpus);
+        L->st.placement_node = P->node;
+        L->st.placement_nodes = (uint32_t)P->nnodes;
     }
     L->nworkers = n;
     for (int i = 0; i < n; i++) {
@@ -1790,6 +2121,8 @@ coordl_config coordl_config_default(void) {
     c.cache_policy = COORDL_CACHE_MINIO;
     c.cache_pin = COORDL_PIN_TRY;
     c.prefetch_batches = 4;
+    c.numa_node = -1;
+    c.bind = 1;
     c.rank = 0;
     c.world = 1;
     c.on_bad_sample = COORDL_BAD_FAIL;
@@ -1819,6 +2152,9 @@ static coordl_status cdl__validate(const coordl_config *c) {
         CDL_BAD("ratio_min/ratio_max: need 0 < ratio_min <= ratio_max (got %g, %g)", c->ratio_min, c->ratio_max);
     if (c->threads < 0 || c->threads > 1024) CDL_BAD("threads: %d is out of range (0 = usable cores, max 1024)", c->threads);
     if (c->prefetch_batches == 0 || c->prefetch_batches > 1024) CDL_BAD("prefetch_batches: %u is out of range (1..1024)", c->prefetch_batches);
+    if (c->reserve_cores < 0) CDL_BAD("reserve_cores: %d must not be negative", c->reserve_cores);
+    if (c->bind != 0 && c->bind != 1) CDL_BAD("bind: %d must be 0 or 1", c->bind);
+    if (c->numa_node < -1) CDL_BAD("numa_node: %d is not a node (-1 leaves it unset)", c->numa_node);
     if (c->world < 1) CDL_BAD("world: must be at least 1 (got %d)", c->world);
     if (c->rank < 0 || c->rank >= c->world) CDL_BAD("rank: %d is outside [0, world=%d)", c->rank, c->world);
     if (c->on_bad_sample != COORDL_BAD_FAIL && c->on_bad_sample != COORDL_BAD_SUBSTITUTE)
@@ -1891,10 +2227,20 @@ coordl_status coordl_open(const coordl_config *cfg, coordl **out) {
         L->nslots = L->cfg.prefetch_batches;
         L->st.dataset_bytes = L->dataset_bytes;
         L->st.cache_bytes_budget = L->cfg.cache_bytes;
+        rc = cdl__placement_choose(L, &L->place);
+    }
+    if (rc == COORDL_OK) {
+        L->memory_bound_all = L->cfg.bind && !L->place.simulate;
         rc = cdl__cache_create(L);
     }
     if (rc == COORDL_OK) rc = cdl__ring_create(L);
-    if (rc == COORDL_OK) rc = cdl__pool_start(L);
+    if (rc == COORDL_OK) {
+        L->st.memory_bound = L->memory_bound_all;
+        if (L->pin_failed)
+            cdl__log(L, COORDL_LOG_WARN, "cache and batch ring are not page-locked (%s); using pageable "
+                     "memory (raise RLIMIT_MEMLOCK or grant CAP_IPC_LOCK to pin them)", L->pin_error);
+        rc = cdl__pool_start(L);
+    }
     if (rc != COORDL_OK) {
         char keep[CDL_ERRMSG_MAX];
         memcpy(keep, cdl__open_errmsg, sizeof keep);
@@ -1905,7 +2251,18 @@ coordl_status coordl_open(const coordl_config *cfg, coordl **out) {
     cdl__log(L, COORDL_LOG_INFO, "opened %s: %llu items, %u classes, %llu batches/epoch, %d workers, "
              "cache %llu bytes", L->cfg.source, (unsigned long long)L->num_items, L->num_classes,
              (unsigned long long)L->bpe, L->nworkers, (unsigned long long)L->cfg.cache_bytes);
+    char node[32];
+    if (L->place.node >= 0) snprintf(node, sizeof node, "node %d", L->place.node);
+    else snprintf(node, sizeof node, "%d nodes (interleaved)", L->place.nnodes);
+    cdl__log(L, COORDL_LOG_INFO, "placement%s: workers on PUs %s%s%s; memory on %s, %s; "
+             "%llu bytes page-locked", L->place.simulate ? " (simulated topology, nothing bound)" : "",
+             L->st.placement_cpus, L->st.reserved_cpus[0] ? "; reserved for the trainer: PUs " : "",
+             L->st.reserved_cpus, node, L->st.memory_bound ? "bound" : "not bound",
+             (unsigned long long)L->st.pinned_bytes);
     L->last_return_ns = 0;
+    /* the placement strings were consumed by open; drop the caller's
+     * pointers so nothing can read them after the caller frees them */
+    L->cfg.cpuset = L->cfg.pci_bus_id = L->cfg.topology = NULL;
     *out = L;
     return COORDL_OK;
 }
@@ -2128,6 +2485,7 @@ void coordl_close(coordl *L) {
     cdl__free(L, L->items);
     cdl__free(L, L->strings);
     cdl__free(L, L->source_copy);
+    cdl__placement_free(L, &L->place);
     pthread_mutex_destroy(&L->mu);
     pthread_cond_destroy(&L->work_cv);
     pthread_cond_destroy(&L->ready_cv);

@@ -186,9 +186,31 @@ typedef struct coordl_config {
     coordl_cache_policy cache_policy; /* default COORDL_CACHE_MINIO          */
     coordl_pin_mode cache_pin;        /* default COORDL_PIN_TRY              */
 
-    /* --- threads ------------------------------------------------------ */
-    int threads;               /* worker threads; 0 = the usable cores       */
+    /* --- threads and placement (hwloc) --------------------------------- */
+    int threads;               /* worker threads; 0 = one per core of the
+                                  chosen set, less reserve_cores            */
     uint32_t prefetch_batches; /* batch slots in the ring; default 4         */
+    /* Which cores and memory node the workers, the cache and the ring use,
+     * in order of precedence: cpuset, numa_node, pci_bus_id, else every
+     * core the process may use. Workers are bound one per core (physical
+     * cores before hyper-threads); the cache slab and the ring are bound to
+     * the chosen node, or interleaved when the set spans several nodes. */
+    const char *cpuset;     /* OS PU indices, e.g. "0-7,16-23"; NULL: unset  */
+    int numa_node;          /* OS index of a NUMA node; -1 (default): unset */
+    const char *pci_bus_id; /* the accelerator the batches go to, e.g.
+                               "0000:3b:00.0": its local node and cores;
+                               NULL: unset                                  */
+    int reserve_cores;      /* leave the first N cores of the chosen set to
+                               the trainer's own threads; default 0         */
+    int bind;               /* 1 (default): bind workers and memory as
+                               chosen; 0: choose and report, bind nothing   */
+    const char *topology;   /* NULL (default): this machine. Otherwise an
+                               hwloc XML file, or "synthetic:<description>"
+                               (hwloc's synthetic syntax, e.g. "synthetic:
+                               package:2 core:8 pu:2"): the placement is
+                               computed on that topology and reported in the
+                               stats, but nothing is bound (for tests and
+                               for planning a deployment)                   */
 
     /* --- distributed (plain ints; rank in [0, world)) ------------------ */
     int rank, world; /* each rank gets a disjoint, equal-count share of
@@ -249,6 +271,15 @@ typedef struct coordl_stats {
     uint64_t wait_slot_ns;      /* worker time waiting for a free ring slot */
     uint32_t threads;           /* worker threads running                   */
     uint64_t pinned_bytes;      /* bytes of cache and ring page-locked      */
+    /* placement chosen at open */
+    char placement_cpus[128];   /* PUs the workers run on, e.g. "2-7"        */
+    char reserved_cpus[128];    /* PUs left to the trainer (reserve_cores)   */
+    int32_t placement_node;     /* NUMA node of the cache and ring; -1 when
+                                   several (interleaved) or unknown          */
+    uint32_t placement_nodes;   /* NUMA nodes the chosen set spans           */
+    uint32_t threads_bound;     /* workers whose affinity was set            */
+    int32_t memory_bound;       /* 1: cache and ring bound to the node(s)    */
+    int32_t worker_cpu[64];     /* PU of worker i (first 64); -1: unbound    */
 } coordl_stats;
 
 /* Per-epoch counters (the last 16 epochs are kept). */
