@@ -20,7 +20,7 @@ ALL_CFLAGS = $(STD) $(WARN) $(CFLAGS) $(CPPFLAGS) $(EXTRA_CFLAGS)
 
 TEST_SRCS := $(filter-out tests/test_util.c,$(sort $(wildcard tests/test_*.c)))
 TESTS     := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
-EXAMPLES  := $(BUILD)/examples/gen_dataset $(BUILD)/examples/train_demo
+EXAMPLES  := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
 .PHONY: all lib examples test run-tests test-sanitize demo bench clean deps
 all: lib examples
@@ -42,6 +42,10 @@ $(BUILD)/tests/%: tests/%.c tests/test_util.h $(BUILD)/tests/test_util.o $(BUILD
 $(BUILD)/examples/gen_dataset: examples/gen_dataset.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $< $(LIBS) -o $@
+$(BUILD)/examples/%: examples/%.c $(BUILD)/libcoordl.a $(wildcard examples/darknet/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(OMPFLAG) -I. -Iexamples $< $(BUILD)/libcoordl.a $(LIBS) -o $@
+
 $(BUILD)/examples/train_demo: examples/train_demo.c $(BUILD)/libcoordl.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(OMPFLAG) -I. $< $(BUILD)/libcoordl.a $(LIBS) -o $@
@@ -60,8 +64,13 @@ test: deps
 	$(MAKE) run-tests
 	$(MAKE) BUILD=$(BUILD)-nohwloc EXTRA_CFLAGS="$(EXTRA_CFLAGS) -DCOORDL_NO_HWLOC" HWLOC_LIB= run-tests
 
+# The examples' own checks: each runs small and exits non-zero when its
+# check fails (loss did not go down, a size check failed, ...).
+EXAMPLE_CHECKS := $(filter llm_tokens ggml_loop darknet_train,$(patsubst examples/%.c,%,$(wildcard examples/*.c)))
 run-tests: $(TESTS) examples
 	@fail=0; for t in $(TESTS); do echo "== $$t"; $$t || fail=1; done; \
+	 for e in $(EXAMPLE_CHECKS); do echo "== example $$e --check"; \
+	   $(BUILD)/examples/$$e --check --workdir $(BUILD)/example-$$e || fail=1; done; \
 	 if [ $$fail -ne 0 ]; then echo "make test: FAILED"; exit 1; fi; echo "make test: all test binaries passed"
 
 test-sanitize:

@@ -32,6 +32,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
@@ -168,13 +169,16 @@ enum { CDL_SLOT_FREE = 0, CDL_SLOT_FILLING, CDL_SLOT_READY, CDL_SLOT_HELD };
 
 typedef struct cdl__slot {
     int state;
-    uint64_t seq;           /* global batch number: epoch * bpe + index     */
+    uint64_t epoch, pos;    /* first row = position pos of the rank's share */
+    uint64_t index;         /* batch number within the epoch                */
     uint32_t n;             /* rows                                         */
+    uint32_t out_w, out_h;  /* row geometry when the batch was assigned     */
+    size_t row_bytes;
     uint32_t rows_claimed, rows_done;
     coordl_status status;   /* first error by row order                     */
     uint32_t err_row;
     char errmsg[CDL_ERRMSG_MAX];
-    size_t data_off, labels_off, ids_off; /* offsets in the ring arena      */
+    size_t data_off, labels_off, ids_off, targets_off; /* in the ring arena */
 } cdl__slot;
 
 typedef struct cdl__epoch_counters {
@@ -199,6 +203,14 @@ typedef struct cdl__placement {
 #endif
 } cdl__placement;
 
+/* One llm.c token shard. */
+typedef struct cdl__shard {
+    uint64_t path_off;   /* into the string arena                          */
+    uint64_t first_item; /* id of its first window                         */
+    uint64_t nwindows;
+    uint32_t tok_bytes;  /* 2 (uint16) or 4 (uint32)                       */
+} cdl__shard;
+
 typedef struct cdl__worker cdl__worker;
 
 struct coordl {
@@ -213,14 +225,18 @@ struct coordl {
     size_t strings_len, strings_cap;
     uint32_t num_classes;
     uint64_t dataset_bytes;
+    cdl__shard *shards;    /* tokens pipeline only                         */
+    size_t nshards;
 
     /* sampler */
     uint64_t share;        /* items per rank per epoch                      */
     uint64_t bpe;          /* batches per epoch                             */
 
     /* output geometry */
-    uint32_t out_c;
     size_t row_bytes;      /* bytes of one output row                       */
+    size_t target_row_bytes; /* tokens: bytes of one targets row; else 0    */
+    size_t slot_data_cap;  /* ring capacity per slot: data bytes, rows      */
+    uint32_t slot_rows_cap;
     size_t elem_bytes;
     float norm_scale[3], norm_bias[3]; /* y = x * scale + bias             */
 
@@ -252,13 +268,14 @@ struct coordl {
     int stop;
     uint64_t gen;             /* bumped by seek: in-flight rows are dropped */
     int paused;               /* seek in progress: no new claims            */
-    uint64_t claim_seq;       /* batch the workers are claiming rows of     */
+    int broken;               /* the ring could not be remapped (coordl_set) */
+    uint64_t claim_epoch, claim_pos, claim_index; /* next batch to assign  */
     int claim_slot;           /* its slot, or -1 when not yet assigned      */
     uint32_t inflight;
     uint32_t held;
 
     /* consumer */
-    uint64_t cur_epoch, cur_index;
+    uint64_t cur_epoch, cur_pos, cur_index; /* next batch to hand out      */
     uint64_t last_return_ns;
 
     /* stats (under mu) */
@@ -753,12 +770,15 @@ static int cdl__items_push(cdl__indexer *ix, uint64_t path_off, uint64_t bytes, 
     return 1;
 }
 
-static int cdl__has_image_extension(const char *name) {
-    static const char *exts[] = {"jpg", "jpeg", "png", "bmp", "ppm", "pgm", "tga"};
+/* Files an ImageFolder-style tree contributes: image extensions, or .wav
+ * for the audio pipeline; any case. */
+static int cdl__wanted_file(const coordl *L, const char *name) {
+    static const char *image_exts[] = {"jpg", "jpeg", "png", "bmp", "ppm", "pgm", "tga"};
     const char *dot = strrchr(name, '.');
     if (!dot) return 0;
-    for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++)
-        if (strcasecmp(dot + 1, exts[i]) == 0) return 1;
+    if (L->cfg.pipeline == COORDL_PIPE_AUDIO) return strcasecmp(dot + 1, "wav") == 0;
+    for (size_t i = 0; i < sizeof image_exts / sizeof image_exts[0]; i++)
+        if (strcasecmp(dot + 1, image_exts[i]) == 0) return 1;
     return 0;
 }
 
@@ -798,7 +818,7 @@ static coordl_status cdl__index_class_dir(cdl__indexer *ix, char *path, size_t p
         size_t nlen = strlen(name);
         struct stat sb;
         int is_dir = e->d_type == DT_DIR, is_reg = e->d_type == DT_REG;
-        int want_file = !is_dir && cdl__has_image_extension(name);
+        int want_file = !is_dir && cdl__wanted_file(L, name);
         if (e->d_type == DT_UNKNOWN || e->d_type == DT_LNK || want_file) {
             if (fstatat(dfd, name, &sb, 0) != 0) continue; /* dangling link */
             is_dir = S_ISDIR(sb.st_mode);
@@ -814,7 +834,7 @@ static coordl_status cdl__index_class_dir(cdl__indexer *ix, char *path, size_t p
             rc = cdl__index_class_dir(ix, path, path_len + 1 + nlen, path_cap, label, depth + 1);
             path[path_len] = '\0';
             if (rc != COORDL_OK) break;
-        } else if (is_reg && cdl__has_image_extension(name)) {
+        } else if (is_reg && cdl__wanted_file(L, name)) {
             uint64_t off;
             path[path_len] = '/';
             memcpy(path + path_len + 1, name, nlen + 1);
@@ -951,24 +971,160 @@ static coordl_status cdl__index_list_file(coordl *L, const char *list) {
     return rc;
 }
 
+/* llm.c token shards: a 256 x int32 header (magic, version, token
+ * count), then the tokens. Items are windows of seq_len + 1 tokens at a
+ * stride of seq_len; they are not materialised (a 10-billion-token corpus
+ * has 10 million windows of 1024): an item id maps to its shard by a
+ * binary search over the shards' first ids. */
+#define CDL_SHARD_HEADER_BYTES 1024
+#define CDL_SHARD_MAGIC_U16 20240520
+#define CDL_SHARD_MAGIC_U32 20240801
+
+static coordl_status cdl__add_shard(coordl *L, const char *path, size_t *cap) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return cdl__open_fail(COORDL_ERR_IO, "source: cannot open token shard %s: %s", path, strerror(errno));
+    int32_t h[256];
+    struct stat sb;
+    ssize_t got = pread(fd, h, sizeof h, 0);
+    int st = fstat(fd, &sb);
+    close(fd);
+    if (got != (ssize_t)sizeof h || st != 0)
+        return cdl__open_fail(COORDL_ERR_CORRUPT, "source: token shard %s: shorter than its %d-byte header",
+                              path, CDL_SHARD_HEADER_BYTES);
+    uint32_t tb;
+    if (h[0] == CDL_SHARD_MAGIC_U16 && h[1] == 1) tb = 2;
+    else if (h[0] == CDL_SHARD_MAGIC_U32 && h[1] == 7) tb = 4;
+    else
+        return cdl__open_fail(COORDL_ERR_CORRUPT, "source: token shard %s: bad header (magic %d version %d; "
+                              "expected 20240520/1 or 20240801/7)", path, h[0], h[1]);
+    if (h[2] < 0) return cdl__open_fail(COORDL_ERR_CORRUPT, "source: token shard %s: negative token count", path);
+    uint64_t ntok = (uint32_t)h[2];
+    if ((uint64_t)sb.st_size < CDL_SHARD_HEADER_BYTES + ntok * tb)
+        return cdl__open_fail(COORDL_ERR_CORRUPT, "source: token shard %s: truncated body (%llu bytes; the "
+                              "header promises %llu tokens = %llu bytes)", path, (unsigned long long)sb.st_size,
+                              (unsigned long long)ntok, (unsigned long long)(CDL_SHARD_HEADER_BYTES + ntok * tb));
+    if (L->nshards == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 16;
+        void *p = cdl__realloc(L, L->shards, ncap * sizeof *L->shards);
+        if (!p) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+        L->shards = p;
+        *cap = ncap;
+    }
+    cdl__shard *sh = &L->shards[L->nshards++];
+    if (!cdl__strings_append(L, path, strlen(path), &sh->path_off)) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+    sh->tok_bytes = tb;
+    sh->first_item = L->num_items;
+    sh->nwindows = ntok > L->cfg.seq_len ? (ntok - 1) / L->cfg.seq_len : 0;
+    L->num_items += sh->nwindows;
+    L->dataset_bytes += sh->nwindows * (uint64_t)(L->cfg.seq_len + 1) * tb;
+    return COORDL_OK;
+}
+
+static coordl_status cdl__index_tokens(coordl *L) {
+    const char *src = L->cfg.source;
+    size_t cap = 0;
+    coordl_status rc = COORDL_OK;
+    struct stat sb;
+    if (strpbrk(src, "*?[")) {
+        glob_t g;
+        int e = glob(src, 0, NULL, &g);
+        if (e == GLOB_NOMATCH) return cdl__open_fail(COORDL_ERR_INVALID, "source: no file matches %s", src);
+        if (e != 0) return cdl__open_fail(COORDL_ERR_IO, "source: cannot expand %s", src);
+        for (size_t i = 0; rc == COORDL_OK && i < g.gl_pathc; i++) rc = cdl__add_shard(L, g.gl_pathv[i], &cap);
+        globfree(&g);
+    } else if (stat(src, &sb) != 0) {
+        return cdl__open_fail(COORDL_ERR_INVALID, "source: %s does not exist (%s)", src, strerror(errno));
+    } else if (S_ISDIR(sb.st_mode)) {
+        struct dirent **names;
+        int n = scandir(src, &names, NULL, alphasort);
+        if (n < 0) return cdl__open_fail(COORDL_ERR_IO, "source: cannot list %s: %s", src, strerror(errno));
+        char path[PATH_MAX];
+        for (int i = 0; i < n; i++) {
+            struct stat fb;
+            if (rc == COORDL_OK && names[i]->d_name[0] != '.' &&
+                snprintf(path, sizeof path, "%s/%s", src, names[i]->d_name) < (int)sizeof path &&
+                stat(path, &fb) == 0 && S_ISREG(fb.st_mode))
+                rc = cdl__add_shard(L, path, &cap);
+            free(names[i]);
+        }
+        free(names);
+    } else {
+        /* one shard, or a text list of shards (paths relative to it) */
+        int32_t magic = 0;
+        int fd = open(src, O_RDONLY | O_CLOEXEC);
+        ssize_t got = fd >= 0 ? pread(fd, &magic, sizeof magic, 0) : -1;
+        if (fd >= 0) close(fd);
+        if (got == (ssize_t)sizeof magic && (magic == CDL_SHARD_MAGIC_U16 || magic == CDL_SHARD_MAGIC_U32))
+            return cdl__add_shard(L, src, &cap);
+        FILE *f = fopen(src, "r");
+        if (!f) return cdl__open_fail(COORDL_ERR_IO, "source: cannot open %s: %s", src, strerror(errno));
+        const char *slash = strrchr(src, '/');
+        int dir_len = slash ? (int)(slash - src) : 0;
+        char *line = NULL;
+        size_t line_cap = 0;
+        ssize_t len;
+        char path[PATH_MAX];
+        while (rc == COORDL_OK && (len = getline(&line, &line_cap, f)) >= 0) {
+            while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
+            if (len == 0) continue;
+            if (line[0] == '/' || dir_len == 0) snprintf(path, sizeof path, "%s", line);
+            else snprintf(path, sizeof path, "%.*s/%s", dir_len, src, line);
+            rc = cdl__add_shard(L, path, &cap);
+        }
+        free(line);
+        fclose(f);
+    }
+    if (rc == COORDL_OK && L->nshards == 0) rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s names no token shards", src);
+    if (rc == COORDL_OK && L->num_items == 0)
+        rc = cdl__open_fail(COORDL_ERR_INVALID, "source: the shards of %s hold no window of seq_len + 1 = %u tokens; "
+                            "lower seq_len", src, L->cfg.seq_len + 1);
+    L->num_classes = (uint32_t)L->nshards;
+    return rc;
+}
+
 static coordl_status cdl__index_source(coordl *L) {
     struct stat sb;
     const char *src = L->cfg.source;
+    if (L->cfg.pipeline == COORDL_PIPE_TOKENS) return cdl__index_tokens(L);
     if (stat(src, &sb) != 0)
         return cdl__open_fail(COORDL_ERR_INVALID, "source: %s does not exist (%s); set cfg.source to an "
                               "ImageFolder root or a list file", src, strerror(errno));
     coordl_status rc = S_ISDIR(sb.st_mode) ? cdl__index_image_folder(L, src) : cdl__index_list_file(L, src);
     if (rc != COORDL_OK) return rc;
     if (L->num_items == 0)
-        return cdl__open_fail(COORDL_ERR_INVALID, "source: %s holds no images (extensions .jpg .jpeg "
-                              ".png .bmp .ppm .pgm .tga)", src);
+        return cdl__open_fail(COORDL_ERR_INVALID, "source: %s holds no %s", src,
+                              L->cfg.pipeline == COORDL_PIPE_AUDIO ? "WAV files (.wav)"
+                              : "images (extensions .jpg .jpeg .png .bmp .ppm .pgm .tga)");
     if (L->num_items > (uint64_t)INT32_MAX)
         return cdl__open_fail(COORDL_ERR_INVALID, "source: more than 2^31 items");
     return COORDL_OK;
 }
 
+/* The shard holding token window `id` (the last shard whose first id is
+ * <= id and that has windows). */
+static const cdl__shard *cdl__shard_of(const coordl *L, uint64_t id) {
+    size_t lo = 0, hi = L->nshards;
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (L->shards[mid].first_item <= id) lo = mid; else hi = mid;
+    }
+    while (lo > 0 && L->shards[lo].nwindows == 0) lo--;
+    return &L->shards[lo];
+}
+
 static const char *cdl__item_path(const coordl *L, uint64_t id) {
+    if (L->shards) return L->strings + cdl__shard_of(L, id)->path_off;
     return L->strings + L->items[id].path_off;
+}
+
+static int32_t cdl__item_label(const coordl *L, uint64_t id) {
+    if (L->shards) return (int32_t)(cdl__shard_of(L, id) - L->shards);
+    return L->items[id].label;
+}
+
+static uint64_t cdl__item_bytes(const coordl *L, uint64_t id) {
+    if (L->shards) return (uint64_t)(L->cfg.seq_len + 1) * cdl__shard_of(L, id)->tok_bytes;
+    return L->items[id].bytes;
 }
 
 /* ===================================================================== */
@@ -1017,17 +1173,20 @@ static uint64_t cdl__perm_apply(const cdl__perm *p, uint64_t x) {
     return x;
 }
 
-static uint32_t cdl__rows_of_batch(const coordl *L, uint64_t index) {
-    uint64_t first = index * L->cfg.batch_size;
-    uint64_t left = L->share - first;
-    return (uint32_t)(left < L->cfg.batch_size ? left : L->cfg.batch_size);
+/* Where an epoch's batches stop: drop_last cuts the share at the last
+ * whole batch of the current batch size. */
+static uint64_t cdl__epoch_end(const coordl *L) {
+    const uint64_t B = L->cfg.batch_size;
+    return L->cfg.drop_last ? L->share / B * B : L->share;
 }
 
-/* Dataset item of row `row` of batch `index` in `epoch` for this rank. */
-static uint64_t cdl__item_of_row(const coordl *L, const cdl__perm *p, uint64_t index, uint32_t row) {
-    uint64_t pos = index * L->cfg.batch_size + row;            /* in the share */
-    uint64_t global = pos * (uint64_t)L->cfg.world + (uint64_t)L->cfg.rank;
-    return cdl__perm_apply(p, global);
+static uint64_t cdl__batches_for(const coordl *L, uint64_t B) {
+    return L->cfg.drop_last ? L->share / B : (L->share + B - 1) / B;
+}
+
+/* Dataset item at position `pos` of this rank's share of an epoch. */
+static uint64_t cdl__item_at(const coordl *L, const cdl__perm *p, uint64_t pos) {
+    return cdl__perm_apply(p, pos * (uint64_t)L->cfg.world + (uint64_t)L->cfg.rank);
 }
 
 /* ===================================================================== */
@@ -1188,6 +1347,8 @@ struct cdl__worker {
     cdl__u8 *pix;      size_t pixcap;   /* decoded region, RGB           */
     cdl__u8 *row4;     size_t row4cap;  /* one CMYK row                  */
     float *tmp;        size_t tmpcap;   /* resampling window + one row   */
+    float *audio;      size_t audiocap; /* mono and resampled samples    */
+    int32_t *targets;  /* tokens: this row's targets in the slot          */
     int32_t *window_row; size_t window_rowcap;
     int32_t *xstart;   size_t xstartcap;
     float *xw;         size_t xwcap;
@@ -1222,8 +1383,39 @@ static coordl_status cdl__worker_error(cdl__worker *W, coordl_status s, const ch
     return s;
 }
 
+/* A token window: (seq_len + 1) tokens read with one pread. */
+static coordl_status cdl__read_window(cdl__worker *W, uint64_t id, cdl__bytes *out) {
+    coordl *L = W->L;
+    const cdl__shard *sh = cdl__shard_of(L, id);
+    const char *path = L->strings + sh->path_off;
+    const size_t len = (size_t)(L->cfg.seq_len + 1) * sh->tok_bytes;
+    const off_t off = (off_t)(CDL_SHARD_HEADER_BYTES + (id - sh->first_item) * L->cfg.seq_len * sh->tok_bytes);
+    if (!cdl__reserve(L, (void **)&W->readbuf, &W->readcap, len + 16))
+        return cdl__worker_error(W, COORDL_ERR_NOMEM, "%s: out of memory for %zu bytes", path, len);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return cdl__worker_error(W, COORDL_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    size_t got = 0;
+    while (got < len) {
+        ssize_t r = pread(fd, W->readbuf + got, len - got, off + (off_t)got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    int e = errno;
+    close(fd);
+    W->storage_bytes += got;
+    if (got != len)
+        return cdl__worker_error(W, got == 0 && e ? COORDL_ERR_IO : COORDL_ERR_CORRUPT,
+                                 "%s: token window %llu is cut short (%zu of %zu bytes)", path,
+                                 (unsigned long long)(id - sh->first_item), got, len);
+    out->p = W->readbuf;
+    out->len = len;
+    return COORDL_OK;
+}
+
 static coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes *out) {
     coordl *L = W->L;
+    if (L->shards) return cdl__read_window(W, id, out);
     const char *path = cdl__item_path(L, id);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return cdl__worker_error(W, COORDL_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
@@ -1275,7 +1467,7 @@ static coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
         if (p) { out->p = p; out->len = len; hit = 1; }
     } else if (L->lru) {
         uint32_t len;
-        size_t need = L->items[id].bytes + 16;
+        size_t need = cdl__item_bytes(L, id) + 16;
         if (cdl__reserve(L, (void **)&W->readbuf, &W->readcap, need) &&
             cdl__cache_lookup_lru(L, id, W->readbuf, W->readcap, &len)) {
             out->p = W->readbuf; out->len = len; hit = 1;
@@ -1613,8 +1805,7 @@ static void cdl__store_row(const coordl *L, const float *v, size_t plane, int j,
             for (int c = 0; c < 3; c++) d[3 * i + c] = v[(size_t)c * plane + i] * L->norm_scale[c] + L->norm_bias[c];
         break;
     }
-    case COORDL_U8_NHWC:
-    case COORDL_U8_NCHW: {
+    default: {
         const int nhwc = L->cfg.layout == COORDL_U8_NHWC;
         cdl__u8 *d = (cdl__u8 *)dst;
         for (int c = 0; c < 3; c++)
@@ -1840,13 +2031,156 @@ static coordl_status cdl__decode_stb(cdl__worker *W, const char *path, const cdl
     return rc;
 }
 
+/* Tokens: widen the window into inputs and targets (shifted by one). */
+static coordl_status cdl__decode_tokens(cdl__worker *W, const cdl__bytes *in, void *dst) {
+    coordl *L = W->L;
+    const uint32_t T = L->cfg.seq_len;
+    int32_t *inputs = dst, *targets = W->targets;
+    const size_t tb = in->len / (T + 1);
+    uint64_t t0 = cdl__now_ns();
+    for (uint32_t t = 0; t <= T; t++) {
+        int32_t v;
+        if (tb == 2) {
+            uint16_t u;
+            memcpy(&u, in->p + 2 * (size_t)t, 2);
+            v = u;
+        } else {
+            uint32_t u;
+            memcpy(&u, in->p + 4 * (size_t)t, 4);
+            v = (int32_t)u;
+        }
+        if (t < T) inputs[t] = v;
+        if (t > 0 && targets) targets[t - 1] = v;
+    }
+    W->decode_ns += cdl__now_ns() - t0;
+    return COORDL_OK;
+}
+
+/* WAV: RIFF/WAVE with a fmt chunk (PCM 16-bit, IEEE float 32-bit, or
+ * WAVE_FORMAT_EXTENSIBLE with one of those) and a data chunk; other
+ * chunks are skipped. */
+typedef struct cdl__wav {
+    const cdl__u8 *data;
+    uint64_t frames;
+    uint32_t rate, channels, bits, format; /* format 1 = PCM, 3 = float */
+} cdl__wav;
+
+static uint32_t cdl__le32(const cdl__u8 *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint16_t cdl__le16(const cdl__u8 *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+static const char *cdl__wav_parse(const cdl__u8 *p, size_t len, cdl__wav *w) {
+    memset(w, 0, sizeof *w);
+    if (len < 12 || memcmp(p, "RIFF", 4) != 0 || memcmp(p + 8, "WAVE", 4) != 0) return "not a RIFF/WAVE file";
+    int have_fmt = 0;
+    uint32_t block_align = 0;
+    size_t at = 12;
+    while (at + 8 <= len) {
+        const cdl__u8 *ck = p + at;
+        uint64_t size = cdl__le32(ck + 4);
+        if (memcmp(ck, "fmt ", 4) == 0) {
+            if (size < 16 || at + 8 + size > len) return "truncated fmt chunk";
+            w->format = cdl__le16(ck + 8);
+            w->channels = cdl__le16(ck + 10);
+            w->rate = cdl__le32(ck + 12);
+            block_align = cdl__le16(ck + 20);
+            w->bits = cdl__le16(ck + 22);
+            if (w->format == 0xFFFE) {
+                if (size < 40) return "truncated WAVE_FORMAT_EXTENSIBLE fmt chunk";
+                w->format = cdl__le16(ck + 32); /* first two bytes of the subformat GUID */
+            }
+            have_fmt = 1;
+        } else if (memcmp(ck, "data", 4) == 0) {
+            if (!have_fmt) return "data chunk before the fmt chunk";
+            if (at + 8 + size > len) return "truncated data chunk";
+            if (!((w->format == 1 && w->bits == 16) || (w->format == 3 && w->bits == 32)))
+                return "unsupported sample format (coordl reads 16-bit PCM and 32-bit float)";
+            if (w->channels == 0 || w->rate == 0 || block_align != w->channels * (w->bits / 8))
+                return "inconsistent fmt chunk";
+            w->data = ck + 8;
+            w->frames = size / block_align;
+            return NULL;
+        }
+        at += 8 + size + (size & 1);
+    }
+    return have_fmt ? "no data chunk" : "no fmt chunk";
+}
+
+/* Mono samples of the file (resampled to audio_rate when set) into
+ * W->audio; returns the number of samples. */
+static coordl_status cdl__wav_to_mono(cdl__worker *W, const char *path, const cdl__bytes *in,
+                                      const float **samples, uint64_t *count) {
+    coordl *L = W->L;
+    cdl__wav wav;
+    const char *why = cdl__wav_parse(in->p, in->len, &wav);
+    if (why) return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: %s", path, why);
+    const uint32_t ch = wav.channels;
+    const uint64_t frames = wav.frames;
+    const uint32_t out_rate = L->cfg.audio_rate ? L->cfg.audio_rate : wav.rate;
+    const uint64_t n_out = out_rate == wav.rate ? frames : frames * out_rate / wav.rate;
+    if (!cdl__reserve(L, (void **)&W->audio, &W->audiocap, (size_t)(frames + n_out + 2) * sizeof(float)))
+        return cdl__worker_error(W, COORDL_ERR_NOMEM, "%s: out of memory for %llu samples", path,
+                                 (unsigned long long)frames);
+    float *mono = W->audio, *res = W->audio + frames + 1;
+    for (uint64_t f = 0; f < frames; f++) {
+        float acc = 0.0f;
+        for (uint32_t c = 0; c < ch; c++) {
+            const cdl__u8 *s = wav.data + (f * ch + c) * (wav.bits / 8);
+            if (wav.format == 1) acc += (float)(int16_t)cdl__le16(s) / 32768.0f;
+            else { float v; uint32_t u = cdl__le32(s); memcpy(&v, &u, 4); acc += v; }
+        }
+        mono[f] = ch == 1 ? acc : acc / (float)ch;
+    }
+    if (out_rate == wav.rate) {
+        memmove(res, mono, (size_t)frames * sizeof(float));
+    } else { /* linear interpolation at i * rate_in / rate_out */
+        const double step = (double)wav.rate / out_rate;
+        for (uint64_t i = 0; i < n_out; i++) {
+            double x = (double)i * step;
+            uint64_t i0 = (uint64_t)x;
+            double fr = x - (double)i0;
+            float a = mono[i0 < frames ? i0 : frames - 1], b = mono[i0 + 1 < frames ? i0 + 1 : frames - 1];
+            res[i] = (float)(a + (b - a) * fr);
+        }
+    }
+    *samples = res;
+    *count = n_out;
+    return COORDL_OK;
+}
+
+/* Crop offset for an item of n samples: uniform from (seed, epoch, item). */
+static uint64_t cdl__audio_offset(const coordl *L, uint64_t epoch, uint64_t id, uint64_t n) {
+    if (n <= L->cfg.audio_samples) return 0;
+    cdl__rng rng = cdl__rng_for(L->cfg.seed, CDL_STREAM_CROP, epoch, id);
+    return cdl__rng_below(&rng, n - L->cfg.audio_samples + 1);
+}
+
+static coordl_status cdl__decode_wav(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch,
+                                     uint64_t id, void *dst) {
+    coordl *L = W->L;
+    uint64_t t0 = cdl__now_ns(), n = 0;
+    const float *res = NULL;
+    coordl_status rc = cdl__wav_to_mono(W, path, in, &res, &n);
+    if (rc != COORDL_OK) return rc;
+    uint64_t t1 = cdl__now_ns();
+    W->decode_ns += t1 - t0;
+    const uint64_t S = L->cfg.audio_samples, off = cdl__audio_offset(L, epoch, id, n);
+    const uint64_t take = n - off < S ? n - off : S;
+    float *out = dst;
+    memcpy(out, res + off, (size_t)take * sizeof(float));
+    for (uint64_t i = take; i < S; i++) out[i] = 0.0f;
+    W->augment_ns += cdl__now_ns() - t1;
+    return COORDL_OK;
+}
+
 /* Fetch, decode and augment item `id` into dst. */
 static coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint64_t id, void *dst) {
     coordl *L = W->L;
     cdl__bytes in = {NULL, 0};
     coordl_status rc = cdl__fetch(W, id, &in);
     if (rc != COORDL_OK) return rc;
+    if (L->cfg.pipeline == COORDL_PIPE_TOKENS) return cdl__decode_tokens(W, &in, dst);
     const char *path = cdl__item_path(L, id);
+    if (L->cfg.pipeline == COORDL_PIPE_AUDIO) return cdl__decode_wav(W, path, &in, epoch, id, dst);
 #ifndef COORDL_NO_JPEGTURBO
     if (in.len >= 3 && in.p[0] == 0xFF && in.p[1] == 0xD8 && in.p[2] == 0xFF)
         return cdl__decode_jpeg(W, path, &in, epoch, id, dst);
@@ -1904,22 +2238,13 @@ static coordl_status cdl__prepare_row(cdl__worker *W, uint64_t epoch, uint64_t i
     return rc;
 }
 
-/* Binds the calling worker to its PU before it allocates any scratch, so
- * that first-touch puts its buffers on its own node. */
+/* Names the worker so that tools (top -H, /proc/<pid>/task) show it. Its
+ * affinity was set at creation (cdl__pool_start), so it allocates its
+ * scratch already on its own node (first touch). */
 static void cdl__worker_bind(cdl__worker *W) {
-    coordl *L = W->L;
     char name[16];
     snprintf(name, sizeof name, "coordl-w%d", W->index);
     pthread_setname_np(pthread_self(), name);
-    if (!L->cfg.bind || L->place.simulate || W->pu < 0) return;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(W->pu, &set);
-    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0) {
-        pthread_mutex_lock(&L->mu);
-        L->st.threads_bound++;
-        pthread_mutex_unlock(&L->mu);
-    }
 }
 
 static void *cdl__worker_main(void *arg) {
@@ -1934,12 +2259,24 @@ static void *cdl__worker_main(void *arg) {
         }
         /* Assign the batch being claimed to a free slot if it has none. */
         if (L->claim_slot < 0) {
+            const uint64_t end = cdl__epoch_end(L);
+            if (L->claim_pos >= end) {
+                L->claim_epoch++;
+                L->claim_pos = 0;
+                L->claim_index = 0;
+            }
             for (uint32_t s = 0; s < L->nslots; s++) {
                 if (L->slots[s].state == CDL_SLOT_FREE) {
                     cdl__slot *sl = &L->slots[s];
+                    const uint64_t left = end - L->claim_pos;
                     sl->state = CDL_SLOT_FILLING;
-                    sl->seq = L->claim_seq;
-                    sl->n = cdl__rows_of_batch(L, L->claim_seq % L->bpe);
+                    sl->epoch = L->claim_epoch;
+                    sl->pos = L->claim_pos;
+                    sl->index = L->claim_index;
+                    sl->n = (uint32_t)(left < L->cfg.batch_size ? left : L->cfg.batch_size);
+                    sl->out_w = L->cfg.out_w;
+                    sl->out_h = L->cfg.out_h;
+                    sl->row_bytes = L->row_bytes;
                     sl->rows_claimed = sl->rows_done = 0;
                     sl->status = COORDL_OK;
                     sl->err_row = UINT32_MAX;
@@ -1957,25 +2294,32 @@ static void *cdl__worker_main(void *arg) {
         }
         cdl__slot *sl = &L->slots[L->claim_slot];
         const uint32_t row = sl->rows_claimed++;
-        const uint64_t seq = sl->seq, gen = L->gen;
+        const uint64_t gen = L->gen;
         if (sl->rows_claimed == sl->n) {
             L->claim_slot = -1;
-            L->claim_seq++;
+            L->claim_pos += sl->n;
+            L->claim_index++;
         }
         L->inflight++;
         pthread_mutex_unlock(&L->mu);
 
-        const uint64_t epoch = seq / L->bpe, index = seq % L->bpe;
+        const uint64_t epoch = sl->epoch, pos = sl->pos + row;
         cdl__perm perm = cdl__perm_for(L, epoch);
-        const uint64_t id = cdl__item_of_row(L, &perm, index, row);
-        cdl__u8 *dst = cdl__slot_data(L, sl) + (size_t)row * L->row_bytes;
+        const uint64_t id = cdl__item_at(L, &perm, pos);
+        cdl__u8 *dst = cdl__slot_data(L, sl) + (size_t)row * sl->row_bytes;
+        int32_t *targets = L->target_row_bytes
+            ? (int32_t *)(void *)(L->ring_arena.base + sl->targets_off + (size_t)row * L->target_row_bytes) : NULL;
         uint64_t used_id = id;
         W->read_ns = W->decode_ns = W->augment_ns = 0;
         W->hit = W->miss = W->hit_bytes = W->fetch_bytes = W->storage_bytes = W->bad = 0;
-        coordl_status rc = cdl__prepare_row(W, epoch, id, index * L->cfg.batch_size + row, dst, &used_id);
-        if (rc != COORDL_OK) memset(dst, 0, L->row_bytes); /* never hand out stale pixels */
+        W->targets = targets;
+        coordl_status rc = cdl__prepare_row(W, epoch, id, pos, dst, &used_id);
+        if (rc != COORDL_OK) { /* never hand out stale pixels */
+            memset(dst, 0, sl->row_bytes);
+            if (targets) memset(targets, 0, L->target_row_bytes);
+        }
         cdl__slot_ids(L, sl)[row] = used_id;
-        cdl__slot_labels(L, sl)[row] = L->items[used_id].label;
+        cdl__slot_labels(L, sl)[row] = cdl__item_label(L, used_id);
 
         pthread_mutex_lock(&L->mu);
         L->inflight--;
@@ -2019,6 +2363,7 @@ static void cdl__worker_free(coordl *L, cdl__worker *W) {
     cdl__free(L, W->pix);
     cdl__free(L, W->row4);
     cdl__free(L, W->tmp);
+    cdl__free(L, W->audio);
     cdl__free(L, W->window_row);
     cdl__free(L, W->xstart);
     cdl__free(L, W->xw);
@@ -2029,25 +2374,53 @@ static void cdl__worker_free(coordl *L, cdl__worker *W) {
 #endif
 }
 
+/* Maps the ring: nslots slots, each with room for slot_rows_cap rows of
+ * slot_data_cap / slot_rows_cap bytes, their labels, ids and (tokens)
+ * targets. coordl_set may call it again with larger capacities. */
 static coordl_status cdl__ring_create(coordl *L) {
-    const size_t B = L->cfg.batch_size;
+    const size_t B = L->slot_rows_cap;
     const size_t align = 64;
-    size_t data = cdl__round_up(B * L->row_bytes, align);
+    size_t data = cdl__round_up(L->slot_data_cap, align);
     size_t labels = cdl__round_up(B * sizeof(int32_t), align);
     size_t ids = cdl__round_up(B * sizeof(uint64_t), align);
-    size_t per_slot = data + labels + ids;
+    size_t targets = cdl__round_up(B * L->target_row_bytes, align);
+    size_t per_slot = data + labels + ids + targets;
     if (per_slot > SIZE_MAX / L->nslots) return cdl__open_fail(COORDL_ERR_INVALID, "batch ring too large");
-    L->slots = cdl__calloc(L, L->nslots, sizeof *L->slots);
-    if (!L->slots) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the ring");
+    if (!L->slots) {
+        L->slots = cdl__calloc(L, L->nslots, sizeof *L->slots);
+        if (!L->slots) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the ring");
+    }
     coordl_status rc = cdl__arena_map(L, &L->ring_arena, per_slot * L->nslots, 1, "batch ring");
     if (rc != COORDL_OK) return rc;
     for (uint32_t s = 0; s < L->nslots; s++) {
         L->slots[s].data_off = s * per_slot;
         L->slots[s].labels_off = s * per_slot + data;
         L->slots[s].ids_off = s * per_slot + data + labels;
+        L->slots[s].targets_off = s * per_slot + data + labels + ids;
         L->slots[s].state = CDL_SLOT_FREE;
     }
     return COORDL_OK;
+}
+
+/* Stops new claims and waits until no row is being prepared; rows in
+ * flight are dropped by the generation check. Called with mu held. */
+static void cdl__stream_pause(coordl *L) {
+    L->gen++;
+    L->paused = 1;
+    while (L->inflight > 0) pthread_cond_wait(&L->idle_cv, &L->mu);
+}
+
+/* Drops every prepared batch not held by the caller and restarts the
+ * workers at the consumer's position. Called with mu held, paused. */
+static void cdl__stream_restart(coordl *L) {
+    for (uint32_t s = 0; s < L->nslots; s++)
+        if (L->slots[s].state != CDL_SLOT_HELD) L->slots[s].state = CDL_SLOT_FREE;
+    L->claim_epoch = L->cur_epoch;
+    L->claim_pos = L->cur_pos;
+    L->claim_index = L->cur_index;
+    L->claim_slot = -1;
+    L->paused = 0;
+    pthread_cond_broadcast(&L->work_cv);
 }
 
 static coordl_status cdl__pool_start(coordl *L) {
@@ -2079,10 +2452,29 @@ static coordl_status cdl__pool_start(coordl *L) {
         L->st.placement_nodes = (uint32_t)P->nnodes;
     }
     L->nworkers = n;
+    const int bind = L->cfg.bind && !P->simulate;
     for (int i = 0; i < n; i++) {
-        int e = pthread_create(&L->workers[i].thread, NULL, cdl__worker_main, &L->workers[i]);
+        cdl__worker *W = &L->workers[i];
+        int e = EINVAL, bound = 0;
+        if (bind && W->pu >= 0 && W->pu < CPU_SETSIZE) {
+            /* The thread starts on its PU: binding at creation rather than
+             * from inside the thread means open returns with every worker
+             * placed, and no scratch page is ever touched elsewhere. */
+            pthread_attr_t attr;
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(W->pu, &set);
+            if (pthread_attr_init(&attr) == 0) {
+                if (pthread_attr_setaffinity_np(&attr, sizeof set, &set) == 0)
+                    e = pthread_create(&W->thread, &attr, cdl__worker_main, W);
+                pthread_attr_destroy(&attr);
+            }
+            bound = e == 0;
+        }
+        if (!bound) e = pthread_create(&W->thread, NULL, cdl__worker_main, W);
         if (e != 0) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start worker thread %d: %s", i, strerror(e));
-        L->workers[i].started = 1;
+        W->started = 1;
+        L->st.threads_bound += (uint32_t)bound;
     }
     L->st.threads = (uint32_t)n;
     return COORDL_OK;
@@ -2105,6 +2497,22 @@ static void cdl__pool_stop(coordl *L) {
 /* 13. Public API                                                        */
 /* ===================================================================== */
 
+/* Shape of one row: images c x h x w; tokens 1 x 1 x seq_len; audio
+ * 1 x 1 x audio_samples. */
+static void cdl__row_shape(const coordl *L, uint32_t out_w, uint32_t out_h, uint32_t *c, uint32_t *h,
+                           uint32_t *w) {
+    switch (L->cfg.pipeline) {
+    case COORDL_PIPE_TOKENS: *c = 1; *h = 1; *w = L->cfg.seq_len; break;
+    case COORDL_PIPE_AUDIO: *c = 1; *h = 1; *w = L->cfg.audio_samples; break;
+    default: *c = 3; *h = out_h; *w = out_w; break;
+    }
+}
+
+/* Bytes of one data row for an output size (image pipelines). */
+static size_t cdl__image_row_bytes(const coordl *L, uint64_t w, uint64_t h) {
+    return (size_t)(w * h * 3 * L->elem_bytes);
+}
+
 coordl_config coordl_config_default(void) {
     coordl_config c;
     memset(&c, 0, sizeof c);
@@ -2121,6 +2529,8 @@ coordl_config coordl_config_default(void) {
     c.cache_policy = COORDL_CACHE_MINIO;
     c.cache_pin = COORDL_PIN_TRY;
     c.prefetch_batches = 4;
+    c.seq_len = 1024;
+    c.audio_samples = 16000;
     c.numa_node = -1;
     c.bind = 1;
     c.rank = 0;
@@ -2136,12 +2546,18 @@ coordl_config coordl_config_default(void) {
 static coordl_status cdl__validate(const coordl_config *c) {
 #define CDL_BAD(...) return cdl__open_fail(COORDL_ERR_INVALID, __VA_ARGS__)
     if (!c->source || !c->source[0]) CDL_BAD("source: not set; give an ImageFolder root or a list file");
-    if (c->pipeline != COORDL_PIPE_TRAIN && c->pipeline != COORDL_PIPE_EVAL)
+    if (c->pipeline < COORDL_PIPE_TRAIN || c->pipeline > COORDL_PIPE_AUDIO)
         CDL_BAD("pipeline: %d is not a known pipeline", (int)c->pipeline);
+    if (c->pipeline == COORDL_PIPE_TOKENS && (c->seq_len == 0 || c->seq_len > (1u << 24)))
+        CDL_BAD("seq_len: %u is out of range (1..16777216)", c->seq_len);
+    if (c->pipeline == COORDL_PIPE_AUDIO && (c->audio_samples == 0 || c->audio_samples > (1u << 28)))
+        CDL_BAD("audio_samples: %u is out of range (1..2^28)", c->audio_samples);
+    if (c->pipeline <= COORDL_PIPE_EVAL && c->layout > COORDL_U8_NCHW)
+        CDL_BAD("layout: %d is not an image layout", (int)c->layout);
     if (c->batch_size == 0) CDL_BAD("batch_size: must be at least 1");
     if (c->out_w == 0 || c->out_h == 0) CDL_BAD("out_w/out_h: output size %ux%u must be at least 1x1", c->out_w, c->out_h);
     if ((uint64_t)c->out_w * c->out_h > (1u << 26)) CDL_BAD("out_w/out_h: output size %ux%u is too large", c->out_w, c->out_h);
-    if (c->layout < COORDL_F32_NCHW || c->layout > COORDL_U8_NCHW) CDL_BAD("layout: %d is not a known layout", (int)c->layout);
+    if (c->layout < COORDL_F32_NCHW || c->layout > COORDL_F32) CDL_BAD("layout: %d is not a known layout", (int)c->layout);
     for (int i = 0; i < 3; i++) {
         if (!(c->std[i] > 0.0f) && !(c->std[i] < 0.0f)) CDL_BAD("std[%d]: must be non-zero", i);
         if (!isfinite(c->mean[i]) || !isfinite(c->std[i])) CDL_BAD("mean/std[%d]: must be finite", i);
@@ -2205,8 +2621,7 @@ coordl_status coordl_open(const coordl_config *cfg, coordl **out) {
     rc = cdl__index_source(L);
     if (rc == COORDL_OK) {
         L->share = L->num_items / (uint64_t)L->cfg.world;
-        L->bpe = L->cfg.drop_last ? L->share / L->cfg.batch_size
-                                  : (L->share + L->cfg.batch_size - 1) / L->cfg.batch_size;
+        L->bpe = cdl__batches_for(L, L->cfg.batch_size);
         if (L->share == 0)
             rc = cdl__open_fail(COORDL_ERR_INVALID, "world: %d ranks but only %llu items; every rank "
                                 "needs at least one item per epoch", L->cfg.world,
@@ -2217,9 +2632,21 @@ coordl_status coordl_open(const coordl_config *cfg, coordl **out) {
                                 (unsigned long long)L->share);
     }
     if (rc == COORDL_OK) {
-        L->out_c = 3;
-        L->elem_bytes = (L->cfg.layout == COORDL_F32_NCHW || L->cfg.layout == COORDL_F32_NHWC) ? 4 : 1;
-        L->row_bytes = (size_t)L->cfg.out_w * L->cfg.out_h * L->out_c * L->elem_bytes;
+        if (L->cfg.pipeline == COORDL_PIPE_TOKENS) L->cfg.layout = COORDL_I32;
+        if (L->cfg.pipeline == COORDL_PIPE_AUDIO) L->cfg.layout = COORDL_F32;
+        L->elem_bytes = (L->cfg.layout == COORDL_U8_NHWC || L->cfg.layout == COORDL_U8_NCHW) ? 1 : 4;
+        uint32_t rc_, rh, rw;
+        cdl__row_shape(L, L->cfg.out_w, L->cfg.out_h, &rc_, &rh, &rw);
+        L->row_bytes = (size_t)rc_ * rh * rw * L->elem_bytes;
+        L->target_row_bytes = L->cfg.pipeline == COORDL_PIPE_TOKENS ? (size_t)L->cfg.seq_len * sizeof(int32_t) : 0;
+        /* ring capacity: the largest sizes coordl_set may ask for */
+        uint32_t mw = L->cfg.max_out_w > L->cfg.out_w ? L->cfg.max_out_w : L->cfg.out_w;
+        uint32_t mh = L->cfg.max_out_h > L->cfg.out_h ? L->cfg.max_out_h : L->cfg.out_h;
+        L->slot_rows_cap = L->cfg.max_batch_size > L->cfg.batch_size ? L->cfg.max_batch_size : L->cfg.batch_size;
+        size_t max_row = L->row_bytes;
+        if (L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL)
+            max_row = cdl__image_row_bytes(L, mw, mh);
+        L->slot_data_cap = (size_t)L->slot_rows_cap * max_row;
         for (int c = 0; c < 3; c++) {
             L->norm_scale[c] = 1.0f / (255.0f * L->cfg.std[c]);
             L->norm_bias[c] = -L->cfg.mean[c] / L->cfg.std[c];
@@ -2270,14 +2697,13 @@ coordl_status coordl_open(const coordl_config *cfg, coordl **out) {
 static void cdl__fill_batch(coordl *L, cdl__slot *sl, uint32_t slot_index, coordl_batch *out) {
     out->n = sl->n;
     out->data = cdl__slot_data(L, sl);
-    out->data_bytes = (size_t)sl->n * L->row_bytes;
+    out->data_bytes = (size_t)sl->n * sl->row_bytes;
     out->labels = cdl__slot_labels(L, sl);
     out->ids = cdl__slot_ids(L, sl);
-    out->epoch = sl->seq / L->bpe;
-    out->index = sl->seq % L->bpe;
-    out->c = L->out_c;
-    out->h = L->cfg.out_h;
-    out->w = L->cfg.out_w;
+    out->targets = L->target_row_bytes ? (int32_t *)(void *)(L->ring_arena.base + sl->targets_off) : NULL;
+    out->epoch = sl->epoch;
+    out->index = sl->index;
+    cdl__row_shape(L, sl->out_w, sl->out_h, &out->c, &out->h, &out->w);
     out->layout = L->cfg.layout;
     out->slot_ = slot_index + 1; /* 0 marks a batch that holds no slot */
 }
@@ -2287,14 +2713,20 @@ coordl_status coordl_next(coordl *L, coordl_batch *out) {
     uint64_t t_enter = cdl__now_ns();
     memset(out, 0, sizeof *out);
     L->errmsg[0] = '\0';
-    if (L->cur_index == L->bpe) {
+    if (L->cur_pos >= cdl__epoch_end(L)) {
         out->epoch = L->cur_epoch;
         L->cur_epoch++;
+        L->cur_pos = 0;
         L->cur_index = 0;
         return COORDL_END_OF_EPOCH;
     }
-    const uint64_t want = L->cur_epoch * L->bpe + L->cur_index;
     pthread_mutex_lock(&L->mu);
+    if (L->broken) {
+        pthread_mutex_unlock(&L->mu);
+        snprintf(L->errmsg, sizeof L->errmsg, "the batch ring could not be reallocated by coordl_set; "
+                 "close this handle");
+        return COORDL_ERR_NOMEM;
+    }
     if (L->last_return_ns) L->st.compute_ns += t_enter - L->last_return_ns;
     if (L->held >= L->nslots) {
         pthread_mutex_unlock(&L->mu);
@@ -2304,12 +2736,18 @@ coordl_status coordl_next(coordl *L, coordl_batch *out) {
     }
     int found = -1;
     for (;;) {
-        for (uint32_t s = 0; s < L->nslots; s++)
-            if (L->slots[s].state == CDL_SLOT_READY && L->slots[s].seq == want) { found = (int)s; break; }
+        for (uint32_t s = 0; s < L->nslots; s++) {
+            const cdl__slot *c = &L->slots[s];
+            if (c->state == CDL_SLOT_READY && c->epoch == L->cur_epoch && c->pos == L->cur_pos) {
+                found = (int)s;
+                break;
+            }
+        }
         if (found >= 0) break;
         pthread_cond_wait(&L->ready_cv, &L->mu);
     }
     cdl__slot *sl = &L->slots[found];
+    L->cur_pos += sl->n;
     L->cur_index++;
     uint64_t now = cdl__now_ns();
     L->st.stall_ns += now - t_enter;
@@ -2343,6 +2781,36 @@ void coordl_release(coordl *L, coordl_batch *b) {
     b->slot_ = 0;
 }
 
+coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes, void *labels_or_targets,
+                               size_t label_bytes) {
+    if (!L || !data) return COORDL_ERR_INVALID;
+    const uint64_t end = cdl__epoch_end(L);
+    if (L->cur_pos < end) {
+        /* Check sizes against the batch that comes next, before taking it,
+         * so that a too-small buffer consumes nothing. */
+        const uint64_t left = end - L->cur_pos;
+        const size_t n = (size_t)(left < L->cfg.batch_size ? left : L->cfg.batch_size);
+        const size_t need_data = n * L->row_bytes;
+        const size_t need_labels = n * (L->target_row_bytes ? L->target_row_bytes : sizeof(int32_t));
+        if (data_bytes < need_data || (labels_or_targets && label_bytes < need_labels)) {
+            snprintf(L->errmsg, sizeof L->errmsg, "coordl_next_into: the next batch needs %zu data bytes "
+                     "and %zu %s bytes; got %zu and %zu", need_data, need_labels,
+                     L->target_row_bytes ? "target" : "label", data_bytes, label_bytes);
+            return COORDL_ERR_INVALID;
+        }
+    }
+    coordl_batch b;
+    coordl_status rc = coordl_next(L, &b);
+    if (rc != COORDL_OK) return rc;
+    memcpy(data, b.data, b.data_bytes);
+    if (labels_or_targets) {
+        if (b.targets) memcpy(labels_or_targets, b.targets, (size_t)b.n * L->target_row_bytes);
+        else memcpy(labels_or_targets, b.labels, (size_t)b.n * sizeof(int32_t));
+    }
+    coordl_release(L, &b);
+    return COORDL_OK;
+}
+
 coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
     if (!L) return COORDL_ERR_INVALID;
     if (batch >= L->bpe) {
@@ -2350,26 +2818,90 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
                  (unsigned long long)batch, (unsigned long long)L->bpe);
         return COORDL_ERR_INVALID;
     }
-    if (epoch > UINT64_MAX / L->bpe - 1) {
-        snprintf(L->errmsg, sizeof L->errmsg, "coordl_seek: epoch %llu is too large", (unsigned long long)epoch);
-        return COORDL_ERR_INVALID;
-    }
     pthread_mutex_lock(&L->mu);
-    /* Stop new claims, let in-flight rows finish (their results are then
-     * dropped by the generation check), and only then reset the ring. */
-    L->gen++;
-    L->paused = 1;
-    while (L->inflight > 0) pthread_cond_wait(&L->idle_cv, &L->mu);
-    L->paused = 0;
-    for (uint32_t s = 0; s < L->nslots; s++)
-        if (L->slots[s].state != CDL_SLOT_HELD) L->slots[s].state = CDL_SLOT_FREE;
+    cdl__stream_pause(L);
     L->cur_epoch = epoch;
+    L->cur_pos = batch * L->cfg.batch_size;
     L->cur_index = batch;
-    L->claim_seq = epoch * L->bpe + batch;
-    L->claim_slot = -1;
-    pthread_cond_broadcast(&L->work_cv);
+    cdl__stream_restart(L);
     pthread_mutex_unlock(&L->mu);
     return COORDL_OK;
+}
+
+coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
+    if (!L) return COORDL_ERR_INVALID;
+    const int image = L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL;
+    uint32_t w = L->cfg.out_w, h = L->cfg.out_h, B = L->cfg.batch_size;
+    switch (p) {
+    case COORDL_PARAM_OUT_W:
+    case COORDL_PARAM_OUT_H:
+        if (!image || value < 1 || value > 65535) {
+            snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: %s %lld is out of range (1..65535, image "
+                     "pipelines only)", p == COORDL_PARAM_OUT_W ? "out_w" : "out_h", (long long)value);
+            return COORDL_ERR_INVALID;
+        }
+        if (p == COORDL_PARAM_OUT_W) w = (uint32_t)value; else h = (uint32_t)value;
+        if ((uint64_t)w * h > (1u << 26)) {
+            snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: output size %ux%u is too large", w, h);
+            return COORDL_ERR_INVALID;
+        }
+        break;
+    case COORDL_PARAM_BATCH_SIZE:
+        if (value < 1 || value > UINT32_MAX || (L->cfg.drop_last && (uint64_t)value > L->share)) {
+            snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: batch_size %lld is out of range (1..%llu)",
+                     (long long)value, (unsigned long long)(L->cfg.drop_last ? L->share : UINT32_MAX));
+            return COORDL_ERR_INVALID;
+        }
+        B = (uint32_t)value;
+        break;
+    default:
+        snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: unknown parameter %d", (int)p);
+        return COORDL_ERR_INVALID;
+    }
+    const size_t row_bytes = image ? cdl__image_row_bytes(L, w, h) : L->row_bytes;
+    const int grow = B > L->slot_rows_cap || (size_t)B * row_bytes > L->slot_data_cap;
+    coordl_status rc = COORDL_OK;
+    pthread_mutex_lock(&L->mu);
+    if (grow && L->held > 0) {
+        pthread_mutex_unlock(&L->mu);
+        snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: %ux%u x %u rows needs a bigger ring while %u "
+                 "batch(es) are held; release them first, or set max_out_w/max_out_h/max_batch_size at "
+                 "open", w, h, B, L->held);
+        return COORDL_ERR_INVALID;
+    }
+    cdl__stream_pause(L);
+    if (grow) {
+        size_t old_cap = L->slot_data_cap;
+        uint32_t old_rows = L->slot_rows_cap;
+        if (L->ring_arena.locked) L->st.pinned_bytes -= L->ring_arena.bytes;
+        cdl__arena_unmap(L, &L->ring_arena);
+        if (B > L->slot_rows_cap) L->slot_rows_cap = B;
+        if ((size_t)L->slot_rows_cap * row_bytes > L->slot_data_cap) L->slot_data_cap = (size_t)L->slot_rows_cap * row_bytes;
+        if (cdl__ring_create(L) != COORDL_OK) {
+            /* keep the handle usable: fall back to the old size */
+            snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: %.400s", cdl__open_errmsg);
+            L->slot_data_cap = old_cap;
+            L->slot_rows_cap = old_rows;
+            rc = COORDL_ERR_NOMEM;
+            if (cdl__ring_create(L) != COORDL_OK) {
+                /* not even the old size maps again: the handle stays
+                 * paused and every later coordl_next reports it */
+                L->broken = 1;
+                pthread_mutex_unlock(&L->mu);
+                return rc;
+            }
+        }
+    }
+    if (rc == COORDL_OK) {
+        L->cfg.out_w = w;
+        L->cfg.out_h = h;
+        L->cfg.batch_size = B;
+        L->row_bytes = row_bytes;
+        L->bpe = cdl__batches_for(L, B);
+    }
+    cdl__stream_restart(L);
+    pthread_mutex_unlock(&L->mu);
+    return rc;
 }
 
 void coordl_get_stats(const coordl *L, coordl_stats *out) {
@@ -2416,7 +2948,7 @@ const char *coordl_item_path(const coordl *L, uint64_t id) {
 
 int32_t coordl_item_label(const coordl *L, uint64_t id) {
     if (!L || id >= L->num_items) return -1;
-    return L->items[id].label;
+    return cdl__item_label(L, id);
 }
 
 coordl_status coordl_sample_transform(coordl *L, uint64_t epoch, uint64_t id, coordl_transform *out) {
@@ -2483,6 +3015,7 @@ void coordl_close(coordl *L) {
     cdl__arena_unmap(L, &L->ring_arena);
     cdl__free(L, L->slots);
     cdl__free(L, L->items);
+    cdl__free(L, L->shards);
     cdl__free(L, L->strings);
     cdl__free(L, L->source_copy);
     cdl__placement_free(L, &L->place);

@@ -89,8 +89,14 @@ typedef struct coordl coordl; /* opaque loader handle */
 /* What the items are and how they become rows of a batch. */
 typedef enum {
     COORDL_PIPE_TRAIN = 0, /* image: RandomResizedCrop + horizontal flip      */
-    COORDL_PIPE_EVAL = 1   /* image: resize shorter side to out*256/224, then
+    COORDL_PIPE_EVAL = 1,  /* image: resize shorter side to out*256/224, then
                               center crop out_h x out_w                       */
+    COORDL_PIPE_TOKENS = 2,/* llm.c token shards: a sample is a window of
+                              seq_len + 1 tokens; data = inputs, targets =
+                              the same shifted by one (int32)               */
+    COORDL_PIPE_AUDIO = 3  /* WAV (PCM 16-bit or float, any channel count)
+                              to mono float, resampled to audio_rate if set,
+                              random crop of audio_samples (zero-padded)    */
 } coordl_pipeline;
 
 /* Memory layout of batch.data. */
@@ -98,7 +104,9 @@ typedef enum {
     COORDL_F32_NCHW = 0, /* float, planar, normalized: (x/255 - mean) / std */
     COORDL_U8_NHWC = 1,  /* uint8, interleaved RGB, not normalized          */
     COORDL_F32_NHWC = 2, /* float, interleaved, normalized                  */
-    COORDL_U8_NCHW = 3   /* uint8, planar, not normalized                   */
+    COORDL_U8_NCHW = 3,  /* uint8, planar, not normalized                   */
+    COORDL_I32 = 4,      /* int32 tokens (COORDL_PIPE_TOKENS; set for you)  */
+    COORDL_F32 = 5       /* float samples (COORDL_PIPE_AUDIO; set for you)  */
 } coordl_layout;
 
 /* What a worker does with an item it cannot read or decode. */
@@ -179,6 +187,28 @@ typedef struct coordl_config {
     float scale_min, scale_max; /* RandomResizedCrop area range; 0.08..1    */
     float ratio_min, ratio_max; /* aspect ratio range; 3/4..4/3             */
     int flip;                   /* horizontal flip with p = 0.5; default 1  */
+    /* Darknet-style extra augmentation (train pipeline), all off by
+     * default. Drawn per (seed, epoch, item) like everything else. */
+    float hue;        /* hue shift uniform in [-hue, hue] (fraction of the
+                         colour wheel; Darknet's default 0.1)               */
+    float saturation; /* scale saturation by s in [1, saturation], inverted
+                         with p = 0.5 (Darknet's rand_scale); 0/1 = off     */
+    float exposure;   /* same for value (brightness)                        */
+    float rotate_deg; /* rotate by an angle uniform in [-rotate_deg,
+                         rotate_deg] degrees around the crop centre         */
+    float aspect;     /* stretch the crop's width by rand_scale(aspect);
+                         0/1 = off (Darknet's classifier "aspect")          */
+    uint32_t max_out_w, max_out_h; /* largest out size coordl_set may ask
+                         for without reallocating the ring; 0 = out_w/out_h */
+    uint32_t max_batch_size;       /* same for batch_size; 0 = batch_size   */
+
+    /* --- tokens (COORDL_PIPE_TOKENS) ----------------------------------- */
+    uint32_t seq_len; /* tokens per row; default 1024                       */
+
+    /* --- audio (COORDL_PIPE_AUDIO) ------------------------------------- */
+    uint32_t audio_samples; /* samples per row; default 16000               */
+    uint32_t audio_rate;    /* resample to this rate (Hz); 0 = keep the
+                               file's rate                                  */
 
     /* --- cache -------------------------------------------------------- */
     uint64_t cache_bytes;             /* MinIO budget of encoded bytes; 0 = no
@@ -239,7 +269,9 @@ typedef struct coordl_batch {
                              may be short unless drop_last)                 */
     void *data;           /* n x c x h x w (NCHW) or n x h x w x c (NHWC)   */
     size_t data_bytes;    /* bytes of data for the n rows                   */
-    int32_t *labels;      /* n class labels                                 */
+    int32_t *labels;      /* n class labels (tokens: the shard index)       */
+    int32_t *targets;     /* tokens: n x seq_len inputs shifted by one;
+                             NULL for other pipelines                       */
     uint64_t *ids;        /* n dataset item ids (see coordl_item_path)       */
     uint64_t epoch;       /* epoch this batch belongs to                    */
     uint64_t index;       /* batch index within the epoch                   */
@@ -325,6 +357,40 @@ COORDL_API coordl_status coordl_next(coordl *L, coordl_batch *out);
  * may be released in any order. Releasing a batch twice, or a zeroed batch,
  * is a no-op. Thread safety: the consumer thread of L only. */
 COORDL_API void coordl_release(coordl *L, coordl_batch *b);
+
+/* Copies the next batch into caller-owned buffers (ggml-opt's
+ * get_batch_host, llama.cpp token buffers) instead of handing out a view.
+ *   data, data_bytes: receives n rows (data_bytes >= n x row bytes).
+ *   labels_or_targets, label_bytes: receives n int32 labels, or for
+ *     COORDL_PIPE_TOKENS n x seq_len int32 targets; may be NULL with 0.
+ * Returns as coordl_next. Buffers too small for the next batch give
+ * COORDL_ERR_INVALID and nothing is written or consumed. The batch's slot is
+ * released before returning. Thread safety: the consumer thread of L. */
+COORDL_API coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes,
+                                          void *labels_or_targets, size_t label_bytes);
+
+/* Runtime knobs (TurboJPEG's tj3Set style). */
+typedef enum {
+    COORDL_PARAM_OUT_W = 1,      /* image output width                     */
+    COORDL_PARAM_OUT_H = 2,      /* image output height                    */
+    COORDL_PARAM_BATCH_SIZE = 3  /* rows per batch                         */
+} coordl_param;
+
+/* Changes a parameter from the next batch coordl_next returns on: batches
+ * prepared ahead are dropped and prepared again, the stream position (the
+ * next item of the epoch's permutation) is kept, and batches the caller
+ * holds stay valid. A new batch size cuts the rest of the current epoch
+ * into batches of the new size from the current item on; batch.index keeps
+ * counting, and coordl_batches_per_epoch reports the new size's count for
+ * whole epochs. Sizes beyond max_out_w / max_out_h / max_batch_size need a
+ * bigger ring: it is reallocated when no batch is held, otherwise
+ * COORDL_ERR_INVALID (release the held batches, or set the max_* fields).
+ * Random crops and flips do not change with the output size: they are drawn
+ * from (seed, epoch, item) in source pixels.
+ * Returns COORDL_OK, or COORDL_ERR_INVALID for an unknown parameter, a value
+ * out of range, or a pipeline without that parameter.
+ * Thread safety: the consumer thread of L. */
+COORDL_API coordl_status coordl_set(coordl *L, coordl_param p, int64_t value);
 
 /* Repositions the stream so that the next coordl_next returns batch `batch`
  * of epoch `epoch` (O(1): no batch is replayed). Batches prepared ahead are

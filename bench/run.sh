@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
 # coordl benchmarks. Run from anywhere; `make bench` runs all of them.
 #
-#   bash bench/run.sh [all|prep|index|cache|dataset]
+#   bash bench/run.sh [all|prep|index|cache|placement|dataset]
 #
 #   dataset  make the bench dataset if missing (the other parts do it too)
 #   prep     image-prep throughput: coordl train/eval vs the libjpeg-turbo
 #            decode floor vs torchvision; table in build/bench/prep.txt
 #   index    coordl_open on 100,000 tiny files vs torchvision ImageFolder
 #   cache    MinIO vs LRU hit rate per epoch at cache = 50% of the dataset
+#   placement  workers bound vs unbound, cache + ring page-locked vs
+#            pageable (coordl train, whole dataset cached); table in
+#            build/bench/placement.txt
 #
 # Environment: BENCH_DATA (dataset dir, default build/bench-data),
 # BENCH_INDEX (index tree, default build/bench-index), BENCH_IMAGES (images
 # per timed run, default 2560), BENCH_ROUNDS (default 3), BENCH_SIGMA,
-# BENCH_SEED, BENCH_CLASSES, BENCH_PER_CLASS (dataset shape), CC.
+# BENCH_SEED, BENCH_CLASSES, BENCH_PER_CLASS (dataset shape), CC, HWLOC_LIB
+# (default -lhwloc, as in the Makefile; empty for a COORDL_NO_HWLOC build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MODE=${1:-all}
-case "$MODE" in all|prep|index|cache|dataset) ;;
-  *) echo "usage: bash bench/run.sh [all|prep|index|cache|dataset]" >&2; exit 2 ;;
+case "$MODE" in all|prep|index|cache|placement|dataset) ;;
+  *) echo "usage: bash bench/run.sh [all|prep|index|cache|placement|dataset]" >&2; exit 2 ;;
 esac
 BENCH_DATA=${BENCH_DATA:-build/bench-data}
 BENCH_INDEX=${BENCH_INDEX:-build/bench-index}
@@ -28,7 +32,8 @@ OUT=build/bench
 PY=/usr/bin/python3
 CC=${CC:-cc}
 CFLAGS=(-O2 -g -std=c11 -Wall -Wextra -Wpedantic -Wshadow -D_GNU_SOURCE -I.)
-LIBS=(-ljpeg -lpthread -lm)
+HWLOC_LIB=${HWLOC_LIB--lhwloc}
+LIBS=(-ljpeg $HWLOC_LIB -lpthread -lm)
 mkdir -p "$OUT"
 
 log() { printf '\n=== %s\n' "$*"; }
@@ -186,10 +191,20 @@ run_cache() {
         --out 64 | tee "$OUT/cache.txt"
 }
 
+run_placement() {
+    ensure_lib
+    ensure_dataset
+    build bench_placement lib
+    log "placement: bound vs unbound workers, pinned vs pageable memory (bench_placement)"
+    "$OUT/bench_placement" --data "$BENCH_DATA" --images "$BENCH_IMAGES" --rounds "$BENCH_ROUNDS" \
+        --threads 2 | tee "$OUT/placement.txt"
+}
+
 case "$MODE" in
     dataset) ensure_dataset ;;
     prep) run_prep ;;
     index) run_index ;;
     cache) run_cache ;;
-    all) run_prep; run_index; run_cache ;;
+    placement) run_placement ;;
+    all) run_prep; run_index; run_cache; run_placement ;;
 esac

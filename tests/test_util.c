@@ -685,3 +685,176 @@ int tu_cmp_u64(const void *a, const void *b)
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
 }
+
+/* ---- token shards (llm.c format) --------------------------------------- */
+
+static void put_le(uint8_t *p, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+void tu_write_shard_raw(const char *path, int32_t magic, int32_t version,
+                        int32_t ntok_header, const uint32_t *tokens, size_t n,
+                        int token_bytes, size_t body_bytes_cut)
+{
+    assert_true(token_bytes == 2 || token_bytes == 4);
+    size_t body = n * (size_t)token_bytes;
+    assert_true(body_bytes_cut <= body);
+    size_t total = 256 * 4 + body;
+    uint8_t *buf = xmalloc(total);
+    memset(buf, 0, 256 * 4);
+    put_le(buf + 0, (uint32_t)magic, 4);
+    put_le(buf + 4, (uint32_t)version, 4);
+    put_le(buf + 8, (uint32_t)ntok_header, 4);
+    for (size_t i = 0; i < n; i++)
+        put_le(buf + 256 * 4 + i * (size_t)token_bytes, tokens[i], token_bytes);
+    tu_write_file(path, buf, total - body_bytes_cut);
+    free(buf);
+}
+
+void tu_write_shard(const char *path, int version, const uint32_t *tokens,
+                    size_t n)
+{
+    assert_true(version == 1 || version == 7);
+    assert_true(n <= (size_t)INT32_MAX);
+    if (version == 1)
+        for (size_t i = 0; i < n; i++)
+            assert_true(tokens[i] < 65536);
+    tu_write_shard_raw(path, version == 1 ? TU_SHARD_MAGIC_U16 : TU_SHARD_MAGIC_U32,
+                       version, (int32_t)n, tokens, n, version == 1 ? 2 : 4, 0);
+}
+
+/* ---- WAV files ---------------------------------------------------------- */
+
+typedef struct {
+    uint8_t *p;
+    size_t n, cap;
+} tu_buf;
+
+static void buf_put(tu_buf *b, const void *data, size_t n)
+{
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2 + 64;
+        b->p = xrealloc(b->p, b->cap);
+    }
+    if (n)
+        memcpy(b->p + b->n, data, n);
+    b->n += n;
+}
+
+static void buf_le(tu_buf *b, uint64_t v, int bytes)
+{
+    uint8_t tmp[8];
+    put_le(tmp, v, bytes);
+    buf_put(b, tmp, (size_t)bytes);
+}
+
+static void buf_list_chunk(tu_buf *b)
+{
+    static const char info[] = "INFOISFT\x0e\x00\x00\x00" "coordl tests\0\0";
+    buf_put(b, "LIST", 4);
+    buf_le(b, sizeof info - 1, 4); /* 26: even */
+    buf_put(b, info, sizeof info - 1);
+}
+
+uint8_t *tu_encode_wav(const tu_wav_spec *s, const void *samples,
+                       size_t nframes, size_t *n)
+{
+    assert_true(s->channels >= 1 && s->bits >= 8 && s->bits % 8 == 0);
+    size_t bps = s->bits / 8u;
+    size_t data_bytes = nframes * s->channels * bps;
+    tu_buf b = {NULL, 0, 0};
+    buf_put(&b, s->not_riff ? "JUNK" : "RIFF", 4);
+    buf_le(&b, 0, 4); /* patched below */
+    buf_put(&b, s->not_wave ? "AVI " : "WAVE", 4);
+    if (s->list_before_fmt)
+        buf_list_chunk(&b);
+    if (!s->no_fmt) {
+        int ext = s->format == 0xFFFE;
+        int fl = s->format == 3;
+        buf_put(&b, "fmt ", 4);
+        buf_le(&b, ext ? 40 : fl ? 18 : 16, 4);
+        buf_le(&b, s->format, 2);
+        buf_le(&b, s->channels, 2);
+        buf_le(&b, s->rate, 4);
+        buf_le(&b, (uint64_t)s->rate * s->channels * bps, 4); /* byte rate */
+        buf_le(&b, s->channels * bps, 2);                      /* block align */
+        buf_le(&b, s->bits, 2);
+        if (ext) {
+            static const uint8_t guid_tail[14] = {0x00, 0x00, 0x00, 0x00, 0x10,
+                                                  0x00, 0x80, 0x00, 0x00, 0xAA,
+                                                  0x00, 0x38, 0x9B, 0x71};
+            buf_le(&b, 22, 2);          /* cbSize */
+            buf_le(&b, s->bits, 2);     /* valid bits per sample */
+            buf_le(&b, s->channels == 1 ? 0x4 : s->channels == 2 ? 0x3 : 0, 4);
+            buf_le(&b, s->subformat, 2); /* GUID: format code, then the tail */
+            buf_put(&b, guid_tail, sizeof guid_tail);
+        } else if (fl) {
+            buf_le(&b, 0, 2); /* cbSize */
+        }
+    }
+    if (s->list_before_data)
+        buf_list_chunk(&b);
+    if (s->odd_chunk) {
+        buf_put(&b, "junk", 4);
+        buf_le(&b, 5, 4);
+        buf_put(&b, "abcde", 5);
+        buf_put(&b, "\0", 1); /* RIFF pad byte: chunks are word aligned */
+    }
+    buf_put(&b, "data", 4);
+    buf_le(&b, data_bytes + s->data_claim_extra, 4);
+    buf_put(&b, samples, data_bytes);
+    if (data_bytes & 1)
+        buf_put(&b, "\0", 1);
+    put_le(b.p + 4, b.n - 8, 4);
+    *n = b.n;
+    return b.p;
+}
+
+void tu_write_wav(const char *path, const tu_wav_spec *s, const void *samples,
+                  size_t nframes)
+{
+    size_t n;
+    uint8_t *wav = tu_encode_wav(s, samples, nframes, &n);
+    tu_write_file(path, wav, n);
+    free(wav);
+}
+
+void tu_write_wav_i16(const char *path, uint16_t channels, uint32_t rate,
+                      const int16_t *samples, size_t nframes)
+{
+    tu_wav_spec s;
+    memset(&s, 0, sizeof s);
+    s.format = 1;
+    s.channels = channels;
+    s.bits = 16;
+    s.rate = rate;
+    /* little-endian bytes whatever the host */
+    size_t cnt = nframes * channels;
+    uint8_t *raw = xmalloc(cnt * 2);
+    for (size_t i = 0; i < cnt; i++)
+        put_le(raw + 2 * i, (uint16_t)samples[i], 2);
+    tu_write_wav(path, &s, raw, nframes);
+    free(raw);
+}
+
+void tu_write_wav_f32(const char *path, uint16_t channels, uint32_t rate,
+                      const float *samples, size_t nframes)
+{
+    tu_wav_spec s;
+    memset(&s, 0, sizeof s);
+    s.format = 3;
+    s.channels = channels;
+    s.bits = 32;
+    s.rate = rate;
+    size_t cnt = nframes * channels;
+    uint8_t *raw = xmalloc(cnt * 4);
+    for (size_t i = 0; i < cnt; i++) {
+        uint32_t u;
+        memcpy(&u, &samples[i], 4);
+        put_le(raw + 4 * i, u, 4);
+    }
+    tu_write_wav(path, &s, raw, nframes);
+    free(raw);
+}

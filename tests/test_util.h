@@ -181,4 +181,53 @@ void tu_main_init(unsigned seconds);
 /* Compare two u64 (for qsort). */
 int tu_cmp_u64(const void *a, const void *b);
 
+/* ---- token shards (llm.c format) --------------------------------------- */
+
+#define TU_SHARD_MAGIC_U16 20240520 /* version 1: uint16 tokens */
+#define TU_SHARD_MAGIC_U32 20240801 /* version 7: uint32 tokens */
+
+/* Writes an llm.c shard with an explicit header: 256 int32 (header[0] =
+ * magic, header[1] = version, header[2] = ntok_header, the rest 0), then n
+ * tokens of token_bytes (2 or 4) bytes each, little-endian. The header may
+ * lie (for corrupt shards); body_bytes_cut bytes are cut off the end. */
+void tu_write_shard_raw(const char *path, int32_t magic, int32_t version,
+                        int32_t ntok_header, const uint32_t *tokens, size_t n,
+                        int token_bytes, size_t body_bytes_cut);
+/* A valid shard: version 1 (uint16 tokens, each must be < 65536) or
+ * version 7 (uint32 tokens); header[2] = n. */
+void tu_write_shard(const char *path, int version, const uint32_t *tokens,
+                    size_t n);
+
+/* ---- WAV files ---------------------------------------------------------- */
+
+typedef struct {
+    uint16_t format;    /* 1 PCM, 3 IEEE float, 0xFFFE WAVE_FORMAT_EXTENSIBLE */
+    uint16_t subformat; /* extensible only: the GUID's format code (1, 3, ...) */
+    uint16_t channels;
+    uint16_t bits;      /* bits per sample */
+    uint32_t rate;      /* frames per second */
+    int list_before_fmt;   /* 1: a LIST chunk (even size) before fmt */
+    int list_before_data;  /* 1: a LIST chunk (even size) between fmt and data */
+    int odd_chunk;         /* 1: an odd-sized "junk" chunk plus its RIFF pad
+                              byte between fmt and data */
+    int no_fmt;            /* 1: no fmt chunk at all */
+    int not_riff;          /* 1: "JUNK" instead of "RIFF" */
+    int not_wave;          /* 1: "AVI " instead of "WAVE" */
+    uint32_t data_claim_extra; /* the data chunk's size field claims this
+                                  many bytes more than are written */
+} tu_wav_spec;
+
+/* Encodes a WAV: `samples` holds nframes x channels interleaved samples of
+ * bits/8 bytes each (little-endian, as stored). Returns a malloc'd buffer,
+ * *n its size. */
+uint8_t *tu_encode_wav(const tu_wav_spec *s, const void *samples,
+                       size_t nframes, size_t *n);
+void tu_write_wav(const char *path, const tu_wav_spec *s, const void *samples,
+                  size_t nframes);
+/* Plain PCM16 / float32 WAVs (interleaved frames). */
+void tu_write_wav_i16(const char *path, uint16_t channels, uint32_t rate,
+                      const int16_t *samples, size_t nframes);
+void tu_write_wav_f32(const char *path, uint16_t channels, uint32_t rate,
+                      const float *samples, size_t nframes);
+
 #endif /* COORDL_TEST_UTIL_H */

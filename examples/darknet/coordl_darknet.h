@@ -1,0 +1,306 @@
+/*
+ * coordl_darknet.h - feed Darknet's classifier training from coordl.
+ *
+ * Header only: static inline functions, prefix coordl_dn_. It replaces
+ * Darknet's load_data(args) thread (pthread_join / train = buffer /
+ * load_data) with batches from coordl, in Darknet's own `data` struct:
+ *
+ *     coordl_dn dn;
+ *     coordl_config cfg = coordl_config_default();
+ *     cfg.source = "data/imagenet/train";  cfg.batch_size = imgs;
+ *     cfg.out_w = net->w;  cfg.out_h = net->h;
+ *     cfg.hue = net->hue;  cfg.saturation = net->saturation;  ...
+ *     if (coordl_dn_open(&dn, &cfg) != COORDL_OK) error(coordl_dn_errmsg(&dn));
+ *     while (get_current_batch(net) < net->max_batches) {
+ *         coordl_dn_load(&dn, classes, &train, COORDL_DN_SHALLOW);
+ *         float loss = train_network(net, train);
+ *         free_data(train);
+ *     }
+ *     coordl_dn_close(&dn);
+ *
+ * Data semantics are Darknet's classifier data: X has one row per image,
+ * CHW planar floats in [0, 1] (RGB), X.cols = 3 * h * w; y has one row per
+ * image, one-hot over `classes`. coordl_dn_open forces what that needs:
+ * layout COORDL_F32_NCHW with mean {0,0,0} and std {1,1,1} (so the values
+ * are x / 255), and drop_last = 1 (train_network wants a multiple of
+ * net->batch rows, so every batch is full). The stream does not stop at
+ * epoch ends: coordl_dn_load steps over COORDL_END_OF_EPOCH as Darknet's
+ * loader draws images forever (count epochs with coordl_dn.epoch, or with
+ * *net->seen / N as Darknet does).
+ *
+ * Ownership (the `mode` of coordl_dn_load):
+ *   COORDL_DN_SHALLOW  X.vals[i] point into coordl's batch slot (zero copy),
+ *                      y.vals[i] into a one-hot buffer the adapter keeps
+ *                      with it; d.shallow = 1, so Darknet's free_data(d) (or
+ *                      coordl_dn_free) frees only the two row-pointer arrays.
+ *                      The adapter keeps the last two batches alive: the rows
+ *                      of a load stay valid until the second coordl_dn_load
+ *                      after it (or coordl_dn_close), so Darknet's
+ *                      double-buffered pattern (train on batch k while batch
+ *                      k+1 is loaded) stays valid.
+ *   COORDL_DN_COPY     every row is its own malloc'd copy (as Darknet's loader
+ *                      makes them); d.shallow = 0; free with Darknet's
+ *                      free_data or coordl_dn_free; the data outlives the
+ *                      adapter.
+ *
+ * Random input sizes (Darknet's `random = 1`): coordl_dn_resize(&dn, w, h)
+ * wraps coordl_set(COORDL_PARAM_OUT_W / OUT_H). The new size applies from the
+ * next coordl_dn_load on: batches coordl prepared ahead at the old size are
+ * dropped and prepared again, and batches already loaded stay valid. Set
+ * cfg.max_out_w / max_out_h to the largest size you will ask for (Darknet's
+ * classifier draws up to (4 + 10) * 32 = 448): a larger size needs a bigger
+ * ring, which coordl can only map while no batch is held, so it fails with
+ * COORDL_ERR_INVALID while the adapter holds batches (call
+ * coordl_dn_release first, which ends the validity of shallow loads).
+ *
+ * Darknet's types: this header declares stand-ins for `matrix` and `data`
+ * with Darknet's layout (include/darknet.h:
+ *   typedef struct matrix { int rows, cols; float **vals; } matrix;
+ *   typedef struct { int w, h; matrix X; matrix y; int shallow;
+ *                    int *num_boxes; box **boxes; } data;)
+ * so it compiles without Darknet. Include darknet.h before this header (its
+ * include guard DARKNET_API is recognised), or define COORDL_DN_HAVE_DARKNET,
+ * to use Darknet's own declarations instead.
+ *
+ * Thread safety: as coordl's: one consumer thread per adapter.
+ */
+#ifndef COORDL_DARKNET_H
+#define COORDL_DARKNET_H
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coordl.h"
+
+#if !defined(COORDL_DN_HAVE_DARKNET) && !defined(DARKNET_API)
+/* Darknet's layouts; `boxes` is box ** in Darknet (unused here). */
+typedef struct matrix {
+    int rows, cols;
+    float **vals;
+} matrix;
+typedef struct {
+    int w, h;
+    matrix X;
+    matrix y;
+    int shallow;
+    int *num_boxes;
+    void **boxes;
+} data;
+#endif
+
+typedef enum {
+    COORDL_DN_SHALLOW = 0, /* rows point into coordl's slot; keep-alive: two loads */
+    COORDL_DN_COPY = 1     /* rows are owned copies */
+} coordl_dn_mode;
+
+/* The adapter. Read L (for coordl_get_stats ...), epoch and index; the
+ * rest is internal. */
+typedef struct coordl_dn {
+    coordl *L;             /* the loader */
+    uint64_t epoch, index; /* coordl's epoch and batch index of the last load */
+    coordl_batch held_[2]; /* SHALLOW: the batches the last two loads point into */
+    float *onehot_[2];     /* their y rows */
+    size_t onehot_cap_[2]; /* floats */
+    unsigned next_;        /* which held_ entry the next load reuses */
+    char err_[256];        /* the adapter's own error message */
+} coordl_dn;
+
+/* The last error: the adapter's own, else coordl's. */
+static inline const char *coordl_dn_errmsg(const coordl_dn *dn)
+{
+    if (!dn) return coordl_errmsg(NULL);
+    if (dn->err_[0]) return dn->err_;
+    return dn->L ? coordl_errmsg(dn->L) : coordl_errmsg(NULL);
+}
+
+static inline void coordl_dn_seterr_(coordl_dn *dn, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(dn->err_, sizeof dn->err_, fmt, ap);
+    va_end(ap);
+}
+
+/* Opens a loader with Darknet classifier semantics: cfg is copied and its
+ * layout, mean, std and drop_last are overridden (see the top of this file);
+ * prefetch_batches is raised to at least 4 (the adapter holds two). Every
+ * other field is the caller's: source, batch_size (net->batch *
+ * net->subdivisions * ngpus), out_w/out_h (net->w/h), max_out_w/max_out_h,
+ * hue, saturation, exposure, rotate_deg (net->angle), aspect, threads,
+ * cache_bytes, seed, ... Returns coordl_open's status; on failure
+ * coordl_dn_errmsg(dn) says why and dn->L is NULL. */
+static inline coordl_status coordl_dn_open(coordl_dn *dn, const coordl_config *cfg)
+{
+    memset(dn, 0, sizeof *dn);
+    coordl_config c = *cfg;
+    c.layout = COORDL_F32_NCHW;
+    for (int i = 0; i < 3; i++) {
+        c.mean[i] = 0.0f;
+        c.std[i] = 1.0f;
+    }
+    c.drop_last = 1;
+    if (c.prefetch_batches < 4) c.prefetch_batches = 4;
+    coordl_status rc = coordl_open(&c, &dn->L);
+    if (rc != COORDL_OK) {
+        dn->L = NULL;
+        coordl_dn_seterr_(dn, "coordl_open: %s", coordl_errmsg(NULL));
+    }
+    return rc;
+}
+
+/* Gives back the batches the adapter holds for SHALLOW loads: the rows of
+ * every earlier shallow load become invalid. */
+static inline void coordl_dn_release(coordl_dn *dn)
+{
+    for (int i = 0; i < 2; i++) coordl_release(dn->L, &dn->held_[i]);
+}
+
+/* Loads the next batch into *out (Darknet's CLASSIFICATION_DATA: X rows of
+ * CHW floats in [0, 1], y one-hot rows of `classes`); mode as above.
+ * Returns COORDL_OK; COORDL_ERR_CORRUPT / COORDL_ERR_IO for a batch with a
+ * bad item (with on_bad_sample = COORDL_BAD_FAIL; call again for the batch
+ * after it, or open with COORDL_BAD_SUBSTITUTE); COORDL_ERR_INVALID for a
+ * label outside [0, classes); COORDL_ERR_NOMEM. On an error *out is zeroed
+ * (free_data on it is harmless). */
+static inline coordl_status coordl_dn_load(coordl_dn *dn, int classes, data *out,
+                                           coordl_dn_mode mode)
+{
+    memset(out, 0, sizeof *out);
+    dn->err_[0] = '\0';
+    if (!dn->L || classes < 1) {
+        coordl_dn_seterr_(dn, "coordl_dn_load: %s", !dn->L ? "the adapter is not open"
+                                                           : "classes must be at least 1");
+        return COORDL_ERR_INVALID;
+    }
+    const unsigned slot = dn->next_;
+    /* The load before the previous one ends here: its slot goes back to
+     * coordl before the next batch is taken, so at most two are held. */
+    coordl_release(dn->L, &dn->held_[slot]);
+
+    coordl_batch b;
+    coordl_status rc = coordl_next(dn->L, &b);
+    if (rc == COORDL_END_OF_EPOCH) rc = coordl_next(dn->L, &b); /* Darknet's stream is endless */
+    if (rc != COORDL_OK) return rc;
+
+    const int n = (int)b.n, cols = (int)(b.c * b.h * b.w);
+    for (int i = 0; i < n; i++)
+        if (b.labels[i] < 0 || b.labels[i] >= classes) {
+            coordl_dn_seterr_(dn, "coordl_dn_load: item %s has label %d, not below classes = %d",
+                              coordl_item_path(dn->L, b.ids[i]) ? coordl_item_path(dn->L, b.ids[i])
+                                                                : "?",
+                              (int)b.labels[i], classes);
+            coordl_release(dn->L, &b);
+            return COORDL_ERR_INVALID;
+        }
+
+    data d;
+    memset(&d, 0, sizeof d);
+    d.w = (int)b.w;
+    d.h = (int)b.h;
+    d.X.rows = d.y.rows = n;
+    d.X.cols = cols;
+    d.y.cols = classes;
+    d.X.vals = (float **)calloc((size_t)n, sizeof(float *));
+    d.y.vals = (float **)calloc((size_t)n, sizeof(float *));
+    int ok = d.X.vals && d.y.vals;
+    if (ok && mode == COORDL_DN_SHALLOW) {
+        size_t need = (size_t)n * (size_t)classes;
+        if (dn->onehot_cap_[slot] < need) {
+            float *p = (float *)realloc(dn->onehot_[slot], need * sizeof(float));
+            ok = p != NULL;
+            if (ok) {
+                dn->onehot_[slot] = p;
+                dn->onehot_cap_[slot] = need;
+            }
+        }
+        if (ok) {
+            float *y = dn->onehot_[slot];
+            memset(y, 0, need * sizeof(float));
+            for (int i = 0; i < n; i++) {
+                d.X.vals[i] = (float *)b.data + (size_t)i * (size_t)cols;
+                d.y.vals[i] = y + (size_t)i * (size_t)classes;
+                d.y.vals[i][b.labels[i]] = 1.0f;
+            }
+            d.shallow = 1;
+            dn->held_[slot] = b; /* released by the second load after this one */
+            dn->next_ = slot ^ 1u;
+        }
+    } else if (ok) {
+        for (int i = 0; i < n && ok; i++) {
+            d.X.vals[i] = (float *)malloc((size_t)cols * sizeof(float));
+            d.y.vals[i] = (float *)calloc((size_t)classes, sizeof(float));
+            ok = d.X.vals[i] && d.y.vals[i];
+            if (ok) {
+                memcpy(d.X.vals[i], (const float *)b.data + (size_t)i * (size_t)cols,
+                       (size_t)cols * sizeof(float));
+                d.y.vals[i][b.labels[i]] = 1.0f;
+            }
+        }
+        d.shallow = 0;
+        coordl_release(dn->L, &b);
+    }
+    if (!ok) {
+        if (mode == COORDL_DN_COPY && d.X.vals && d.y.vals)
+            for (int i = 0; i < n; i++) {
+                free(d.X.vals[i]);
+                free(d.y.vals[i]);
+            }
+        free(d.X.vals);
+        free(d.y.vals);
+        coordl_release(dn->L, &b);
+        coordl_dn_seterr_(dn, "coordl_dn_load: out of memory for %d rows", n);
+        return COORDL_ERR_NOMEM;
+    }
+    dn->epoch = b.epoch;
+    dn->index = b.index;
+    *out = d;
+    return COORDL_OK;
+}
+
+/* Frees what coordl_dn_load allocated in d, as Darknet's free_data does:
+ * the row arrays, and the rows too unless d->shallow. Zeroes *d. */
+static inline void coordl_dn_free(data *d)
+{
+    if (!d->shallow) {
+        for (int i = 0; d->X.vals && i < d->X.rows; i++) free(d->X.vals[i]);
+        for (int i = 0; d->y.vals && i < d->y.rows; i++) free(d->y.vals[i]);
+    }
+    free(d->X.vals);
+    free(d->y.vals);
+    memset(d, 0, sizeof *d);
+}
+
+/* Darknet's random resize: the next load (not the ones before it) comes at
+ * w x h. Both or neither change. Returns coordl_set's status. */
+static inline coordl_status coordl_dn_resize(coordl_dn *dn, int w, int h)
+{
+    dn->err_[0] = '\0';
+    if (!dn->L) return COORDL_ERR_INVALID;
+    coordl_batch probe; /* the current width, for the rollback below */
+    (void)probe;
+    coordl_status rc = coordl_set(dn->L, COORDL_PARAM_OUT_W, w);
+    if (rc != COORDL_OK) return rc;
+    rc = coordl_set(dn->L, COORDL_PARAM_OUT_H, h);
+    if (rc != COORDL_OK) {
+        coordl_dn_seterr_(dn, "coordl_dn_resize: %s (the width is now %d)", coordl_errmsg(dn->L), w);
+    }
+    return rc;
+}
+
+/* Releases the held batches, closes the loader, frees the adapter's
+ * buffers. Shallow loads become invalid; copies stay. */
+static inline void coordl_dn_close(coordl_dn *dn)
+{
+    if (dn->L) {
+        coordl_dn_release(dn);
+        coordl_close(dn->L);
+    }
+    free(dn->onehot_[0]);
+    free(dn->onehot_[1]);
+    memset(dn, 0, sizeof *dn);
+}
+
+#endif /* COORDL_DARKNET_H */
