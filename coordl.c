@@ -1049,13 +1049,13 @@ static coordl_status cdl__index_tokens(coordl *L) {
         }
         free(names);
     } else {
-        /* one shard, or a text list of shards (paths relative to it) */
-        int32_t magic = 0;
+        /* one shard, or a text list of shards (paths relative to it): a
+         * list is text, a shard's header has NUL bytes */
+        unsigned char head[CDL_SHARD_HEADER_BYTES];
         int fd = open(src, O_RDONLY | O_CLOEXEC);
-        ssize_t got = fd >= 0 ? pread(fd, &magic, sizeof magic, 0) : -1;
+        ssize_t got = fd >= 0 ? pread(fd, head, sizeof head, 0) : -1;
         if (fd >= 0) close(fd);
-        if (got == (ssize_t)sizeof magic && (magic == CDL_SHARD_MAGIC_U16 || magic == CDL_SHARD_MAGIC_U32))
-            return cdl__add_shard(L, src, &cap);
+        if (got > 0 && memchr(head, 0, (size_t)got)) return cdl__add_shard(L, src, &cap);
         FILE *f = fopen(src, "r");
         if (!f) return cdl__open_fail(COORDL_ERR_IO, "source: cannot open %s: %s", src, strerror(errno));
         const char *slash = strrchr(src, '/');
@@ -2960,6 +2960,34 @@ coordl_status coordl_sample_transform(coordl *L, uint64_t epoch, uint64_t id, co
     W.L = L;
     cdl__bytes in = {NULL, 0};
     coordl_status rc = cdl__read_file(&W, id, &in);
+    if (rc == COORDL_OK && L->cfg.pipeline == COORDL_PIPE_AUDIO) {
+        /* audio: the crop window in (resampled) samples */
+        const float *res = NULL;
+        uint64_t n = 0;
+        rc = cdl__wav_to_mono(&W, cdl__item_path(L, id), &in, &res, &n);
+        if (rc == COORDL_OK) {
+            out->image_w = (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n);
+            out->image_h = 1;
+            out->x = (double)cdl__audio_offset(L, epoch, id, n);
+            out->w = L->cfg.audio_samples;
+            out->h = 1;
+        }
+        cdl__free(L, W.audio);
+        cdl__free(L, W.readbuf);
+        return rc;
+    }
+    if (rc == COORDL_OK && L->cfg.pipeline == COORDL_PIPE_TOKENS) {
+        out->image_w = L->cfg.seq_len + 1;
+        out->image_h = 1;
+        out->w = L->cfg.seq_len + 1;
+        out->h = 1;
+        cdl__free(L, W.readbuf);
+        return rc;
+    }
+    if (rc != COORDL_OK) {
+        cdl__free(L, W.readbuf);
+        return rc;
+    }
     int iw = 0, ih = 0, comp = 0;
     if (rc == COORDL_OK) {
         if (in.len > INT_MAX || !stbi_info_from_memory(in.p, (int)in.len, &iw, &ih, &comp)) {

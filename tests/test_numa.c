@@ -440,6 +440,7 @@ static int plan_order_reserved(const machine_plan *mp, int reserve, int *order)
     return n;
 }
 
+#ifndef COORDL_NO_HWLOC
 static int count_numa_nodes(void)
 {
     DIR *d = opendir("/sys/devices/system/node");
@@ -455,6 +456,7 @@ static int count_numa_nodes(void)
     closedir(d);
     return n ? n : 1;
 }
+#endif
 
 /* Builds the expectation for this machine from the oracle: reserve the
  * first `reserve` cores of `set`, `threads` workers (0: one per remaining

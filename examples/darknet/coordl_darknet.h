@@ -35,7 +35,8 @@
  *                      coordl_dn_free) frees only the two row-pointer arrays.
  *                      The adapter keeps the last two batches alive: the rows
  *                      of a load stay valid until the second coordl_dn_load
- *                      after it (or coordl_dn_close), so Darknet's
+ *                      call after it (successful or not), coordl_dn_release
+ *                      or coordl_dn_close, so Darknet's
  *                      double-buffered pattern (train on batch k while batch
  *                      k+1 is loaded) stays valid.
  *   COORDL_DN_COPY     every row is its own malloc'd copy (as Darknet's loader
@@ -105,6 +106,7 @@ typedef struct coordl_dn {
     float *onehot_[2];     /* their y rows */
     size_t onehot_cap_[2]; /* floats */
     unsigned next_;        /* which held_ entry the next load reuses */
+    int w_, h_;            /* the output size asked for */
     char err_[256];        /* the adapter's own error message */
 } coordl_dn;
 
@@ -148,6 +150,8 @@ static inline coordl_status coordl_dn_open(coordl_dn *dn, const coordl_config *c
         dn->L = NULL;
         coordl_dn_seterr_(dn, "coordl_open: %s", coordl_errmsg(NULL));
     }
+    dn->w_ = (int)c.out_w;
+    dn->h_ = (int)c.out_h;
     return rc;
 }
 
@@ -183,6 +187,10 @@ static inline coordl_status coordl_dn_load(coordl_dn *dn, int classes, data *out
     coordl_batch b;
     coordl_status rc = coordl_next(dn->L, &b);
     if (rc == COORDL_END_OF_EPOCH) rc = coordl_next(dn->L, &b); /* Darknet's stream is endless */
+    if (rc == COORDL_END_OF_EPOCH) {
+        coordl_dn_seterr_(dn, "coordl_dn_load: an epoch has no full batch");
+        return COORDL_ERR_INVALID;
+    }
     if (rc != COORDL_OK) return rc;
 
     const int n = (int)b.n, cols = (int)(b.c * b.h * b.w);
@@ -279,15 +287,17 @@ static inline coordl_status coordl_dn_resize(coordl_dn *dn, int w, int h)
 {
     dn->err_[0] = '\0';
     if (!dn->L) return COORDL_ERR_INVALID;
-    coordl_batch probe; /* the current width, for the rollback below */
-    (void)probe;
     coordl_status rc = coordl_set(dn->L, COORDL_PARAM_OUT_W, w);
     if (rc != COORDL_OK) return rc;
     rc = coordl_set(dn->L, COORDL_PARAM_OUT_H, h);
     if (rc != COORDL_OK) {
-        coordl_dn_seterr_(dn, "coordl_dn_resize: %s (the width is now %d)", coordl_errmsg(dn->L), w);
+        coordl_dn_seterr_(dn, "coordl_dn_resize: %s", coordl_errmsg(dn->L));
+        coordl_set(dn->L, COORDL_PARAM_OUT_W, dn->w_); /* back to the old width */
+        return rc;
     }
-    return rc;
+    dn->w_ = w;
+    dn->h_ = h;
+    return COORDL_OK;
 }
 
 /* Releases the held batches, closes the loader, frees the adapter's
