@@ -276,6 +276,7 @@ struct coordl {
 
     /* consumer */
     uint64_t cur_epoch, cur_pos, cur_index; /* next batch to hand out      */
+    uint64_t cut_epoch, cut_pos; /* the batch size took effect here       */
     uint64_t last_return_ns;
 
     /* stats (under mu) */
@@ -1174,10 +1175,12 @@ static uint64_t cdl__perm_apply(const cdl__perm *p, uint64_t x) {
 }
 
 /* Where an epoch's batches stop: drop_last cuts the share at the last
- * whole batch of the current batch size. */
-static uint64_t cdl__epoch_end(const coordl *L) {
+ * whole batch of the current batch size, counted from where that size
+ * took effect (coordl_set mid-epoch) or from the epoch's start. */
+static uint64_t cdl__epoch_end(const coordl *L, uint64_t epoch) {
     const uint64_t B = L->cfg.batch_size;
-    return L->cfg.drop_last ? L->share / B * B : L->share;
+    const uint64_t from = epoch == L->cut_epoch ? L->cut_pos : 0;
+    return L->cfg.drop_last ? from + (L->share - from) / B * B : L->share;
 }
 
 static uint64_t cdl__batches_for(const coordl *L, uint64_t B) {
@@ -1348,6 +1351,7 @@ struct cdl__worker {
     cdl__u8 *row4;     size_t row4cap;  /* one CMYK row                  */
     float *tmp;        size_t tmpcap;   /* resampling window + one row   */
     float *audio;      size_t audiocap; /* mono and resampled samples    */
+    float *rot;        size_t rotcap;   /* whole output image (rotation)  */
     int32_t *targets;  /* tokens: this row's targets in the slot          */
     int32_t *window_row; size_t window_rowcap;
     int32_t *xstart;   size_t xstartcap;
@@ -1501,7 +1505,16 @@ typedef struct cdl__geom {
     double x0, y0, sw, sh;        /* source rectangle, float              */
     int clip_x0, clip_y0, clip_x1, clip_y1; /* pixels the filter may read */
     int flip;
+    /* Darknet-style extras (0 / 1 when off) */
+    float dhue, dsat, dexp; /* hue shift (turns), saturation and value scale */
+    float angle;            /* rotation, radians                             */
 } cdl__geom;
+
+/* Darknet's rand_scale: a factor in [1, s], inverted with p = 0.5. */
+static double cdl__rand_scale(cdl__rng *rng, double s) {
+    double scale = 1.0 + (s - 1.0) * cdl__rng_uniform(rng);
+    return cdl__rng_next(rng) & 1 ? scale : 1.0 / scale;
+}
 
 /* torchvision RandomResizedCrop.get_params, then RandomHorizontalFlip. */
 static void cdl__plan_train(const coordl *L, cdl__rng *rng, int W, int H, cdl__geom *g) {
@@ -1540,10 +1553,27 @@ static void cdl__plan_train(const coordl *L, cdl__rng *rng, int W, int H, cdl__g
         cy = (H - ch) / 2;
         cx = (W - cw) / 2;
     }
-    g->x0 = cx; g->y0 = cy; g->sw = cw; g->sh = ch;
-    g->clip_x0 = cx; g->clip_y0 = cy; g->clip_x1 = cx + cw; g->clip_y1 = cy + ch;
     /* The flip draw comes after the crop draws, as in torchvision. */
     g->flip = L->cfg.flip ? (cdl__rng_uniform(rng) < 0.5) : 0;
+    /* Darknet's extras draw after everything torchvision draws, so turning
+     * them on leaves the crop and flip of every item unchanged. */
+    g->dhue = 0.0f;
+    g->dsat = g->dexp = 1.0f;
+    g->angle = 0.0f;
+    if (L->cfg.aspect > 1.0f) { /* stretch the crop's width, same centre */
+        int nw = (int)nearbyint(cw * cdl__rand_scale(rng, L->cfg.aspect));
+        nw = nw < 1 ? 1 : nw > W ? W : nw;
+        int nx = cx + (cw - nw) / 2;
+        cx = nx < 0 ? 0 : nx + nw > W ? W - nw : nx;
+        cw = nw;
+    }
+    if (L->cfg.hue > 0.0f) g->dhue = (float)((cdl__rng_uniform(rng) * 2.0 - 1.0) * L->cfg.hue);
+    if (L->cfg.saturation > 1.0f) g->dsat = (float)cdl__rand_scale(rng, L->cfg.saturation);
+    if (L->cfg.exposure > 1.0f) g->dexp = (float)cdl__rand_scale(rng, L->cfg.exposure);
+    if (L->cfg.rotate_deg > 0.0f)
+        g->angle = (float)((cdl__rng_uniform(rng) * 2.0 - 1.0) * L->cfg.rotate_deg * 3.14159265358979 / 180.0);
+    g->x0 = cx; g->y0 = cy; g->sw = cw; g->sh = ch;
+    g->clip_x0 = cx; g->clip_y0 = cy; g->clip_x1 = cx + cw; g->clip_y1 = cy + ch;
 }
 
 /* Resize shorter side to S = out * 256 / 224, then center crop; expressed
@@ -1561,6 +1591,9 @@ static void cdl__plan_eval(const coordl *L, int W, int H, cdl__geom *g) {
     g->sw = L->cfg.out_w * sx; g->sh = L->cfg.out_h * sy;
     g->clip_x0 = 0; g->clip_y0 = 0; g->clip_x1 = W; g->clip_y1 = H;
     g->flip = 0;
+    g->dhue = 0.0f;
+    g->dsat = g->dexp = 1.0f;
+    g->angle = 0.0f;
 }
 
 static void cdl__plan(const coordl *L, uint64_t epoch, uint64_t id, int W, int H, cdl__geom *g) {
@@ -1820,6 +1853,75 @@ static void cdl__store_row(const coordl *L, const float *v, size_t plane, int j,
     }
 }
 
+/* Darknet's distort_image on one planar row (0..255 floats): to HSV, shift
+ * hue (wrapping), scale saturation and value, back to RGB. */
+static void cdl__color_jitter_row(float *r, float *g, float *b, int n, float dhue, float dsat, float dexp) {
+    for (int i = 0; i < n; i++) {
+        float R = r[i] / 255.0f, G = g[i] / 255.0f, B = b[i] / 255.0f;
+        float mx = R > G ? (R > B ? R : B) : (G > B ? G : B);
+        float mn = R < G ? (R < B ? R : B) : (G < B ? G : B);
+        float d = mx - mn, h = 0.0f, s = mx > 0.0f ? d / mx : 0.0f, v = mx;
+        if (d > 0.0f) {
+            if (R == mx) h = (G - B) / d;
+            else if (G == mx) h = 2.0f + (B - R) / d;
+            else h = 4.0f + (R - G) / d;
+            h /= 6.0f;
+            if (h < 0.0f) h += 1.0f;
+        }
+        h += dhue;
+        h -= floorf(h);
+        s *= dsat;
+        v *= dexp;
+        s = s > 1.0f ? 1.0f : s;
+        v = v > 1.0f ? 1.0f : v;
+        float h6 = h * 6.0f;
+        int k = (int)h6 % 6;
+        float f = h6 - floorf(h6), p = v * (1 - s), q = v * (1 - s * f), t = v * (1 - s * (1 - f));
+        switch (k) {
+        case 0: R = v; G = t; B = p; break;
+        case 1: R = q; G = v; B = p; break;
+        case 2: R = p; G = v; B = t; break;
+        case 3: R = p; G = q; B = v; break;
+        case 4: R = t; G = p; B = v; break;
+        default: R = v; G = p; B = q; break;
+        }
+        r[i] = R * 255.0f; g[i] = G * 255.0f; b[i] = B * 255.0f;
+    }
+}
+
+/* Output row j of the image in `img` (3 planes of out_h rows of `plane`
+ * floats) rotated by `angle` about the centre, bilinear. Darknet's
+ * rotate_image fills outside with black; coordl extends the edges instead,
+ * so rotated crops have no black corners for the model to learn. */
+static void cdl__rotate_row(const float *img, size_t plane, int out_w, int out_h, float angle, int j, float *acc) {
+    const float cx = (out_w - 1) * 0.5f, cy = (out_h - 1) * 0.5f, c = cosf(angle), s = sinf(angle);
+    const size_t psz = plane * (size_t)out_h;
+    for (int i = 0; i < out_w; i++) {
+        float x = c * (i - cx) + s * (j - cy) + cx, y = -s * (i - cx) + c * (j - cy) + cy;
+        int x0 = (int)floorf(x), y0 = (int)floorf(y);
+        float fx = x - x0, fy = y - y0;
+        for (int ch = 0; ch < 3; ch++) {
+            const float *P = img + ch * psz;
+            float v = 0.0f;
+            for (int dy = 0; dy < 2; dy++)
+                for (int dx = 0; dx < 2; dx++) {
+                    int xx = x0 + dx, yy = y0 + dy;
+                    xx = xx < 0 ? 0 : xx >= out_w ? out_w - 1 : xx;
+                    yy = yy < 0 ? 0 : yy >= out_h ? out_h - 1 : yy;
+                    v += (dx ? fx : 1 - fx) * (dy ? fy : 1 - fy) * P[(size_t)yy * plane + xx];
+                }
+            acc[ch * plane + i] = v;
+        }
+    }
+}
+
+/* Colour jitter (if any) and the store, for one finished output row. */
+static void cdl__finish_row(const coordl *L, const cdl__geom *g, float *acc, size_t plane, int j, void *dst) {
+    if (g->dhue != 0.0f || g->dsat != 1.0f || g->dexp != 1.0f)
+        cdl__color_jitter_row(acc, acc + plane, acc + 2 * plane, (int)L->cfg.out_w, g->dhue, g->dsat, g->dexp);
+    cdl__store_row(L, acc, plane, j, dst);
+}
+
 /* src: decoded RGB region whose pixel (0,0) is source pixel (sx0, sy0),
  * `stride` bytes per row. Each source row the vertical taps need is
  * converted to floats and filtered horizontally once, into a window of
@@ -1827,7 +1929,7 @@ static void cdl__store_row(const coordl *L, const float *v, size_t plane, int j,
  * then the vertical pass runs over contiguous floats and the store
  * normalizes into the batch row. */
 static void cdl__resample(coordl *L, cdl__worker *W, const cdl__u8 *src, size_t stride, int sx0,
-                          int sy0, const cdl__axis *ax, const cdl__axis *ay, void *dst) {
+                          int sy0, const cdl__axis *ax, const cdl__axis *ay, const cdl__geom *g, void *dst) {
     const int out_w = (int)L->cfg.out_w, out_h = (int)L->cfg.out_h, Ky = ay->K;
     const size_t plane = cdl__round_up((size_t)out_w, 4), rowf = 3 * plane;
     const size_t cols = (size_t)(ax->hi - ax->lo) * 3;
@@ -1850,9 +1952,22 @@ static void cdl__resample(coordl *L, cdl__worker *W, const cdl__u8 *src, size_t 
             }
             rows[k] = h;
         }
-        cdl__vpass_row(rows, ay->w + (size_t)j * Ky, Ky, rowf, acc);
-        cdl__store_row(L, acc, plane, j, dst);
+        if (g->angle != 0.0f) { /* keep the whole image: rotation reads across rows */
+            float *img = W->rot;
+            float *tmp_rows[3] = {img + (size_t)j * plane, img + (size_t)(out_h + j) * plane,
+                                  img + (size_t)(2 * out_h + j) * plane};
+            cdl__vpass_row(rows, ay->w + (size_t)j * Ky, Ky, rowf, acc);
+            for (int c = 0; c < 3; c++) memcpy(tmp_rows[c], acc + (size_t)c * plane, plane * sizeof(float));
+        } else {
+            cdl__vpass_row(rows, ay->w + (size_t)j * Ky, Ky, rowf, acc);
+            cdl__finish_row(L, g, acc, plane, j, dst);
+        }
     }
+    if (g->angle != 0.0f)
+        for (int j = 0; j < out_h; j++) {
+            cdl__rotate_row(W->rot, plane, out_w, out_h, g->angle, j, acc);
+            cdl__finish_row(L, g, acc, plane, j, dst);
+        }
 }
 
 /* Builds both tables for geometry g (in decoded-image pixels) and makes
@@ -1867,7 +1982,8 @@ static coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cdl__ax
     const size_t rowf = 3 * cdl__round_up((size_t)L->cfg.out_w, 4);
     const size_t cols = (size_t)(ax->hi - ax->lo) * 3 + 8;
     if (!cdl__reserve(L, (void **)&W->tmp, &W->tmpcap, (((size_t)ay->K + 1) * rowf + cols) * sizeof(float)) ||
-        !cdl__reserve(L, (void **)&W->window_row, &W->window_rowcap, (size_t)ay->K * sizeof(int32_t)))
+        !cdl__reserve(L, (void **)&W->window_row, &W->window_rowcap, (size_t)ay->K * sizeof(int32_t)) ||
+        (g->angle != 0.0f && !cdl__reserve(L, (void **)&W->rot, &W->rotcap, rowf * L->cfg.out_h * sizeof(float))))
         return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for a resampling window");
     return COORDL_OK;
 }
@@ -1988,7 +2104,7 @@ static coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cd
                                  W->jerr.fatal_warning ? W->jerr.msg : "rows missing");
     uint64_t t1 = cdl__now_ns();
     W->decode_ns += t1 - t0;
-    cdl__resample(L, W, W->pix, stride, (int)xoff, ay.lo, &ax, &ay, dst);
+    cdl__resample(L, W, W->pix, stride, (int)xoff, ay.lo, &ax, &ay, &g, dst);
     W->augment_ns += cdl__now_ns() - t1;
     return COORDL_OK;
 }
@@ -2024,7 +2140,7 @@ static coordl_status cdl__decode_stb(cdl__worker *W, const char *path, const cdl
         rc = cdl__worker_error(W, COORDL_ERR_NOMEM, "%s: out of memory for the decoded image", path);
     if (rc == COORDL_OK) {
         memcpy(W->pix, img + (size_t)ay.lo * stride, rows * stride);
-        cdl__resample(L, W, W->pix, stride, 0, ay.lo, &ax, &ay, dst);
+        cdl__resample(L, W, W->pix, stride, 0, ay.lo, &ax, &ay, &g, dst);
     }
     stbi_image_free(img);
     W->augment_ns += cdl__now_ns() - t1;
@@ -2259,11 +2375,12 @@ static void *cdl__worker_main(void *arg) {
         }
         /* Assign the batch being claimed to a free slot if it has none. */
         if (L->claim_slot < 0) {
-            const uint64_t end = cdl__epoch_end(L);
+            uint64_t end = cdl__epoch_end(L, L->claim_epoch);
             if (L->claim_pos >= end) {
                 L->claim_epoch++;
                 L->claim_pos = 0;
                 L->claim_index = 0;
+                end = cdl__epoch_end(L, L->claim_epoch);
             }
             for (uint32_t s = 0; s < L->nslots; s++) {
                 if (L->slots[s].state == CDL_SLOT_FREE) {
@@ -2364,6 +2481,7 @@ static void cdl__worker_free(coordl *L, cdl__worker *W) {
     cdl__free(L, W->row4);
     cdl__free(L, W->tmp);
     cdl__free(L, W->audio);
+    cdl__free(L, W->rot);
     cdl__free(L, W->window_row);
     cdl__free(L, W->xstart);
     cdl__free(L, W->xw);
@@ -2579,6 +2697,11 @@ static coordl_status cdl__validate(const coordl_config *c) {
         CDL_BAD("cache_policy: %d is not a known policy", (int)c->cache_policy);
     if (c->cache_pin < COORDL_PIN_TRY || c->cache_pin > COORDL_PIN_REQUIRED)
         CDL_BAD("cache_pin: %d is not a known mode", (int)c->cache_pin);
+    if (!(c->hue >= 0.0f && c->hue <= 0.5f)) CDL_BAD("hue: %g must be in [0, 0.5] (a fraction of the colour wheel)", c->hue);
+    if (!(c->saturation >= 0.0f && c->saturation <= 100.0f)) CDL_BAD("saturation: %g must be in [0, 100] (0 or 1: off)", c->saturation);
+    if (!(c->exposure >= 0.0f && c->exposure <= 100.0f)) CDL_BAD("exposure: %g must be in [0, 100] (0 or 1: off)", c->exposure);
+    if (!(c->rotate_deg >= 0.0f && c->rotate_deg <= 180.0f)) CDL_BAD("rotate_deg: %g must be in [0, 180]", c->rotate_deg);
+    if (!(c->aspect >= 0.0f && c->aspect <= 100.0f)) CDL_BAD("aspect: %g must be in [0, 100] (0 or 1: off)", c->aspect);
     if (c->max_pixels == 0) CDL_BAD("max_pixels: must be at least 1");
     if (c->max_item_bytes == 0) CDL_BAD("max_item_bytes: must be at least 1");
     int hooks = (c->allocator.malloc_fn != NULL) + (c->allocator.realloc_fn != NULL) + (c->allocator.free_fn != NULL);
@@ -2606,6 +2729,7 @@ coordl_status coordl_open(const coordl_config *cfg, coordl **out) {
     L->alloc = a;
     L->cfg = *cfg;
     L->claim_slot = -1;
+    L->cut_epoch = UINT64_MAX;
     pthread_mutex_init(&L->mu, NULL);
     pthread_cond_init(&L->work_cv, NULL);
     pthread_cond_init(&L->ready_cv, NULL);
@@ -2713,7 +2837,7 @@ coordl_status coordl_next(coordl *L, coordl_batch *out) {
     uint64_t t_enter = cdl__now_ns();
     memset(out, 0, sizeof *out);
     L->errmsg[0] = '\0';
-    if (L->cur_pos >= cdl__epoch_end(L)) {
+    if (L->cur_pos >= cdl__epoch_end(L, L->cur_epoch)) {
         out->epoch = L->cur_epoch;
         L->cur_epoch++;
         L->cur_pos = 0;
@@ -2784,7 +2908,7 @@ void coordl_release(coordl *L, coordl_batch *b) {
 coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes, void *labels_or_targets,
                                size_t label_bytes) {
     if (!L || !data) return COORDL_ERR_INVALID;
-    const uint64_t end = cdl__epoch_end(L);
+    const uint64_t end = cdl__epoch_end(L, L->cur_epoch);
     if (L->cur_pos < end) {
         /* Check sizes against the batch that comes next, before taking it,
          * so that a too-small buffer consumes nothing. */
@@ -2823,6 +2947,8 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
     L->cur_epoch = epoch;
     L->cur_pos = batch * L->cfg.batch_size;
     L->cur_index = batch;
+    L->cut_epoch = UINT64_MAX; /* whole epochs of the current size again */
+    L->cut_pos = 0;
     cdl__stream_restart(L);
     pthread_mutex_unlock(&L->mu);
     return COORDL_OK;
@@ -2895,6 +3021,10 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
     if (rc == COORDL_OK) {
         L->cfg.out_w = w;
         L->cfg.out_h = h;
+        if (B != L->cfg.batch_size) {
+            L->cut_epoch = L->cur_epoch;
+            L->cut_pos = L->cur_pos;
+        }
         L->cfg.batch_size = B;
         L->row_bytes = row_bytes;
         L->bpe = cdl__batches_for(L, B);
@@ -3020,6 +3150,7 @@ coordl_status coordl_sample_transform(coordl *L, uint64_t epoch, uint64_t id, co
         out->image_h = (uint32_t)ih;
         out->x = g.x0; out->y = g.y0; out->w = g.sw; out->h = g.sh;
         out->flip = g.flip;
+        out->angle = g.angle * 180.0 / 3.14159265358979;
     }
     cdl__free(L, W.readbuf);
     return rc;

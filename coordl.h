@@ -437,6 +437,9 @@ typedef struct coordl_transform {
     uint32_t image_w, image_h; /* size of the decoded source image         */
     double x, y, w, h;         /* source rectangle                         */
     int flip;                  /* 1: the row is mirrored left-right        */
+    double angle;              /* rotation in degrees (rotate_deg), about
+                                  the output's centre, applied after the
+                                  resize and the flip                      */
 } coordl_transform;
 
 /* Computes the transform that item `id` gets in `epoch` (the same pure
