@@ -22,8 +22,8 @@ TEST_SRCS := $(filter-out tests/test_util.c,$(sort $(wildcard tests/test_*.c)))
 TESTS     := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 EXAMPLES  := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all lib examples test run-tests test-sanitize demo bench clean deps
-all: lib examples
+.PHONY: all lib examples tools analyze-check test run-tests test-sanitize demo bench clean deps
+all: lib examples tools
 lib: $(BUILD)/libcoordl.a
 examples: $(EXAMPLES)
 
@@ -32,6 +32,19 @@ $(BUILD)/coordl.o: coordl.c coordl.h
 	$(CC) $(ALL_CFLAGS) -c coordl.c -o $@
 $(BUILD)/libcoordl.a: $(BUILD)/coordl.o
 	$(AR) rcs $@ $^
+TOOLS := $(patsubst tools/%.c,$(BUILD)/%,$(wildcard tools/*.c))
+tools: $(TOOLS)
+$(BUILD)/coordl-analyze: tools/coordl-analyze.c $(BUILD)/libcoordl.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -I. $< $(BUILD)/libcoordl.a $(LIBS) -o $@
+
+# DS-Analyzer's what-if model against measurements it did not fit on
+# (a benchmark-style check, not part of make test).
+analyze-check: deps
+	$(MAKE) tools examples
+	@test -d $(DEMO_DIR) || $(BUILD)/examples/gen_dataset --out $(DEMO_DIR) --classes 10 --per-class 200 --seed 1
+	$(BUILD)/coordl-analyze --data $(DEMO_DIR) --out $(BUILD)/analyze --validate --check 0.15
+
 $(BUILD)/tests/test_util.o: tests/test_util.c tests/test_util.h coordl.h
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -I. -c $< -o $@
@@ -67,7 +80,7 @@ test: deps
 # The examples' own checks: each runs small and exits non-zero when its
 # check fails (loss did not go down, a size check failed, ...).
 EXAMPLE_CHECKS := $(filter llm_tokens ggml_loop darknet_train,$(patsubst examples/%.c,%,$(wildcard examples/*.c)))
-run-tests: $(TESTS) examples
+run-tests: $(TESTS) examples tools
 	@fail=0; for t in $(TESTS); do echo "== $$t"; $$t || fail=1; done; \
 	 for e in $(EXAMPLE_CHECKS); do echo "== example $$e --check"; \
 	   $(BUILD)/examples/$$e --check --workdir $(BUILD)/example-$$e || fail=1; done; \

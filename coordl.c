@@ -18,6 +18,7 @@
  *  11. Decode                         JPEG: ROI + DCT scaling; others: stb_image
  *  12. Worker pool and batch ring
  *  13. Public API
+ *  14. DS-Analyzer                    stats as JSON, differential protocol, what-if
  */
 
 /* ===================================================================== */
@@ -1369,7 +1370,7 @@ struct cdl__worker {
     int jd_ready;
 #endif
     /* row stats, added to the handle under its mutex when the row is done */
-    uint64_t read_ns, decode_ns, augment_ns;
+    uint64_t read_ns, read_cache_ns, read_storage_ns, decode_ns, augment_ns;
     uint64_t hit, miss, hit_bytes, fetch_bytes, storage_bytes, bad;
     char err[CDL_ERRMSG_MAX];
 };
@@ -1477,9 +1478,11 @@ static coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
             out->p = W->readbuf; out->len = len; hit = 1;
         }
     }
+    uint64_t t1 = cdl__now_ns();
     if (hit) {
         W->hit++;
         W->hit_bytes += out->len;
+        W->read_cache_ns += t1 - t0;
     } else {
         rc = cdl__read_file(W, id, out);
         if (rc == COORDL_OK) {
@@ -1487,9 +1490,13 @@ static coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
             if (L->cache_entries) cdl__cache_admit_minio(L, id, out->p, out->len);
             else if (L->lru) cdl__cache_admit_lru(L, id, out->p, out->len);
         }
+        uint64_t t2 = cdl__now_ns();
+        W->read_cache_ns += t1 - t0; /* the lookup that missed */
+        W->read_storage_ns += t2 - t1;
+        t1 = t2;
     }
     if (rc == COORDL_OK) W->fetch_bytes += out->len;
-    W->read_ns += cdl__now_ns() - t0;
+    W->read_ns += t1 - t0;
     return rc;
 }
 
@@ -2427,7 +2434,7 @@ static void *cdl__worker_main(void *arg) {
         int32_t *targets = L->target_row_bytes
             ? (int32_t *)(void *)(L->ring_arena.base + sl->targets_off + (size_t)row * L->target_row_bytes) : NULL;
         uint64_t used_id = id;
-        W->read_ns = W->decode_ns = W->augment_ns = 0;
+        W->read_ns = W->read_cache_ns = W->read_storage_ns = W->decode_ns = W->augment_ns = 0;
         W->hit = W->miss = W->hit_bytes = W->fetch_bytes = W->storage_bytes = W->bad = 0;
         W->targets = targets;
         coordl_status rc = cdl__prepare_row(W, epoch, id, pos, dst, &used_id);
@@ -2448,6 +2455,8 @@ static void *cdl__worker_main(void *arg) {
         L->st.storage_reads += W->miss;
         L->st.bad_samples += W->bad;
         L->st.read_ns += W->read_ns;
+        L->st.read_cache_ns += W->read_cache_ns;
+        L->st.read_storage_ns += W->read_storage_ns;
         L->st.decode_ns += W->decode_ns;
         L->st.augment_ns += W->augment_ns;
         cdl__epoch_counters *ec = cdl__epoch_entry(L, epoch);
@@ -2458,6 +2467,10 @@ static void *cdl__worker_main(void *arg) {
         ec->s.fetch_bytes += W->fetch_bytes;
         ec->s.storage_bytes += W->storage_bytes;
         ec->s.bad_samples += W->bad;
+        ec->s.read_cache_ns += W->read_cache_ns;
+        ec->s.read_storage_ns += W->read_storage_ns;
+        ec->s.decode_ns += W->decode_ns;
+        ec->s.augment_ns += W->augment_ns;
         if (gen == L->gen) {
             if (rc != COORDL_OK && row < sl->err_row) {
                 sl->err_row = row;
@@ -2875,6 +2888,11 @@ coordl_status coordl_next(coordl *L, coordl_batch *out) {
     L->cur_index++;
     uint64_t now = cdl__now_ns();
     L->st.stall_ns += now - t_enter;
+    {
+        cdl__epoch_counters *ec = cdl__epoch_entry(L, sl->epoch);
+        ec->s.stall_ns += now - t_enter;
+        ec->s.batches++;
+    }
     L->last_return_ns = now;
     if (sl->status != COORDL_OK) {
         coordl_status st = sl->status;
@@ -3051,6 +3069,11 @@ void coordl_get_stats(const coordl *L, coordl_stats *out) {
         out->cache_items = L->lru->items;
         pthread_mutex_unlock(&L->lru->mu);
     }
+    if (out->read_storage_ns) out->storage_mb_per_s = out->storage_bytes / 1e6 / (out->read_storage_ns / 1e9);
+    if (out->items) {
+        out->bytes_per_item = (double)(out->cache_hit_bytes + out->storage_bytes) / (double)out->items;
+        out->prep_us_per_item = (out->read_ns + out->decode_ns + out->augment_ns) / 1e3 / (double)out->items;
+    }
 }
 
 coordl_status coordl_get_epoch_stats(const coordl *L, uint64_t epoch, coordl_epoch_stats *out) {
@@ -3187,3 +3210,437 @@ void coordl_close(coordl *L) {
 }
 
 int coordl_libversion_number(void) { return COORDL_VERSION_NUMBER; }
+
+/* ===================================================================== */
+/* 14. DS-Analyzer                                                       */
+/* The differential protocol of the paper, on the public API: the same   */
+/* step over a batch held in memory (no stall), over a fully cached      */
+/* dataset (prep stall only), and cold (fetch and prep stall); then a    */
+/* what-if model fitted on those rates. Uses only handles it opens.      */
+/* ===================================================================== */
+
+/* snprintf into a running buffer that keeps counting past its end. */
+typedef struct cdl__json {
+    char *buf;
+    size_t cap, len;
+} cdl__json;
+
+static void cdl__jsonf(cdl__json *j, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *at = j->len < j->cap ? j->buf + j->len : NULL;
+    size_t room = j->len < j->cap ? j->cap - j->len : 0;
+    int n = vsnprintf(at, room, fmt, ap);
+    va_end(ap);
+    if (n > 0) j->len += (size_t)n;
+}
+
+/* JSON has no inf or nan: write null for them. */
+static void cdl__json_num(cdl__json *j, const char *key, double v, int comma) {
+    if (isfinite(v)) cdl__jsonf(j, "\"%s\":%.6g%s", key, v, comma ? "," : "");
+    else cdl__jsonf(j, "\"%s\":null%s", key, comma ? "," : "");
+}
+
+static size_t cdl__json_finish(cdl__json *j) {
+    if (j->cap) j->buf[j->len < j->cap ? j->len : j->cap - 1] = '\0';
+    return j->len;
+}
+
+size_t coordl_stats_json(const coordl *L, char *buf, size_t cap) {
+    cdl__json j = {buf, buf ? cap : 0, 0};
+    coordl_stats s;
+    coordl_get_stats(L, &s);
+#define CDL_U(name) cdl__jsonf(&j, "\"" #name "\":%llu,", (unsigned long long)s.name)
+    cdl__jsonf(&j, "{");
+    CDL_U(stall_ns); CDL_U(compute_ns); CDL_U(batches); CDL_U(items); CDL_U(cache_hits);
+    CDL_U(cache_misses); CDL_U(cache_hit_bytes); CDL_U(cache_bytes_used); CDL_U(cache_items);
+    CDL_U(cache_bytes_budget); CDL_U(dataset_bytes); CDL_U(storage_bytes); CDL_U(storage_reads);
+    CDL_U(bad_samples); CDL_U(read_ns); CDL_U(read_cache_ns); CDL_U(read_storage_ns); CDL_U(decode_ns);
+    CDL_U(augment_ns); CDL_U(wait_slot_ns); CDL_U(threads); CDL_U(pinned_bytes); CDL_U(threads_bound);
+    cdl__jsonf(&j, "\"placement_cpus\":\"%s\",\"reserved_cpus\":\"%s\",\"placement_node\":%d,"
+               "\"placement_nodes\":%u,\"memory_bound\":%d,", s.placement_cpus, s.reserved_cpus,
+               s.placement_node, s.placement_nodes, s.memory_bound);
+    cdl__json_num(&j, "storage_mb_per_s", s.storage_mb_per_s, 1);
+    cdl__json_num(&j, "bytes_per_item", s.bytes_per_item, 1);
+    cdl__json_num(&j, "prep_us_per_item", s.prep_us_per_item, 1);
+#undef CDL_U
+    cdl__jsonf(&j, "\"epochs\":[");
+    int first = 1;
+    if (L) {
+        /* oldest first */
+        uint64_t newest = 0;
+        for (int k = 0; k < CDL_EPOCH_STATS_KEPT; k++)
+            if (L->epochs[k].used && L->epochs[k].epoch > newest) newest = L->epochs[k].epoch;
+        uint64_t from = newest >= CDL_EPOCH_STATS_KEPT ? newest - CDL_EPOCH_STATS_KEPT + 1 : 0;
+        for (uint64_t e = from; e <= newest; e++) {
+            coordl_epoch_stats es;
+            if (coordl_get_epoch_stats(L, e, &es) != COORDL_OK) continue;
+            cdl__jsonf(&j, "%s{\"epoch\":%llu,\"items\":%llu,\"batches\":%llu,\"cache_hits\":%llu,"
+                       "\"cache_misses\":%llu,\"cache_hit_bytes\":%llu,\"fetch_bytes\":%llu,"
+                       "\"storage_bytes\":%llu,\"bad_samples\":%llu,\"read_cache_ns\":%llu,"
+                       "\"read_storage_ns\":%llu,\"decode_ns\":%llu,\"augment_ns\":%llu,\"stall_ns\":%llu}",
+                       first ? "" : ",", (unsigned long long)es.epoch, (unsigned long long)es.items,
+                       (unsigned long long)es.batches, (unsigned long long)es.cache_hits,
+                       (unsigned long long)es.cache_misses, (unsigned long long)es.cache_hit_bytes,
+                       (unsigned long long)es.fetch_bytes, (unsigned long long)es.storage_bytes,
+                       (unsigned long long)es.bad_samples, (unsigned long long)es.read_cache_ns,
+                       (unsigned long long)es.read_storage_ns, (unsigned long long)es.decode_ns,
+                       (unsigned long long)es.augment_ns, (unsigned long long)es.stall_ns);
+            first = 0;
+        }
+    }
+    cdl__jsonf(&j, "]}");
+    return cdl__json_finish(&j);
+}
+
+/* Evicts the dataset's files from the page cache, so the next read comes
+ * from storage (posix_fadvise needs no privilege, unlike drop_caches). */
+static void cdl__drop_page_cache(const coordl *L) {
+    if (L->shards) {
+        for (size_t i = 0; i < L->nshards; i++) {
+            int fd = open(L->strings + L->shards[i].path_off, O_RDONLY | O_CLOEXEC);
+            if (fd >= 0) { posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED); close(fd); }
+        }
+        return;
+    }
+    for (uint64_t id = 0; id < L->num_items; id++) {
+        int fd = open(cdl__item_path(L, id), O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) { posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED); close(fd); }
+    }
+}
+
+typedef struct cdl__stepper {
+    coordl_step_fn fn;
+    void *user;
+    double sleep_ms;
+    uint64_t cpu_ns; /* the calling thread's CPU time inside steps */
+} cdl__stepper;
+
+static uint64_t cdl__thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cdl__step(cdl__stepper *st, const coordl_batch *b) {
+    uint64_t c0 = cdl__thread_cpu_ns();
+    int stop = 0;
+    if (st->fn) {
+        stop = st->fn(st->user, b);
+    } else {
+        struct timespec ts;
+        double s = st->sleep_ms / 1e3;
+        ts.tv_sec = (time_t)s;
+        ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+    }
+    st->cpu_ns += cdl__thread_cpu_ns() - c0;
+    return stop;
+}
+
+static void cdl__progress(const coordl_analyze_opts *o, const char *fmt, ...) {
+    if (!o->progress) return;
+    char line[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    o->progress(o->progress_user, line);
+}
+
+/* Times `batches` batches through the step on an open loader; the clock
+ * starts at open (the caller passes t_open), as a trainer's would. */
+static coordl_status cdl__timed_run(coordl *L, cdl__stepper *st, uint64_t batches, uint64_t t_open,
+                                    coordl_run_report *out) {
+    coordl_stats s0, s1;
+    coordl_get_stats(L, &s0);
+    uint64_t done = 0, images = 0;
+    coordl_status rc = COORDL_OK;
+    while (done < batches) {
+        coordl_batch b;
+        rc = coordl_next(L, &b);
+        if (rc == COORDL_END_OF_EPOCH) continue;
+        if (rc != COORDL_OK) break;
+        int stop = cdl__step(st, &b);
+        images += b.n;
+        done++;
+        coordl_release(L, &b);
+        if (stop) break;
+    }
+    double secs = (cdl__now_ns() - t_open) / 1e9;
+    coordl_get_stats(L, &s1);
+    out->seconds = secs;
+    out->images = images;
+    out->images_per_s = secs > 0 ? images / secs : 0.0;
+    out->stall_fraction = secs > 0 ? (s1.stall_ns - s0.stall_ns) / 1e9 / secs : 0.0;
+    if (out->stall_fraction > 1.0) out->stall_fraction = 1.0;
+    return rc == COORDL_END_OF_EPOCH ? COORDL_OK : rc;
+}
+
+static double cdl__memcpy_mb_per_s(void) {
+    const size_t n = 32u << 20;
+    char *a = malloc(n), *b = malloc(n);
+    if (!a || !b) { free(a); free(b); return 0.0; }
+    memset(a, 1, n);
+    memset(b, 2, n); /* first touch outside the timing */
+    uint64_t t0 = cdl__now_ns();
+    for (int i = 0; i < 4; i++) memcpy(b, a, n);
+    double secs = (cdl__now_ns() - t0) / 1e9;
+    volatile char sink = b[n - 1];
+    (void)sink;
+    free(a);
+    free(b);
+    return secs > 0 ? 4.0 * n / 1e6 / secs : 0.0;
+}
+
+coordl_whatif coordl_report_predict(const coordl_report *r, double f, int threads, double storage_mb_per_s) {
+    coordl_whatif w;
+    memset(&w, 0, sizeof w);
+    f = f < 0 ? 0 : f > 1 ? 1 : f;
+    if (threads < 1) threads = 1;
+    w.cache_fraction = f;
+    w.threads = threads;
+    w.storage_mb_per_s = storage_mb_per_s > 0 ? storage_mb_per_s : r->storage_mb_per_s;
+    const double item = r->mean_item_bytes > 0 ? r->mean_item_bytes : 1.0;
+    const double per_core = r->prep_images_per_s_per_core;
+    /* CPU for prep: the worker threads, up to the cores the trainer's own
+     * step leaves free (a CPU-bound step holds one core; a GPU-like one
+     * that sleeps holds none) */
+    double cores = r->cores_for_prep;
+    double cpu = per_core * (threads < cores ? threads : cores);
+    /* each worker also waits for its share of storage reads */
+    double read_s = r->reader_mb_per_s > 0 ? (1.0 - f) * item / (r->reader_mb_per_s * 1e6) : 0.0;
+    double per_item_s = (per_core > 0 ? 1.0 / per_core : 0.0) + read_s;
+    double threads_limit = per_item_s > 0 ? threads / per_item_s : INFINITY;
+    double storage = f < 1.0 && w.storage_mb_per_s > 0 ? w.storage_mb_per_s * 1e6 / ((1.0 - f) * item) : INFINITY;
+    double memory = f > 0.0 && r->memory_mb_per_s > 0 ? r->memory_mb_per_s * 1e6 / (f * item) : INFINITY;
+    double p = r->ingest_images_per_s;
+    if (cpu < p) p = cpu;
+    if (threads_limit < p) p = threads_limit;
+    if (storage < p) p = storage;
+    if (memory < p) p = memory;
+    w.predicted_images_per_s = p;
+    w.predicted_stall_fraction = r->ingest_images_per_s > 0 ? 1.0 - p / r->ingest_images_per_s : 0.0;
+    if (w.predicted_stall_fraction < 0) w.predicted_stall_fraction = 0;
+    return w;
+}
+
+coordl_status coordl_analyze(const coordl_config *cfg, coordl_step_fn step_fn, void *user,
+                             const coordl_analyze_opts *opts_in, coordl_report *r) {
+    if (!cfg || !r) return cdl__open_fail(COORDL_ERR_INVALID, "coordl_analyze: cfg and report must not be NULL");
+    memset(r, 0, sizeof *r);
+    coordl_analyze_opts o;
+    memset(&o, 0, sizeof o);
+    if (opts_in) o = *opts_in;
+    if (o.batches == 0) o.batches = 50;
+    if (!(o.synthetic_step_ms > 0)) o.synthetic_step_ms = 10.0;
+    cdl__stepper st = {step_fn, user, o.synthetic_step_ms, 0};
+    coordl_config c = *cfg;
+    coordl *L = NULL;
+    coordl_status rc;
+
+    /* (1) synthetic: one real batch, copied out, stepped over repeatedly */
+    c.cache_bytes = 0;
+    cdl__progress(&o, "synthetic: preparing one batch");
+    if ((rc = coordl_open(&c, &L)) != COORDL_OK) return rc;
+    coordl_batch b0;
+    if ((rc = coordl_next(L, &b0)) != COORDL_OK) {
+        coordl_close(L);
+        return cdl__open_fail(rc, "coordl_analyze: the first batch failed");
+    }
+    coordl_batch fake = b0;
+    size_t tbytes = b0.targets ? (size_t)b0.n * L->target_row_bytes : 0;
+    void *data = malloc(b0.data_bytes + 1), *targets = malloc(tbytes + 1);
+    int32_t *labels = malloc(b0.n * sizeof(int32_t) + 1);
+    uint64_t *ids = malloc(b0.n * sizeof(uint64_t) + 1);
+    if (!data || !labels || !ids || !targets) {
+        free(data); free(labels); free(ids); free(targets);
+        coordl_close(L);
+        return cdl__open_fail(COORDL_ERR_NOMEM, "coordl_analyze: out of memory");
+    }
+    memcpy(data, b0.data, b0.data_bytes);
+    memcpy(labels, b0.labels, b0.n * sizeof(int32_t));
+    memcpy(ids, b0.ids, b0.n * sizeof(uint64_t));
+    if (tbytes) memcpy(targets, b0.targets, tbytes);
+    fake.data = data; fake.labels = labels; fake.ids = ids; fake.targets = b0.targets ? targets : NULL;
+    fake.slot_ = 0;
+    coordl_release(L, &b0);
+    r->dataset_items = L->num_items;
+    r->dataset_bytes = L->dataset_bytes;
+    r->mean_item_bytes = L->num_items ? (double)L->dataset_bytes / (double)L->num_items : 0.0;
+    r->threads = L->nworkers;
+    int usable = L->place.ncores > 0 ? L->place.ncores + L->place.nreserved : 1;
+    coordl_close(L);
+    L = NULL;
+    {
+        uint64_t t0 = cdl__now_ns(), images = 0;
+        st.cpu_ns = 0;
+        for (uint64_t i = 0; i < o.batches; i++) {
+            images += fake.n;
+            if (cdl__step(&st, &fake)) break;
+        }
+        double secs = (cdl__now_ns() - t0) / 1e9;
+        r->synthetic.seconds = secs;
+        r->synthetic.images = images;
+        r->synthetic.images_per_s = secs > 0 ? images / secs : 0.0;
+        r->synthetic.stall_fraction = 0.0;
+        /* the step's own CPU use: a CPU-bound step holds a core */
+        double busy = secs > 0 ? st.cpu_ns / 1e9 / secs : 0.0;
+        r->cores_for_prep = usable - busy;
+        if (r->cores_for_prep < 0.5) r->cores_for_prep = 0.5;
+    }
+    free(data); free(labels); free(ids); free(targets);
+    cdl__progress(&o, "synthetic: %.1f images/s (the trainer alone)", r->synthetic.images_per_s);
+
+    /* (2) warm: the timed batches' items all in the cache */
+    c.cache_bytes = r->dataset_bytes + (1u << 20);
+    cdl__progress(&o, "warm: filling the cache");
+    if ((rc = coordl_open(&c, &L)) != COORDL_OK) return rc;
+    {
+        coordl_run_report fill;
+        rc = cdl__timed_run(L, &st, o.batches, cdl__now_ns(), &fill);
+        if (rc == COORDL_OK) rc = coordl_seek(L, 0, 0);
+        coordl_stats s0, s1;
+        coordl_get_stats(L, &s0);
+        uint64_t t0 = cdl__now_ns();
+        if (rc == COORDL_OK) rc = cdl__timed_run(L, &st, o.batches, t0, &r->warm);
+        coordl_get_stats(L, &s1);
+        uint64_t worker_ns = (s1.read_ns - s0.read_ns) + (s1.decode_ns - s0.decode_ns) + (s1.augment_ns - s0.augment_ns);
+        uint64_t items = s1.items - s0.items;
+        r->prep_images_per_s_per_core = worker_ns ? items / (worker_ns / 1e9) : 0.0;
+    }
+    coordl_close(L);
+    L = NULL;
+    if (rc != COORDL_OK) return cdl__open_fail(rc, "coordl_analyze: warm run failed");
+    cdl__progress(&o, "warm: %.1f images/s, stall %.1f%%", r->warm.images_per_s, 100 * r->warm.stall_fraction);
+
+    /* (3) cold: page cache dropped, no coordl cache */
+    r->memory_mb_per_s = cdl__memcpy_mb_per_s();
+    if (!o.skip_cold) {
+        c.cache_bytes = 0;
+        if ((rc = coordl_open(&c, &L)) != COORDL_OK) return rc;
+        /* the workers started at open; pause them while the page cache is
+         * dropped, so nothing they read stays cached */
+        pthread_mutex_lock(&L->mu);
+        cdl__stream_pause(L);
+        pthread_mutex_unlock(&L->mu);
+        cdl__progress(&o, "cold: dropping the page cache for %llu items", (unsigned long long)L->num_items);
+        cdl__drop_page_cache(L);
+        pthread_mutex_lock(&L->mu);
+        cdl__stream_restart(L);
+        pthread_mutex_unlock(&L->mu);
+        coordl_stats s0, s1;
+        coordl_get_stats(L, &s0);
+        rc = cdl__timed_run(L, &st, o.batches, cdl__now_ns(), &r->cold);
+        coordl_get_stats(L, &s1);
+        uint64_t sb = s1.storage_bytes - s0.storage_bytes, sns = s1.read_storage_ns - s0.read_storage_ns;
+        r->reader_mb_per_s = sns ? sb / 1e6 / (sns / 1e9) : 0.0;
+        /* aggregate: every worker reading at once */
+        r->storage_mb_per_s = r->reader_mb_per_s * L->nworkers;
+        coordl_close(L);
+        L = NULL;
+        if (rc != COORDL_OK) return cdl__open_fail(rc, "coordl_analyze: cold run failed");
+        cdl__progress(&o, "cold: %.1f images/s, stall %.1f%%, storage %.1f MB/s per reader",
+                      r->cold.images_per_s, 100 * r->cold.stall_fraction, r->reader_mb_per_s);
+    } else {
+        r->cold = r->warm;
+    }
+
+    /* the paper's split: time per batch of each run */
+    const double ts = r->synthetic.images_per_s > 0 ? 1.0 / r->synthetic.images_per_s : 0.0;
+    const double tw = r->warm.images_per_s > 0 ? 1.0 / r->warm.images_per_s : 0.0;
+    const double tc = r->cold.images_per_s > 0 ? 1.0 / r->cold.images_per_s : 0.0;
+    if (tc > 0) {
+        double prep = tw > ts ? (tw - ts) / tc : 0.0, fetch = tc > tw ? (tc - tw) / tc : 0.0;
+        if (prep > 1) prep = 1;
+        if (prep + fetch > 1) fetch = 1 - prep;
+        r->prep_stall_fraction = prep;
+        r->fetch_stall_fraction = fetch;
+    }
+    r->ingest_images_per_s = r->synthetic.images_per_s;
+
+    /* what-if grid */
+    static const double default_fractions[] = {0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0};
+    const double *fr = o.whatif_cache_fractions ? o.whatif_cache_fractions : default_fractions;
+    size_t nfr = o.whatif_cache_fractions ? o.n_whatif_cache_fractions : 11;
+    int default_threads[64];
+    size_t nth = o.n_whatif_threads;
+    const int *th = o.whatif_threads;
+    if (!th) {
+        nth = 0;
+        for (int t = 1; t <= 2 * usable && nth < 64; t++) default_threads[nth++] = t;
+        th = default_threads;
+    }
+    r->whatif = calloc(nfr * nth + 1, sizeof *r->whatif);
+    if (!r->whatif) return cdl__open_fail(COORDL_ERR_NOMEM, "coordl_analyze: out of memory");
+    r->recommend_threads = -1;
+    r->recommend_cache_fraction = -1;
+    for (size_t t = 0; t < nth; t++)
+        for (size_t k = 0; k < nfr; k++) {
+            coordl_whatif w = coordl_report_predict(r, fr[k], th[t], 0);
+            r->whatif[r->n_whatif++] = w;
+            /* the smallest cache that removes the stall, then the fewest threads */
+            if (w.predicted_stall_fraction < 0.03 &&
+                (r->recommend_threads < 0 || fr[k] < r->recommend_cache_fraction ||
+                 (fr[k] == r->recommend_cache_fraction && th[t] < r->recommend_threads))) {
+                r->recommend_cache_fraction = fr[k];
+                r->recommend_threads = th[t];
+            }
+        }
+    return COORDL_OK;
+}
+
+size_t coordl_report_json(const coordl_report *r, char *buf, size_t cap) {
+    cdl__json j = {buf, buf ? cap : 0, 0};
+    const coordl_run_report *runs[3] = {&r->synthetic, &r->warm, &r->cold};
+    static const char *names[3] = {"synthetic", "warm", "cold"};
+    cdl__jsonf(&j, "{\"runs\":{");
+    for (int i = 0; i < 3; i++) {
+        cdl__jsonf(&j, "\"%s\":{", names[i]);
+        cdl__json_num(&j, "images_per_s", runs[i]->images_per_s, 1);
+        cdl__json_num(&j, "stall_fraction", runs[i]->stall_fraction, 1);
+        cdl__json_num(&j, "seconds", runs[i]->seconds, 1);
+        cdl__jsonf(&j, "\"images\":%llu}%s", (unsigned long long)runs[i]->images, i < 2 ? "," : "");
+    }
+    cdl__jsonf(&j, "},");
+    cdl__json_num(&j, "prep_stall_fraction", r->prep_stall_fraction, 1);
+    cdl__json_num(&j, "fetch_stall_fraction", r->fetch_stall_fraction, 1);
+    cdl__jsonf(&j, "\"model\":{");
+    cdl__json_num(&j, "ingest_images_per_s", r->ingest_images_per_s, 1);
+    cdl__json_num(&j, "prep_images_per_s_per_core", r->prep_images_per_s_per_core, 1);
+    cdl__json_num(&j, "cores_for_prep", r->cores_for_prep, 1);
+    cdl__json_num(&j, "storage_mb_per_s", r->storage_mb_per_s, 1);
+    cdl__json_num(&j, "reader_mb_per_s", r->reader_mb_per_s, 1);
+    cdl__json_num(&j, "memory_mb_per_s", r->memory_mb_per_s, 1);
+    cdl__json_num(&j, "mean_item_bytes", r->mean_item_bytes, 1);
+    cdl__jsonf(&j, "\"dataset_items\":%llu,\"dataset_bytes\":%llu,\"threads\":%d},",
+               (unsigned long long)r->dataset_items, (unsigned long long)r->dataset_bytes, r->threads);
+    cdl__jsonf(&j, "\"whatif\":[");
+    for (size_t i = 0; i < r->n_whatif; i++) {
+        const coordl_whatif *w = &r->whatif[i];
+        cdl__jsonf(&j, "%s{", i ? "," : "");
+        cdl__json_num(&j, "cache_fraction", w->cache_fraction, 1);
+        cdl__jsonf(&j, "\"threads\":%d,", w->threads);
+        cdl__json_num(&j, "storage_mb_per_s", w->storage_mb_per_s, 1);
+        cdl__json_num(&j, "predicted_images_per_s", w->predicted_images_per_s, 1);
+        cdl__json_num(&j, "predicted_stall_fraction", w->predicted_stall_fraction, 0);
+        cdl__jsonf(&j, "}");
+    }
+    cdl__jsonf(&j, "],\"recommendation\":");
+    if (r->recommend_threads > 0) {
+        cdl__jsonf(&j, "{");
+        cdl__json_num(&j, "cache_fraction", r->recommend_cache_fraction, 1);
+        cdl__jsonf(&j, "\"threads\":%d}", r->recommend_threads);
+    } else {
+        cdl__jsonf(&j, "null");
+    }
+    cdl__jsonf(&j, "}");
+    return cdl__json_finish(&j);
+}
+
+void coordl_report_free(coordl_report *r) {
+    if (!r) return;
+    free(r->whatif);
+    r->whatif = NULL;
+    r->n_whatif = 0;
+}

@@ -298,6 +298,8 @@ typedef struct coordl_stats {
     uint64_t storage_reads;     /* files read from storage                  */
     uint64_t bad_samples;       /* rows substituted for bad items           */
     uint64_t read_ns;           /* worker time fetching (cache or storage)  */
+    uint64_t read_cache_ns;     /*   of which: served by the cache          */
+    uint64_t read_storage_ns;   /*   of which: read from storage            */
     uint64_t decode_ns;         /* worker time decoding                     */
     uint64_t augment_ns;        /* worker time cropping/resizing/normalizing */
     uint64_t wait_slot_ns;      /* worker time waiting for a free ring slot */
@@ -312,6 +314,12 @@ typedef struct coordl_stats {
     uint32_t threads_bound;     /* workers whose affinity was set            */
     int32_t memory_bound;       /* 1: cache and ring bound to the node(s)    */
     int32_t worker_cpu[64];     /* PU of worker i (first 64); -1: unbound    */
+    /* derived, for the analysis (0 when not yet measurable) */
+    double storage_mb_per_s;    /* storage bytes / storage read time, per
+                                   worker (one reader's bandwidth)         */
+    double bytes_per_item;      /* mean encoded bytes fetched per item      */
+    double prep_us_per_item;    /* mean worker time per item (fetch, decode,
+                                   augment)                                 */
 } coordl_stats;
 
 /* Per-epoch counters (the last 16 epochs are kept). */
@@ -323,6 +331,9 @@ typedef struct coordl_epoch_stats {
     uint64_t fetch_bytes;     /* encoded bytes fetched (cache + storage)    */
     uint64_t storage_bytes;
     uint64_t bad_samples;
+    uint64_t read_cache_ns, read_storage_ns, decode_ns, augment_ns; /* worker time */
+    uint64_t stall_ns;        /* caller blocked in coordl_next for it      */
+    uint64_t batches;         /* batches of it handed out                  */
 } coordl_epoch_stats;
 
 /* Returns a configuration with every field at its default.
@@ -465,6 +476,102 @@ COORDL_API void coordl_close(coordl *L);
 
 /* COORDL_VERSION_NUMBER of the compiled library. Thread safety: any. */
 COORDL_API int coordl_libversion_number(void);
+
+/* ------------------------------------------------------------------------
+ * DS-Analyzer: is the trainer waiting for data, and what would fix it?
+ * ---------------------------------------------------------------------- */
+
+/* Writes every counter of coordl_get_stats, plus the kept per-epoch
+ * counters, as one JSON object into buf (NUL-terminated, truncated to cap).
+ * Returns the length the full text needs (excluding the NUL), like
+ * snprintf. Thread safety: any thread. */
+COORDL_API size_t coordl_stats_json(const coordl *L, char *buf, size_t cap);
+
+/* The trainer's step: consume one batch (forward, backward, update).
+ * Return 0 to go on, non-zero to stop the run. */
+typedef int (*coordl_step_fn)(void *user, const coordl_batch *b);
+
+typedef struct coordl_analyze_opts {
+    uint64_t batches;          /* batches timed per run; default 50          */
+    double synthetic_step_ms;  /* used when step_fn is NULL: a step that
+                                  takes this long (sleeping); default 10     */
+    int skip_cold;             /* 1: no cold run (fetch stall not measured)  */
+    const double *whatif_cache_fractions; /* NULL: 0, 0.1, ..., 1            */
+    size_t n_whatif_cache_fractions;
+    const int *whatif_threads;            /* NULL: 1 .. 2 x usable cores     */
+    size_t n_whatif_threads;
+    void (*progress)(void *user, const char *line); /* NULL: quiet           */
+    void *progress_user;
+} coordl_analyze_opts;
+
+/* One measured run of the differential protocol. */
+typedef struct coordl_run_report {
+    double images_per_s;
+    double stall_fraction;   /* time blocked in coordl_next / wall time     */
+    double seconds;
+    uint64_t images;
+} coordl_run_report;
+
+typedef struct coordl_whatif {
+    double cache_fraction;   /* of the dataset's bytes                       */
+    int threads;
+    double storage_mb_per_s; /* aggregate storage bandwidth assumed          */
+    double predicted_images_per_s;
+    double predicted_stall_fraction;
+} coordl_whatif;
+
+typedef struct coordl_report {
+    coordl_run_report synthetic, warm, cold;
+    double prep_stall_fraction;  /* (warm - synthetic) time / cold time       */
+    double fetch_stall_fraction; /* (cold - warm) time / cold time            */
+    /* the model's inputs, as measured */
+    double ingest_images_per_s;  /* the trainer with no data stall            */
+    double prep_images_per_s_per_core;
+    double storage_mb_per_s;     /* aggregate, as observed in the cold run    */
+    double memory_mb_per_s;      /* cache-hit copy bandwidth                  */
+    double mean_item_bytes;
+    double reader_mb_per_s;      /* one worker's storage read bandwidth        */
+    double cores_for_prep;       /* cores the step leaves to the workers      */
+    uint64_t dataset_items;
+    uint64_t dataset_bytes;
+    int threads;                 /* workers used in the measured runs         */
+    /* predictions */
+    coordl_whatif *whatif;       /* cache fractions x thread counts           */
+    size_t n_whatif;
+    double recommend_cache_fraction; /* smallest cache and thread count whose */
+    int recommend_threads;           /* predicted stall is under 3%; -1 when  */
+                                     /* none of the grid gets there           */
+} coordl_report;
+
+/* Runs the differential protocol over cfg's dataset: (1) synthetic: the
+ * step on one batch held in memory, repeated (the trainer's ingestion rate,
+ * no data stall); (2) warm: every item of the timed batches in coordl's
+ * cache (prep-bound speed); (3) cold: the page cache dropped for the
+ * dataset's files (posix_fadvise DONTNEED, no root needed) and no coordl
+ * cache (fetch + prep). Then fits the what-if model: predicted images/s =
+ * min(ingest, prep_per_core x threads, storage_bw / ((1 - f) x item bytes))
+ * for cache fraction f (a MinIO cache's hit rate is f). step_fn NULL uses
+ * opts->synthetic_step_ms. Fills *report; free it with
+ * coordl_report_free. Returns COORDL_OK or the error of the failing run
+ * (coordl_errmsg(NULL) says which). Thread safety: any thread; it opens
+ * its own handles. */
+COORDL_API coordl_status coordl_analyze(const coordl_config *cfg, coordl_step_fn step_fn, void *user,
+                                        const coordl_analyze_opts *opts, coordl_report *report);
+
+/* Predicted images/s and stall for one setting, from a report's fitted
+ * inputs. storage_mb_per_s <= 0 uses the measured bandwidth.
+ * Thread safety: any thread. */
+COORDL_API coordl_whatif coordl_report_predict(const coordl_report *r, double cache_fraction, int threads,
+                                               double storage_mb_per_s);
+
+/* The report as JSON (keys: runs.synthetic/warm/cold with images_per_s and
+ * stall_fraction, prep_stall_fraction, fetch_stall_fraction, model, whatif
+ * [{cache_fraction, threads, predicted_images_per_s, ...}],
+ * recommendation). Returns the needed length like snprintf. */
+COORDL_API size_t coordl_report_json(const coordl_report *r, char *buf, size_t cap);
+
+/* Frees what coordl_analyze allocated inside *r. */
+COORDL_API void coordl_report_free(coordl_report *r);
 
 #ifdef __cplusplus
 }

@@ -485,6 +485,58 @@ static uint64_t checksum(const float *x, size_t n)
     return h;
 }
 
+/* Darknet's own inputs are a train.list of paths and a labels.list of
+ * names; coordl_dn_write_list turns them into a coordl list file. Checks
+ * that coordl reads it back with the labels of the ImageFolder. */
+static int check_list(const char *workdir, int classes, int per_class)
+{
+    int n = classes * per_class;
+    char **paths = xmalloc((size_t)n * sizeof *paths), *labels[16], list[PATH_MAX];
+    for (int k = 0; k < classes; k++) {
+        labels[k] = xmalloc(32);
+        snprintf(labels[k], 32, "class_%02d", k);
+        for (int i = 0; i < per_class; i++) {
+            paths[k * per_class + i] = xmalloc(80);
+            snprintf(paths[k * per_class + i], 80, "images/class_%02d/img_%04d.jpg", k, i);
+        }
+    }
+    path_fmt(list, "%s/train.list", workdir); /* next to images/: the paths are relative to it */
+    int unlabelled = 0, ambiguous = 0, bad = 0;
+    long lines = coordl_dn_write_list(list, paths, n, labels, classes, &unlabelled, &ambiguous);
+    coordl_config cfg = coordl_config_default();
+    cfg.source = list;
+    coordl *L = NULL;
+    if (lines != n || unlabelled || ambiguous) {
+        fprintf(stderr, "darknet_train: FAILED: coordl_dn_write_list wrote %ld of %d lines (%d "
+                        "unlabelled, %d ambiguous)\n", lines, n, unlabelled, ambiguous);
+        bad = 1;
+    } else if (coordl_open(&cfg, &L) != COORDL_OK) {
+        fprintf(stderr, "darknet_train: FAILED: coordl_open(%s): %s\n", list, coordl_errmsg(NULL));
+        bad = 1;
+    } else {
+        uint64_t items = coordl_num_items(L);
+        for (uint64_t id = 0; id < items && !bad; id++) {
+            const char *path = coordl_item_path(L, id), *at = path ? strstr(path, "class_") : NULL;
+            if (!at || atoi(at + 6) != coordl_item_label(L, id)) {
+                fprintf(stderr, "darknet_train: FAILED: list item %llu (%s) has label %d\n",
+                        (unsigned long long)id, path ? path : "?", coordl_item_label(L, id));
+                bad = 1;
+            }
+        }
+        if (!bad && items != (uint64_t)n) {
+            fprintf(stderr, "darknet_train: FAILED: the list gave %llu items, not %d\n",
+                    (unsigned long long)items, n);
+            bad = 1;
+        }
+        coordl_close(L);
+    }
+    if (!bad) printf("check: Darknet train.list + labels -> coordl list: %d items, labels as the folders\n", n);
+    for (int k = 0; k < classes; k++) free(labels[k]);
+    for (int i = 0; i < n; i++) free(paths[i]);
+    free(paths);
+    return bad;
+}
+
 /* Waits until coordl's workers stop making progress (every free slot of
  * the ring filled): no new rows for 50 ms, or 2 s in all. */
 static void wait_for_workers(const coordl *L)
@@ -551,6 +603,8 @@ int main(int argc, char **argv)
     uint64_t bytes = write_images(images, CLASSES, (int)per_class, seed);
     printf("darknet_train: wrote %ld JPEGs (%d classes), %.1f MB, under %s in %.2f s\n",
            per_class * CLASSES, CLASSES, bytes / 1e6, images, seconds() - t0);
+
+    if (check && check_list(workdir, CLASSES, (int)per_class) != 0) return 1;
 
     /* Darknet's load_args for the classifier, as coordl options: the input
      * size (net->w, net->h), imgs = net->batch * net->subdivisions, and the

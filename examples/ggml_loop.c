@@ -8,9 +8,10 @@
  * ggml-opt keeps a whole dataset in a ggml tensor and copies batch ibatch of
  * a shuffled permutation into the graph's input and label tensors:
  *
- *     for (ibatch = 0; ibatch < ibatch_split; ++ibatch) {
+ *     for (; ibatch < ibatch_split; ++ibatch) {
+ *         ggml_opt_alloc(opt_ctx, true);
  *         ggml_opt_dataset_get_batch(dataset, inputs, labels, ibatch);
- *         ggml_opt_forward_backward(opt_ctx, result_train);
+ *         ggml_opt_eval(opt_ctx, result_train);
  *         ...
  *
  * With coordl the dataset stays on disk (and in coordl's MinIO cache), and
@@ -203,8 +204,9 @@ static void hsv_to_rgb(double h, double s, double v, double out[3])
 
 /* DIR/<split>/class_<k>/img_<i>.jpg: a background of the class's hue
  * (jittered), a patch of a random colour, noise; sides 24..48 px. */
-static void write_images(const char *dir, int classes, int per_class, uint64_t seed)
+static uint64_t write_images(const char *dir, int classes, int per_class, uint64_t seed)
 {
+    uint64_t bytes = 0;
     uint8_t *img = xmalloc(48 * 48 * 3);
     char path[PATH_MAX];
     for (int k = 0; k < classes; k++) {
@@ -229,9 +231,12 @@ static void write_images(const char *dir, int classes, int per_class, uint64_t s
                 }
             path_fmt(path, "%s/class_%02d/img_%04d.jpg", dir, k, i);
             write_jpeg(path, img, w, h);
+            struct stat sb;
+            if (stat(path, &sb) == 0) bytes += (uint64_t)sb.st_size;
         }
     }
     free(img);
+    return bytes;
 }
 
 /* ---- ggml: stand-ins for the pieces of ggml-opt the loop touches ------------- */
@@ -264,9 +269,9 @@ typedef struct {
     float lr;
 } opt_ctx;
 
-/* ggml: ggml_opt_forward (backward = 0) and ggml_opt_forward_backward
- * (backward = 1, then one SGD step): dense layer + softmax cross-entropy on
- * the batch in the input and label tensors. */
+/* ggml: ggml_opt_alloc(opt_ctx, backward) + ggml_opt_eval(opt_ctx, result):
+ * dense layer + softmax cross-entropy on the batch in the input and label
+ * tensors, and with backward one SGD step. */
 static void opt_eval(opt_ctx *o, result *res, int backward)
 {
     const int64_t D = o->D, K = o->K, B = o->B;
@@ -396,7 +401,8 @@ static int opt_epoch(coordl *train_L, int64_t train_batch, coordl *eval_L, int64
                         (long long)ibatch, (long long)nbatches, coordl_strerror(rc), coordl_errmsg(L));
                 return -1;
             }
-            opt_eval(o, train ? result_train : result_eval, train); /* forward(_backward) */
+            /* ggml: ggml_opt_alloc(opt_ctx, train); ggml_opt_eval(opt_ctx, result) */
+            opt_eval(o, train ? result_train : result_eval, train);
             progress(train, train ? result_train : result_eval, ibatch + 1, nbatches, t_loop_start);
         }
         /* The epoch ends: coordl says so once, then starts the next one.
@@ -654,7 +660,7 @@ int main(int argc, char **argv)
     make_dirs(workdir);
     remove_tree(images);
     long val_per_class = per_class / 3 > 4 ? per_class / 3 : 4;
-    write_images(train_dir, CLASSES, (int)per_class, seed);
+    uint64_t train_bytes = write_images(train_dir, CLASSES, (int)per_class, seed);
     write_images(val_dir, CLASSES, (int)val_per_class, seed + 1000);
     printf("ggml_loop: wrote %ld + %ld JPEGs (%d colour classes) under %s in %.2f s\n",
            per_class * CLASSES, val_per_class * CLASSES, CLASSES, images, seconds() - t0);
@@ -668,7 +674,7 @@ int main(int argc, char **argv)
     cfg.out_w = cfg.out_h = (uint32_t)size;
     cfg.layout = COORDL_F32_NCHW; /* each row: D = 3 x size x size floats, ggml's ne0 */
     cfg.scale_min = 0.25f;        /* RandomResizedCrop's area range: keep most of the colour */
-    cfg.cache_bytes = 64u << 20;
+    cfg.cache_bytes = train_bytes; /* the whole training set: later epochs read memory only */
     cfg.threads = (int)threads;
     cfg.seed = seed;
     coordl_config eval_cfg = cfg;

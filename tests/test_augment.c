@@ -490,6 +490,15 @@ static void test_rotate_angle_fitted_on_gradient_is_bounded(void **state)
     assert_int_equal(r0.nrows, 48);
     assert_int_equal(r30.nrows, 48);
     /* R = x * 255 / 63, G = y * 255 / 63 in the source: 8.1 per output px */
+    coordl_config cfg0 = cfg;
+    cfg0.rotate_deg = 0.0f;
+    coordl *L0 = tu_open(&cfg0);
+    for (uint64_t id = 0; id < 24; id++) {
+        coordl_transform t;
+        assert_int_equal(coordl_sample_transform(L0, 1, id, &t), COORDL_OK);
+        assert_true(t.angle == 0.0);
+    }
+    coordl_close(L0);
     for (size_t i = 0; i < r0.nrows; i++) {
         double mag;
         double a = gradient_angle(r0.rows + i * r0.rb, 0, &mag);
@@ -498,7 +507,8 @@ static void test_rotate_angle_fitted_on_gradient_is_bounded(void **state)
                      "expected 0 and 8.1", i, a, mag);
     }
     double amin = 360, amax = -360;
-    int big = 0, differ = 0;
+    int big = 0, differ = 0, same_sign = 0, opposite_sign = 0;
+    coordl *L = tu_open(&cfg); /* for coordl_sample_transform */
     for (size_t i = 0; i < r30.nrows; i++) {
         const uint8_t *row = r30.rows + i * r30.rb;
         double mr, mg;
@@ -509,11 +519,26 @@ static void test_rotate_angle_fitted_on_gradient_is_bounded(void **state)
             fail_msg("rotate 30, row %zu: R gradient at %.2f deg (length %.2f), "
                      "G at %.2f + 90 deg (length %.2f); expected one rotation "
                      "within +-30 deg", i, ar, mr, ag, mg);
+        /* the reported angle is the one applied (one sign convention) */
+        coordl_transform t;
+        assert_int_equal(coordl_sample_transform(L, r30.epochs[i], r30.ids[i], &t),
+                         COORDL_OK);
+        if (fabs(t.angle) > 30.0 || fabs(fabs(t.angle) - fabs(ar)) > 2.0)
+            fail_msg("rotate 30, row %zu: coordl_sample_transform angle %.2f, "
+                     "fitted %.2f deg", i, t.angle, ar);
+        if (fabs(ar) > 3.0) {
+            same_sign += (ar > 0) == (t.angle > 0);
+            opposite_sign += (ar > 0) != (t.angle > 0);
+        }
         amin = ar < amin ? ar : amin;
         amax = ar > amax ? ar : amax;
         big += fabs(ar) > 10.0;
         differ += memcmp(row, row_of(&r0, r30.epochs[i], r30.ids[i]), r30.rb) != 0;
     }
+    coordl_close(L);
+    if (same_sign && opposite_sign)
+        fail_msg("the sign of coordl_transform.angle agrees with the pixels for "
+                 "%d rows and not for %d", same_sign, opposite_sign);
     if (big < 10 || amax - amin < 25.0 || differ < 24)
         fail_msg("rotate 30: %d rows beyond +-10 deg, angles %.1f..%.1f, %d of "
                  "48 rows differ from rotate 0", big, amin, amax, differ);

@@ -66,6 +66,38 @@
 #include <hwloc.h>
 #endif
 
+/* AddressSanitizer intercepts mlock()/munlock() and makes them no-ops that
+ * return 0 (mlock2 is not intercepted): under ASan the kernel's VmLck
+ * cannot confirm pinned_bytes, and locking cannot be made to fail. */
+#if defined(__SANITIZE_ADDRESS__)
+#define TN_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TN_ASAN 1
+#endif
+#endif
+#ifndef TN_ASAN
+#define TN_ASAN 0
+#endif
+
+#if TN_ASAN
+/* hwloc's PCI discovery plugin (loaded when pci_bus_id is set on this
+ * machine; libpciaccess underneath) leaks about 1 KB per topology load, from
+ * a plugin that is unloaded before the leak check: not coordl's. Its frames
+ * have no frame pointers, so the full (slow) unwinder is needed for the
+ * suppression to see hwloc_topology_load on the stack. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void)
+{
+    return "fast_unwind_on_malloc=0";
+}
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void)
+{
+    return "leak:hwloc_topology_load\n";
+}
+#endif
+
 #define N_ITEMS 24 /* 2 classes x 12 */
 #define MAX_W 64   /* worker_cpu[] entries */
 
@@ -1394,7 +1426,7 @@ static void test_pin_locked_as_root(void **state)
         if (st.pinned_bytes != sum)
             fail_msg("case %d: pinned_bytes %llu, but the arenas given to the pin callback "
                      "total %llu", c, (unsigned long long)st.pinned_bytes, (unsigned long long)sum);
-        if (lck1 - lck0 < st.pinned_bytes)
+        if (!TN_ASAN && lck1 - lck0 < st.pinned_bytes)
             fail_msg("case %d: VmLck grew by %llu bytes, less than pinned_bytes %llu", c,
                      (unsigned long long)(lck1 - lck0), (unsigned long long)st.pinned_bytes);
         coordl_close(L);
@@ -1540,7 +1572,8 @@ static int child_no_lock(void)
     long pg = sysconf(_SC_PAGESIZE);
     void *p = mmap(NULL, (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p != MAP_FAILED) {
-        int locked = mlock(p, (size_t)pg) == 0;
+        /* the raw syscall: a sanitizer's mlock interceptor always succeeds */
+        int locked = syscall(SYS_mlock, p, (size_t)pg) == 0;
         munmap(p, (size_t)pg);
         if (locked)
             return CH_STILL_LOCKS;
@@ -1655,6 +1688,11 @@ static int child_no_lock(void)
 static void test_pin_fallback_without_rights(void **state)
 {
     (void)state;
+    if (TN_ASAN) {
+        print_message("  ASan: mlock() is intercepted and always succeeds; the fallback "
+                      "cannot be provoked in this build\n");
+        skip();
+    }
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();

@@ -300,6 +300,43 @@ static inline coordl_status coordl_dn_resize(coordl_dn *dn, int w, int h)
     return COORDL_OK;
 }
 
+/* Writes a coordl list file ("path<TAB>label" lines) from Darknet's
+ * train.list paths and labels.list names, labelling each path as Darknet's
+ * fill_truth does: label j when labels[j] occurs in the path. coordl reads
+ * list paths relative to the list file's folder (absolute ones as they
+ * are), so write the list into the folder Darknet's paths are relative to
+ * (its working directory: out = "coordl_train.list" there), or give
+ * absolute paths. Paths with no matching label are left out, paths with
+ * several take the first; both are counted in *unlabelled / *ambiguous
+ * (either may be NULL). Returns the number of lines written, or -1 (with
+ * errno) when the file cannot be written. */
+static inline long coordl_dn_write_list(const char *out, char **paths, int n, char **labels,
+                                        int classes, int *unlabelled, int *ambiguous)
+{
+    FILE *f = fopen(out, "w");
+    if (!f) return -1;
+    long lines = 0;
+    int none = 0, many = 0;
+    for (int i = 0; i < n; i++) {
+        int label = -1, count = 0;
+        for (int j = 0; j < classes; j++)
+            if (strstr(paths[i], labels[j])) {
+                if (label < 0) label = j;
+                count++;
+            }
+        none += count == 0;
+        many += count > 1;
+        if (label < 0) continue;
+        if (fprintf(f, "%s\t%d\n", paths[i], label) < 0) break;
+        lines++;
+    }
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) return -1;
+    if (unlabelled) *unlabelled = none;
+    if (ambiguous) *ambiguous = many;
+    return lines;
+}
+
 /* Releases the held batches, closes the loader, frees the adapter's
  * buffers. Shallow loads become invalid; copies stay. */
 static inline void coordl_dn_close(coordl_dn *dn)
