@@ -46,6 +46,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -155,6 +157,7 @@ typedef struct cdl__arena {
     size_t bytes;  /* mapped length */
     int locked;    /* mlock succeeded */
     int pin_registered;
+    int borrowed;  /* part of a group's shm mapping: not unmapped alone */
 } cdl__arena;
 
 typedef struct cdl__lru {
@@ -166,10 +169,17 @@ typedef struct cdl__lru {
     uint64_t bytes_used, items;
 } cdl__lru;
 
-enum { CDL_SLOT_FREE = 0, CDL_SLOT_FILLING, CDL_SLOT_READY, CDL_SLOT_HELD };
+enum { CDL_SLOT_FREE = 0, CDL_SLOT_FILLING, CDL_SLOT_READY };
+enum { CDL_ROW_FREE = 0, CDL_ROW_DONE = 0xFF }; /* else: claimed by member+1 */
 
+#define CDL_MAX_MEMBERS 32
+
+/* A batch slot. Who holds it is a set of consumer bits: a READY slot is
+ * handed to every member in need_mask; it is free again when all of them
+ * have released it (done_mask). A single loader is a group of one. */
 typedef struct cdl__slot {
     int state;
+    uint32_t need_mask, taken_mask, done_mask;
     uint64_t epoch, pos;    /* first row = position pos of the rank's share */
     uint64_t index;         /* batch number within the epoch                */
     uint32_t n;             /* rows                                         */
@@ -181,6 +191,35 @@ typedef struct cdl__slot {
     char errmsg[CDL_ERRMSG_MAX];
     size_t data_off, labels_off, ids_off, targets_off; /* in the ring arena */
 } cdl__slot;
+
+/* A process in the (possibly one-member) group. */
+typedef struct cdl__member {
+    int32_t pid;
+    uint32_t joined;               /* 1 while in the group                  */
+    _Atomic uint64_t heartbeat_ns; /* CLOCK_MONOTONIC, refreshed by workers */
+    uint64_t start_epoch;          /* first epoch it consumes (late join)   */
+} cdl__member;
+
+/* The stream's shared state: what every worker and consumer of the group
+ * agrees on, under one robust, process-shared mutex. Lives in the handle's
+ * own memory, or in the group's shm object. */
+typedef struct cdl__stream {
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv;   /* workers wait for a free slot or row       */
+    pthread_cond_t ready_cv;  /* consumers wait for a ready slot           */
+    pthread_cond_t idle_cv;   /* seek/set wait for in-flight rows          */
+    uint64_t gen;             /* bumped by seek/set: in-flight rows dropped */
+    int32_t paused;           /* seek/set in progress: no new claims       */
+    int32_t broken;           /* the ring could not be remapped            */
+    uint64_t claim_epoch, claim_pos, claim_index; /* next batch to assign  */
+    uint64_t cut_epoch, cut_pos; /* the batch size took effect here        */
+    uint32_t inflight;        /* rows being prepared                       */
+    uint32_t live_mask;       /* members in the group                      */
+    uint32_t started;         /* group_size members joined once            */
+    cdl__member members[CDL_MAX_MEMBERS];
+    _Atomic uint64_t cache_used;  /* MinIO slab bytes reserved             */
+    _Atomic uint64_t cache_items;
+} cdl__stream;
 
 typedef struct cdl__epoch_counters {
     uint64_t epoch;
@@ -217,6 +256,7 @@ typedef struct cdl__worker cdl__worker;
 struct coordl {
     coordl_config cfg;     /* copy; strings point into owned copies         */
     char *source_copy;
+    char *group_copy;
     coordl_allocator alloc;
 
     /* index */
@@ -243,15 +283,23 @@ struct coordl {
 
     /* cache */
     cdl__arena cache_arena;        /* slab                                  */
-    cdl__cache_entry *cache_entries; /* per item (private memory for now)   */
-    _Atomic uint64_t cache_used;
-    _Atomic uint64_t cache_items;
+    cdl__cache_entry *cache_entries; /* per item                            */
     cdl__lru *lru;
 
     /* ring */
     cdl__arena ring_arena;
     cdl__slot *slots;
+    uint8_t *row_state;    /* slot s, row r: row_state[s * slot_rows_cap + r] */
     uint32_t nslots;
+
+    /* stream and group */
+    cdl__stream *S;        /* own memory, or the group's shm object        */
+    int me;                /* this process's member index                  */
+    uint32_t bit;          /* 1u << me                                     */
+    void *shm_base;        /* the group's mapping, or NULL                 */
+    uint64_t shm_bytes;
+    char shm_name[224];
+    uint64_t last_reap_ns; /* last look for dead members (under mu)        */
 
     /* placement */
     cdl__placement place;
@@ -262,22 +310,11 @@ struct coordl {
     /* pool */
     cdl__worker *workers;
     int nworkers;
-    pthread_mutex_t mu;
-    pthread_cond_t work_cv;   /* workers wait for a free slot              */
-    pthread_cond_t ready_cv;  /* consumer waits for a ready slot            */
-    pthread_cond_t idle_cv;   /* seek waits for in-flight rows              */
-    int stop;
-    uint64_t gen;             /* bumped by seek: in-flight rows are dropped */
-    int paused;               /* seek in progress: no new claims            */
-    int broken;               /* the ring could not be remapped (coordl_set) */
-    uint64_t claim_epoch, claim_pos, claim_index; /* next batch to assign  */
-    int claim_slot;           /* its slot, or -1 when not yet assigned      */
-    uint32_t inflight;
-    uint32_t held;
+    int stop;                 /* this process's workers exit               */
+    uint32_t held;            /* batches this consumer holds               */
 
     /* consumer */
     uint64_t cur_epoch, cur_pos, cur_index; /* next batch to hand out      */
-    uint64_t cut_epoch, cut_pos; /* the batch size took effect here       */
     uint64_t last_return_ns;
 
     /* stats (under mu) */
@@ -301,6 +338,50 @@ static void *cdl__realloc(const coordl *L, void *p, size_t n) {
 }
 static void cdl__free(const coordl *L, void *p) {
     if (p) L->alloc.free_fn(L->alloc.user, p);
+}
+
+/* --- the stream's lock -------------------------------------------------
+ * One robust mutex guards the stream (claims, slots, members). In a group
+ * it is shared by processes: a member killed while holding it leaves it
+ * EOWNERDEAD, and the next locker repairs what the dead one may have left
+ * half-done before marking it consistent. */
+static void cdl__group_tick(coordl *L);
+static void cdl__stream_repair(coordl *L);
+
+static void cdl__lock(coordl *L) {
+    int e = pthread_mutex_lock(&L->S->mu);
+    if (e == EOWNERDEAD) {
+        cdl__stream_repair(L);
+        pthread_mutex_consistent(&L->S->mu);
+    }
+    cdl__group_tick(L);
+}
+
+static void cdl__unlock(coordl *L) { pthread_mutex_unlock(&L->S->mu); }
+
+/* Waits on a stream condition. In a group the wait is bounded (50 ms), so
+ * a waiting process keeps its heartbeat fresh and notices dead members
+ * even when nobody signals. */
+static void cdl__wait(coordl *L, pthread_cond_t *cv) {
+    int e;
+    if (L->cfg.group) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 50 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        e = pthread_cond_timedwait(cv, &L->S->mu, &ts);
+    } else {
+        e = pthread_cond_wait(cv, &L->S->mu);
+    }
+    if (e == EOWNERDEAD) {
+        cdl__stream_repair(L);
+        pthread_mutex_consistent(&L->S->mu);
+    }
+    cdl__group_tick(L);
+}
+
+static void cdl__test_hook(coordl *L, const char *point) {
+    if (L->cfg.test_hook) L->cfg.test_hook(L->cfg.test_hook_user, point);
 }
 
 static void cdl__vformat(char *dst, size_t cap, const char *fmt, va_list ap) {
@@ -727,7 +808,7 @@ static coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes,
 }
 
 static void cdl__arena_unmap(coordl *L, cdl__arena *a) {
-    if (!a->base) return;
+    if (!a->base || a->borrowed) return;
     if (a->pin_registered && L->cfg.pin) L->cfg.pin(L->cfg.pin_user, a->base, a->bytes, 0);
     if (a->locked) munlock(a->base, a->bytes);
     munmap(a->base, a->bytes);
@@ -1180,7 +1261,7 @@ static uint64_t cdl__perm_apply(const cdl__perm *p, uint64_t x) {
  * took effect (coordl_set mid-epoch) or from the epoch's start. */
 static uint64_t cdl__epoch_end(const coordl *L, uint64_t epoch) {
     const uint64_t B = L->cfg.batch_size;
-    const uint64_t from = epoch == L->cut_epoch ? L->cut_pos : 0;
+    const uint64_t from = epoch == L->S->cut_epoch ? L->S->cut_pos : 0;
     return L->cfg.drop_last ? from + (L->share - from) / B * B : L->share;
 }
 
@@ -1216,18 +1297,19 @@ static void cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *bytes,
     uint32_t expect = CDL_CE_EMPTY;
     if (len == 0 || len > UINT32_MAX) return;
     if (!atomic_compare_exchange_strong(&ce->state, &expect, CDL_CE_ADMITTING)) return;
-    uint64_t used = atomic_load(&L->cache_used);
+    uint64_t used = atomic_load(&L->S->cache_used);
     for (;;) {
         if (used + len > L->cfg.cache_bytes) { /* full for this item: never evict */
             atomic_store_explicit(&ce->state, CDL_CE_EMPTY, memory_order_release);
             return;
         }
-        if (atomic_compare_exchange_weak(&L->cache_used, &used, used + len)) break;
+        if (atomic_compare_exchange_weak(&L->S->cache_used, &used, used + len)) break;
     }
+    cdl__test_hook(L, "admitting");
     memcpy(L->cache_arena.base + used, bytes, len);
     ce->off = used;
     ce->len = (uint32_t)len;
-    atomic_fetch_add(&L->cache_items, 1);
+    atomic_fetch_add(&L->S->cache_items, 1);
     atomic_store_explicit(&ce->state, CDL_CE_PRESENT, memory_order_release);
 }
 
@@ -1286,6 +1368,17 @@ static void cdl__cache_admit_lru(coordl *L, uint64_t id, const cdl__u8 *bytes, s
     pthread_mutex_unlock(&c->mu);
 }
 
+/* A budget beyond the dataset is never used: map only what can fill. */
+static coordl_status cdl__cache_clamp(coordl *L) {
+    uint64_t slab = L->cfg.cache_bytes;
+    if (slab > L->dataset_bytes + (64u << 20)) slab = L->dataset_bytes + (64u << 20);
+    if (slab > SIZE_MAX / 2)
+        return cdl__open_fail(COORDL_ERR_INVALID, "cache_bytes: %llu is too large for this platform",
+                              (unsigned long long)slab);
+    L->cfg.cache_bytes = slab;
+    return COORDL_OK;
+}
+
 static coordl_status cdl__cache_create(coordl *L) {
     if (L->cfg.cache_bytes == 0) return COORDL_OK;
     if (L->cfg.cache_policy == COORDL_CACHE_LRU) {
@@ -1303,13 +1396,7 @@ static coordl_status cdl__cache_create(coordl *L) {
         c->head = c->tail = -1;
         return COORDL_OK;
     }
-    /* A budget beyond the dataset is never used: map only what can fill. */
-    uint64_t slab = L->cfg.cache_bytes;
-    if (slab > L->dataset_bytes + (64u << 20)) slab = L->dataset_bytes + (64u << 20);
-    if (slab > SIZE_MAX / 2)
-        return cdl__open_fail(COORDL_ERR_INVALID, "cache_bytes: %llu is too large for this platform",
-                              (unsigned long long)slab);
-    L->cfg.cache_bytes = slab;
+    const uint64_t slab = L->cfg.cache_bytes;
     L->cache_entries = cdl__calloc(L, L->num_items, sizeof *L->cache_entries);
     if (!L->cache_entries) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the cache table");
     return cdl__arena_map(L, &L->cache_arena, (size_t)slab, 0, "cache slab");
@@ -1329,7 +1416,7 @@ static void cdl__cache_destroy(coordl *L) {
         L->lru = NULL;
     }
     cdl__arena_unmap(L, &L->cache_arena);
-    cdl__free(L, L->cache_entries);
+    if (!L->shm_base) cdl__free(L, L->cache_entries);
     L->cache_entries = NULL;
 }
 
@@ -2329,6 +2416,19 @@ static uint64_t *cdl__slot_ids(const coordl *L, const cdl__slot *s) {
     return (uint64_t *)(void *)(L->ring_arena.base + s->ids_off);
 }
 
+static uint8_t *cdl__slot_rows(const coordl *L, const cdl__slot *s) {
+    return L->row_state + (size_t)(s - L->slots) * L->slot_rows_cap;
+}
+
+/* Members that consume batches of `epoch`: in the group, and joined no
+ * later than that epoch. Under mu. */
+static uint32_t cdl__consumers_of(const coordl *L, uint64_t epoch) {
+    uint32_t m = 0;
+    for (int i = 0; i < CDL_MAX_MEMBERS; i++)
+        if ((L->S->live_mask >> i & 1u) && L->S->members[i].start_epoch <= epoch) m |= 1u << i;
+    return m;
+}
+
 static cdl__epoch_counters *cdl__epoch_entry(coordl *L, uint64_t epoch) {
     cdl__epoch_counters *e = &L->epochs[epoch % CDL_EPOCH_STATS_KEPT];
     if (!e->used || e->epoch != epoch) {
@@ -2370,62 +2470,86 @@ static void cdl__worker_bind(cdl__worker *W) {
     pthread_setname_np(pthread_self(), name);
 }
 
+/* The oldest FILLING slot with an unclaimed row, else a FREE slot given
+ * the next batch of the stream; NULL when the ring is full. Under mu. */
+static cdl__slot *cdl__slot_to_fill(coordl *L) {
+    cdl__stream *S = L->S;
+    cdl__slot *best = NULL;
+    for (uint32_t s = 0; s < L->nslots; s++) {
+        cdl__slot *c = &L->slots[s];
+        if (c->state == CDL_SLOT_FILLING && c->rows_claimed < c->n &&
+            (!best || c->epoch < best->epoch || (c->epoch == best->epoch && c->pos < best->pos)))
+            best = c;
+    }
+    if (best) return best;
+    for (uint32_t s = 0; s < L->nslots; s++) {
+        cdl__slot *sl = &L->slots[s];
+        if (sl->state != CDL_SLOT_FREE) continue;
+        uint64_t end = cdl__epoch_end(L, S->claim_epoch);
+        if (S->claim_pos >= end) {
+            S->claim_epoch++;
+            S->claim_pos = 0;
+            S->claim_index = 0;
+            end = cdl__epoch_end(L, S->claim_epoch);
+        }
+        const uint64_t left = end - S->claim_pos;
+        sl->state = CDL_SLOT_FILLING;
+        sl->epoch = S->claim_epoch;
+        sl->pos = S->claim_pos;
+        sl->index = S->claim_index;
+        sl->n = (uint32_t)(left < L->cfg.batch_size ? left : L->cfg.batch_size);
+        sl->out_w = L->cfg.out_w;
+        sl->out_h = L->cfg.out_h;
+        sl->row_bytes = L->row_bytes;
+        sl->rows_claimed = sl->rows_done = 0;
+        sl->need_mask = sl->taken_mask = sl->done_mask = 0;
+        sl->status = COORDL_OK;
+        sl->err_row = UINT32_MAX;
+        sl->errmsg[0] = '\0';
+        memset(cdl__slot_rows(L, sl), CDL_ROW_FREE, L->slot_rows_cap);
+        S->claim_pos += sl->n;
+        S->claim_index++;
+        return sl;
+    }
+    return NULL;
+}
+
+/* A slot whose every consumer has released it is free again. */
+static void cdl__slot_maybe_free(coordl *L, cdl__slot *sl) {
+    if (sl->state == CDL_SLOT_READY && (sl->done_mask & sl->need_mask) == sl->need_mask) {
+        sl->state = CDL_SLOT_FREE;
+        pthread_cond_broadcast(&L->S->work_cv);
+    }
+}
+
 static void *cdl__worker_main(void *arg) {
     cdl__worker *W = arg;
     coordl *L = W->L;
+    cdl__stream *S = L->S;
+    const uint8_t mark = (uint8_t)(L->me + 1);
     cdl__worker_bind(W);
-    pthread_mutex_lock(&L->mu);
+    cdl__lock(L);
     while (!L->stop) {
-        if (L->paused) {
-            pthread_cond_wait(&L->work_cv, &L->mu);
+        if (S->paused || S->broken || !S->started || !(S->live_mask & L->bit)) {
+            cdl__wait(L, &S->work_cv);
             continue;
         }
-        /* Assign the batch being claimed to a free slot if it has none. */
-        if (L->claim_slot < 0) {
-            uint64_t end = cdl__epoch_end(L, L->claim_epoch);
-            if (L->claim_pos >= end) {
-                L->claim_epoch++;
-                L->claim_pos = 0;
-                L->claim_index = 0;
-                end = cdl__epoch_end(L, L->claim_epoch);
-            }
-            for (uint32_t s = 0; s < L->nslots; s++) {
-                if (L->slots[s].state == CDL_SLOT_FREE) {
-                    cdl__slot *sl = &L->slots[s];
-                    const uint64_t left = end - L->claim_pos;
-                    sl->state = CDL_SLOT_FILLING;
-                    sl->epoch = L->claim_epoch;
-                    sl->pos = L->claim_pos;
-                    sl->index = L->claim_index;
-                    sl->n = (uint32_t)(left < L->cfg.batch_size ? left : L->cfg.batch_size);
-                    sl->out_w = L->cfg.out_w;
-                    sl->out_h = L->cfg.out_h;
-                    sl->row_bytes = L->row_bytes;
-                    sl->rows_claimed = sl->rows_done = 0;
-                    sl->status = COORDL_OK;
-                    sl->err_row = UINT32_MAX;
-                    sl->errmsg[0] = '\0';
-                    L->claim_slot = (int)s;
-                    break;
-                }
-            }
-        }
-        if (L->claim_slot < 0) {
+        cdl__slot *sl = cdl__slot_to_fill(L);
+        if (!sl) {
             uint64_t t0 = cdl__now_ns();
-            pthread_cond_wait(&L->work_cv, &L->mu);
+            cdl__wait(L, &S->work_cv);
             L->st.wait_slot_ns += cdl__now_ns() - t0;
             continue;
         }
-        cdl__slot *sl = &L->slots[L->claim_slot];
-        const uint32_t row = sl->rows_claimed++;
-        const uint64_t gen = L->gen;
-        if (sl->rows_claimed == sl->n) {
-            L->claim_slot = -1;
-            L->claim_pos += sl->n;
-            L->claim_index++;
-        }
-        L->inflight++;
-        pthread_mutex_unlock(&L->mu);
+        uint8_t *rows = cdl__slot_rows(L, sl);
+        uint32_t row = 0;
+        while (rows[row] != CDL_ROW_FREE) row++; /* rows_claimed < n: one is free */
+        rows[row] = mark;
+        sl->rows_claimed++;
+        const uint64_t gen = S->gen;
+        S->inflight++;
+        cdl__unlock(L);
+        cdl__test_hook(L, "row_claimed");
 
         const uint64_t epoch = sl->epoch, pos = sl->pos + row;
         cdl__perm perm = cdl__perm_for(L, epoch);
@@ -2444,9 +2568,10 @@ static void *cdl__worker_main(void *arg) {
         }
         cdl__slot_ids(L, sl)[row] = used_id;
         cdl__slot_labels(L, sl)[row] = cdl__item_label(L, used_id);
+        cdl__test_hook(L, "row_written");
 
-        pthread_mutex_lock(&L->mu);
-        L->inflight--;
+        cdl__lock(L);
+        S->inflight--;
         L->st.items++;
         L->st.cache_hits += W->hit;
         L->st.cache_misses += W->miss;
@@ -2471,7 +2596,10 @@ static void *cdl__worker_main(void *arg) {
         ec->s.read_storage_ns += W->read_storage_ns;
         ec->s.decode_ns += W->decode_ns;
         ec->s.augment_ns += W->augment_ns;
-        if (gen == L->gen) {
+        /* The row counts only if nothing reset it meanwhile: a seek (gen),
+         * or survivors that declared this member dead (the mark). */
+        if (gen == S->gen && sl->state == CDL_SLOT_FILLING && rows[row] == mark) {
+            rows[row] = CDL_ROW_DONE;
             if (rc != COORDL_OK && row < sl->err_row) {
                 sl->err_row = row;
                 sl->status = rc;
@@ -2479,12 +2607,15 @@ static void *cdl__worker_main(void *arg) {
             }
             if (++sl->rows_done == sl->n) {
                 sl->state = CDL_SLOT_READY;
-                pthread_cond_broadcast(&L->ready_cv);
+                sl->need_mask = cdl__consumers_of(L, sl->epoch);
+                sl->taken_mask = sl->done_mask = 0;
+                cdl__slot_maybe_free(L, sl); /* nobody left to consume it */
+                pthread_cond_broadcast(&S->ready_cv);
             }
         }
-        if (L->paused && L->inflight == 0) pthread_cond_broadcast(&L->idle_cv);
+        if (S->paused && S->inflight == 0) pthread_cond_broadcast(&S->idle_cv);
     }
-    pthread_mutex_unlock(&L->mu);
+    cdl__unlock(L);
     return NULL;
 }
 
@@ -2505,24 +2636,18 @@ static void cdl__worker_free(coordl *L, cdl__worker *W) {
 #endif
 }
 
-/* Maps the ring: nslots slots, each with room for slot_rows_cap rows of
- * slot_data_cap / slot_rows_cap bytes, their labels, ids and (tokens)
- * targets. coordl_set may call it again with larger capacities. */
-static coordl_status cdl__ring_create(coordl *L) {
-    const size_t B = L->slot_rows_cap;
-    const size_t align = 64;
-    size_t data = cdl__round_up(L->slot_data_cap, align);
-    size_t labels = cdl__round_up(B * sizeof(int32_t), align);
-    size_t ids = cdl__round_up(B * sizeof(uint64_t), align);
-    size_t targets = cdl__round_up(B * L->target_row_bytes, align);
-    size_t per_slot = data + labels + ids + targets;
-    if (per_slot > SIZE_MAX / L->nslots) return cdl__open_fail(COORDL_ERR_INVALID, "batch ring too large");
-    if (!L->slots) {
-        L->slots = cdl__calloc(L, L->nslots, sizeof *L->slots);
-        if (!L->slots) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the ring");
-    }
-    coordl_status rc = cdl__arena_map(L, &L->ring_arena, per_slot * L->nslots, 1, "batch ring");
-    if (rc != COORDL_OK) return rc;
+/* Bytes of one ring slot (data, labels, ids, targets), 64-byte aligned. */
+static size_t cdl__ring_slot_bytes(const coordl *L, size_t *data, size_t *labels, size_t *ids) {
+    const size_t B = L->slot_rows_cap, align = 64;
+    *data = cdl__round_up(L->slot_data_cap, align);
+    *labels = cdl__round_up(B * sizeof(int32_t), align);
+    *ids = cdl__round_up(B * sizeof(uint64_t), align);
+    return *data + *labels + *ids + cdl__round_up(B * L->target_row_bytes, align);
+}
+
+static void cdl__ring_layout(coordl *L) {
+    size_t data, labels, ids;
+    const size_t per_slot = cdl__ring_slot_bytes(L, &data, &labels, &ids);
     for (uint32_t s = 0; s < L->nslots; s++) {
         L->slots[s].data_off = s * per_slot;
         L->slots[s].labels_off = s * per_slot + data;
@@ -2530,28 +2655,478 @@ static coordl_status cdl__ring_create(coordl *L) {
         L->slots[s].targets_off = s * per_slot + data + labels + ids;
         L->slots[s].state = CDL_SLOT_FREE;
     }
+}
+
+/* Maps the ring: nslots slots, each with room for slot_rows_cap rows of
+ * slot_data_cap / slot_rows_cap bytes, their labels, ids and (tokens)
+ * targets. coordl_set may call it again with larger capacities. */
+static coordl_status cdl__ring_create(coordl *L) {
+    size_t data, labels, ids;
+    const size_t per_slot = cdl__ring_slot_bytes(L, &data, &labels, &ids);
+    if (per_slot > SIZE_MAX / L->nslots) return cdl__open_fail(COORDL_ERR_INVALID, "batch ring too large");
+    if (!L->slots) {
+        L->slots = cdl__calloc(L, L->nslots, sizeof *L->slots);
+        if (!L->slots) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the ring");
+    }
+    cdl__free(L, L->row_state);
+    L->row_state = cdl__calloc(L, L->nslots, L->slot_rows_cap);
+    if (!L->row_state) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the ring");
+    coordl_status rc = cdl__arena_map(L, &L->ring_arena, per_slot * L->nslots, 1, "batch ring");
+    if (rc != COORDL_OK) return rc;
+    cdl__ring_layout(L);
     return COORDL_OK;
+}
+
+/* A stream block with a robust mutex and monotonic condition variables,
+ * process-shared when it lives in a group's shm object. */
+static coordl_status cdl__stream_init(cdl__stream *S, int pshared) {
+    pthread_mutexattr_t ma;
+    pthread_condattr_t ca;
+    memset(S, 0, sizeof *S);
+    if (pthread_mutexattr_init(&ma) != 0 || pthread_condattr_init(&ca) != 0)
+        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot initialise the stream's lock");
+    pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    if (pshared) {
+        pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+        pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
+    }
+    int e = pthread_mutex_init(&S->mu, &ma);
+    if (!e) e = pthread_cond_init(&S->work_cv, &ca);
+    if (!e) e = pthread_cond_init(&S->ready_cv, &ca);
+    if (!e) e = pthread_cond_init(&S->idle_cv, &ca);
+    pthread_mutexattr_destroy(&ma);
+    pthread_condattr_destroy(&ca);
+    if (e) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot initialise the stream's lock: %s", strerror(e));
+    S->cut_epoch = UINT64_MAX;
+    return COORDL_OK;
+}
+
+/* ===================================================================== */
+/* 12b. Coordinated group                                                */
+/* Sibling processes that open with the same `group` share one stream:   */
+/* a POSIX shm object holds a header (layout version, the config fields  */
+/* that change batch content), the stream block (robust process-shared   */
+/* mutex, members with pid and heartbeat), the slots, the MinIO cache    */
+/* (entries and slab) and the ring. Every member's workers claim rows    */
+/* from it, so each batch is prepared once; every member consumes every  */
+/* batch; a slot is reused when all live members released it. A member   */
+/* that dies (pid gone) or falls silent (heartbeat older than            */
+/* group_timeout_ms) is dropped by whoever notices: its claimed rows go  */
+/* back to the pool and its references are released.                     */
+/* ===================================================================== */
+
+#define CDL_GROUP_MAGIC 0x636f6f72646c4731ull /* "coordlG1" */
+#define CDL_GROUP_VERSION 1
+#define CDL_GROUP_FIELDS 48
+
+typedef struct cdl__group_field {
+    char name[24];
+    uint64_t value;
+} cdl__group_field;
+
+typedef struct cdl__group_header {
+    uint64_t magic;
+    uint32_t version;
+    _Atomic uint32_t ready;   /* set last by the creator                  */
+    uint64_t total_bytes;
+    uint32_t nfields;
+    cdl__group_field fields[CDL_GROUP_FIELDS];
+    uint64_t stream_off, slots_off, rows_off, entries_off, slab_off, ring_off;
+} cdl__group_header;
+
+static uint64_t cdl__hash_bytes(const void *p, size_t n) {
+    const unsigned char *b = p;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t cdl__float_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* Every setting that changes what a batch holds or how the shared memory
+ * is laid out, by name, so a mismatch can say which. */
+static uint32_t cdl__group_fields(const coordl *L, cdl__group_field *f) {
+    const coordl_config *c = &L->cfg;
+    uint32_t n = 0;
+#define CDL_F(nm, v) do { snprintf(f[n].name, sizeof f[n].name, "%s", nm); f[n].value = (uint64_t)(v); n++; } while (0)
+    CDL_F("source", cdl__hash_bytes(c->source, strlen(c->source)));
+    CDL_F("pipeline", c->pipeline); CDL_F("batch_size", c->batch_size); CDL_F("drop_last", c->drop_last);
+    CDL_F("shuffle", c->shuffle); CDL_F("seed", c->seed); CDL_F("out_w", c->out_w); CDL_F("out_h", c->out_h);
+    CDL_F("layout", c->layout);
+    for (int i = 0; i < 3; i++) { CDL_F(i == 0 ? "mean[0]" : i == 1 ? "mean[1]" : "mean[2]", cdl__float_bits(c->mean[i])); }
+    for (int i = 0; i < 3; i++) { CDL_F(i == 0 ? "std[0]" : i == 1 ? "std[1]" : "std[2]", cdl__float_bits(c->std[i])); }
+    CDL_F("scale_min", cdl__float_bits(c->scale_min)); CDL_F("scale_max", cdl__float_bits(c->scale_max));
+    CDL_F("ratio_min", cdl__float_bits(c->ratio_min)); CDL_F("ratio_max", cdl__float_bits(c->ratio_max));
+    CDL_F("flip", c->flip); CDL_F("hue", cdl__float_bits(c->hue)); CDL_F("saturation", cdl__float_bits(c->saturation));
+    CDL_F("exposure", cdl__float_bits(c->exposure)); CDL_F("rotate_deg", cdl__float_bits(c->rotate_deg));
+    CDL_F("aspect", cdl__float_bits(c->aspect)); CDL_F("max_out_w", c->max_out_w); CDL_F("max_out_h", c->max_out_h);
+    CDL_F("max_batch_size", c->max_batch_size); CDL_F("seq_len", c->seq_len); CDL_F("audio_samples", c->audio_samples);
+    CDL_F("audio_rate", c->audio_rate); CDL_F("cache_bytes", c->cache_bytes); CDL_F("cache_policy", c->cache_policy);
+    CDL_F("prefetch_batches", c->prefetch_batches); CDL_F("rank", c->rank); CDL_F("world", c->world);
+    CDL_F("on_bad_sample", c->on_bad_sample); CDL_F("max_pixels", c->max_pixels);
+    CDL_F("max_item_bytes", c->max_item_bytes); CDL_F("group_size", c->group_size);
+    CDL_F("dataset items", L->num_items); CDL_F("dataset bytes", L->dataset_bytes);
+#undef CDL_F
+    return n;
+}
+
+static int cdl__pid_dead(int32_t pid) {
+    if (pid <= 0) return 1;
+    if (kill(pid, 0) != 0 && errno == ESRCH) return 1;
+    /* a killed child its parent has not reaped yet still answers kill() */
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
+/* Drops member m: its claimed rows go back to the pool, its consumer
+ * references are released. Under mu. */
+static void cdl__member_drop(coordl *L, int m) {
+    cdl__stream *S = L->S;
+    const uint32_t bit = 1u << m;
+    const uint8_t mark = (uint8_t)(m + 1);
+    S->live_mask &= ~bit;
+    S->members[m].joined = 0;
+    for (uint32_t s = 0; s < L->nslots; s++) {
+        cdl__slot *sl = &L->slots[s];
+        if (sl->state == CDL_SLOT_FILLING) {
+            uint8_t *rows = cdl__slot_rows(L, sl);
+            for (uint32_t r = 0; r < sl->n; r++)
+                if (rows[r] == mark) { rows[r] = CDL_ROW_FREE; sl->rows_claimed--; S->inflight--; }
+        }
+        sl->need_mask &= ~bit;
+        sl->taken_mask &= ~bit;
+        sl->done_mask &= ~bit;
+        cdl__slot_maybe_free(L, sl);
+    }
+    pthread_cond_broadcast(&S->work_cv);
+    pthread_cond_broadcast(&S->ready_cv);
+    pthread_cond_broadcast(&S->idle_cv);
+}
+
+/* Heartbeat, and (every 50 ms at most) drop members that died or fell
+ * silent. Under mu. */
+static void cdl__group_tick(coordl *L) {
+    if (!L->cfg.group || !L->S || L->me < 0) return;
+    cdl__stream *S = L->S;
+    const uint64_t now = cdl__now_ns();
+    atomic_store(&S->members[L->me].heartbeat_ns, now);
+    if (now - L->last_reap_ns < 50000000ull) return;
+    L->last_reap_ns = now;
+    const uint64_t timeout = (uint64_t)L->cfg.group_timeout_ms * 1000000ull;
+    for (int m = 0; m < CDL_MAX_MEMBERS; m++) {
+        if (m == L->me || !(S->live_mask >> m & 1u)) continue;
+        uint64_t hb = atomic_load(&S->members[m].heartbeat_ns);
+        if (cdl__pid_dead(S->members[m].pid) || (now > hb && now - hb > timeout)) {
+            cdl__log(L, COORDL_LOG_WARN, "group %s: member %d (pid %d) is gone; its work is taken over",
+                     L->cfg.group, m, (int)S->members[m].pid);
+            cdl__member_drop(L, m);
+        }
+    }
+}
+
+/* After EOWNERDEAD: recompute what a killed lock holder may have left
+ * half-updated from the row marks, which are written first. */
+static void cdl__stream_repair(coordl *L) {
+    cdl__stream *S = L->S;
+    uint32_t inflight = 0;
+    for (uint32_t s = 0; s < L->nslots; s++) {
+        cdl__slot *sl = &L->slots[s];
+        if (sl->state != CDL_SLOT_FILLING) continue;
+        const uint8_t *rows = cdl__slot_rows(L, sl);
+        uint32_t claimed = 0, done = 0;
+        for (uint32_t r = 0; r < sl->n; r++) {
+            claimed += rows[r] != CDL_ROW_FREE;
+            done += rows[r] == CDL_ROW_DONE;
+        }
+        sl->rows_claimed = claimed;
+        sl->rows_done = done;
+        inflight += claimed - done;
+        if (done == sl->n) {
+            sl->state = CDL_SLOT_READY;
+            sl->need_mask = cdl__consumers_of(L, sl->epoch);
+            sl->taken_mask = sl->done_mask = 0;
+        }
+    }
+    S->inflight = inflight;
+    L->last_reap_ns = 0; /* look for the dead holder now */
+}
+
+static int cdl__group_name_ok(const char *g) {
+    size_t n = strlen(g);
+    if (n == 0 || n > 200) return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = g[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+            return 0;
+    }
+    return g[0] != '.';
+}
+
+/* Sizes of the shm object's parts, from the config (same for every
+ * member, since the fields that decide them are compared). */
+static void cdl__group_layout(const coordl *L, cdl__group_header *h) {
+    const size_t page = cdl__page_size();
+    size_t data, labels, ids;
+    const size_t per_slot = cdl__ring_slot_bytes(L, &data, &labels, &ids);
+    uint64_t at = cdl__round_up(sizeof *h, 64);
+    h->stream_off = at;
+    at = cdl__round_up(at + sizeof(cdl__stream), 64);
+    h->slots_off = at;
+    at = cdl__round_up(at + L->nslots * sizeof(cdl__slot), 64);
+    h->rows_off = at;
+    at = cdl__round_up(at + (uint64_t)L->nslots * L->slot_rows_cap, 64);
+    h->entries_off = at;
+    at = cdl__round_up(at + (L->cfg.cache_bytes ? L->num_items * sizeof(cdl__cache_entry) : 0), page);
+    h->slab_off = at;
+    at = cdl__round_up(at + L->cfg.cache_bytes, page);
+    h->ring_off = at;
+    at = cdl__round_up(at + per_slot * L->nslots, page);
+    h->total_bytes = at;
+}
+
+static void cdl__group_attach(coordl *L, cdl__group_header *h) {
+    cdl__u8 *base = (cdl__u8 *)h;
+    L->S = (cdl__stream *)(void *)(base + h->stream_off);
+    L->slots = (cdl__slot *)(void *)(base + h->slots_off);
+    L->row_state = base + h->rows_off;
+    if (L->cfg.cache_bytes) {
+        L->cache_entries = (cdl__cache_entry *)(void *)(base + h->entries_off);
+        L->cache_arena.base = base + h->slab_off;
+        L->cache_arena.bytes = L->cfg.cache_bytes;
+        L->cache_arena.borrowed = 1;
+    }
+    L->ring_arena.base = base + h->ring_off;
+    L->ring_arena.bytes = h->total_bytes - h->ring_off;
+    L->ring_arena.borrowed = 1;
+}
+
+static coordl_status cdl__group_open(coordl *L) {
+    const char *g = L->cfg.group;
+    if (!cdl__group_name_ok(g))
+        return cdl__open_fail(COORDL_ERR_INVALID, "group: \"%s\" is not a valid name (1-200 of A-Z a-z 0-9 . _ -, "
+                              "no slash, not starting with a dot)", g);
+    if (L->cfg.cache_policy == COORDL_CACHE_LRU)
+        return cdl__open_fail(COORDL_ERR_UNSUPPORTED, "group: cache_policy LRU cannot be shared; use MinIO");
+    snprintf(L->shm_name, sizeof L->shm_name, "/coordl-%s", g);
+    cdl__group_header want;
+    memset(&want, 0, sizeof want);
+    want.nfields = cdl__group_fields(L, want.fields);
+    cdl__group_layout(L, &want);
+    const uint64_t deadline = cdl__now_ns() + (uint64_t)L->cfg.group_timeout_ms * 1000000ull;
+    cdl__group_header *h = NULL;
+    int creator = 0;
+    for (int attempt = 0; attempt < 4 && !h; attempt++) {
+        int fd = shm_open(L->shm_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            struct statvfs vs;
+            if (statvfs("/dev/shm", &vs) == 0 && (uint64_t)vs.f_bavail * vs.f_frsize < want.total_bytes) {
+                close(fd);
+                shm_unlink(L->shm_name);
+                return cdl__open_fail(COORDL_ERR_NOMEM, "group %s: needs %llu bytes of /dev/shm (cache %llu, ring %llu, "
+                                      "tables %llu) but %llu are free; lower cache_bytes or enlarge /dev/shm", g,
+                                      (unsigned long long)want.total_bytes, (unsigned long long)L->cfg.cache_bytes,
+                                      (unsigned long long)(want.total_bytes - want.ring_off),
+                                      (unsigned long long)want.slab_off,
+                                      (unsigned long long)((uint64_t)vs.f_bavail * vs.f_frsize));
+            }
+            void *p = MAP_FAILED;
+            if (ftruncate(fd, (off_t)want.total_bytes) == 0)
+                p = mmap(NULL, want.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            int e = errno;
+            close(fd);
+            if (p == MAP_FAILED) {
+                shm_unlink(L->shm_name);
+                return cdl__open_fail(COORDL_ERR_NOMEM, "group %s: cannot size or map %llu bytes of shared memory: %s",
+                                      g, (unsigned long long)want.total_bytes, strerror(e));
+            }
+            h = p;
+            *h = want;
+            h->magic = CDL_GROUP_MAGIC;
+            h->version = CDL_GROUP_VERSION;
+            cdl__group_attach(L, h);
+            coordl_status rc = cdl__stream_init(L->S, 1);
+            if (rc != COORDL_OK) {
+                munmap(h, want.total_bytes);
+                shm_unlink(L->shm_name);
+                return rc;
+            }
+            cdl__ring_layout(L);
+            atomic_store(&h->ready, 1u);
+            creator = 1;
+            break;
+        }
+        if (errno != EEXIST)
+            return cdl__open_fail(COORDL_ERR_IO, "group %s: shm_open %s: %s", g, L->shm_name, strerror(errno));
+        fd = shm_open(L->shm_name, O_RDWR | O_CLOEXEC, 0);
+        if (fd < 0) continue; /* removed meanwhile: create it */
+        /* wait for the creator to finish, then compare the config */
+        struct stat sb;
+        void *p = MAP_FAILED;
+        int stale = 0;
+        for (;;) {
+            if (fstat(fd, &sb) == 0 && (uint64_t)sb.st_size >= sizeof(cdl__group_header)) {
+                p = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+                if (p != MAP_FAILED && atomic_load(&((cdl__group_header *)p)->ready)) break;
+                if (p != MAP_FAILED) munmap(p, (size_t)sb.st_size);
+                p = MAP_FAILED;
+            }
+            if (cdl__now_ns() > deadline) { stale = 1; break; }
+            usleep(2000);
+        }
+        close(fd);
+        if (stale) { /* its creator died while setting it up */
+            shm_unlink(L->shm_name);
+            continue;
+        }
+        cdl__group_header *got = p;
+        if (got->magic != CDL_GROUP_MAGIC || got->version != CDL_GROUP_VERSION) {
+            munmap(p, (size_t)sb.st_size);
+            return cdl__open_fail(COORDL_ERR_GROUP, "group %s: %s holds another layout version; remove it or pick another "
+                                  "name", g, L->shm_name);
+        }
+        for (uint32_t i = 0; i < want.nfields; i++)
+            if (i >= got->nfields || strcmp(got->fields[i].name, want.fields[i].name) != 0 ||
+                got->fields[i].value != want.fields[i].value) {
+                char field[32];
+                snprintf(field, sizeof field, "%s", want.fields[i].name);
+                unsigned long long mine = want.fields[i].value, theirs = i < got->nfields ? got->fields[i].value : 0;
+                munmap(p, (size_t)sb.st_size);
+                return cdl__open_fail(COORDL_ERR_GROUP, "group %s: %s differs from the group's (this member %llu, the "
+                                      "group %llu); members must open with the same settings", g, field, mine, theirs);
+            }
+        if (got->total_bytes != want.total_bytes || (uint64_t)sb.st_size != want.total_bytes) {
+            munmap(p, (size_t)sb.st_size);
+            return cdl__open_fail(COORDL_ERR_GROUP, "group %s: the shared layout differs (%llu bytes, expected %llu)", g,
+                                  (unsigned long long)sb.st_size, (unsigned long long)want.total_bytes);
+        }
+        h = got;
+        cdl__group_attach(L, h);
+        /* a stale object: every recorded member is gone */
+        L->me = -1;
+        cdl__lock(L);
+        uint64_t now = cdl__now_ns();
+        uint32_t alive = 0;
+        for (int m = 0; m < CDL_MAX_MEMBERS; m++) {
+            if (!(L->S->live_mask >> m & 1u)) continue;
+            uint64_t hb = atomic_load(&L->S->members[m].heartbeat_ns);
+            if (cdl__pid_dead(L->S->members[m].pid) || (now > hb && now - hb > (uint64_t)L->cfg.group_timeout_ms * 1000000ull))
+                cdl__member_drop(L, m);
+            else
+                alive++;
+        }
+        int empty_started = alive == 0 && L->S->started;
+        cdl__unlock(L);
+        if (empty_started) {
+            cdl__log(L, COORDL_LOG_WARN, "group %s: %s was left by a crashed run; replacing it", g, L->shm_name);
+            munmap(h, want.total_bytes);
+            h = NULL;
+            L->S = NULL;
+            shm_unlink(L->shm_name);
+        }
+    }
+    if (!h) return cdl__open_fail(COORDL_ERR_GROUP, "group %s: could not create or join %s", g, L->shm_name);
+    L->shm_base = h;
+    L->shm_bytes = want.total_bytes;
+    if (L->cfg.cache_pin != COORDL_PIN_OFF) {
+#ifdef MLOCK_ONFAULT
+        if (mlock2(h, want.total_bytes, MLOCK_ONFAULT) == 0) L->st.pinned_bytes = want.total_bytes;
+#endif
+    }
+
+    /* join */
+    cdl__lock(L);
+    cdl__stream *S = L->S;
+    if (S->started && !L->cfg.group_late_join) {
+        cdl__unlock(L);
+        return cdl__open_fail(COORDL_ERR_GROUP, "group %s: already started with %d members; set group_late_join "
+                              "to join at the next epoch", g, __builtin_popcount(S->live_mask));
+    }
+    int me = -1;
+    for (int m = 0; m < CDL_MAX_MEMBERS && me < 0; m++)
+        if (!(S->live_mask >> m & 1u)) me = m;
+    if (me < 0 || (!S->started && __builtin_popcount(S->live_mask) >= L->cfg.group_size)) {
+        cdl__unlock(L);
+        return cdl__open_fail(COORDL_ERR_GROUP, "group %s: full (%d members)", g, __builtin_popcount(S->live_mask));
+    }
+    L->me = me;
+    L->bit = 1u << me;
+    S->members[me].pid = (int32_t)getpid();
+    S->members[me].joined = 1;
+    atomic_store(&S->members[me].heartbeat_ns, cdl__now_ns());
+    /* a late member starts with the first epoch nobody has begun */
+    S->members[me].start_epoch = S->started ? S->claim_epoch + 1 : 0;
+    S->live_mask |= L->bit;
+    L->cur_epoch = S->members[me].start_epoch;
+    if (!S->started && __builtin_popcount(S->live_mask) >= L->cfg.group_size) S->started = 1;
+    pthread_cond_broadcast(&S->ready_cv);
+    pthread_cond_broadcast(&S->work_cv);
+    cdl__test_hook(L, "joined");
+    while (!S->started) {
+        if (cdl__now_ns() > deadline) {
+            int have = __builtin_popcount(S->live_mask);
+            cdl__member_drop(L, me);
+            cdl__unlock(L);
+            return cdl__open_fail(COORDL_ERR_TIMEOUT, "group %s: only %d of group_size %d members joined within "
+                                  "group_timeout_ms (%d ms)", g, have, L->cfg.group_size, L->cfg.group_timeout_ms);
+        }
+        cdl__wait(L, &S->ready_cv);
+    }
+    cdl__unlock(L);
+    cdl__log(L, COORDL_LOG_INFO, "group %s: %s as member %d of %d", g, creator ? "created" : "joined", me,
+             L->cfg.group_size);
+    return COORDL_OK;
+}
+
+/* Leaves the group; the last member out removes the object. */
+static void cdl__group_leave(coordl *L) {
+    if (!L->shm_base) return;
+    int last = 0;
+    if (L->S && L->me >= 0) {
+        cdl__lock(L);
+        if (L->S->live_mask & L->bit) cdl__member_drop(L, L->me);
+        last = L->S->live_mask == 0;
+        cdl__unlock(L);
+    }
+    munmap(L->shm_base, L->shm_bytes);
+    L->shm_base = NULL;
+    L->S = NULL;
+    if (last) shm_unlink(L->shm_name);
 }
 
 /* Stops new claims and waits until no row is being prepared; rows in
  * flight are dropped by the generation check. Called with mu held. */
 static void cdl__stream_pause(coordl *L) {
-    L->gen++;
-    L->paused = 1;
-    while (L->inflight > 0) pthread_cond_wait(&L->idle_cv, &L->mu);
+    L->S->gen++;
+    L->S->paused = 1;
+    while (L->S->inflight > 0) cdl__wait(L, &L->S->idle_cv);
 }
 
 /* Drops every prepared batch not held by the caller and restarts the
  * workers at the consumer's position. Called with mu held, paused. */
 static void cdl__stream_restart(coordl *L) {
-    for (uint32_t s = 0; s < L->nslots; s++)
-        if (L->slots[s].state != CDL_SLOT_HELD) L->slots[s].state = CDL_SLOT_FREE;
-    L->claim_epoch = L->cur_epoch;
-    L->claim_pos = L->cur_pos;
-    L->claim_index = L->cur_index;
-    L->claim_slot = -1;
-    L->paused = 0;
-    pthread_cond_broadcast(&L->work_cv);
+    for (uint32_t s = 0; s < L->nslots; s++) {
+        cdl__slot *sl = &L->slots[s];
+        int held = sl->state == CDL_SLOT_READY && (sl->taken_mask & ~sl->done_mask & L->bit);
+        if (!held) sl->state = CDL_SLOT_FREE;
+    }
+    L->S->claim_epoch = L->cur_epoch;
+    L->S->claim_pos = L->cur_pos;
+    L->S->claim_index = L->cur_index;
+    L->S->paused = 0;
+    pthread_cond_broadcast(&L->S->work_cv);
 }
 
 static coordl_status cdl__pool_start(coordl *L) {
@@ -2613,10 +3188,10 @@ static coordl_status cdl__pool_start(coordl *L) {
 
 static void cdl__pool_stop(coordl *L) {
     if (!L->workers) return;
-    pthread_mutex_lock(&L->mu);
+    cdl__lock(L);
     L->stop = 1;
-    pthread_cond_broadcast(&L->work_cv);
-    pthread_mutex_unlock(&L->mu);
+    pthread_cond_broadcast(&L->S->work_cv);
+    cdl__unlock(L);
     for (int i = 0; i < L->nworkers; i++)
         if (L->workers[i].started) pthread_join(L->workers[i].thread, NULL);
     for (int i = 0; i < L->nworkers; i++) cdl__worker_free(L, &L->workers[i]);
@@ -2661,6 +3236,8 @@ coordl_config coordl_config_default(void) {
     c.cache_pin = COORDL_PIN_TRY;
     c.prefetch_batches = 4;
     c.seq_len = 1024;
+    c.group_size = 1;
+    c.group_timeout_ms = 10000;
     c.audio_samples = 16000;
     c.numa_node = -1;
     c.bind = 1;
@@ -2702,6 +3279,10 @@ static coordl_status cdl__validate(const coordl_config *c) {
     if (c->reserve_cores < 0) CDL_BAD("reserve_cores: %d must not be negative", c->reserve_cores);
     if (c->bind != 0 && c->bind != 1) CDL_BAD("bind: %d must be 0 or 1", c->bind);
     if (c->numa_node < -1) CDL_BAD("numa_node: %d is not a node (-1 leaves it unset)", c->numa_node);
+    if (c->group && (c->group_size < 1 || c->group_size > CDL_MAX_MEMBERS))
+        CDL_BAD("group_size: %d is out of range (1..%d)", c->group_size, CDL_MAX_MEMBERS);
+    if (c->group && (c->group_timeout_ms < 1 || c->group_timeout_ms > 3600000))
+        CDL_BAD("group_timeout_ms: %d is out of range (1..3600000)", c->group_timeout_ms);
     if (c->world < 1) CDL_BAD("world: must be at least 1 (got %d)", c->world);
     if (c->rank < 0 || c->rank >= c->world) CDL_BAD("rank: %d is outside [0, world=%d)", c->rank, c->world);
     if (c->on_bad_sample != COORDL_BAD_FAIL && c->on_bad_sample != COORDL_BAD_SUBSTITUTE)
@@ -2741,12 +3322,7 @@ coordl_status coordl_open(const coordl_config *cfg, coordl **out) {
     memset(L, 0, sizeof *L);
     L->alloc = a;
     L->cfg = *cfg;
-    L->claim_slot = -1;
-    L->cut_epoch = UINT64_MAX;
-    pthread_mutex_init(&L->mu, NULL);
-    pthread_cond_init(&L->work_cv, NULL);
-    pthread_cond_init(&L->ready_cv, NULL);
-    pthread_cond_init(&L->idle_cv, NULL);
+    L->me = -1;
     /* Strings are copied: the caller's config may go away after open. */
     size_t slen = strlen(cfg->source);
     L->source_copy = cdl__malloc(L, slen + 1);
@@ -2754,6 +3330,13 @@ coordl_status coordl_open(const coordl_config *cfg, coordl **out) {
     memcpy(L->source_copy, cfg->source, slen + 1);
     while (slen > 1 && L->source_copy[slen - 1] == '/') L->source_copy[--slen] = '\0';
     L->cfg.source = L->source_copy;
+    if (cfg->group) {
+        size_t glen = strlen(cfg->group);
+        L->group_copy = cdl__malloc(L, glen + 1);
+        if (!L->group_copy) { coordl_close(L); return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory"); }
+        memcpy(L->group_copy, cfg->group, glen + 1);
+        L->cfg.group = L->group_copy;
+    }
 
     rc = cdl__index_source(L);
     if (rc == COORDL_OK) {
@@ -2795,9 +3378,25 @@ coordl_status coordl_open(const coordl_config *cfg, coordl **out) {
     }
     if (rc == COORDL_OK) {
         L->memory_bound_all = L->cfg.bind && !L->place.simulate;
-        rc = cdl__cache_create(L);
+        if (L->cfg.cache_policy == COORDL_CACHE_MINIO) rc = cdl__cache_clamp(L);
     }
-    if (rc == COORDL_OK) rc = cdl__ring_create(L);
+    if (rc == COORDL_OK && L->cfg.group) {
+        L->memory_bound_all = 0; /* the shm object is placed by first touch */
+        rc = cdl__group_open(L);
+    } else if (rc == COORDL_OK) {
+        L->S = cdl__calloc(L, 1, sizeof *L->S);
+        rc = L->S ? cdl__stream_init(L->S, 0) : cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+        if (rc == COORDL_OK) {
+            L->me = 0;
+            L->bit = 1;
+            L->S->members[0].pid = (int32_t)getpid();
+            L->S->members[0].joined = 1;
+            L->S->live_mask = 1;
+            L->S->started = 1;
+            rc = cdl__cache_create(L);
+        }
+        if (rc == COORDL_OK) rc = cdl__ring_create(L);
+    }
     if (rc == COORDL_OK) {
         L->st.memory_bound = L->memory_bound_all;
         if (L->pin_failed)
@@ -2857,16 +3456,16 @@ coordl_status coordl_next(coordl *L, coordl_batch *out) {
         L->cur_index = 0;
         return COORDL_END_OF_EPOCH;
     }
-    pthread_mutex_lock(&L->mu);
-    if (L->broken) {
-        pthread_mutex_unlock(&L->mu);
+    cdl__lock(L);
+    if (L->S->broken) {
+        cdl__unlock(L);
         snprintf(L->errmsg, sizeof L->errmsg, "the batch ring could not be reallocated by coordl_set; "
                  "close this handle");
         return COORDL_ERR_NOMEM;
     }
     if (L->last_return_ns) L->st.compute_ns += t_enter - L->last_return_ns;
     if (L->held >= L->nslots) {
-        pthread_mutex_unlock(&L->mu);
+        cdl__unlock(L);
         snprintf(L->errmsg, sizeof L->errmsg, "all %u batch slots are held; release a batch before "
                  "asking for the next (or raise prefetch_batches)", L->nslots);
         return COORDL_ERR_INVALID;
@@ -2875,13 +3474,20 @@ coordl_status coordl_next(coordl *L, coordl_batch *out) {
     for (;;) {
         for (uint32_t s = 0; s < L->nslots; s++) {
             const cdl__slot *c = &L->slots[s];
-            if (c->state == CDL_SLOT_READY && c->epoch == L->cur_epoch && c->pos == L->cur_pos) {
+            if (c->state == CDL_SLOT_READY && c->epoch == L->cur_epoch && c->pos == L->cur_pos &&
+                (c->need_mask & L->bit) && !(c->taken_mask & L->bit)) {
                 found = (int)s;
                 break;
             }
         }
         if (found >= 0) break;
-        pthread_cond_wait(&L->ready_cv, &L->mu);
+        if (!(L->S->live_mask & L->bit)) {
+            cdl__unlock(L);
+            snprintf(L->errmsg, sizeof L->errmsg, "group %s: this member was dropped from the group "
+                     "(no heartbeat within group_timeout_ms); close and reopen", L->cfg.group ? L->cfg.group : "");
+            return COORDL_ERR_GROUP;
+        }
+        cdl__wait(L, &L->S->ready_cv);
     }
     cdl__slot *sl = &L->slots[found];
     L->cur_pos += sl->n;
@@ -2894,32 +3500,32 @@ coordl_status coordl_next(coordl *L, coordl_batch *out) {
         ec->s.batches++;
     }
     L->last_return_ns = now;
+    sl->taken_mask |= L->bit;
     if (sl->status != COORDL_OK) {
         coordl_status st = sl->status;
         snprintf(L->errmsg, sizeof L->errmsg, "%s", sl->errmsg);
-        sl->state = CDL_SLOT_FREE; /* the failed batch is skipped */
-        pthread_cond_broadcast(&L->work_cv);
-        pthread_mutex_unlock(&L->mu);
+        sl->done_mask |= L->bit; /* the failed batch is skipped */
+        cdl__slot_maybe_free(L, sl);
+        cdl__unlock(L);
         return st;
     }
-    sl->state = CDL_SLOT_HELD;
     L->held++;
     L->st.batches++;
-    pthread_mutex_unlock(&L->mu);
+    cdl__unlock(L);
     cdl__fill_batch(L, sl, (uint32_t)found, out);
     return COORDL_OK;
 }
 
 void coordl_release(coordl *L, coordl_batch *b) {
     if (!L || !b || b->slot_ == 0 || b->slot_ > L->nslots) return;
-    pthread_mutex_lock(&L->mu);
+    cdl__lock(L);
     cdl__slot *sl = &L->slots[b->slot_ - 1];
-    if (sl->state == CDL_SLOT_HELD) {
-        sl->state = CDL_SLOT_FREE;
+    if (sl->state == CDL_SLOT_READY && (sl->taken_mask & L->bit) && !(sl->done_mask & L->bit)) {
+        sl->done_mask |= L->bit;
         L->held--;
-        pthread_cond_broadcast(&L->work_cv);
+        cdl__slot_maybe_free(L, sl);
     }
-    pthread_mutex_unlock(&L->mu);
+    cdl__unlock(L);
     b->slot_ = 0;
 }
 
@@ -2955,25 +3561,35 @@ coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes, void *l
 
 coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
     if (!L) return COORDL_ERR_INVALID;
+    if (L->cfg.group) {
+        snprintf(L->errmsg, sizeof L->errmsg, "coordl_seek: a coordinated group shares one stream; members cannot "
+                 "seek alone");
+        return COORDL_ERR_UNSUPPORTED;
+    }
     if (batch >= L->bpe) {
         snprintf(L->errmsg, sizeof L->errmsg, "coordl_seek: batch %llu is not below batches_per_epoch (%llu)",
                  (unsigned long long)batch, (unsigned long long)L->bpe);
         return COORDL_ERR_INVALID;
     }
-    pthread_mutex_lock(&L->mu);
+    cdl__lock(L);
     cdl__stream_pause(L);
     L->cur_epoch = epoch;
     L->cur_pos = batch * L->cfg.batch_size;
     L->cur_index = batch;
-    L->cut_epoch = UINT64_MAX; /* whole epochs of the current size again */
-    L->cut_pos = 0;
+    L->S->cut_epoch = UINT64_MAX; /* whole epochs of the current size again */
+    L->S->cut_pos = 0;
     cdl__stream_restart(L);
-    pthread_mutex_unlock(&L->mu);
+    cdl__unlock(L);
     return COORDL_OK;
 }
 
 coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
     if (!L) return COORDL_ERR_INVALID;
+    if (L->cfg.group) {
+        snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: a coordinated group shares one stream; set the sizes "
+                 "at open");
+        return COORDL_ERR_UNSUPPORTED;
+    }
     const int image = L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL;
     uint32_t w = L->cfg.out_w, h = L->cfg.out_h, B = L->cfg.batch_size;
     switch (p) {
@@ -3005,9 +3621,9 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
     const size_t row_bytes = image ? cdl__image_row_bytes(L, w, h) : L->row_bytes;
     const int grow = B > L->slot_rows_cap || (size_t)B * row_bytes > L->slot_data_cap;
     coordl_status rc = COORDL_OK;
-    pthread_mutex_lock(&L->mu);
+    cdl__lock(L);
     if (grow && L->held > 0) {
-        pthread_mutex_unlock(&L->mu);
+        cdl__unlock(L);
         snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: %ux%u x %u rows needs a bigger ring while %u "
                  "batch(es) are held; release them first, or set max_out_w/max_out_h/max_batch_size at "
                  "open", w, h, B, L->held);
@@ -3030,8 +3646,8 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
             if (cdl__ring_create(L) != COORDL_OK) {
                 /* not even the old size maps again: the handle stays
                  * paused and every later coordl_next reports it */
-                L->broken = 1;
-                pthread_mutex_unlock(&L->mu);
+                L->S->broken = 1;
+                cdl__unlock(L);
                 return rc;
             }
         }
@@ -3040,15 +3656,15 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
         L->cfg.out_w = w;
         L->cfg.out_h = h;
         if (B != L->cfg.batch_size) {
-            L->cut_epoch = L->cur_epoch;
-            L->cut_pos = L->cur_pos;
+            L->S->cut_epoch = L->cur_epoch;
+            L->S->cut_pos = L->cur_pos;
         }
         L->cfg.batch_size = B;
         L->row_bytes = row_bytes;
         L->bpe = cdl__batches_for(L, B);
     }
     cdl__stream_restart(L);
-    pthread_mutex_unlock(&L->mu);
+    cdl__unlock(L);
     return rc;
 }
 
@@ -3057,17 +3673,23 @@ void coordl_get_stats(const coordl *L, coordl_stats *out) {
     memset(out, 0, sizeof *out);
     if (!L) return;
     coordl *M = (coordl *)L; /* the mutex is the only thing touched */
-    pthread_mutex_lock(&M->mu);
+    cdl__lock(M);
     *out = L->st;
-    pthread_mutex_unlock(&M->mu);
+    cdl__unlock(M);
     if (L->cache_entries) {
-        out->cache_bytes_used = atomic_load(&M->cache_used);
-        out->cache_items = atomic_load(&M->cache_items);
+        out->cache_bytes_used = atomic_load(&M->S->cache_used);
+        out->cache_items = atomic_load(&M->S->cache_items);
     } else if (L->lru) {
         pthread_mutex_lock(&L->lru->mu);
         out->cache_bytes_used = L->lru->bytes_used;
         out->cache_items = L->lru->items;
         pthread_mutex_unlock(&L->lru->mu);
+    }
+    out->items_prepared = out->items;
+    if (M->S) {
+        cdl__lock(M);
+        out->group_members = (uint32_t)__builtin_popcount(M->S->live_mask);
+        cdl__unlock(M);
     }
     if (out->read_storage_ns) out->storage_mb_per_s = out->storage_bytes / 1e6 / (out->read_storage_ns / 1e9);
     if (out->items) {
@@ -3080,13 +3702,13 @@ coordl_status coordl_get_epoch_stats(const coordl *L, uint64_t epoch, coordl_epo
     if (!L || !out) return COORDL_ERR_INVALID;
     coordl *M = (coordl *)L;
     coordl_status rc = COORDL_ERR_INVALID;
-    pthread_mutex_lock(&M->mu);
+    cdl__lock(M);
     const cdl__epoch_counters *e = &L->epochs[epoch % CDL_EPOCH_STATS_KEPT];
     if (e->used && e->epoch == epoch) {
         *out = e->s;
         rc = COORDL_OK;
     }
-    pthread_mutex_unlock(&M->mu);
+    cdl__unlock(M);
     return rc;
 }
 
@@ -3194,17 +3816,26 @@ void coordl_close(coordl *L) {
     if (!L) return;
     cdl__pool_stop(L);
     cdl__cache_destroy(L);
-    cdl__arena_unmap(L, &L->ring_arena);
-    cdl__free(L, L->slots);
+    if (L->shm_base) {
+        cdl__group_leave(L);
+    } else {
+        cdl__arena_unmap(L, &L->ring_arena);
+        cdl__free(L, L->slots);
+        cdl__free(L, L->row_state);
+        if (L->S) {
+            pthread_mutex_destroy(&L->S->mu);
+            pthread_cond_destroy(&L->S->work_cv);
+            pthread_cond_destroy(&L->S->ready_cv);
+            pthread_cond_destroy(&L->S->idle_cv);
+            cdl__free(L, L->S);
+        }
+    }
     cdl__free(L, L->items);
     cdl__free(L, L->shards);
     cdl__free(L, L->strings);
     cdl__free(L, L->source_copy);
+    cdl__free(L, L->group_copy);
     cdl__placement_free(L, &L->place);
-    pthread_mutex_destroy(&L->mu);
-    pthread_cond_destroy(&L->work_cv);
-    pthread_cond_destroy(&L->ready_cv);
-    pthread_cond_destroy(&L->idle_cv);
     coordl_allocator a = L->alloc;
     a.free_fn(a.user, L);
 }
@@ -3521,14 +4152,14 @@ coordl_status coordl_analyze(const coordl_config *cfg, coordl_step_fn step_fn, v
         if ((rc = coordl_open(&c, &L)) != COORDL_OK) return rc;
         /* the workers started at open; pause them while the page cache is
          * dropped, so nothing they read stays cached */
-        pthread_mutex_lock(&L->mu);
+        cdl__lock(L);
         cdl__stream_pause(L);
-        pthread_mutex_unlock(&L->mu);
+        cdl__unlock(L);
         cdl__progress(&o, "cold: dropping the page cache for %llu items", (unsigned long long)L->num_items);
         cdl__drop_page_cache(L);
-        pthread_mutex_lock(&L->mu);
+        cdl__lock(L);
         cdl__stream_restart(L);
-        pthread_mutex_unlock(&L->mu);
+        cdl__unlock(L);
         coordl_stats s0, s1;
         coordl_get_stats(L, &s0);
         rc = cdl__timed_run(L, &st, o.batches, cdl__now_ns(), &r->cold);

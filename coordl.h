@@ -242,6 +242,24 @@ typedef struct coordl_config {
                                stats, but nothing is bound (for tests and
                                for planning a deployment)                   */
 
+    /* --- coordinated prep (sibling processes on one machine) ----------- */
+    const char *group;    /* NULL (default): a private loader. A name
+                             ([A-Za-z0-9._-], at most 200 characters): the
+                             processes that open with the same group share
+                             one stream, one ring and one MinIO cache in a
+                             POSIX shm object /coordl-<group> (mode 0600) */
+    int group_size;       /* members to wait for at open; default 1        */
+    int group_timeout_ms; /* bound on waiting for members at open, and on a
+                             member's silence before it is dropped; 10000  */
+    int group_late_join;  /* 1: a member opening after the group started
+                             joins at the next epoch boundary; 0 (default):
+                             COORDL_ERR_GROUP                              */
+    void (*test_hook)(void *user, const char *point); /* called by worker
+                             threads at named points of the protocol
+                             ("row_claimed", "row_written", "admitting",
+                             "joined"), for fault-injection tests; NULL    */
+    void *test_hook_user;
+
     /* --- distributed (plain ints; rank in [0, world)) ------------------ */
     int rank, world; /* each rank gets a disjoint, equal-count share of
                         every epoch; default 0, 1                            */
@@ -314,6 +332,9 @@ typedef struct coordl_stats {
     uint32_t threads_bound;     /* workers whose affinity was set            */
     int32_t memory_bound;       /* 1: cache and ring bound to the node(s)    */
     int32_t worker_cpu[64];     /* PU of worker i (first 64); -1: unbound    */
+    uint64_t items_prepared;    /* rows this process's workers prepared (in a
+                                   group: its share of the group's work)    */
+    uint32_t group_members;     /* live members of the group now (1 alone)   */
     /* derived, for the analysis (0 when not yet measurable) */
     double storage_mb_per_s;    /* storage bytes / storage read time, per
                                    worker (one reader's bandwidth)         */

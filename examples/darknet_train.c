@@ -445,7 +445,8 @@ static void usage(FILE *to)
             "  Writes a 4-class JPEG ImageFolder under DIR/images and trains a small\n"
             "  Darknet-style CNN on it through coordl_darknet.h, resizing the input\n"
             "  among 32/40/48 every --resize-every batches. --copy: COPY loads\n"
-            "  instead of SHALLOW. --check: a small run; exit 1 if a check fails.\n");
+            "  instead of SHALLOW. --check: a small run (4 epochs, 32 per class);\n"
+            "  exit 1 if a check fails.\n");
 }
 
 static void bad_arg(const char *opt, const char *val)
@@ -586,9 +587,9 @@ int main(int argc, char **argv)
         }
         i++; /* the option's value */
     }
-    /* --check: 4 x 48 images, 12 batches of 16 per epoch, 4 epochs. */
+    /* --check: 4 x 32 images, 8 batches of 16 per epoch, 4 epochs. */
     if (epochs < 0) epochs = check ? 4 : 8;
-    if (per_class < 0) per_class = check ? 48 : 200;
+    if (per_class < 0) per_class = check ? 32 : 200;
     if (per_class * CLASSES < batch_size) {
         fprintf(stderr, "darknet_train: %ld images are fewer than one batch of %ld\n",
                 per_class * CLASSES, batch_size);
@@ -782,7 +783,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "darknet_train: FAILED: the last epoch's loss %.4f is not below the "
                             "first epoch's %.4f\n", last_epoch_loss, first_epoch_loss);
             status = 1;
-        } else if (check && (resizes == 0 || keepalive_checks == 0)) {
+        } else if (check && (resizes == 0 || (!copy && keepalive_checks == 0))) {
             fprintf(stderr, "darknet_train: FAILED: the run had %d resizes and %d keep-alive "
                             "checks; need at least one of each\n", resizes, keepalive_checks);
             status = 1;

@@ -2,7 +2,7 @@
  * ggml_loop - coordl in place of ggml_opt_dataset_get_batch, in a copy of
  * ggml-opt's ggml_opt_epoch loop (without ggml itself).
  *
- *   ggml_loop [--workdir DIR] [--check] [--epochs 6] [--per-class 66]
+ *   ggml_loop [--workdir DIR] [--check] [--epochs 10] [--per-class 264]
  *             [--batch-size 32] [--size 16] [--lr 0.02] [--threads 0] [--seed 1]
  *
  * ggml-opt keeps a whole dataset in a ggml tensor and copies batch ibatch of
@@ -325,7 +325,6 @@ static void progress(int train, const result *res, int64_t ibatch, int64_t ibatc
     printf("  %s data=%06lld/%06lld, loss=%.4f, accuracy=%.1f%%, t=%.2fs\n", train ? "train:" : "val:  ",
            (long long)res->ndata, (long long)res->ndata, res->loss_sum / (double)res->nbatches,
            100.0 * (double)res->ncorrect / (double)res->ndata, seconds() - t0);
-    (void)ibatch_max;
 }
 
 /* ---- the loop: ggml_opt_epoch with coordl as the dataset ---------------------- */
@@ -423,8 +422,13 @@ static int opt_epoch(coordl *train_L, int64_t train_batch, coordl *eval_L, int64
 static int check_too_small(const coordl_config *cfg, size_t row_bytes)
 {
     coordl *A, *B;
-    if (coordl_open(cfg, &A) != COORDL_OK || coordl_open(cfg, &B) != COORDL_OK) {
+    if (coordl_open(cfg, &A) != COORDL_OK) {
         fprintf(stderr, "ggml_loop: coordl_open: %s\n", coordl_errmsg(NULL));
+        return -1;
+    }
+    if (coordl_open(cfg, &B) != COORDL_OK) {
+        fprintf(stderr, "ggml_loop: coordl_open: %s\n", coordl_errmsg(NULL));
+        coordl_close(A);
         return -1;
     }
     const size_t n = cfg->batch_size, data_bytes = n * row_bytes, label_bytes = n * sizeof(int32_t);
@@ -581,11 +585,12 @@ static int check_tokens(const char *workdir, uint64_t seed)
 static void usage(FILE *to)
 {
     fprintf(to,
-            "usage: ggml_loop [--workdir DIR] [--check] [--epochs 6] [--per-class 66]\n"
+            "usage: ggml_loop [--workdir DIR] [--check] [--epochs 10] [--per-class 264]\n"
             "                 [--batch-size 32] [--size 16] [--lr 0.02] [--threads 0] [--seed 1]\n"
             "  Writes a 5-class JPEG dataset under DIR/images (and token shards under\n"
             "  DIR/tokens with --check) and trains softmax regression in a copy of\n"
-            "  ggml-opt's epoch loop fed by coordl_next_into.\n");
+            "  ggml-opt's epoch loop fed by coordl_next_into. --check: a small run\n"
+            "  (6 epochs, 66 per class) that checks itself; exit 1 if a check fails.\n");
 }
 
 static void bad_arg(const char *opt, const char *val)

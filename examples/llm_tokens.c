@@ -2,7 +2,7 @@
  * llm_tokens - an llm.c-style trainer fed by coordl's token pipeline.
  *
  *   llm_tokens [--workdir DIR] [--check] [--epochs 8] [--vocab 128]
- *              [--tokens 40000] [--seq-len 64] [--batch-size 16] [--lr 0.05]
+ *              [--tokens 80000] [--seq-len 64] [--batch-size 16] [--lr 0.05]
  *              [--threads 0] [--seed 1] [--into]
  *
  * It writes its own token shards in llm.c's format under DIR/shards (a
@@ -357,11 +357,12 @@ static void usage(FILE *to)
 {
     fprintf(to,
             "usage: llm_tokens [--workdir DIR] [--check] [--epochs 8] [--vocab 128]\n"
-            "                  [--tokens 40000] [--seq-len 64] [--batch-size 16] [--lr 0.05]\n"
+            "                  [--tokens 80000] [--seq-len 64] [--batch-size 16] [--lr 0.05]\n"
             "                  [--threads 0] [--seed 1] [--into]\n"
             "  Writes 4 token shards (llm.c format) of about --tokens tokens each under\n"
             "  DIR/shards and trains a bigram model on them through coordl.\n"
-            "  --check: a small run that verifies every batch; exit 1 if a check fails.\n"
+            "  --check: a small run (4 epochs, 20000 tokens) that verifies every batch;\n"
+            "  exit 1 if a check fails.\n"
             "  --into: copy batches with coordl_next_into (llm.c's inputs/targets arrays).\n");
 }
 

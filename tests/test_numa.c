@@ -1480,7 +1480,7 @@ static void test_pin_callback_failure(void **state)
     coordl *L = tu_open(&cfg);
     run_one_epoch(L, "pin callback fails");
     assert_int_equal(pr.n, 2);
-    assert_true(tu_log_contains(rec, "pin"));
+    assert_true(tu_log_contains(rec, "pin callback"));
     coordl_close(L);
     tu_log_record_free(rec);
 }

@@ -328,6 +328,27 @@ static void test_uint32_tokens_above_65535_survive(void **state)
     coordl_close(L);
 }
 
+static void test_header_count_wins_over_longer_file(void **state)
+{
+    (void)state;
+    /* header[2] says 33 tokens (2 windows); 50 are stored: the rest is not
+     * part of the shard */
+    char *dir = tu_join(g_dir, "longer");
+    char *path = tu_join(dir, "s.bin");
+    uint32_t t[50];
+    for (int p = 0; p < 50; p++)
+        t[p] = tokv(1, 4, (uint64_t)p);
+    tu_write_shard_raw(path, TU_SHARD_MAGIC_U16, 1, 33, t, 50, 2, 0);
+    shard_def sd = {"s.bin", 1, 4, 33};
+    dataset d = {dir, &sd, 1, 2};
+    coordl_config cfg = tok_config(dir);
+    cfg.shuffle = 0;
+    check_sequential(&cfg, &d);
+    tu_rmtree(dir);
+    free(dir);
+    free(path);
+}
+
 /* ---- shuffle, determinism, shards -------------------------------------- */
 
 typedef struct {
@@ -728,6 +749,7 @@ int main(void)
         cmocka_unit_test(test_single_shard_file),
         cmocka_unit_test(test_list_file_in_listed_order_mixed_versions),
         cmocka_unit_test(test_uint32_tokens_above_65535_survive),
+        cmocka_unit_test(test_header_count_wins_over_longer_file),
         cmocka_unit_test(test_shuffle_each_window_once_per_epoch_and_deterministic),
         cmocka_unit_test(test_rank_world_shards_are_disjoint),
         cmocka_unit_test(test_full_cache_serves_every_epoch_after_the_first),
