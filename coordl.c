@@ -3595,12 +3595,15 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
     switch (p) {
     case COORDL_PARAM_OUT_W:
     case COORDL_PARAM_OUT_H:
+    case COORDL_PARAM_OUT_SIZE:
         if (!image || value < 1 || value > 65535) {
             snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: %s %lld is out of range (1..65535, image "
-                     "pipelines only)", p == COORDL_PARAM_OUT_W ? "out_w" : "out_h", (long long)value);
+                     "pipelines only)", p == COORDL_PARAM_OUT_W ? "out_w" : p == COORDL_PARAM_OUT_H ? "out_h"
+                     : "out size", (long long)value);
             return COORDL_ERR_INVALID;
         }
-        if (p == COORDL_PARAM_OUT_W) w = (uint32_t)value; else h = (uint32_t)value;
+        if (p != COORDL_PARAM_OUT_H) w = (uint32_t)value;
+        if (p != COORDL_PARAM_OUT_W) h = (uint32_t)value;
         if ((uint64_t)w * h > (1u << 26)) {
             snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: output size %ux%u is too large", w, h);
             return COORDL_ERR_INVALID;

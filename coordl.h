@@ -55,9 +55,9 @@ extern "C" {
 /* Version: header and library can be checked against each other with
  * coordl_libversion_number() == COORDL_VERSION_NUMBER. */
 #define COORDL_VERSION_MAJOR 0
-#define COORDL_VERSION_MINOR 2
+#define COORDL_VERSION_MINOR 3
 #define COORDL_VERSION_PATCH 0
-#define COORDL_VERSION "0.2.0"
+#define COORDL_VERSION "0.3.0"
 #define COORDL_VERSION_NUMBER                                             \
     (COORDL_VERSION_MAJOR * 1000000 + COORDL_VERSION_MINOR * 1000 +       \
      COORDL_VERSION_PATCH)
@@ -405,7 +405,10 @@ COORDL_API coordl_status coordl_next_into(coordl *L, void *data, size_t data_byt
 typedef enum {
     COORDL_PARAM_OUT_W = 1,      /* image output width                     */
     COORDL_PARAM_OUT_H = 2,      /* image output height                    */
-    COORDL_PARAM_BATCH_SIZE = 3  /* rows per batch                         */
+    COORDL_PARAM_BATCH_SIZE = 3, /* rows per batch                         */
+    COORDL_PARAM_OUT_SIZE = 4    /* width and height at once (square): one
+                                    pause instead of two for Darknet's
+                                    random resize                          */
 } coordl_param;
 
 /* Changes a parameter from the next batch coordl_next returns on: batches

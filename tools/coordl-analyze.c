@@ -859,8 +859,9 @@ static int write_svg(const char *path, const args *a, const coordl_report *r,
         fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"6\" fill=\"%s\" stroke=\"#000\" "
                    "stroke-width=\"1.5\"/>\n",
                 x, QY(v[i].measured), col);
+        double pct = 100 * v[i].error;
         svg_text(f, x + 9, QY(v[i].measured) + (v[i].measured < v[i].predicted ? 14 : -6), "start",
-                 "font-size:11px", "%+.0f%%", 100 * v[i].error);
+                 "font-size:11px", "%+.0f%%", fabs(pct) < 0.5 ? 0.0 : pct);
     }
     /* legend */
     double lx = qx1 + 25, ly2 = qy0 + 4;
@@ -941,18 +942,19 @@ int main(int argc, char **argv)
     uint64_t dataset_bytes = st.dataset_bytes;
     coordl_close(L);
 
-    if (mkdirs(a.out)) {
-        fprintf(stderr, TOOL ": cannot create the output folder %s: %s\n", a.out, strerror(errno));
-        return 1;
-    }
-    char *json_path = join(a.out, "report.json"), *svg_path = join(a.out, "report.svg");
-    if (!json_path || !svg_path) {
-        fprintf(stderr, TOOL ": out of memory\n");
-        return 1;
-    }
-    if (access(a.out, W_OK)) {
+    if (mkdirs(a.out) || access(a.out, W_OK)) {
         fprintf(stderr, TOOL ": cannot write to the output folder %s: %s\n", a.out, strerror(errno));
         return 1;
+    }
+
+    rc = 1;
+    char *json_path = join(a.out, "report.json"), *svg_path = join(a.out, "report.svg");
+    int *tl = NULL;
+    coordl_report r;
+    memset(&r, 0, sizeof r);
+    if (!json_path || !svg_path) {
+        fprintf(stderr, TOOL ": out of memory\n");
+        goto done;
     }
 
     cfg.cache_bytes = (uint64_t)(a.cache_fraction * (double)dataset_bytes + 0.5);
@@ -962,23 +964,20 @@ int main(int argc, char **argv)
     o.batches = a.batches;
     o.synthetic_step_ms = a.step_ms;
     o.progress = progress;
-    coordl_report r;
-    memset(&r, 0, sizeof r);
     double t_start = now_s();
     coordl_status st_an = coordl_analyze(&cfg, step, &sc, &o, &r);
     if (st_an != COORDL_OK) {
         fprintf(stderr, TOOL ": analysis of %s failed: %s: %s\n", a.data, coordl_strerror(st_an),
                 coordl_errmsg(NULL));
-        coordl_report_free(&r);
-        return 1;
+        goto done;
     }
 
     /* the thread counts of the what-if grid (plus --threads) */
-    size_t cap_t = r.n_whatif + 1, nt = 0;
-    int *tl = malloc(cap_t * sizeof *tl);
+    size_t nt = 0;
+    tl = malloc((r.n_whatif + 1) * sizeof *tl);
     if (!tl) {
         fprintf(stderr, TOOL ": out of memory\n");
-        return 1;
+        goto done;
     }
     for (size_t i = 0; i <= r.n_whatif; i++) {
         int t = i < r.n_whatif ? r.whatif[i].threads : a.threads;
@@ -1036,24 +1035,27 @@ int main(int argc, char **argv)
         }
         printf("  max |error| %.1f%%", 100 * worst);
         if (a.check) {
-            int over = worst > a.check_tol;
-            check_failed |= over;
+            check_failed |= worst > a.check_tol;
             printf(" (--check %.1f%%: %s)", 100 * a.check_tol, check_failed ? "FAILED" : "passed");
         }
         printf("\n");
     }
 
-    int io_failed = write_json(json_path, &r, v, nv) | write_svg(svg_path, &a, &r, tl, nt, v, nv);
+    int io_failed = write_json(json_path, &r, v, nv);
+    io_failed |= write_svg(svg_path, &a, &r, tl, nt, v, nv);
     printf("\nwrote %s and %s (%.1f s)\n", json_path, svg_path, now_s() - t_start);
+    fflush(stdout);
+    rc = 0;
+    if (io_failed)
+        rc = 1;
+    else if (a.check && check_failed) {
+        fprintf(stderr, TOOL ": validation error above the tolerance %.3g\n", a.check_tol);
+        rc = 1;
+    }
+done:
     free(tl);
     free(json_path);
     free(svg_path);
     coordl_report_free(&r);
-    if (io_failed)
-        return 1;
-    if (a.check && check_failed) {
-        fprintf(stderr, TOOL ": validation error above the tolerance %.3g\n", a.check_tol);
-        return 1;
-    }
-    return 0;
+    return rc;
 }
