@@ -4,6 +4,13 @@
 #   make test-sanitize   the same tests under AddressSanitizer + UBSan
 #   make demo       generate a small dataset and train on it for 2 epochs
 #   make bench      image-prep benchmark side by side with torchvision
+#   make MPI=1 test   also the partitioned cache over MPI (mpicc, mpirun)
+MPI     ?= 0
+ifeq ($(MPI),1)
+CC      := mpicc
+BUILD   ?= build-mpi
+CPPFLAGS += -DCOORDL_MPI
+endif
 CC      ?= cc
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
@@ -80,10 +87,19 @@ test: deps
 # The examples' own checks: each runs small and exits non-zero when its
 # check fails (loss did not go down, a size check failed, ...).
 EXAMPLE_CHECKS := $(filter llm_tokens ggml_loop darknet_train,$(patsubst examples/%.c,%,$(wildcard examples/*.c)))
-run-tests: $(TESTS) examples tools
+# OpenMPI refuses root unless told; CI runs as root.
+MPIRUN := mpirun --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root,)
+MPI_TESTS := $(if $(filter 1,$(MPI)),$(patsubst tests/mpi/%.c,$(BUILD)/tests/mpi/%,$(wildcard tests/mpi/*.c)),)
+$(BUILD)/tests/mpi/%: tests/mpi/%.c $(BUILD)/libcoordl.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -I. $< $(BUILD)/libcoordl.a $(LIBS) -o $@
+
+run-tests: $(TESTS) examples tools $(MPI_TESTS)
 	@fail=0; for t in $(TESTS); do echo "== $$t"; $$t || fail=1; done; \
 	 for e in $(EXAMPLE_CHECKS); do echo "== example $$e --check"; \
 	   $(BUILD)/examples/$$e --check --workdir $(BUILD)/example-$$e || fail=1; done; \
+	 for t in $(MPI_TESTS); do for np in 2 4; do echo "== $(MPIRUN) -np $$np $$t"; \
+	   $(MPIRUN) -np $$np $$t $(BUILD)/mpi-data || fail=1; done; done; \
 	 if [ $$fail -ne 0 ]; then echo "make test: FAILED"; exit 1; fi; echo "make test: all test binaries passed"
 
 test-sanitize:

@@ -12,7 +12,8 @@
  *   5b. Source index                  ImageFolder / list file -> items + strings
  *   6. Sampler                        epoch permutation, rank share, batch rows
  *   7. MinIO cache                    admit until full, never evict (+ LRU)
- *   8. Fetch                          cache, else storage (and admit)
+ *   8. Fetch                          cache, else peer, else storage (and admit)
+ *   8b. Peers (MPI)                   partitioned cache: map exchange, requests
  *   9. Sample plan                    crop geometry, drawn before decoding
  *  10. Resampling tables and the fused resize/flip/normalize pass
  *  11. Decode                         JPEG: ROI + DCT scaling; others: stb_image
@@ -57,6 +58,10 @@
 
 #ifndef COORDL_NO_HWLOC
 #include <hwloc.h>
+#endif
+
+#ifdef COORDL_MPI
+#include <mpi.h>
 #endif
 
 #ifndef COORDL_NO_JPEGTURBO
@@ -300,6 +305,18 @@ struct coordl {
     uint64_t shm_bytes;
     char shm_name[224];
     uint64_t last_reap_ns; /* last look for dead members (under mu)        */
+
+    /* peers (COORDL_MPI) */
+    int peer_comm_set, peer_map_ready, peer_closing, peer_thread_started;
+#ifdef COORDL_MPI
+    MPI_Comm peer_comm;
+    pthread_t peer_thread;
+    int32_t *peer_owner;             /* per item: the rank caching it, -1  */
+    struct cdl__remote *remote;      /* per slot                            */
+    struct cdl__peer_send *peer_sends;
+    size_t peer_nsends, peer_sends_cap;
+    uint64_t peer_request_seq;
+#endif
 
     /* placement */
     cdl__placement place;
@@ -1459,6 +1476,10 @@ struct cdl__worker {
     /* row stats, added to the handle under its mutex when the row is done */
     uint64_t read_ns, read_cache_ns, read_storage_ns, decode_ns, augment_ns;
     uint64_t hit, miss, hit_bytes, fetch_bytes, storage_bytes, bad;
+    uint64_t peer_hit, peer_bytes, peer_fallback;
+    uint64_t cur_epoch;     /* the row being prepared: its epoch, slot, row */
+    cdl__slot *cur_slot;
+    uint32_t cur_row;
     char err[CDL_ERRMSG_MAX];
 };
 
@@ -1548,6 +1569,10 @@ static coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes *out
     return COORDL_OK;
 }
 
+#ifdef COORDL_MPI
+static int cdl__peer_fetch(cdl__worker *W, uint64_t id, cdl__bytes *out);
+#endif
+
 static coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
     coordl *L = W->L;
     uint64_t t0 = cdl__now_ns();
@@ -1570,11 +1595,20 @@ static coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
         W->hit++;
         W->hit_bytes += out->len;
         W->read_cache_ns += t1 - t0;
-    } else {
+    } else
+#ifdef COORDL_MPI
+    if (cdl__peer_fetch(W, id, out)) {
+        W->read_cache_ns += t1 - t0;
+        t1 = cdl__now_ns();
+    } else
+#endif
+    {
         rc = cdl__read_file(W, id, out);
+        /* partitioned: only epoch 0 admits, so the exchanged map stays exact */
+        const int may_admit = !L->peer_comm_set || W->cur_epoch == 0;
         if (rc == COORDL_OK) {
             W->miss++;
-            if (L->cache_entries) cdl__cache_admit_minio(L, id, out->p, out->len);
+            if (L->cache_entries && may_admit) cdl__cache_admit_minio(L, id, out->p, out->len);
             else if (L->lru) cdl__cache_admit_lru(L, id, out->p, out->len);
         }
         uint64_t t2 = cdl__now_ns();
@@ -1586,6 +1620,370 @@ static coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
     W->read_ns += t1 - t0;
     return rc;
 }
+
+/* ===================================================================== */
+/* 8b. Peers (MPI, COORDL_MPI)                                           */
+/* The partitioned cache. Epoch 0: each rank admits only the items of    */
+/* its own share (which rank reads which item is a pure function of the  */
+/* seed and the world size), up to its budget; claims of epoch 1 wait    */
+/* for one MPI_Allgather of every rank's cached-items bitmap, after      */
+/* which every rank knows where each cached item lives and nothing more  */
+/* is admitted (spare budget is left unused: the map stays exact).       */
+/* From then on, when a slot is assigned, one request per peer asks for  */
+/* the rows that peer holds; workers wait for the reply at most          */
+/* peer_timeout_ms and otherwise read storage. All MPI traffic runs on   */
+/* one coordl thread over a duplicate of the trainer's communicator.     */
+/* ===================================================================== */
+
+#ifdef COORDL_MPI
+#define CDL_TAG_REQ 7701
+#define CDL_TAG_RESP 7702
+
+enum { CDL_REMOTE_NONE = 0, CDL_REMOTE_WAIT, CDL_REMOTE_ARRIVED, CDL_REMOTE_FAILED };
+
+/* Peer bookkeeping of one ring slot (private to this rank). */
+typedef struct cdl__remote {
+    uint64_t epoch, pos;   /* the batch the requests were for            */
+    int requested;
+    uint64_t request_ns;
+    uint32_t outstanding;  /* peers that have not answered yet           */
+    cdl__u8 *buf;          /* replies' bytes, row_off/row_len into it    */
+    size_t cap, used;
+    uint32_t *row_off, *row_len;
+    uint8_t *row_state;
+    uint64_t *req_id;      /* per peer: the request awaiting its reply   */
+} cdl__remote;
+
+typedef struct cdl__peer_send {
+    MPI_Request req;
+    cdl__u8 *buf;
+} cdl__peer_send;
+
+/* Non-blocking send of a copy of buf; the copy is kept until MPI is done
+ * with it (no rank ever blocks in a send while its peer does the same). */
+static void cdl__peer_isend(coordl *L, const void *buf, size_t bytes, MPI_Datatype type, uint32_t count, int dest,
+                            int tag) {
+    cdl__u8 *copy = malloc(bytes ? bytes : 1);
+    if (!copy) return;
+    memcpy(copy, buf, bytes);
+    if (L->peer_nsends == L->peer_sends_cap) {
+        size_t ncap = L->peer_sends_cap ? L->peer_sends_cap * 2 : 16;
+        cdl__peer_send *q = realloc(L->peer_sends, ncap * sizeof *q);
+        if (!q) { free(copy); return; }
+        L->peer_sends = q;
+        L->peer_sends_cap = ncap;
+    }
+    cdl__peer_send *ps = &L->peer_sends[L->peer_nsends++];
+    ps->buf = copy;
+    MPI_Isend(copy, (int)count, type, dest, tag, L->peer_comm, &ps->req);
+}
+
+static int cdl__peer_owner(const coordl *L, uint64_t id) {
+    return L->peer_map_ready ? L->peer_owner[id] : -1;
+}
+
+/* Builds and sends this slot's requests: one message per peer holding
+ * some of its rows: [u64 request id][u64 id]... Under mu. */
+static void cdl__peer_request_slot(coordl *L, uint32_t s) {
+    cdl__slot *sl = &L->slots[s];
+    cdl__remote *rm = &L->remote[s];
+    rm->epoch = sl->epoch;
+    rm->pos = sl->pos;
+    rm->requested = 1;
+    rm->outstanding = 0;
+    rm->used = 0;
+    rm->request_ns = cdl__now_ns();
+    memset(rm->row_state, CDL_REMOTE_NONE, L->slot_rows_cap);
+    cdl__perm perm = cdl__perm_for(L, sl->epoch);
+    for (int peer = 0; peer < L->cfg.world; peer++) {
+        if (peer == L->cfg.rank) continue;
+        uint64_t msg[1 + 4096];
+        uint32_t n = 0;
+        msg[0] = ((uint64_t)s << 48) | (L->peer_request_seq++ & 0xffffffffffffull);
+        for (uint32_t r = 0; r < sl->n && n < 4096; r++) {
+            uint64_t id = cdl__item_at(L, &perm, sl->pos + r);
+            if (cdl__peer_owner(L, id) == peer) {
+                msg[1 + n++] = id;
+                rm->row_state[r] = CDL_REMOTE_WAIT;
+            }
+        }
+        if (!n) continue;
+        rm->req_id[peer] = msg[0];
+        rm->outstanding++;
+        cdl__peer_isend(L, msg, (1 + n) * sizeof(uint64_t), MPI_UINT64_T, 1 + n, peer, CDL_TAG_REQ);
+    }
+}
+
+/* Answers one request: [u64 request id][u32 n][per item: u64 id, u32 len]
+ * then the bytes; len 0 when this rank does not hold the item. */
+static void cdl__peer_serve(coordl *L, int source, int count) {
+    uint64_t *ids = malloc((size_t)count * sizeof *ids);
+    if (!ids) return;
+    MPI_Recv(ids, count, MPI_UINT64_T, source, CDL_TAG_REQ, L->peer_comm, MPI_STATUS_IGNORE);
+    cdl__test_hook(L, "peer_serve");
+    const uint32_t n = (uint32_t)(count - 1);
+    size_t bytes = 12 + (size_t)n * 12;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t len = 0;
+        if (ids[1 + i] < L->num_items && cdl__cache_lookup_minio(L, ids[1 + i], &len)) bytes += len;
+    }
+    cdl__u8 *out = malloc(bytes);
+    if (!out) { free(ids); return; }
+    memcpy(out, &ids[0], 8);
+    memcpy(out + 8, &n, 4);
+    size_t at = 12 + (size_t)n * 12;
+    uint64_t served = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t len = 0;
+        const cdl__u8 *p = ids[1 + i] < L->num_items ? cdl__cache_lookup_minio(L, ids[1 + i], &len) : NULL;
+        if (!p) len = 0;
+        memcpy(out + 12 + (size_t)i * 12, &ids[1 + i], 8);
+        memcpy(out + 12 + (size_t)i * 12 + 8, &len, 4);
+        if (len) { memcpy(out + at, p, len); at += len; served++; }
+    }
+    free(ids);
+    cdl__lock(L); /* the send list is also used by requests, under mu */
+    cdl__peer_isend(L, out, at, MPI_BYTE, (uint32_t)at, source, CDL_TAG_RESP);
+    free(out);
+    L->st.peer_served += served;
+    cdl__unlock(L);
+}
+
+/* Files a reply into its slot's rows, if the slot still holds that batch. */
+static void cdl__peer_take_reply(coordl *L, int source, int count) {
+    cdl__u8 *in = malloc((size_t)count + 1);
+    if (!in) return;
+    MPI_Recv(in, count, MPI_BYTE, source, CDL_TAG_RESP, L->peer_comm, MPI_STATUS_IGNORE);
+    uint64_t req;
+    uint32_t n;
+    memcpy(&req, in, 8);
+    memcpy(&n, in + 8, 4);
+    const uint32_t s = (uint32_t)(req >> 48);
+    cdl__lock(L);
+    if (s < L->nslots && L->remote[s].requested && L->remote[s].req_id[source] == req &&
+        L->slots[s].epoch == L->remote[s].epoch && L->slots[s].pos == L->remote[s].pos) {
+        cdl__remote *rm = &L->remote[s];
+        cdl__slot *sl = &L->slots[s];
+        if (cdl__reserve(L, (void **)&rm->buf, &rm->cap, rm->used + (size_t)count)) {
+            cdl__perm perm = cdl__perm_for(L, sl->epoch);
+            size_t at = 12 + (size_t)n * 12;
+            for (uint32_t i = 0; i < n; i++) {
+                uint64_t id;
+                uint32_t len;
+                memcpy(&id, in + 12 + (size_t)i * 12, 8);
+                memcpy(&len, in + 12 + (size_t)i * 12 + 8, 4);
+                for (uint32_t r = 0; r < sl->n; r++) {
+                    if (rm->row_state[r] != CDL_REMOTE_WAIT || cdl__item_at(L, &perm, sl->pos + r) != id) continue;
+                    if (len) {
+                        memcpy(rm->buf + rm->used, in + at, len);
+                        rm->row_off[r] = (uint32_t)rm->used;
+                        rm->row_len[r] = len;
+                        rm->used += len;
+                        rm->row_state[r] = CDL_REMOTE_ARRIVED;
+                    } else {
+                        rm->row_state[r] = CDL_REMOTE_FAILED;
+                    }
+                    break;
+                }
+                at += len;
+            }
+        }
+        rm->req_id[source] = 0;
+        if (rm->outstanding) rm->outstanding--;
+        pthread_cond_broadcast(&L->S->ready_cv); /* workers wait there for peers */
+    }
+    cdl__unlock(L);
+    free(in);
+}
+
+/* Epoch 0 is prepared here when no slot holds an epoch-0 batch still
+ * being filled and the claims have moved past it. Under mu. */
+static int cdl__epoch0_prepared(const coordl *L) {
+    if (L->S->claim_epoch == 0 && L->S->claim_pos < cdl__epoch_end(L, 0)) return 0;
+    for (uint32_t s = 0; s < L->nslots; s++)
+        if (L->slots[s].state == CDL_SLOT_FILLING && L->slots[s].epoch == 0) return 0;
+    return 1;
+}
+
+static void cdl__peer_exchange_map(coordl *L) {
+    const size_t nbytes = (size_t)((L->num_items + 7) / 8);
+    uint8_t *mine = calloc(nbytes + 1, 1), *all = calloc((size_t)L->cfg.world * nbytes + 1, 1);
+    if (mine && all) {
+        for (uint64_t id = 0; id < L->num_items; id++)
+            if (L->cache_entries && atomic_load(&L->cache_entries[id].state) == CDL_CE_PRESENT)
+                mine[id / 8] |= (uint8_t)(1u << (id % 8));
+        MPI_Allgather(mine, (int)nbytes, MPI_BYTE, all, (int)nbytes, MPI_BYTE, L->peer_comm);
+        for (uint64_t id = 0; id < L->num_items; id++) {
+            L->peer_owner[id] = -1;
+            for (int r = 0; r < L->cfg.world; r++)
+                if (all[(size_t)r * nbytes + id / 8] >> (id % 8) & 1u) { L->peer_owner[id] = r; break; }
+        }
+    }
+    free(mine);
+    free(all);
+    cdl__lock(L);
+    L->peer_map_ready = 1;
+    pthread_cond_broadcast(&L->S->work_cv);
+    cdl__unlock(L);
+}
+
+static void *cdl__peer_main(void *arg) {
+    coordl *L = arg;
+    int closing = 0, barrier_started = 0;
+    MPI_Request barrier = MPI_REQUEST_NULL;
+    for (;;) {
+        int flag = 0;
+        MPI_Status st;
+        /* serve and take replies */
+        for (int k = 0; k < 64; k++) {
+            MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, L->peer_comm, &flag, &st);
+            if (!flag) break;
+            int count = 0;
+            if (st.MPI_TAG == CDL_TAG_REQ) {
+                MPI_Get_count(&st, MPI_UINT64_T, &count);
+                cdl__peer_serve(L, st.MPI_SOURCE, count);
+            } else if (st.MPI_TAG == CDL_TAG_RESP) {
+                MPI_Get_count(&st, MPI_BYTE, &count);
+                cdl__peer_take_reply(L, st.MPI_SOURCE, count);
+            } else {
+                break;
+            }
+        }
+        /* retire finished sends */
+        cdl__lock(L);
+        for (size_t i = 0; i < L->peer_nsends;) {
+            int done = 0;
+            MPI_Test(&L->peer_sends[i].req, &done, MPI_STATUS_IGNORE);
+            if (done) {
+                free(L->peer_sends[i].buf);
+                L->peer_sends[i] = L->peer_sends[--L->peer_nsends];
+            } else {
+                i++;
+            }
+        }
+        closing = L->peer_closing;
+        int need_map = !L->peer_map_ready && cdl__epoch0_prepared(L);
+        cdl__unlock(L);
+        if (need_map && !closing) cdl__peer_exchange_map(L);
+        if (closing) {
+            /* keep serving until every rank is closing too */
+            if (!barrier_started) {
+                MPI_Ibarrier(L->peer_comm, &barrier);
+                barrier_started = 1;
+            }
+            int done = 0;
+            MPI_Test(&barrier, &done, MPI_STATUS_IGNORE);
+            cdl__lock(L);
+            size_t pending = L->peer_nsends;
+            cdl__unlock(L);
+            if (done && pending == 0) break;
+        }
+        usleep(200);
+    }
+    return NULL;
+}
+
+/* Worker side: the row's bytes from a peer, waiting at most
+ * peer_timeout_ms after the request. 1: got them; 0: read storage. */
+static int cdl__peer_fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
+    coordl *L = W->L;
+    if (!L->peer_comm_set || !L->peer_map_ready || W->cur_epoch == 0) return 0;
+    int owner = L->peer_owner[id];
+    if (owner < 0 || owner == L->cfg.rank) return 0;
+    cdl__slot *sl = W->cur_slot;
+    const uint32_t s = (uint32_t)(sl - L->slots), r = W->cur_row;
+    cdl__remote *rm = &L->remote[s];
+    int got = 0;
+    cdl__lock(L);
+    const uint64_t deadline = rm->request_ns + (uint64_t)L->cfg.peer_timeout_ms * 1000000ull;
+    while (rm->requested && rm->epoch == sl->epoch && rm->pos == sl->pos && rm->row_state[r] == CDL_REMOTE_WAIT &&
+           cdl__now_ns() < deadline) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 5 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&L->S->ready_cv, &L->S->mu, &ts);
+    }
+    if (rm->requested && rm->epoch == sl->epoch && rm->pos == sl->pos && rm->row_state[r] == CDL_REMOTE_ARRIVED) {
+        const size_t len = rm->row_len[r];
+        /* copy out: the slot's reply buffer may grow while we decode */
+        if (cdl__reserve(L, (void **)&W->readbuf, &W->readcap, len + 16)) {
+            memcpy(W->readbuf, rm->buf + rm->row_off[r], len);
+            out->p = W->readbuf;
+            out->len = len;
+            got = 1;
+        }
+    }
+    if (got) {
+        W->peer_hit++;
+        W->peer_bytes += out->len;
+    } else {
+        W->peer_fallback++;
+    }
+    cdl__unlock(L);
+    return got;
+}
+
+static coordl_status cdl__peer_open(coordl *L) {
+    int provided = 0;
+    MPI_Query_thread(&provided);
+    if (provided < MPI_THREAD_MULTIPLE)
+        return cdl__open_fail(COORDL_ERR_UNSUPPORTED, "mpi_comm: coordl serves peers from its own thread and needs "
+                              "MPI_THREAD_MULTIPLE; initialise MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...)");
+    if (MPI_Comm_dup(*(const MPI_Comm *)L->cfg.mpi_comm, &L->peer_comm) != MPI_SUCCESS)
+        return cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: MPI_Comm_dup failed");
+    L->peer_comm_set = 1;
+    int rank = 0, world = 1;
+    MPI_Comm_rank(L->peer_comm, &rank);
+    MPI_Comm_size(L->peer_comm, &world);
+    L->cfg.rank = rank;
+    L->cfg.world = world;
+    return COORDL_OK;
+}
+
+static coordl_status cdl__peer_start(coordl *L) {
+    L->peer_owner = calloc(L->num_items + 1, sizeof *L->peer_owner);
+    L->remote = calloc(L->nslots, sizeof *L->remote);
+    if (!L->peer_owner || !L->remote) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the peer map");
+    for (uint32_t s = 0; s < L->nslots; s++) {
+        cdl__remote *rm = &L->remote[s];
+        rm->row_off = calloc(L->slot_rows_cap, sizeof *rm->row_off);
+        rm->row_len = calloc(L->slot_rows_cap, sizeof *rm->row_len);
+        rm->row_state = calloc(L->slot_rows_cap, 1);
+        rm->req_id = calloc((size_t)L->cfg.world, sizeof *rm->req_id);
+        if (!rm->row_off || !rm->row_len || !rm->row_state || !rm->req_id)
+            return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the peer map");
+    }
+    if (pthread_create(&L->peer_thread, NULL, cdl__peer_main, L) != 0)
+        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start the peer thread");
+    L->peer_thread_started = 1;
+    return COORDL_OK;
+}
+
+static void cdl__peer_close(coordl *L) {
+    if (L->peer_thread_started) {
+        cdl__lock(L);
+        L->peer_closing = 1;
+        cdl__unlock(L);
+        pthread_join(L->peer_thread, NULL);
+        L->peer_thread_started = 0;
+    }
+    for (size_t i = 0; i < L->peer_nsends; i++) free(L->peer_sends[i].buf);
+    free(L->peer_sends);
+    if (L->remote)
+        for (uint32_t s = 0; s < L->nslots; s++) {
+            free(L->remote[s].buf);
+            free(L->remote[s].row_off);
+            free(L->remote[s].row_len);
+            free(L->remote[s].row_state);
+            free(L->remote[s].req_id);
+        }
+    free(L->remote);
+    free(L->peer_owner);
+    if (L->peer_comm_set) MPI_Comm_free(&L->peer_comm);
+    L->peer_comm_set = 0;
+}
+#endif /* COORDL_MPI */
 
 /* ===================================================================== */
 /* 9. Sample plan: crop geometry                                         */
@@ -2470,6 +2868,10 @@ static void cdl__worker_bind(cdl__worker *W) {
     pthread_setname_np(pthread_self(), name);
 }
 
+#ifdef COORDL_MPI
+static void cdl__peer_request_slot(coordl *L, uint32_t s);
+#endif
+
 /* The oldest FILLING slot with an unclaimed row, else a FREE slot given
  * the next batch of the stream; NULL when the ring is full. Under mu. */
 static cdl__slot *cdl__slot_to_fill(coordl *L) {
@@ -2487,6 +2889,8 @@ static cdl__slot *cdl__slot_to_fill(coordl *L) {
         if (sl->state != CDL_SLOT_FREE) continue;
         uint64_t end = cdl__epoch_end(L, S->claim_epoch);
         if (S->claim_pos >= end) {
+            /* partitioned cache: epoch 1 waits for the map of who holds what */
+            if (L->peer_comm_set && !L->peer_map_ready) return NULL;
             S->claim_epoch++;
             S->claim_pos = 0;
             S->claim_index = 0;
@@ -2509,6 +2913,10 @@ static cdl__slot *cdl__slot_to_fill(coordl *L) {
         memset(cdl__slot_rows(L, sl), CDL_ROW_FREE, L->slot_rows_cap);
         S->claim_pos += sl->n;
         S->claim_index++;
+#ifdef COORDL_MPI
+        /* ask peers for their rows now, before any worker needs them */
+        if (L->peer_map_ready && sl->epoch >= 1) cdl__peer_request_slot(L, s);
+#endif
         return sl;
     }
     return NULL;
@@ -2560,7 +2968,11 @@ static void *cdl__worker_main(void *arg) {
         uint64_t used_id = id;
         W->read_ns = W->read_cache_ns = W->read_storage_ns = W->decode_ns = W->augment_ns = 0;
         W->hit = W->miss = W->hit_bytes = W->fetch_bytes = W->storage_bytes = W->bad = 0;
+        W->peer_hit = W->peer_bytes = W->peer_fallback = 0;
         W->targets = targets;
+        W->cur_epoch = epoch;
+        W->cur_slot = sl;
+        W->cur_row = row;
         coordl_status rc = cdl__prepare_row(W, epoch, id, pos, dst, &used_id);
         if (rc != COORDL_OK) { /* never hand out stale pixels */
             memset(dst, 0, sl->row_bytes);
@@ -2580,6 +2992,9 @@ static void *cdl__worker_main(void *arg) {
         L->st.storage_reads += W->miss;
         L->st.bad_samples += W->bad;
         L->st.read_ns += W->read_ns;
+        L->st.peer_hits += W->peer_hit;
+        L->st.peer_bytes += W->peer_bytes;
+        L->st.peer_fallbacks += W->peer_fallback;
         L->st.read_cache_ns += W->read_cache_ns;
         L->st.read_storage_ns += W->read_storage_ns;
         L->st.decode_ns += W->decode_ns;
@@ -3238,6 +3653,7 @@ coordl_config coordl_config_default(void) {
     c.seq_len = 1024;
     c.group_size = 1;
     c.group_timeout_ms = 10000;
+    c.peer_timeout_ms = 2000;
     c.audio_samples = 16000;
     c.numa_node = -1;
     c.bind = 1;
@@ -3283,6 +3699,8 @@ static coordl_status cdl__validate(const coordl_config *c) {
         CDL_BAD("group_size: %d is out of range (1..%d)", c->group_size, CDL_MAX_MEMBERS);
     if (c->group && (c->group_timeout_ms < 1 || c->group_timeout_ms > 3600000))
         CDL_BAD("group_timeout_ms: %d is out of range (1..3600000)", c->group_timeout_ms);
+    if (c->mpi_comm && (c->peer_timeout_ms < 1 || c->peer_timeout_ms > 3600000))
+        CDL_BAD("peer_timeout_ms: %d is out of range (1..3600000)", c->peer_timeout_ms);
     if (c->world < 1) CDL_BAD("world: must be at least 1 (got %d)", c->world);
     if (c->rank < 0 || c->rank >= c->world) CDL_BAD("rank: %d is outside [0, world=%d)", c->rank, c->world);
     if (c->on_bad_sample != COORDL_BAD_FAIL && c->on_bad_sample != COORDL_BAD_SUBSTITUTE)
@@ -3338,6 +3756,21 @@ coordl_status coordl_open(const coordl_config *cfg, coordl **out) {
         L->cfg.group = L->group_copy;
     }
 
+    if (L->cfg.mpi_comm) {
+#ifdef COORDL_MPI
+        rc = cdl__peer_open(L);
+#else
+        rc = cdl__open_fail(COORDL_ERR_UNSUPPORTED, "mpi_comm: this build has no MPI; build with COORDL_MPI "
+                            "(make MPI=1)");
+#endif
+        if (rc != COORDL_OK) {
+            char keep[CDL_ERRMSG_MAX];
+            memcpy(keep, cdl__open_errmsg, sizeof keep);
+            coordl_close(L);
+            memcpy(cdl__open_errmsg, keep, sizeof keep);
+            return rc;
+        }
+    }
     rc = cdl__index_source(L);
     if (rc == COORDL_OK) {
         L->share = L->num_items / (uint64_t)L->cfg.world;
@@ -3404,6 +3837,9 @@ coordl_status coordl_open(const coordl_config *cfg, coordl **out) {
                      "memory (raise RLIMIT_MEMLOCK or grant CAP_IPC_LOCK to pin them)", L->pin_error);
         rc = cdl__pool_start(L);
     }
+#ifdef COORDL_MPI
+    if (rc == COORDL_OK && L->peer_comm_set) rc = cdl__peer_start(L);
+#endif
     if (rc != COORDL_OK) {
         char keep[CDL_ERRMSG_MAX];
         memcpy(keep, cdl__open_errmsg, sizeof keep);
@@ -3818,6 +4254,9 @@ const char *coordl_strerror(coordl_status s) {
 void coordl_close(coordl *L) {
     if (!L) return;
     cdl__pool_stop(L);
+#ifdef COORDL_MPI
+    cdl__peer_close(L);
+#endif
     cdl__cache_destroy(L);
     if (L->shm_base) {
         cdl__group_leave(L);

@@ -263,6 +263,17 @@ typedef struct coordl_config {
     /* --- distributed (plain ints; rank in [0, world)) ------------------ */
     int rank, world; /* each rank gets a disjoint, equal-count share of
                         every epoch; default 0, 1                            */
+    /* Partitioned MinIO cache over MPI (built with COORDL_MPI, `make
+     * MPI=1`). mpi_comm points to the trainer's communicator (an MPI_Comm
+     * variable: cfg.mpi_comm = &comm); coordl duplicates it, takes rank and
+     * world from it, never calls MPI_Init and never assumes
+     * MPI_COMM_WORLD. It needs MPI_THREAD_MULTIPLE (its own thread serves
+     * peers while the trainer may call MPI), else coordl_open fails with
+     * COORDL_ERR_UNSUPPORTED. coordl_open and coordl_close are collective
+     * over the communicator. NULL (default): no peers. */
+    void *mpi_comm;
+    int peer_timeout_ms; /* bound on waiting for a peer's items before
+                            reading them from storage; default 2000         */
 
     /* --- bad input ---------------------------------------------------- */
     coordl_bad_policy on_bad_sample; /* default COORDL_BAD_FAIL             */
@@ -335,6 +346,11 @@ typedef struct coordl_stats {
     uint64_t items_prepared;    /* rows this process's workers prepared (in a
                                    group: its share of the group's work)    */
     uint32_t group_members;     /* live members of the group now (1 alone)   */
+    uint64_t peer_hits;         /* items served by a peer's cache (MPI)      */
+    uint64_t peer_bytes;        /* bytes received from peers                 */
+    uint64_t peer_fallbacks;    /* peer fetches that failed or timed out and
+                                   went to storage                          */
+    uint64_t peer_served;       /* items this rank served to peers           */
     /* derived, for the analysis (0 when not yet measurable) */
     double storage_mb_per_s;    /* storage bytes / storage read time, per
                                    worker (one reader's bandwidth)         */

@@ -932,6 +932,7 @@ static void test_bad_config(void **state)
     cfg = audio_config(root);
     L = tu_open(&cfg);
     assert_int_equal(coordl_set(L, COORDL_PARAM_OUT_W, 32), COORDL_ERR_INVALID);
+    assert_int_equal(coordl_set(L, COORDL_PARAM_OUT_SIZE, 32), COORDL_ERR_INVALID);
     coordl_close(L);
     tu_rmtree(img);
     free(img);

@@ -310,8 +310,9 @@ static void test_set_rejects_unknown_params_and_bad_values(void **state)
     static const int64_t bad_values[] = {0, -1, -48, (int64_t)1 << 40,
                                          INT64_MIN};
     static const coordl_param params[] = {COORDL_PARAM_OUT_W, COORDL_PARAM_OUT_H,
-                                          COORDL_PARAM_BATCH_SIZE};
-    for (size_t p = 0; p < 3; p++)
+                                          COORDL_PARAM_BATCH_SIZE,
+                                          COORDL_PARAM_OUT_SIZE};
+    for (size_t p = 0; p < 4; p++)
         for (size_t v = 0; v < sizeof bad_values / sizeof *bad_values; v++) {
             coordl_status rc = coordl_set(L, params[p], bad_values[v]);
             if (rc != COORDL_ERR_INVALID)
@@ -319,7 +320,7 @@ static void test_set_rejects_unknown_params_and_bad_values(void **state)
                          (int)params[p], (long long)bad_values[v], (int)rc);
         }
     assert_int_equal(coordl_set(L, (coordl_param)0, 8), COORDL_ERR_INVALID);
-    assert_int_equal(coordl_set(L, (coordl_param)4, 8), COORDL_ERR_INVALID);
+    assert_int_equal(coordl_set(L, (coordl_param)5, 8), COORDL_ERR_INVALID);
     assert_int_equal(coordl_set(L, (coordl_param)99, 8), COORDL_ERR_INVALID);
     assert_int_equal(coordl_set(L, (coordl_param)-1, 8), COORDL_ERR_INVALID);
     assert_true(strlen(coordl_errmsg(L)) > 0);
@@ -330,6 +331,41 @@ static void test_set_rejects_unknown_params_and_bad_values(void **state)
         expect_ref_batch(L, &r, 0, i, 32, 24);
     coordl_close(L);
     free_ref(&r);
+}
+
+static void test_set_out_size_square_at_once(void **state)
+{
+    (void)state;
+    /* OUT_SIZE sets width and height together: the same as OUT_W then
+     * OUT_H, position kept, rows equal a loader opened at 40 x 40 */
+    coordl_config c32 = base_config(32, 24), c40 = base_config(40, 40);
+    ref_run r40;
+    make_ref(&c40, 1, &r40);
+    coordl_config cfg = c32;
+    cfg.max_out_w = cfg.max_out_h = 40;
+    coordl *L = tu_open(&cfg);
+    coordl_batch b;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(coordl_next(L, &b), COORDL_OK);
+        coordl_release(L, &b);
+    }
+    assert_int_equal(coordl_set(L, COORDL_PARAM_OUT_SIZE, 40), COORDL_OK);
+    for (uint64_t i = 3; i < 9; i++)
+        expect_ref_batch(L, &r40, 0, i, 40, 40);
+    assert_int_equal(coordl_next(L, &b), COORDL_END_OF_EPOCH);
+    /* beyond max with a batch held: refused, nothing changes */
+    coordl_batch held;
+    assert_int_equal(coordl_next(L, &held), COORDL_OK);
+    assert_int_equal(held.w, 40);
+    assert_int_equal(coordl_set(L, COORDL_PARAM_OUT_SIZE, 41), COORDL_ERR_INVALID);
+    assert_int_equal(coordl_next(L, &b), COORDL_OK);
+    assert_int_equal(b.w, 40);
+    assert_int_equal(b.h, 40);
+    assert_int_equal(b.index, 1);
+    coordl_release(L, &b);
+    coordl_release(L, &held);
+    coordl_close(L);
+    free_ref(&r40);
 }
 
 /* ---- BATCH_SIZE -------------------------------------------------------- */
@@ -669,6 +705,7 @@ int main(void)
         cmocka_unit_test(test_set_out_size_keeps_position_and_matches_direct_open),
         cmocka_unit_test(test_set_out_size_beyond_max_needs_no_held_batch),
         cmocka_unit_test(test_set_rejects_unknown_params_and_bad_values),
+        cmocka_unit_test(test_set_out_size_square_at_once),
         cmocka_unit_test(test_set_batch_size_mid_epoch),
         cmocka_unit_test(test_set_batch_size_mid_epoch_drop_last),
         cmocka_unit_test(test_set_batch_size_smaller_mid_epoch),

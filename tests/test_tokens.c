@@ -580,6 +580,7 @@ static void test_set_batch_size_and_out_size_on_tokens(void **state)
     /* image sizes are not a token parameter */
     assert_int_equal(coordl_set(L, COORDL_PARAM_OUT_W, 32), COORDL_ERR_INVALID);
     assert_int_equal(coordl_set(L, COORDL_PARAM_OUT_H, 32), COORDL_ERR_INVALID);
+    assert_int_equal(coordl_set(L, COORDL_PARAM_OUT_SIZE, 32), COORDL_ERR_INVALID);
     coordl_batch b;
     assert_int_equal(coordl_next(L, &b), COORDL_OK);
     assert_int_equal(b.n, 4);

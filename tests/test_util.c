@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <jpeglib.h>
@@ -857,4 +858,238 @@ void tu_write_wav_f32(const char *path, uint16_t channels, uint32_t rate,
     }
     tu_write_wav(path, &s, raw, nframes);
     free(raw);
+}
+
+/* ---- JSON and running programs ------------------------------------------ */
+
+typedef struct {
+    const char *s;
+    size_t n, i;
+    int depth;
+} tu_jp;
+
+static void tu_jp_ws(tu_jp *p)
+{
+    while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n' ||
+                           p->s[p->i] == '\r'))
+        p->i++;
+}
+
+static int tu_jp_lit(tu_jp *p, const char *lit)
+{
+    size_t k = strlen(lit);
+    if (p->n - p->i < k || memcmp(p->s + p->i, lit, k))
+        return 0;
+    p->i += k;
+    return 1;
+}
+
+static int tu_jp_hex(char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+static int tu_jp_string(tu_jp *p)
+{
+    if (p->i >= p->n || p->s[p->i] != '"')
+        return 0;
+    p->i++;
+    while (p->i < p->n) {
+        unsigned char c = (unsigned char)p->s[p->i++];
+        if (c == '"')
+            return 1;
+        if (c < 0x20)
+            return 0;
+        if (c != '\\')
+            continue;
+        if (p->i >= p->n)
+            return 0;
+        c = (unsigned char)p->s[p->i++];
+        if (c == 'u') {
+            for (int k = 0; k < 4; k++, p->i++)
+                if (p->i >= p->n || !tu_jp_hex(p->s[p->i]))
+                    return 0;
+        } else if (!strchr("\"\\/bfnrt", c)) {
+            return 0;
+        }
+    }
+    return 0;
+}
+
+static int tu_jp_digits(tu_jp *p)
+{
+    size_t from = p->i;
+    while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9')
+        p->i++;
+    return p->i > from;
+}
+
+static int tu_jp_number(tu_jp *p)
+{
+    if (p->i < p->n && p->s[p->i] == '-')
+        p->i++;
+    if (p->i < p->n && p->s[p->i] == '0')
+        p->i++;
+    else if (!tu_jp_digits(p))
+        return 0;
+    if (p->i < p->n && p->s[p->i] == '.') {
+        p->i++;
+        if (!tu_jp_digits(p))
+            return 0;
+    }
+    if (p->i < p->n && (p->s[p->i] == 'e' || p->s[p->i] == 'E')) {
+        p->i++;
+        if (p->i < p->n && (p->s[p->i] == '+' || p->s[p->i] == '-'))
+            p->i++;
+        if (!tu_jp_digits(p))
+            return 0;
+    }
+    return 1;
+}
+
+static int tu_jp_value(tu_jp *p)
+{
+    tu_jp_ws(p);
+    if (p->i >= p->n)
+        return 0;
+    char c = p->s[p->i];
+    if (c == '{' || c == '[') {
+        char close = c == '{' ? '}' : ']';
+        if (++p->depth > 256)
+            return 0;
+        p->i++;
+        tu_jp_ws(p);
+        if (p->i < p->n && p->s[p->i] == close) {
+            p->i++;
+            p->depth--;
+            return 1;
+        }
+        for (;;) {
+            if (c == '{') {
+                tu_jp_ws(p);
+                if (!tu_jp_string(p))
+                    return 0;
+                tu_jp_ws(p);
+                if (p->i >= p->n || p->s[p->i] != ':')
+                    return 0;
+                p->i++;
+            }
+            if (!tu_jp_value(p))
+                return 0;
+            tu_jp_ws(p);
+            if (p->i < p->n && p->s[p->i] == ',') {
+                p->i++;
+                continue;
+            }
+            if (p->i < p->n && p->s[p->i] == close) {
+                p->i++;
+                p->depth--;
+                return 1;
+            }
+            return 0;
+        }
+    }
+    if (c == '"')
+        return tu_jp_string(p);
+    if (c == 't')
+        return tu_jp_lit(p, "true");
+    if (c == 'f')
+        return tu_jp_lit(p, "false");
+    if (c == 'n')
+        return tu_jp_lit(p, "null");
+    return tu_jp_number(p);
+}
+
+int tu_json_valid(const char *s, size_t n, size_t *err_off)
+{
+    tu_jp p = {s, n, 0, 0};
+    int ok = s && tu_jp_value(&p);
+    if (ok) {
+        tu_jp_ws(&p);
+        ok = p.i == n;
+    }
+    if (!ok && err_off)
+        *err_off = p.i;
+    return ok;
+}
+
+int tu_json_has_key(const char *json, const char *key)
+{
+    size_t k = strlen(key);
+    for (const char *at = json; (at = strchr(at, '"')) != NULL; at++) {
+        if (strncmp(at + 1, key, k) || at[1 + k] != '"')
+            continue;
+        const char *q = at + k + 2;
+        while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')
+            q++;
+        if (*q == ':')
+            return 1;
+    }
+    return 0;
+}
+
+char *tu_shell_quote(const char *s)
+{
+    size_t n = 3;
+    for (const char *c = s; *c; c++)
+        n += *c == '\'' ? 4 : 1;
+    char *q = malloc(n), *o = q;
+    assert_non_null(q);
+    *o++ = '\'';
+    for (const char *c = s; *c; c++) {
+        if (*c == '\'') {
+            memcpy(o, "'\\''", 4);
+            o += 4;
+        } else {
+            *o++ = *c;
+        }
+    }
+    *o++ = '\'';
+    *o = '\0';
+    return q;
+}
+
+int tu_run_capture(const char *cmdline, char **out, char **err)
+{
+    char *dir = tu_mkdtemp();
+    char *fo = tu_join(dir, "stdout"), *fe = tu_join(dir, "stderr");
+    char *qo = tu_shell_quote(fo), *qe = tu_shell_quote(fe);
+    size_t n = strlen(cmdline) + strlen(qo) + strlen(qe) + 32;
+    char *full = malloc(n);
+    assert_non_null(full);
+    snprintf(full, n, "( %s ) >%s 2>%s", cmdline, qo, qe);
+    fflush(NULL);
+    int st = system(full);
+    int rc;
+    if (st == -1)
+        rc = -1;
+    else if (WIFEXITED(st))
+        rc = WEXITSTATUS(st);
+    else if (WIFSIGNALED(st))
+        rc = 128 + WTERMSIG(st);
+    else
+        rc = -1;
+    size_t len;
+    if (out) {
+        uint8_t *b = tu_read_file(fo, &len);
+        *out = realloc(b, len + 1);
+        assert_non_null(*out);
+        (*out)[len] = '\0';
+    }
+    if (err) {
+        uint8_t *b = tu_read_file(fe, &len);
+        *err = realloc(b, len + 1);
+        assert_non_null(*err);
+        (*err)[len] = '\0';
+    }
+    if (rc == -1)
+        fail_msg("could not run: %s", cmdline);
+    tu_rmtree(dir);
+    free(full);
+    free(qo);
+    free(qe);
+    free(fo);
+    free(fe);
+    free(dir);
+    return rc;
 }

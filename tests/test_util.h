@@ -230,4 +230,22 @@ void tu_write_wav_i16(const char *path, uint16_t channels, uint32_t rate,
 void tu_write_wav_f32(const char *path, uint16_t channels, uint32_t rate,
                       const float *samples, size_t nframes);
 
+/* ---- JSON and running programs ------------------------------------------ */
+
+/* 1 if s[0..n) is exactly one JSON value (RFC 8259: objects, arrays,
+ * strings with escapes, numbers, true/false/null) with optional whitespace
+ * around it; 0 otherwise, with *err_off (if not NULL) set to the offset
+ * where it went wrong. Nesting deeper than 256 levels counts as invalid. */
+int tu_json_valid(const char *s, size_t n, size_t *err_off);
+/* 1 if json holds "key" as an object key (the string followed by ':'). */
+int tu_json_has_key(const char *json, const char *key);
+
+/* Runs a shell command line with stdout and stderr captured into malloc'd
+ * NUL-terminated strings (either out pointer may be NULL). Returns the exit
+ * status, or 128 + the signal number when it was killed, or -1 when it
+ * could not be run (the test fails in that case). */
+int tu_run_capture(const char *cmdline, char **out, char **err);
+/* malloc'd single-quoted form of s for a POSIX shell. */
+char *tu_shell_quote(const char *s);
+
 #endif /* COORDL_TEST_UTIL_H */
