@@ -5,21 +5,22 @@
  *
  * Section map (data-flow order: follow one batch from top to bottom)
  *   1. Platform and build options
- *   2. Errors, logging, allocation
+ *   2. Errors, logging, allocation, the stream's lock
  *   3. Counter-based randomness      (seed, epoch, item) -> every random choice
  *   4. Placement                      cores and NUMA node(s) from hwloc, at open
  *   5. Arenas                         offset-addressed mmap regions (cache, ring)
- *   5b. Source index                  ImageFolder / list file -> items + strings
- *   6. Sampler                        epoch permutation, rank share, batch rows
- *   7. MinIO cache                    admit until full, never evict (+ LRU)
- *   8. Fetch                          cache, else peer, else storage (and admit)
- *   8b. Peers (MPI)                   partitioned cache: map exchange, requests
- *   9. Sample plan                    crop geometry, drawn before decoding
- *  10. Resampling tables and the fused resize/flip/normalize pass
- *  11. Decode                         JPEG: ROI + DCT scaling; others: stb_image
- *  12. Worker pool and batch ring
- *  13. Public API
- *  14. DS-Analyzer                    stats as JSON, differential protocol, what-if
+ *   6. Source index                   ImageFolder / list file / token shards
+ *   7. Sampler                        epoch permutation, rank share, batch rows
+ *   8. MinIO cache                    admit until full, never evict (+ LRU)
+ *   9. Fetch                          cache, else peer, else storage (and admit)
+ *  10. Peers (MPI)                    partitioned cache: map exchange, requests
+ *  11. Sample plan                    crop geometry, drawn before decoding
+ *  12. Resampling                     fused resize/flip/normalize (+ jitter)
+ *  13. Decode                         JPEG ROI + DCT scaling; stb_image; tokens; WAV
+ *  14. Worker pool and batch ring     claims, slots, consumers
+ *  15. Coordinated group              the stream in a shm object shared by processes
+ *  16. Public API
+ *  17. DS-Analyzer                    stats as JSON, differential protocol, what-if
  */
 
 /* ===================================================================== */
@@ -833,7 +834,7 @@ static void cdl__arena_unmap(coordl *L, cdl__arena *a) {
 }
 
 /* ===================================================================== */
-/* 5b. Source index                                                      */
+/* 6. Source index                                                       */
 /* Turns the source into items (path, size, label). Paths live in one    */
 /* string arena addressed by offsets (no malloc per item); the item      */
 /* array is plain. ImageFolder: classes sorted by name are labels, files */
@@ -1228,7 +1229,7 @@ static uint64_t cdl__item_bytes(const coordl *L, uint64_t id) {
 }
 
 /* ===================================================================== */
-/* 6. Sampler                                                            */
+/* 7. Sampler                                                            */
 /* The epoch permutation is a keyed Feistel network over the next power  */
 /* of four with cycle walking: a bijection on [0, N) computed in O(1)    */
 /* per position from (seed, epoch), with no per-epoch array, so any      */
@@ -1292,7 +1293,7 @@ static uint64_t cdl__item_at(const coordl *L, const cdl__perm *p, uint64_t pos) 
 }
 
 /* ===================================================================== */
-/* 7. MinIO cache                                                        */
+/* 8. MinIO cache                                                        */
 /* Encoded bytes of items, admitted on first read until the byte budget  */
 /* is full, never evicted: under a fresh random permutation per epoch    */
 /* the hit rate is then exactly the cached fraction, the best a demand   */
@@ -1438,7 +1439,7 @@ static void cdl__cache_destroy(coordl *L) {
 }
 
 /* ===================================================================== */
-/* 8. Fetch                                                              */
+/* 9. Fetch                                                              */
 /* The one place bytes come from: the cache, else storage (which admits  */
 /* into the cache). Storage reads go into the worker's reusable buffer.  */
 /* ===================================================================== */
@@ -1622,7 +1623,7 @@ static coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
 }
 
 /* ===================================================================== */
-/* 8b. Peers (MPI, COORDL_MPI)                                           */
+/* 10. Peers (MPI, COORDL_MPI)                                           */
 /* The partitioned cache. Epoch 0: each rank admits only the items of    */
 /* its own share (which rank reads which item is a pure function of the  */
 /* seed and the world size), up to its budget; claims of epoch 1 wait    */
@@ -1986,7 +1987,7 @@ static void cdl__peer_close(coordl *L) {
 #endif /* COORDL_MPI */
 
 /* ===================================================================== */
-/* 9. Sample plan: crop geometry                                         */
+/* 11. Sample plan: crop geometry                                        */
 /* The crop is drawn before decoding, from (seed, epoch, item) and the   */
 /* image size alone, so the decoder can decode only what the crop needs. */
 /* Geometry is in source pixels; the resampler maps output pixel centres */
@@ -2122,7 +2123,7 @@ static void cdl__geom_scale(cdl__geom *g, int d, int scaled_w, int scaled_h) {
 }
 
 /* ===================================================================== */
-/* 10. Resampling tables and the fused resize/flip/normalize pass        */
+/* 12. Resampling tables and the fused resize/flip/normalize pass        */
 /* Separable antialiased bilinear (a triangle filter widened by the      */
 /* shrink factor: PIL's and torchvision's antialias=True), with          */
 /* per-sample coefficient tables of a fixed tap count K (zero-padded) so */
@@ -2481,7 +2482,7 @@ static coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cdl__ax
 }
 
 /* ===================================================================== */
-/* 11. Decode                                                            */
+/* 13. Decode                                                            */
 /* JPEG (recognised by content): read the header, draw the crop, pick    */
 /* the DCT scale, decode only the crop's columns (jpeg_crop_scanline,    */
 /* iMCU-aligned) and rows (jpeg_skip_scanlines above, stop after the     */
@@ -2797,7 +2798,7 @@ static coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint64_t 
 }
 
 /* ===================================================================== */
-/* 12. Worker pool and batch ring                                        */
+/* 14. Worker pool and batch ring                                        */
 /* Workers claim rows of batches strictly in batch order; a batch takes  */
 /* any free slot, so up to prefetch_batches - (held) batches are ready   */
 /* ahead. One mutex guards the ring bookkeeping (a few hundred ns per    */
@@ -3118,7 +3119,7 @@ static coordl_status cdl__stream_init(cdl__stream *S, int pshared) {
 }
 
 /* ===================================================================== */
-/* 12b. Coordinated group                                                */
+/* 15. Coordinated group                                                 */
 /* Sibling processes that open with the same `group` share one stream:   */
 /* a POSIX shm object holds a header (layout version, the config fields  */
 /* that change batch content), the stream block (robust process-shared   */
@@ -3615,7 +3616,7 @@ static void cdl__pool_stop(coordl *L) {
 }
 
 /* ===================================================================== */
-/* 13. Public API                                                        */
+/* 16. Public API                                                        */
 /* ===================================================================== */
 
 /* Shape of one row: images c x h x w; tokens 1 x 1 x seq_len; audio
@@ -4285,7 +4286,7 @@ void coordl_close(coordl *L) {
 int coordl_libversion_number(void) { return COORDL_VERSION_NUMBER; }
 
 /* ===================================================================== */
-/* 14. DS-Analyzer                                                       */
+/* 17. DS-Analyzer                                                       */
 /* The differential protocol of the paper, on the public API: the same   */
 /* step over a batch held in memory (no stall), over a fully cached      */
 /* dataset (prep stall only), and cold (fetch and prep stall); then a    */
