@@ -49,6 +49,10 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#endif
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -198,6 +202,16 @@ typedef struct cdl__slot {
     size_t data_off, labels_off, ids_off, targets_off; /* in the ring arena */
 } cdl__slot;
 
+/* A condition to wait on under the stream's mutex. A private loader uses
+ * the pthread condition variable. A group uses the sequence word with a
+ * futex instead: glibc's process-shared condition variables keep state
+ * per waiter, and a waiter killed in the middle of a wait leaves a later
+ * broadcast blocked forever; a futex word holds no such state. */
+typedef struct cdl__cond {
+    pthread_cond_t cv;
+    _Atomic uint32_t seq;
+} cdl__cond;
+
 /* A process in the (possibly one-member) group. */
 typedef struct cdl__member {
     int32_t pid;
@@ -211,9 +225,9 @@ typedef struct cdl__member {
  * own memory, or in the group's shm object. */
 typedef struct cdl__stream {
     pthread_mutex_t mu;
-    pthread_cond_t work_cv;   /* workers wait for a free slot or row       */
-    pthread_cond_t ready_cv;  /* consumers wait for a ready slot           */
-    pthread_cond_t idle_cv;   /* seek/set wait for in-flight rows          */
+    cdl__cond work_cv;        /* workers wait for a free slot or row       */
+    cdl__cond ready_cv;       /* consumers wait for a ready slot           */
+    cdl__cond idle_cv;        /* seek/set wait for in-flight rows          */
     uint64_t gen;             /* bumped by seek/set: in-flight rows dropped */
     int32_t paused;           /* seek/set in progress: no new claims       */
     int32_t broken;           /* the ring could not be remapped            */
@@ -221,6 +235,7 @@ typedef struct cdl__stream {
     uint64_t cut_epoch, cut_pos; /* the batch size took effect here        */
     uint32_t inflight;        /* rows being prepared                       */
     uint32_t live_mask;       /* members in the group                      */
+    int32_t lock_owner;       /* member holding mu, -1: none or joining    */
     uint32_t started;         /* group_size members joined once            */
     cdl__member members[CDL_MAX_MEMBERS];
     _Atomic uint64_t cache_used;  /* MinIO slab bytes reserved             */
@@ -366,36 +381,77 @@ static void cdl__free(const coordl *L, void *p) {
 static void cdl__group_tick(coordl *L);
 static void cdl__stream_repair(coordl *L);
 
-static void cdl__lock(coordl *L) {
-    int e = pthread_mutex_lock(&L->S->mu);
+static void cdl__member_drop(coordl *L, int m);
+
+/* EOWNERDEAD: the holder died. Its member index was recorded when it took
+ * the lock, so it is dropped at once (its pid may still look alive while
+ * the kernel tears it down). */
+static void cdl__lock_acquired(coordl *L, int e) {
     if (e == EOWNERDEAD) {
+        const int dead = L->S->lock_owner;
         cdl__stream_repair(L);
+        if (dead >= 0 && dead < CDL_MAX_MEMBERS && dead != L->me && (L->S->live_mask >> dead & 1u))
+            cdl__member_drop(L, dead);
         pthread_mutex_consistent(&L->S->mu);
     }
+    L->S->lock_owner = L->me;
     cdl__group_tick(L);
 }
 
-static void cdl__unlock(coordl *L) { pthread_mutex_unlock(&L->S->mu); }
+static void cdl__lock(coordl *L) { cdl__lock_acquired(L, pthread_mutex_lock(&L->S->mu)); }
 
-/* Waits on a stream condition. In a group the wait is bounded (50 ms), so
- * a waiting process keeps its heartbeat fresh and notices dead members
- * even when nobody signals. */
-static void cdl__wait(coordl *L, pthread_cond_t *cv) {
-    int e;
+static void cdl__unlock(coordl *L) {
+    L->S->lock_owner = -1;
+    pthread_mutex_unlock(&L->S->mu);
+}
+
+
+/* Waits on a stream condition for at most ms milliseconds (ms < 0: no
+ * bound; a group always bounds it at 50 ms, so a waiting process keeps its
+ * heartbeat fresh and notices dead members even when nobody signals). */
+static void cdl__wait_ms(coordl *L, cdl__cond *c, int ms) {
+    int e = 0;
     if (L->cfg.group) {
+        const uint32_t seen = atomic_load(&c->seq);
+        if (ms < 0 || ms > 50) ms = 50;
+        cdl__unlock(L);
+#ifdef __linux__
+        struct timespec rel = {0, (long)ms * 1000000L};
+        syscall(SYS_futex, (uint32_t *)&c->seq, FUTEX_WAIT, seen, &rel, NULL, 0);
+#else
+        (void)seen;
+        usleep((useconds_t)ms * 1000);
+#endif
+        e = pthread_mutex_lock(&L->S->mu);
+    } else if (ms < 0) {
+        L->S->lock_owner = -1;
+        e = pthread_cond_wait(&c->cv, &L->S->mu);
+    } else {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += 50 * 1000000L;
+        ts.tv_sec += ms / 1000;
+        ts.tv_nsec += (long)(ms % 1000) * 1000000L;
         if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-        e = pthread_cond_timedwait(cv, &L->S->mu, &ts);
+        L->S->lock_owner = -1;
+        e = pthread_cond_timedwait(&c->cv, &L->S->mu, &ts);
+        if (e == ETIMEDOUT) e = 0;
+    }
+    cdl__lock_acquired(L, e);
+}
+
+static void cdl__wait(coordl *L, cdl__cond *c) { cdl__wait_ms(L, c, -1); }
+
+/* Wakes every waiter of c. Called with the mutex held, which is what
+ * makes the sequence word race-free. */
+static void cdl__broadcast(coordl *L, cdl__cond *c) {
+    if (L->cfg.group) {
+        atomic_fetch_add(&c->seq, 1u);
+#ifdef __linux__
+        syscall(SYS_futex, (uint32_t *)&c->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+#endif
     } else {
-        e = pthread_cond_wait(cv, &L->S->mu);
+        pthread_cond_broadcast(&c->cv);
     }
-    if (e == EOWNERDEAD) {
-        cdl__stream_repair(L);
-        pthread_mutex_consistent(&L->S->mu);
-    }
-    cdl__group_tick(L);
 }
 
 static void cdl__test_hook(coordl *L, const char *point) {
@@ -1458,6 +1514,7 @@ struct cdl__worker {
     float *tmp;        size_t tmpcap;   /* resampling window + one row   */
     float *audio;      size_t audiocap; /* mono and resampled samples    */
     float *rot;        size_t rotcap;   /* whole output image (rotation)  */
+    cdl__u8 *stage;    size_t stagecap; /* group: the row before it is copied in */
     int32_t *targets;  /* tokens: this row's targets in the slot          */
     int32_t *window_row; size_t window_rowcap;
     int32_t *xstart;   size_t xstartcap;
@@ -1791,7 +1848,7 @@ static void cdl__peer_take_reply(coordl *L, int source, int count) {
         }
         rm->req_id[source] = 0;
         if (rm->outstanding) rm->outstanding--;
-        pthread_cond_broadcast(&L->S->ready_cv); /* workers wait there for peers */
+        cdl__broadcast(L, &L->S->ready_cv); /* workers wait there for peers */
     }
     cdl__unlock(L);
     free(in);
@@ -1824,7 +1881,7 @@ static void cdl__peer_exchange_map(coordl *L) {
     free(all);
     cdl__lock(L);
     L->peer_map_ready = 1;
-    pthread_cond_broadcast(&L->S->work_cv);
+    cdl__broadcast(L, &L->S->work_cv);
     cdl__unlock(L);
 }
 
@@ -1898,13 +1955,8 @@ static int cdl__peer_fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
     cdl__lock(L);
     const uint64_t deadline = rm->request_ns + (uint64_t)L->cfg.peer_timeout_ms * 1000000ull;
     while (rm->requested && rm->epoch == sl->epoch && rm->pos == sl->pos && rm->row_state[r] == CDL_REMOTE_WAIT &&
-           cdl__now_ns() < deadline) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += 5 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-        pthread_cond_timedwait(&L->S->ready_cv, &L->S->mu, &ts);
-    }
+           cdl__now_ns() < deadline)
+        cdl__wait_ms(L, &L->S->ready_cv, 5);
     if (rm->requested && rm->epoch == sl->epoch && rm->pos == sl->pos && rm->row_state[r] == CDL_REMOTE_ARRIVED) {
         const size_t len = rm->row_len[r];
         /* copy out: the slot's reply buffer may grow while we decode */
@@ -2927,7 +2979,7 @@ static cdl__slot *cdl__slot_to_fill(coordl *L) {
 static void cdl__slot_maybe_free(coordl *L, cdl__slot *sl) {
     if (sl->state == CDL_SLOT_READY && (sl->done_mask & sl->need_mask) == sl->need_mask) {
         sl->state = CDL_SLOT_FREE;
-        pthread_cond_broadcast(&L->S->work_cv);
+        cdl__broadcast(L, &L->S->work_cv);
     }
 }
 
@@ -2961,11 +3013,31 @@ static void *cdl__worker_main(void *arg) {
         cdl__test_hook(L, "row_claimed");
 
         const uint64_t epoch = sl->epoch, pos = sl->pos + row;
+        const size_t row_bytes = sl->row_bytes;
         cdl__perm perm = cdl__perm_for(L, epoch);
         const uint64_t id = cdl__item_at(L, &perm, pos);
-        cdl__u8 *dst = cdl__slot_data(L, sl) + (size_t)row * sl->row_bytes;
-        int32_t *targets = L->target_row_bytes
+        cdl__u8 *slot_dst = cdl__slot_data(L, sl) + (size_t)row * row_bytes;
+        int32_t *slot_targets = L->target_row_bytes
             ? (int32_t *)(void *)(L->ring_arena.base + sl->targets_off + (size_t)row * L->target_row_bytes) : NULL;
+        /* In a group the row is prepared in private memory and copied in
+         * under the lock once the claim is confirmed still ours: a member
+         * stopped mid-row, dropped by the others and resumed later would
+         * otherwise write into a slot that by then holds another batch. */
+        const int staged = L->cfg.group != NULL;
+        cdl__u8 *dst = slot_dst;
+        int32_t *targets = slot_targets;
+        if (staged) {
+            if (!cdl__reserve(L, (void **)&W->stage, &W->stagecap, row_bytes + L->target_row_bytes + 16)) {
+                cdl__lock(L);
+                S->inflight--;
+                rows[row] = CDL_ROW_FREE; /* let another worker take it */
+                sl->rows_claimed--;
+                cdl__wait_ms(L, &S->work_cv, 10);
+                continue;
+            }
+            dst = W->stage;
+            targets = L->target_row_bytes ? (int32_t *)(void *)(W->stage + row_bytes) : NULL;
+        }
         uint64_t used_id = id;
         W->read_ns = W->read_cache_ns = W->read_storage_ns = W->decode_ns = W->augment_ns = 0;
         W->hit = W->miss = W->hit_bytes = W->fetch_bytes = W->storage_bytes = W->bad = 0;
@@ -2976,11 +3048,14 @@ static void *cdl__worker_main(void *arg) {
         W->cur_row = row;
         coordl_status rc = cdl__prepare_row(W, epoch, id, pos, dst, &used_id);
         if (rc != COORDL_OK) { /* never hand out stale pixels */
-            memset(dst, 0, sl->row_bytes);
+            memset(dst, 0, row_bytes);
             if (targets) memset(targets, 0, L->target_row_bytes);
         }
-        cdl__slot_ids(L, sl)[row] = used_id;
-        cdl__slot_labels(L, sl)[row] = cdl__item_label(L, used_id);
+        const int32_t used_label = cdl__item_label(L, used_id);
+        if (!staged) {
+            cdl__slot_ids(L, sl)[row] = used_id;
+            cdl__slot_labels(L, sl)[row] = used_label;
+        }
         cdl__test_hook(L, "row_written");
 
         cdl__lock(L);
@@ -3014,7 +3089,14 @@ static void *cdl__worker_main(void *arg) {
         ec->s.augment_ns += W->augment_ns;
         /* The row counts only if nothing reset it meanwhile: a seek (gen),
          * or survivors that declared this member dead (the mark). */
-        if (gen == S->gen && sl->state == CDL_SLOT_FILLING && rows[row] == mark) {
+        if (gen == S->gen && sl->state == CDL_SLOT_FILLING && rows[row] == mark &&
+            sl->epoch == epoch && sl->pos + row == pos) {
+            if (staged) {
+                memcpy(slot_dst, dst, row_bytes);
+                if (slot_targets) memcpy(slot_targets, targets, L->target_row_bytes);
+                cdl__slot_ids(L, sl)[row] = used_id;
+                cdl__slot_labels(L, sl)[row] = used_label;
+            }
             rows[row] = CDL_ROW_DONE;
             if (rc != COORDL_OK && row < sl->err_row) {
                 sl->err_row = row;
@@ -3026,10 +3108,10 @@ static void *cdl__worker_main(void *arg) {
                 sl->need_mask = cdl__consumers_of(L, sl->epoch);
                 sl->taken_mask = sl->done_mask = 0;
                 cdl__slot_maybe_free(L, sl); /* nobody left to consume it */
-                pthread_cond_broadcast(&S->ready_cv);
+                cdl__broadcast(L, &S->ready_cv);
             }
         }
-        if (S->paused && S->inflight == 0) pthread_cond_broadcast(&S->idle_cv);
+        if (S->paused && S->inflight == 0) cdl__broadcast(L, &S->idle_cv);
     }
     cdl__unlock(L);
     return NULL;
@@ -3042,6 +3124,7 @@ static void cdl__worker_free(coordl *L, cdl__worker *W) {
     cdl__free(L, W->tmp);
     cdl__free(L, W->audio);
     cdl__free(L, W->rot);
+    cdl__free(L, W->stage);
     cdl__free(L, W->window_row);
     cdl__free(L, W->xstart);
     cdl__free(L, W->xw);
@@ -3108,13 +3191,14 @@ static coordl_status cdl__stream_init(cdl__stream *S, int pshared) {
         pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
     }
     int e = pthread_mutex_init(&S->mu, &ma);
-    if (!e) e = pthread_cond_init(&S->work_cv, &ca);
-    if (!e) e = pthread_cond_init(&S->ready_cv, &ca);
-    if (!e) e = pthread_cond_init(&S->idle_cv, &ca);
+    if (!e) e = pthread_cond_init(&S->work_cv.cv, &ca);
+    if (!e) e = pthread_cond_init(&S->ready_cv.cv, &ca);
+    if (!e) e = pthread_cond_init(&S->idle_cv.cv, &ca);
     pthread_mutexattr_destroy(&ma);
     pthread_condattr_destroy(&ca);
     if (e) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot initialise the stream's lock: %s", strerror(e));
     S->cut_epoch = UINT64_MAX;
+    S->lock_owner = -1;
     return COORDL_OK;
 }
 
@@ -3227,9 +3311,9 @@ static void cdl__member_drop(coordl *L, int m) {
         sl->done_mask &= ~bit;
         cdl__slot_maybe_free(L, sl);
     }
-    pthread_cond_broadcast(&S->work_cv);
-    pthread_cond_broadcast(&S->ready_cv);
-    pthread_cond_broadcast(&S->idle_cv);
+    cdl__broadcast(L, &S->work_cv);
+    cdl__broadcast(L, &S->ready_cv);
+    cdl__broadcast(L, &S->idle_cv);
 }
 
 /* Heartbeat, and (every 50 ms at most) drop members that died or fell
@@ -3380,6 +3464,15 @@ static coordl_status cdl__group_open(coordl *L) {
                 return rc;
             }
             cdl__ring_layout(L);
+            /* the creator is member 0 before anyone can see the object, so
+             * a visible object with no live member is always a stale one */
+            L->me = 0;
+            L->bit = 1;
+            L->S->members[0].pid = (int32_t)getpid();
+            L->S->members[0].joined = 1;
+            atomic_store(&L->S->members[0].heartbeat_ns, cdl__now_ns());
+            L->S->live_mask = 1;
+            L->S->started = L->cfg.group_size == 1;
             atomic_store(&h->ready, 1u);
             creator = 1;
             break;
@@ -3408,6 +3501,24 @@ static coordl_status cdl__group_open(coordl *L) {
             continue;
         }
         cdl__group_header *got = p;
+        /* stale first: an object whose every recorded member is gone is
+         * replaced whatever settings it was made with */
+        if (got->magic == CDL_GROUP_MAGIC && got->stream_off + sizeof(cdl__stream) <= (uint64_t)sb.st_size) {
+            const cdl__stream *os = (const cdl__stream *)(const void *)((const cdl__u8 *)p + got->stream_off);
+            const uint64_t now = cdl__now_ns(), tmo = (uint64_t)L->cfg.group_timeout_ms * 1000000ull;
+            int alive = 0;
+            for (int m = 0; m < CDL_MAX_MEMBERS; m++) {
+                if (!(os->live_mask >> m & 1u)) continue;
+                uint64_t hb = atomic_load(&os->members[m].heartbeat_ns);
+                if (!cdl__pid_dead(os->members[m].pid) && !(now > hb && now - hb > tmo)) alive++;
+            }
+            if (!alive) {
+                cdl__log(L, COORDL_LOG_WARN, "group %s: %s was left by a crashed run; replacing it", g, L->shm_name);
+                munmap(p, (size_t)sb.st_size);
+                shm_unlink(L->shm_name);
+                continue;
+            }
+        }
         if (got->magic != CDL_GROUP_MAGIC || got->version != CDL_GROUP_VERSION) {
             munmap(p, (size_t)sb.st_size);
             return cdl__open_fail(COORDL_ERR_GROUP, "group %s: %s holds another layout version; remove it or pick another "
@@ -3462,38 +3573,40 @@ static coordl_status cdl__group_open(coordl *L) {
 #endif
     }
 
-    /* join */
+    /* join (the creator joined before publishing the object) */
     cdl__lock(L);
     cdl__stream *S = L->S;
-    if (S->started && !L->cfg.group_late_join) {
-        cdl__unlock(L);
-        return cdl__open_fail(COORDL_ERR_GROUP, "group %s: already started with %d members; set group_late_join "
-                              "to join at the next epoch", g, __builtin_popcount(S->live_mask));
+    if (!creator) {
+        if (S->started && !L->cfg.group_late_join) {
+            cdl__unlock(L);
+            return cdl__open_fail(COORDL_ERR_GROUP, "group %s: already started with %d members; set group_late_join "
+                                  "to join at the next epoch", g, __builtin_popcount(S->live_mask));
+        }
+        int me = -1;
+        for (int m = 0; m < CDL_MAX_MEMBERS && me < 0; m++)
+            if (!(S->live_mask >> m & 1u)) me = m;
+        if (me < 0 || (!S->started && __builtin_popcount(S->live_mask) >= L->cfg.group_size)) {
+            cdl__unlock(L);
+            return cdl__open_fail(COORDL_ERR_GROUP, "group %s: full (%d members)", g, __builtin_popcount(S->live_mask));
+        }
+        L->me = me;
+        L->bit = 1u << me;
+        S->members[me].pid = (int32_t)getpid();
+        S->members[me].joined = 1;
+        atomic_store(&S->members[me].heartbeat_ns, cdl__now_ns());
+        /* a late member starts with the first epoch nobody has begun */
+        S->members[me].start_epoch = S->started ? S->claim_epoch + 1 : 0;
+        S->live_mask |= L->bit;
+        L->cur_epoch = S->members[me].start_epoch;
+        if (!S->started && __builtin_popcount(S->live_mask) >= L->cfg.group_size) S->started = 1;
+        cdl__broadcast(L, &S->ready_cv);
+        cdl__broadcast(L, &S->work_cv);
     }
-    int me = -1;
-    for (int m = 0; m < CDL_MAX_MEMBERS && me < 0; m++)
-        if (!(S->live_mask >> m & 1u)) me = m;
-    if (me < 0 || (!S->started && __builtin_popcount(S->live_mask) >= L->cfg.group_size)) {
-        cdl__unlock(L);
-        return cdl__open_fail(COORDL_ERR_GROUP, "group %s: full (%d members)", g, __builtin_popcount(S->live_mask));
-    }
-    L->me = me;
-    L->bit = 1u << me;
-    S->members[me].pid = (int32_t)getpid();
-    S->members[me].joined = 1;
-    atomic_store(&S->members[me].heartbeat_ns, cdl__now_ns());
-    /* a late member starts with the first epoch nobody has begun */
-    S->members[me].start_epoch = S->started ? S->claim_epoch + 1 : 0;
-    S->live_mask |= L->bit;
-    L->cur_epoch = S->members[me].start_epoch;
-    if (!S->started && __builtin_popcount(S->live_mask) >= L->cfg.group_size) S->started = 1;
-    pthread_cond_broadcast(&S->ready_cv);
-    pthread_cond_broadcast(&S->work_cv);
     cdl__test_hook(L, "joined");
     while (!S->started) {
         if (cdl__now_ns() > deadline) {
             int have = __builtin_popcount(S->live_mask);
-            cdl__member_drop(L, me);
+            cdl__member_drop(L, L->me);
             cdl__unlock(L);
             return cdl__open_fail(COORDL_ERR_TIMEOUT, "group %s: only %d of group_size %d members joined within "
                                   "group_timeout_ms (%d ms)", g, have, L->cfg.group_size, L->cfg.group_timeout_ms);
@@ -3501,7 +3614,7 @@ static coordl_status cdl__group_open(coordl *L) {
         cdl__wait(L, &S->ready_cv);
     }
     cdl__unlock(L);
-    cdl__log(L, COORDL_LOG_INFO, "group %s: %s as member %d of %d", g, creator ? "created" : "joined", me,
+    cdl__log(L, COORDL_LOG_INFO, "group %s: %s as member %d of %d", g, creator ? "created" : "joined", L->me,
              L->cfg.group_size);
     return COORDL_OK;
 }
@@ -3542,7 +3655,7 @@ static void cdl__stream_restart(coordl *L) {
     L->S->claim_pos = L->cur_pos;
     L->S->claim_index = L->cur_index;
     L->S->paused = 0;
-    pthread_cond_broadcast(&L->S->work_cv);
+    cdl__broadcast(L, &L->S->work_cv);
 }
 
 static coordl_status cdl__pool_start(coordl *L) {
@@ -3606,7 +3719,7 @@ static void cdl__pool_stop(coordl *L) {
     if (!L->workers) return;
     cdl__lock(L);
     L->stop = 1;
-    pthread_cond_broadcast(&L->S->work_cv);
+    cdl__broadcast(L, &L->S->work_cv);
     cdl__unlock(L);
     for (int i = 0; i < L->nworkers; i++)
         if (L->workers[i].started) pthread_join(L->workers[i].thread, NULL);
@@ -4267,9 +4380,9 @@ void coordl_close(coordl *L) {
         cdl__free(L, L->row_state);
         if (L->S) {
             pthread_mutex_destroy(&L->S->mu);
-            pthread_cond_destroy(&L->S->work_cv);
-            pthread_cond_destroy(&L->S->ready_cv);
-            pthread_cond_destroy(&L->S->idle_cv);
+            pthread_cond_destroy(&L->S->work_cv.cv);
+            pthread_cond_destroy(&L->S->ready_cv.cv);
+            pthread_cond_destroy(&L->S->idle_cv.cv);
             cdl__free(L, L->S);
         }
     }

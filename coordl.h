@@ -342,7 +342,8 @@ typedef struct coordl_stats {
     uint32_t placement_nodes;   /* NUMA nodes the chosen set spans           */
     uint32_t threads_bound;     /* workers whose affinity was set            */
     int32_t memory_bound;       /* 1: cache and ring bound to the node(s)    */
-    int32_t worker_cpu[64];     /* PU of worker i (first 64); -1: unbound    */
+    int32_t worker_cpu[64];     /* PU planned for worker i (first 64), bound or
+                                   not (see threads_bound); -1: none         */
     uint64_t items_prepared;    /* rows this process's workers prepared (in a
                                    group: its share of the group's work)    */
     uint32_t group_members;     /* live members of the group now (1 alone)   */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # coordl benchmarks. Run from anywhere; `make bench` runs all of them.
 #
-#   bash bench/run.sh [all|prep|index|cache|placement|dataset]
+#   bash bench/run.sh [all|prep|index|cache|placement|mpi|dataset]
 #
 #   dataset  make the bench dataset if missing (the other parts do it too)
 #   prep     image-prep throughput: coordl train/eval vs the libjpeg-turbo
@@ -11,18 +11,27 @@
 #   placement  workers bound vs unbound, cache + ring page-locked vs
 #            pageable (coordl train, whole dataset cached); table in
 #            build/bench/placement.txt
+#   mpi      partitioned MinIO cache over MPI vs a per-rank cache: storage
+#            bytes per epoch and images/s at 1, 2, 4 ranks (builds the
+#            library with mpicc -DCOORDL_MPI into build-mpi/, runs mpirun);
+#            table in build/bench/mpi.txt. `all` runs it when mpicc and
+#            mpirun are installed.
 #
 # Environment: BENCH_DATA (dataset dir, default build/bench-data),
 # BENCH_INDEX (index tree, default build/bench-index), BENCH_IMAGES (images
 # per timed run, default 2560), BENCH_ROUNDS (default 3), BENCH_SIGMA,
 # BENCH_SEED, BENCH_CLASSES, BENCH_PER_CLASS (dataset shape), CC, HWLOC_LIB
 # (default -lhwloc, as in the Makefile; empty for a COORDL_NO_HWLOC build).
+# mpi part: MPI_DATA (default build/bench-data if present, else
+# build/demo-data, made with gen_dataset if missing), MPI_RANKS ("1 2 4"),
+# MPI_EPOCHS (4; epochs 1.. are reported), MPI_FRACTION (0.3: each rank's
+# cache budget as a fraction of the dataset).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MODE=${1:-all}
-case "$MODE" in all|prep|index|cache|placement|dataset) ;;
-  *) echo "usage: bash bench/run.sh [all|prep|index|cache|placement|dataset]" >&2; exit 2 ;;
+case "$MODE" in all|prep|index|cache|placement|mpi|dataset) ;;
+  *) echo "usage: bash bench/run.sh [all|prep|index|cache|placement|mpi|dataset]" >&2; exit 2 ;;
 esac
 BENCH_DATA=${BENCH_DATA:-build/bench-data}
 BENCH_INDEX=${BENCH_INDEX:-build/bench-index}
@@ -200,11 +209,82 @@ run_placement() {
         --threads 2 | tee "$OUT/placement.txt"
 }
 
+# The partitioned cache over MPI: bench_mpi under mpirun at each of MPI_RANKS,
+# both cases (per-rank caches, partitioned) in every run.
+run_mpi() {
+    if ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
+        apt_install libopenmpi-dev
+        apt_install openmpi-bin
+    fi
+    log "mpi: library with mpicc -DCOORDL_MPI (make MPI=1 lib -> build-mpi/)"
+    make -s MPI=1 lib
+    local data=${MPI_DATA:-}
+    if [ -z "$data" ]; then
+        if [ -d "$BENCH_DATA" ]; then
+            data=$BENCH_DATA
+        else
+            data=build/demo-data
+            if [ ! -d "$data" ]; then
+                log "mpi: dataset $data (missing; making it once)"
+                make -s examples
+                build/examples/gen_dataset --out "$data" --classes 10 --per-class 200 --seed 1
+            fi
+        fi
+    fi
+    local src=bench/bench_mpi.c bin=$OUT/bench_mpi d stale=0
+    [ -x "$bin" ] || stale=1
+    for d in "$src" bench/bench_common.h build-mpi/libcoordl.a coordl.h; do
+        [ "$d" -nt "$bin" ] && stale=1
+    done
+    if [ $stale = 1 ]; then mpicc "${CFLAGS[@]}" "$src" build-mpi/libcoordl.a "${LIBS[@]}" -o "$bin"; fi
+    # --bind-to none: OpenMPI binds each of 1-2 ranks to one core by default;
+    # bench_mpi gives each local rank its own slice of the PUs instead.
+    local mpirun=(mpirun --oversubscribe --bind-to none)
+    if [ "$(id -u)" = 0 ]; then mpirun+=(--allow-run-as-root); fi
+    local n
+    for n in ${MPI_RANKS:-1 2 4}; do
+        log "mpi: $n rank(s) (bench_mpi: per-rank caches, then partitioned)"
+        "${mpirun[@]}" -np "$n" "$bin" --data "$data" --epochs "${MPI_EPOCHS:-4}" \
+            --fraction "${MPI_FRACTION:-0.3}" | tee "$OUT/mpi-$n.log"
+    done
+    {
+        echo "coordl partitioned MinIO cache over MPI, $(date -u +%Y-%m-%dT%H:%MZ)," \
+             "one machine, $(nproc) cores, ranks oversubscribed beyond that"
+        echo "data: $data ($(find "$data" -type f | wc -l) files," \
+             "$(du -sm "$data" | cut -f1) MB); each rank's budget ${MPI_FRACTION:-0.3} of the" \
+             "dataset; out 64x64, batch 32; page cache dropped before every epoch"
+        echo "per epoch, epochs 1..$(( ${MPI_EPOCHS:-4} - 1 )) (epoch 0 fills the caches);" \
+             "storage and peer bytes summed over ranks, as % of the dataset"
+        echo
+        printf '%-5s %-12s %7s %9s %9s %9s %8s %10s %10s %9s\n' ranks cache "thr/rk" \
+            "cached" "storage" "expected" "peer" "img/s/rk" "img/s all" fallbacks
+        for n in ${MPI_RANKS:-1 2 4}; do
+            awk '$1 == "RESULT" && $2 == "mpi" {
+                printf "%-5s %-12s %7s %8s%% %8s%% %8s%% %7s%% %10s %10s %9s\n", $3,
+                    ($4 == "part" ? "partitioned" : "per-rank"), $12, $5, $6, $8, $7, $9, $10, $11
+            }' "$OUT/mpi-$n.log"
+        done
+        echo
+        echo "partitioned / per-rank (cached: the ranks' caches together at the end):"
+        for n in ${MPI_RANKS:-1 2 4}; do
+            awk -v n="$n" '$1 == "RESULT" && $2 == "mpi" { s[$4] = $6; r[$4] = $10 }
+                END { printf "  %s rank(s): storage reads %s, images/s (all ranks) %.2fx\n", n,
+                    (s["rank"] > 0 ? sprintf("%.2fx", s["part"] / s["rank"]) : "n/a"),
+                    (r["rank"] > 0 ? r["part"] / r["rank"] : 0) }' "$OUT/mpi-$n.log"
+        done
+    } > "$OUT/mpi.txt"
+    log "mpi: summary (also in $OUT/mpi.txt)"
+    cat "$OUT/mpi.txt"
+}
+
 case "$MODE" in
     dataset) ensure_dataset ;;
+    mpi) run_mpi ;;
     prep) run_prep ;;
     index) run_index ;;
     cache) run_cache ;;
     placement) run_placement ;;
-    all) run_prep; run_index; run_cache; run_placement ;;
+    all) run_prep; run_index; run_cache; run_placement
+         if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then run_mpi
+         else log "mpi: skipped (no mpicc/mpirun; bash bench/run.sh mpi installs OpenMPI)"; fi ;;
 esac

@@ -46,6 +46,17 @@
 
 /* ---- arguments ------------------------------------------------------- */
 
+enum { STEP_SPIN = 0, STEP_CPU = 1, STEP_SLEEP = 2 };
+static const char *const STEP_NAMES[] = {"spin", "cpu", "sleep"};
+
+static int step_kind_of(const char *s)
+{
+    for (int k = 0; k < 3; k++)
+        if (!strcmp(s, STEP_NAMES[k]))
+            return k;
+    return -1;
+}
+
 typedef struct {
     const char *data, *out;
     int threads;           /* workers of the measured runs                 */
@@ -53,7 +64,7 @@ typedef struct {
     uint32_t batch_size;
     uint64_t batches;      /* timed batches per run                        */
     double step_ms;
-    int step_sleep;        /* 0: busy-spin (default), 1: sleep             */
+    int step_kind;         /* STEP_SPIN (default), STEP_CPU, STEP_SLEEP    */
     uint32_t size;         /* output side in pixels                        */
     uint64_t seed;
     int validate;
@@ -78,7 +89,10 @@ static void usage(FILE *to)
             "  --batch-size B        images per batch (default 32)\n"
             "  --batches N           timed batches per run (default 50)\n"
             "  --step-ms MS          the stand-in trainer's time per batch (default 20)\n"
-            "  --step spin|sleep     spin the CPU (compute, default) or sleep (accelerator)\n"
+            "  --step spin|cpu|sleep the stand-in step: spin MS of wall time on the CPU\n"
+            "                        (default), spin until MS of CPU time are used (compute\n"
+            "                        that slows when the loader takes its core), or sleep\n"
+            "                        MS (a thread waiting for an accelerator)\n"
             "  --size PX             output crop side (default 64)\n"
             "  --seed S              shuffle and augmentation seed (default 0)\n"
             "  --validate            measure 4 settings not used for fitting and compare\n"
@@ -226,12 +240,10 @@ static int parse_args(int argc, char **argv, args *a, int *help)
             if (parse_f64(val, 0.001, 600000, &a->step_ms))
                 return bad_arg("--step-ms must be a number of milliseconds > 0, not '%s'", val);
         } else if (!strcmp(name, "--step")) {
-            if (!strcmp(val, "spin"))
-                a->step_sleep = 0;
-            else if (!strcmp(val, "sleep"))
-                a->step_sleep = 1;
-            else
-                return bad_arg("--step must be 'spin' or 'sleep', not '%s'", val);
+            int k = step_kind_of(val);
+            if (k < 0)
+                return bad_arg("--step must be spin, cpu or sleep, not '%s'", val);
+            a->step_kind = k;
         } else if (!strcmp(name, "--size")) {
             if (parse_i64(val, 1, 8192, &v))
                 return bad_arg("--size must be an integer in 1..8192, not '%s'", val);
@@ -265,35 +277,44 @@ static double now_s(void)
 
 typedef struct {
     double ms;
-    int sleep;
+    int kind;
     volatile uint8_t sink;
 } step_ctx;
 
+static long long clock_ns(clockid_t id)
+{
+    struct timespec t;
+    clock_gettime(id, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
 /* One trainer step: reads the batch's first and last byte (a trainer reads
- * its input), then spins (or sleeps) until ms have passed since the call. */
+ * its input), then
+ *   spin:  busy-spins until ms of monotonic time have passed (a step of a
+ *          fixed duration that keeps a core busy),
+ *   cpu:   busy-spins until the thread has used ms of CPU time (compute:
+ *          it takes longer when the loader's threads take its core),
+ *   sleep: sleeps ms (a thread waiting for an accelerator). */
 static int step(void *user, const coordl_batch *b)
 {
     step_ctx *s = user;
     if (b && b->data && b->data_bytes)
         s->sink = (uint8_t)(((const uint8_t *)b->data)[0] ^
                             ((const uint8_t *)b->data)[b->data_bytes - 1]);
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    long long end_ns = (long long)t0.tv_sec * 1000000000LL + t0.tv_nsec +
-                       (long long)(s->ms * 1e6);
-    if (s->sleep) {
+    long long dur = (long long)(s->ms * 1e6);
+    if (s->kind == STEP_SLEEP) {
+        long long end_ns = clock_ns(CLOCK_MONOTONIC) + dur;
         struct timespec until = {(time_t)(end_ns / 1000000000LL),
                                  (long)(end_ns % 1000000000LL)};
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR) {
         }
         return 0;
     }
-    for (;;) {
-        struct timespec t;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        if ((long long)t.tv_sec * 1000000000LL + t.tv_nsec >= end_ns)
-            return 0;
+    clockid_t id = s->kind == STEP_CPU ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC;
+    long long end_ns = clock_ns(id) + dur;
+    while (clock_ns(id) < end_ns) {
     }
+    return 0;
 }
 
 static void progress(void *user, const char *line)
@@ -506,7 +527,7 @@ static void print_report(const args *a, const coordl_report *r, const int *tl, s
            (unsigned long long)r->dataset_items, (double)r->dataset_bytes / 1e6,
            r->mean_item_bytes / 1e3);
     printf("settings: batch %u, %ux%u crops, step %.3g ms (%s), %d %s, %llu batches per run\n\n",
-           a->batch_size, a->size, a->size, a->step_ms, a->step_sleep ? "sleep" : "spin",
+           a->batch_size, a->size, a->size, a->step_ms, STEP_NAMES[a->step_kind],
            r->threads, thr_word(r->threads), (unsigned long long)a->batches);
 
     printf("run                    images/s    stall\n");
@@ -699,7 +720,7 @@ static int write_svg(const char *path, const args *a, const coordl_report *r,
     svg_text(f, 20, 52, "start", "fill:#444",
              "%llu items, %.1f MB; batch %u, %ux%u crops, trainer step %.3g ms (%s), %d loader %s, %llu batches per run",
              (unsigned long long)r->dataset_items, (double)r->dataset_bytes / 1e6, a->batch_size,
-             a->size, a->size, a->step_ms, a->step_sleep ? "sleep" : "spin", r->threads,
+             a->size, a->size, a->step_ms, STEP_NAMES[a->step_kind], r->threads,
              thr_word(r->threads), (unsigned long long)a->batches);
 
     if (r->recommend_threads > 0)
@@ -947,6 +968,13 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    /* the figures are timings: say so when something else uses the CPUs */
+    double load[1];
+    if (getloadavg(load, 1) == 1 && load[0] > 0.5)
+        fprintf(stderr, TOOL ": warning: the CPUs are busy before the analysis starts (load "
+                        "average %.1f, %d cores): the figures will be noisy\n",
+                load[0], usable_cores());
+
     rc = 1;
     char *json_path = join(a.out, "report.json"), *svg_path = join(a.out, "report.svg");
     int *tl = NULL;
@@ -958,7 +986,7 @@ int main(int argc, char **argv)
     }
 
     cfg.cache_bytes = (uint64_t)(a.cache_fraction * (double)dataset_bytes + 0.5);
-    step_ctx sc = {a.step_ms, a.step_sleep, 0};
+    step_ctx sc = {a.step_ms, a.step_kind, 0};
     coordl_analyze_opts o;
     memset(&o, 0, sizeof o);
     o.batches = a.batches;

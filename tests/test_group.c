@@ -1,0 +1,1212 @@
+/*
+ * test_group.c - coordinated prep: sibling processes that open with the
+ * same cfg.group share one stream, one ring and one MinIO cache in a POSIX
+ * shm object /dev/shm/coordl-<group>.
+ *
+ * Every test runs real processes (fork, no exec): each member is a child
+ * that opens, consumes, and writes what it saw (open status, message, batch
+ * hashes, stats, the shm object's size and mode) to a report file; the
+ * parent compares that with a single group-less loader over the same config
+ * (the reference, made once). Faults are injected with cfg.test_hook: a
+ * member signals the parent through a pipe at a named protocol point and
+ * stops itself (SIGSTOP), so the parent can SIGKILL it exactly there.
+ *
+ * Children never use cmocka (they only report); the parent asserts. Every
+ * child has its own alarm() watchdog, every wait in the parent is bounded,
+ * and children and shm objects are cleaned up before each test, at the end,
+ * and from the watchdog when the binary hangs. Group names carry the
+ * parent's pid, so parallel runs do not collide.
+ */
+#include "test_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- dataset and reference ------------------------------------------- */
+
+/* 4 classes x 16 textured JPEGs of 40..56 px: 64 items, 8 batches of 8 */
+static const tu_folder_spec g_spec = {4, 16, 40, 40, 16, TU_PAT_TEXTURED,
+                                      TU_FMT_JPEG, 90, 5};
+#define N_ITEMS 64u
+#define BATCH 8u
+#define BPE (N_ITEMS / BATCH)
+#define NSLOTS 4u
+#define REF_EPOCHS 4u
+#define MAXB 64 /* batches a report can hold */
+
+static char *g_dir;
+static char *g_root;
+static char *g_link; /* a symlink to g_root: same data, another source path */
+static uint64_t g_bytes;
+static tu_run g_ref; /* single loader, epochs 0..3 */
+
+/* Every member and the reference use this; tests change only group fields
+ * (and, for the mismatch test, the field under test). */
+static coordl_config base_config(void)
+{
+    coordl_config cfg = tu_config(g_root);
+    cfg.seed = 77;
+    cfg.batch_size = BATCH;
+    cfg.prefetch_batches = NSLOTS;
+    cfg.cache_bytes = 2 * g_bytes; /* the whole dataset fits */
+    cfg.threads = 2;
+    return cfg;
+}
+
+/* ---- cleanup: children and shm objects this binary made ---------------- */
+
+#define MAX_KIDS 32
+#define MAX_NAMES 64
+static pid_t g_kids[MAX_KIDS];
+static char g_names[MAX_NAMES][256]; /* shm names "/coordl-..." */
+
+static void cleanup_all(void)
+{
+    for (int i = 0; i < MAX_KIDS; i++)
+        if (g_kids[i] > 0) {
+            kill(g_kids[i], SIGKILL);
+            waitpid(g_kids[i], NULL, 0);
+            g_kids[i] = 0;
+        }
+    for (int i = 0; i < MAX_NAMES; i++)
+        if (g_names[i][0]) {
+            shm_unlink(g_names[i]);
+            g_names[i][0] = '\0';
+        }
+}
+
+/* The binary's watchdog (tu_main_init) kills it on a hang; take the
+ * children and the shm objects with it. Only async-signal-safe calls. */
+static void watchdog_cleanup(int sig)
+{
+    for (int i = 0; i < MAX_KIDS; i++)
+        if (g_kids[i] > 0)
+            kill(g_kids[i], SIGKILL);
+    for (int i = 0; i < MAX_NAMES; i++)
+        if (g_names[i][0])
+            shm_unlink(g_names[i]);
+    static const char msg[] =
+        "\ntest_group watchdog: no end after the time limit: a hang (the last "
+        "[ RUN ] line names the test); children killed, shm objects removed\n";
+    ssize_t k = write(2, msg, sizeof msg - 1);
+    (void)k;
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void track_kid(pid_t pid)
+{
+    for (int i = 0; i < MAX_KIDS; i++)
+        if (g_kids[i] == 0) {
+            g_kids[i] = pid;
+            return;
+        }
+    fail_msg("too many children");
+}
+
+static void untrack_kid(pid_t pid)
+{
+    for (int i = 0; i < MAX_KIDS; i++)
+        if (g_kids[i] == pid)
+            g_kids[i] = 0;
+}
+
+/* Registers a group's shm object for cleanup (and removes a leftover). */
+static void register_group(const char *group)
+{
+    for (int i = 0; i < MAX_NAMES; i++)
+        if (!g_names[i][0]) {
+            snprintf(g_names[i], sizeof g_names[i], "/coordl-%s", group);
+            shm_unlink(g_names[i]);
+            return;
+        }
+    fail_msg("too many group names");
+}
+
+/* A fresh group name ("cdlt-<pid>-<tag>-<n>"), registered for cleanup;
+ * the string stays valid for the whole run. */
+static const char *group_name(const char *tag)
+{
+    static char names[128][64];
+    static unsigned counter;
+    if (counter >= 128)
+        fail_msg("too many group names");
+    char *n = names[counter];
+    snprintf(n, sizeof names[0], "cdlt-%d-%s-%u", (int)getpid(), tag, counter);
+    counter++;
+    register_group(n);
+    return n;
+}
+
+static void shm_path(const char *group, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "/dev/shm/coordl-%s", group);
+}
+
+static int shm_exists(const char *group)
+{
+    char p[512];
+    shm_path(group, p, sizeof p);
+    struct stat sb;
+    return stat(p, &sb) == 0;
+}
+
+static int test_setup(void **state)
+{
+    (void)state;
+    cleanup_all();
+    return 0;
+}
+
+static int test_teardown(void **state)
+{
+    (void)state;
+    cleanup_all();
+    return 0;
+}
+
+/* ---- members (children) ------------------------------------------------ */
+
+/* A hook rule: at the nth call of `point`, write `tag` to `fd` and, with
+ * stop, SIGSTOP the whole process (all its threads). */
+typedef struct {
+    const char *point;
+    int nth;
+    char tag;
+    int stop;
+    int fd;
+    atomic_int count;
+} hook_rule;
+
+typedef struct {
+    hook_rule rules[3];
+    int nrules;
+} hook_state;
+
+static void member_hook(void *user, const char *point)
+{
+    hook_state *hs = user;
+    for (int i = 0; i < hs->nrules; i++) {
+        hook_rule *r = &hs->rules[i];
+        if (strcmp(point, r->point) != 0)
+            continue;
+        if (atomic_fetch_add(&r->count, 1) + 1 != r->nth)
+            continue;
+        ssize_t k = write(r->fd, &r->tag, 1);
+        (void)k;
+        if (r->stop)
+            raise(SIGSTOP);
+    }
+}
+
+typedef struct {
+    coordl_config cfg;
+    unsigned epochs;     /* END_OF_EPOCH returns to consume               */
+    hook_state hooks;
+    int pause_after;     /* > 0: after this many batches write 'P' to
+                            pause_fd and wait for a byte on go_fd         */
+    int pause_fd, go_fd;
+    int park_fd;         /* >= 0: after open, block reading it (never
+                            consume)                                       */
+    char report[512];    /* where the child writes its report             */
+} member_spec;
+
+typedef struct {
+    int open_rc;
+    char errmsg[512];
+    int run_rc;
+    char run_errmsg[512];
+    uint32_t members_at_open, members_at_end;
+    uint64_t items_prepared;
+    uint64_t epoch_items[REF_EPOCHS + 2]; /* coordl_get_epoch_stats .items */
+    uint64_t cache_bytes_used, cache_items, cache_budget, dataset_bytes;
+    int64_t shm_size;   /* -1: could not stat it */
+    uint32_t shm_mode;
+    int seek_rc, set_rc;
+    size_t nbatches;
+    uint64_t hash[MAXB], epoch[MAXB], index[MAXB];
+    unsigned ends;
+} member_report;
+
+static void member_write_report(const char *path, const member_report *R)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0)
+        _exit(90);
+    if (write(fd, R, sizeof *R) != (ssize_t)sizeof *R)
+        _exit(91);
+    close(fd);
+}
+
+/* In a child: default signal dispositions (cmocka's handlers would
+ * longjmp a crashing child back into a copy of the test runner) and a
+ * watchdog of its own. */
+static void child_init(void)
+{
+    const int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGSYS, SIGALRM};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        signal(sigs[i], SIG_DFL);
+    alarm(40);
+}
+
+/* The child's whole life: open, consume, report, close, _exit. */
+static void member_main(member_spec *ms)
+{
+    child_init();
+    static member_report R;
+    memset(&R, 0, sizeof R);
+    R.shm_size = -1;
+    R.run_rc = COORDL_OK;
+    if (ms->hooks.nrules) {
+        ms->cfg.test_hook = member_hook;
+        ms->cfg.test_hook_user = &ms->hooks;
+    }
+    coordl *L = NULL;
+    R.open_rc = coordl_open(&ms->cfg, &L);
+    snprintf(R.errmsg, sizeof R.errmsg, "%s", coordl_errmsg(NULL));
+    if (R.open_rc != COORDL_OK) {
+        member_write_report(ms->report, &R);
+        _exit(0);
+    }
+    coordl_stats st;
+    coordl_get_stats(L, &st);
+    R.members_at_open = st.group_members;
+    char p[512];
+    shm_path(ms->cfg.group, p, sizeof p);
+    struct stat sb;
+    if (stat(p, &sb) == 0) {
+        R.shm_size = (int64_t)sb.st_size;
+        R.shm_mode = (uint32_t)(sb.st_mode & 07777);
+    }
+    if (ms->park_fd >= 0) {
+        char c;
+        ssize_t k = read(ms->park_fd, &c, 1);
+        (void)k;
+    }
+    int consumed = 0;
+    while (R.ends < ms->epochs) {
+        coordl_batch b;
+        coordl_status rc = coordl_next(L, &b);
+        if (rc == COORDL_END_OF_EPOCH) {
+            R.ends++;
+            continue;
+        }
+        if (rc != COORDL_OK) {
+            R.run_rc = rc;
+            snprintf(R.run_errmsg, sizeof R.run_errmsg, "%s", coordl_errmsg(L));
+            break;
+        }
+        if (R.nbatches < MAXB) {
+            R.hash[R.nbatches] = tu_batch_hash(&b);
+            R.epoch[R.nbatches] = b.epoch;
+            R.index[R.nbatches] = b.index;
+        }
+        R.nbatches++;
+        coordl_release(L, &b);
+        if (ms->pause_after > 0 && ++consumed == ms->pause_after) {
+            char c = 'P';
+            ssize_t k = write(ms->pause_fd, &c, 1);
+            k = read(ms->go_fd, &c, 1);
+            (void)k;
+        }
+    }
+    coordl_get_stats(L, &st);
+    R.members_at_end = st.group_members;
+    R.items_prepared = st.items_prepared;
+    R.cache_bytes_used = st.cache_bytes_used;
+    R.cache_items = st.cache_items;
+    R.cache_budget = st.cache_bytes_budget;
+    R.dataset_bytes = st.dataset_bytes;
+    for (uint64_t e = 0; e < REF_EPOCHS + 2; e++) {
+        coordl_epoch_stats es;
+        if (coordl_get_epoch_stats(L, e, &es) == COORDL_OK)
+            R.epoch_items[e] = es.items;
+    }
+    R.seek_rc = coordl_seek(L, 0, 0);
+    R.set_rc = coordl_set(L, COORDL_PARAM_OUT_W, 8);
+    coordl_close(L);
+    member_write_report(ms->report, &R);
+    _exit(0);
+}
+
+static void spec_init(member_spec *ms, const char *group, int size, int timeout_ms,
+                      unsigned epochs, const char *tag)
+{
+    memset(ms, 0, sizeof *ms);
+    ms->cfg = base_config();
+    ms->cfg.group = group;
+    ms->cfg.group_size = size;
+    ms->cfg.group_timeout_ms = timeout_ms;
+    ms->epochs = epochs;
+    ms->park_fd = -1;
+    ms->pause_fd = ms->go_fd = -1;
+    snprintf(ms->report, sizeof ms->report, "%s/report-%s", g_dir, tag);
+    unlink(ms->report);
+}
+
+static void spec_hook(member_spec *ms, const char *point, int nth, char tag, int stop, int fd)
+{
+    assert_true(ms->hooks.nrules < 3);
+    hook_rule *r = &ms->hooks.rules[ms->hooks.nrules++];
+    r->point = point;
+    r->nth = nth;
+    r->tag = tag;
+    r->stop = stop;
+    r->fd = fd;
+    atomic_init(&r->count, 0);
+}
+
+static pid_t spawn(member_spec *ms)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        member_main(ms); /* does not return */
+    track_kid(pid);
+    return pid;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* Waits for a child to exit (bounded); fails unless it exited with 0. */
+static void reap(pid_t pid, const char *who)
+{
+    const double deadline = now_ms() + 60000;
+    int status = 0;
+    for (;;) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid)
+            break;
+        assert_true(r == 0);
+        if (now_ms() > deadline)
+            fail_msg("%s (pid %d) did not finish within 60 s (a hang)", who, (int)pid);
+        sleep_ms(5);
+    }
+    untrack_kid(pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("%s (pid %d) ended abnormally: %s %d", who, (int)pid,
+                 WIFSIGNALED(status) ? "signal" : "exit status",
+                 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+}
+
+/* SIGKILLs a child and reaps it. */
+static void kill_kid(pid_t pid)
+{
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    untrack_kid(pid);
+}
+
+/* Reads one byte from fd within timeout_ms. Returns it, 0 on EOF, -1 on
+ * timeout. */
+static int wait_byte(int fd, int timeout_ms)
+{
+    const double deadline = now_ms() + timeout_ms;
+    for (;;) {
+        int left = (int)(deadline - now_ms());
+        if (left <= 0)
+            return -1;
+        struct pollfd pfd = {fd, POLLIN, 0};
+        int n = poll(&pfd, 1, left);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        unsigned char c;
+        ssize_t k = read(fd, &c, 1);
+        if (k == 1)
+            return c;
+        if (k == 0)
+            return 0;
+        if (errno != EINTR && errno != EAGAIN)
+            return 0;
+    }
+}
+
+static void expect_byte(int fd, char want, const char *what)
+{
+    int c = wait_byte(fd, 30000);
+    if (c != (unsigned char)want)
+        fail_msg("waiting for '%c' (%s): got %s", want, what,
+                 c < 0 ? "nothing within 30 s" : c == 0 ? "EOF (the child ended)" : "another byte");
+}
+
+static void make_pipe(int fds[2])
+{
+    assert_int_equal(pipe(fds), 0);
+    fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+    fcntl(fds[1], F_SETFD, FD_CLOEXEC);
+}
+
+static void read_report(const member_spec *ms, member_report *R)
+{
+    size_t n = 0;
+    uint8_t *b = tu_read_file(ms->report, &n);
+    assert_int_equal(n, sizeof *R);
+    memcpy(R, b, sizeof *R);
+    free(b);
+}
+
+/* The member opened, ran without error, and saw exactly the reference's
+ * batches of epochs [first_epoch, first_epoch + epochs). */
+static void assert_matches_ref(const member_report *R, const char *who,
+                               unsigned first_epoch, unsigned epochs)
+{
+    if (R->open_rc != COORDL_OK)
+        fail_msg("%s: coordl_open = %d: %s", who, R->open_rc, R->errmsg);
+    if (R->run_rc != COORDL_OK)
+        fail_msg("%s: coordl_next = %d: %s", who, R->run_rc, R->run_errmsg);
+    if (R->nbatches != (size_t)epochs * BPE)
+        fail_msg("%s: %zu batches, expected %u", who, R->nbatches, epochs * BPE);
+    assert_int_equal(R->ends, epochs);
+    const size_t off = (size_t)first_epoch * BPE;
+    assert_true(off + R->nbatches <= g_ref.nbatches);
+    for (size_t i = 0; i < R->nbatches; i++)
+        if (R->hash[i] != g_ref.hash[off + i] || R->epoch[i] != g_ref.epoch[off + i] ||
+            R->index[i] != g_ref.index[off + i])
+            fail_msg("%s: batch %zu (epoch %llu index %llu) differs from the single loader's "
+                     "(epoch %llu index %llu)", who, i, (unsigned long long)R->epoch[i],
+                     (unsigned long long)R->index[i], (unsigned long long)g_ref.epoch[off + i],
+                     (unsigned long long)g_ref.index[off + i]);
+}
+
+/* ---- k members ------------------------------------------------------- */
+
+/* Bytes of the batch ring for the base config (data, labels, ids per
+ * slot), without alignment. */
+static uint64_t ring_bytes(void)
+{
+    const coordl_config c = base_config();
+    const uint64_t row = (uint64_t)c.out_w * c.out_h * 3; /* U8 NHWC */
+    return (uint64_t)NSLOTS * BATCH * (row + 4 + 8);
+}
+
+static void run_k_members(int k)
+{
+    const char *g = group_name("k");
+    member_spec ms[4];
+    pid_t pid[4];
+    for (int i = 0; i < k; i++) {
+        char tag[32];
+        snprintf(tag, sizeof tag, "k%d-%d", k, i);
+        spec_init(&ms[i], g, k, 20000, 2, tag);
+        pid[i] = spawn(&ms[i]);
+    }
+    for (int i = 0; i < k; i++)
+        reap(pid[i], "member");
+    uint64_t e0 = 0, e1 = 0, total = 0;
+    member_report R[4];
+    for (int i = 0; i < k; i++) {
+        char who[32];
+        snprintf(who, sizeof who, "member %d of %d", i, k);
+        read_report(&ms[i], &R[i]);
+        assert_matches_ref(&R[i], who, 0, 2);
+        assert_int_equal(R[i].members_at_open, (uint32_t)k);
+        /* shared, not per process: every member sees the one cache */
+        assert_int_equal(R[i].cache_bytes_used, g_bytes);
+        assert_int_equal(R[i].cache_items, N_ITEMS);
+        assert_int_equal(R[i].cache_bytes_used, R[0].cache_bytes_used);
+        /* one object, mode 0600, about cache + ring (not k times) */
+        assert_true(R[i].shm_size > 0);
+        assert_int_equal(R[i].shm_mode, 0600);
+        const uint64_t once = R[i].cache_budget + ring_bytes();
+        if (!((uint64_t)R[i].shm_size >= once && (double)R[i].shm_size < 1.5 * (double)once))
+            fail_msg("shm object is %lld bytes; cache %llu + ring %llu = %llu (expected once, "
+                     "under 1.5x)", (long long)R[i].shm_size, (unsigned long long)R[i].cache_budget,
+                     (unsigned long long)ring_bytes(), (unsigned long long)once);
+        assert_int_equal(R[i].seek_rc, COORDL_ERR_UNSUPPORTED);
+        assert_int_equal(R[i].set_rc, COORDL_ERR_UNSUPPORTED);
+        e0 += R[i].epoch_items[0];
+        e1 += R[i].epoch_items[1];
+        total += R[i].items_prepared;
+    }
+    /* each row prepared once by the group, not once per member */
+    if (e0 != N_ITEMS || e1 != N_ITEMS)
+        fail_msg("%d members prepared %llu rows of epoch 0 and %llu of epoch 1; the epoch has %u",
+                 k, (unsigned long long)e0, (unsigned long long)e1, N_ITEMS);
+    if (total < 2 * N_ITEMS || total > 2 * N_ITEMS + NSLOTS * BATCH)
+        fail_msg("%d members prepared %llu rows in all for 2 epochs of %u (+ at most %u ahead)", k,
+                 (unsigned long long)total, N_ITEMS, NSLOTS * BATCH);
+    /* the last member out removed the object */
+    assert_false(shm_exists(g));
+}
+
+static void test_two_members_match_single_loader(void **state)
+{
+    (void)state;
+    run_k_members(2);
+}
+
+static void test_three_members_match_single_loader(void **state)
+{
+    (void)state;
+    run_k_members(3);
+}
+
+static void test_four_members_match_single_loader(void **state)
+{
+    (void)state;
+    run_k_members(4);
+}
+
+/* A group of one in this process: same batches as the single loader, the
+ * object exists while open with mode 0600, seek/set are refused, and close
+ * removes it. */
+static void test_group_of_one_in_process(void **state)
+{
+    (void)state;
+    const char *g = group_name("one");
+    coordl_config cfg = base_config();
+    cfg.group = g;
+    coordl *L = tu_open(&cfg);
+    char p[512];
+    shm_path(g, p, sizeof p);
+    struct stat sb;
+    assert_int_equal(stat(p, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0600);
+    assert_true(S_ISREG(sb.st_mode));
+    coordl_stats st;
+    coordl_get_stats(L, &st);
+    assert_int_equal(st.group_members, 1);
+    assert_int_equal(coordl_seek(L, 0, 1), COORDL_ERR_UNSUPPORTED);
+    assert_int_equal(coordl_set(L, COORDL_PARAM_BATCH_SIZE, 4), COORDL_ERR_UNSUPPORTED);
+    assert_int_equal(coordl_set(L, COORDL_PARAM_OUT_W, 8), COORDL_ERR_UNSUPPORTED);
+    tu_run run;
+    memset(&run, 0, sizeof run);
+    assert_int_equal(tu_run_epochs(L, 2, &run), COORDL_OK);
+    assert_int_equal(run.nbatches, 2 * BPE);
+    for (size_t i = 0; i < run.nbatches; i++)
+        assert_true(run.hash[i] == g_ref.hash[i]);
+    tu_run_free(&run);
+    coordl_close(L);
+    assert_false(shm_exists(g));
+}
+
+/* ---- configuration errors ------------------------------------------- */
+
+static void expect_open_fails(const coordl_config *cfg, coordl_status want, const char *needle)
+{
+    coordl *L = (coordl *)(uintptr_t)1;
+    coordl_status rc = coordl_open(cfg, &L);
+    if (rc != want)
+        fail_msg("coordl_open = %d (%s), expected %d; message: %s", rc, coordl_strerror(rc), want,
+                 coordl_errmsg(NULL));
+    assert_null(L);
+    if (needle && !strstr(coordl_errmsg(NULL), needle))
+        fail_msg("message \"%s\" does not name \"%s\"", coordl_errmsg(NULL), needle);
+}
+
+static void test_bad_names_and_sizes_are_invalid(void **state)
+{
+    (void)state;
+    coordl_config cfg = base_config();
+    char longname[256];
+    const char *bad[] = {"a/b", "", ".hidden", "sp ace", "semi;colon", "/lead", NULL};
+    for (int i = 0; bad[i]; i++) {
+        cfg.group = bad[i];
+        expect_open_fails(&cfg, COORDL_ERR_INVALID, "group");
+    }
+    memset(longname, 'x', sizeof longname);
+    snprintf(longname, sizeof longname, "cdlt-%d-", (int)getpid());
+    size_t at = strlen(longname);
+    memset(longname + at, 'y', 201 - at);
+    longname[201] = '\0';
+    cfg.group = longname;
+    expect_open_fails(&cfg, COORDL_ERR_INVALID, "group");
+    /* none of them made an object */
+    char p[600];
+    snprintf(p, sizeof p, "/dev/shm/coordl-%s", longname);
+    assert_int_equal(access(p, F_OK), -1);
+
+    /* 200 characters is allowed */
+    longname[200] = '\0';
+    assert_true(strlen(longname) == 200);
+    register_group(longname);
+    cfg.group = longname;
+    cfg.group_size = 1;
+    coordl *L = tu_open(&cfg);
+    coordl_close(L);
+    assert_int_equal(access(p, F_OK), -1);
+
+    cfg.group = group_name("size");
+    cfg.group_size = 0;
+    expect_open_fails(&cfg, COORDL_ERR_INVALID, "group_size");
+    cfg.group_size = 33;
+    expect_open_fails(&cfg, COORDL_ERR_INVALID, "group_size");
+    cfg.group_size = -1;
+    expect_open_fails(&cfg, COORDL_ERR_INVALID, "group_size");
+    cfg.group_size = 1;
+    cfg.group_timeout_ms = 0;
+    expect_open_fails(&cfg, COORDL_ERR_INVALID, "group_timeout_ms");
+    cfg.group_timeout_ms = 1000;
+    cfg.cache_policy = COORDL_CACHE_LRU;
+    expect_open_fails(&cfg, COORDL_ERR_UNSUPPORTED, "LRU");
+    assert_false(shm_exists(cfg.group));
+}
+
+/* Members that differ in a batch-changing field are refused with
+ * COORDL_ERR_GROUP naming the field; the first member is unaffected: it
+ * goes on waiting and, once a matching member joins, both produce the
+ * single loader's batches. */
+static void test_config_mismatch_is_refused_by_field(void **state)
+{
+    (void)state;
+    const char *g = group_name("mismatch");
+    int jp[2];
+    make_pipe(jp);
+    member_spec m1;
+    spec_init(&m1, g, 2, 30000, 2, "mm1");
+    spec_hook(&m1, "joined", 1, 'J', 0, jp[1]);
+    pid_t p1 = spawn(&m1);
+    expect_byte(jp[0], 'J', "first member joined");
+
+    coordl_config cfg = base_config();
+    cfg.group = g;
+    cfg.group_size = 2;
+    cfg.group_timeout_ms = 30000;
+    coordl_config c = cfg;
+    c.seed = cfg.seed + 1;
+    expect_open_fails(&c, COORDL_ERR_GROUP, "seed differs");
+    c = cfg;
+    c.out_w = cfg.out_w + 8;
+    expect_open_fails(&c, COORDL_ERR_GROUP, "out_w differs");
+    c = cfg;
+    c.batch_size = cfg.batch_size / 2;
+    expect_open_fails(&c, COORDL_ERR_GROUP, "batch_size differs");
+    c = cfg;
+    c.source = g_link; /* the same files under another path */
+    expect_open_fails(&c, COORDL_ERR_GROUP, "source differs");
+    c = cfg;
+    c.group_size = 3;
+    expect_open_fails(&c, COORDL_ERR_GROUP, "group_size differs");
+    c = cfg;
+    c.layout = COORDL_F32_NCHW;
+    expect_open_fails(&c, COORDL_ERR_GROUP, "layout differs");
+    /* a failed member leaves the object to the group */
+    assert_true(shm_exists(g));
+
+    member_spec m2;
+    spec_init(&m2, g, 2, 30000, 2, "mm2");
+    pid_t p2 = spawn(&m2);
+    reap(p1, "first member");
+    reap(p2, "matching member");
+    member_report R1, R2;
+    read_report(&m1, &R1);
+    read_report(&m2, &R2);
+    assert_matches_ref(&R1, "first member", 0, 2);
+    assert_matches_ref(&R2, "matching member", 0, 2);
+    assert_int_equal(R1.members_at_open, 2);
+    assert_false(shm_exists(g));
+    close(jp[0]);
+    close(jp[1]);
+}
+
+/* Too few members within group_timeout_ms: COORDL_ERR_TIMEOUT, and the
+ * object is gone afterwards. */
+static void test_waiting_for_members_times_out(void **state)
+{
+    (void)state;
+    const char *g = group_name("timeout");
+    coordl_config cfg = base_config();
+    cfg.group = g;
+    cfg.group_size = 2;
+    cfg.group_timeout_ms = 200;
+    expect_open_fails(&cfg, COORDL_ERR_TIMEOUT, "group_size 2");
+    if (shm_exists(g))
+        fail_msg("a timed-out open left /dev/shm/coordl-%s behind", g);
+
+    /* two of three, in two processes: both time out, nothing is left */
+    const char *g3 = group_name("timeout3");
+    member_spec a, b;
+    spec_init(&a, g3, 3, 400, 1, "to-a");
+    spec_init(&b, g3, 3, 400, 1, "to-b");
+    pid_t pa = spawn(&a), pb = spawn(&b);
+    reap(pa, "member a");
+    reap(pb, "member b");
+    member_report Ra, Rb;
+    read_report(&a, &Ra);
+    read_report(&b, &Rb);
+    assert_int_equal(Ra.open_rc, COORDL_ERR_TIMEOUT);
+    assert_int_equal(Rb.open_rc, COORDL_ERR_TIMEOUT);
+    if (shm_exists(g3))
+        fail_msg("timed-out opens left /dev/shm/coordl-%s behind", g3);
+}
+
+/* /dev/shm cannot hold ring + cache: COORDL_ERR_NOMEM naming /dev/shm and
+ * the sizes, and no object left. The ring is sized from /dev/shm's free
+ * space (twice it), so the check does not depend on the machine. */
+static void test_shm_too_small_is_nomem(void **state)
+{
+    (void)state;
+    struct statvfs vs;
+    assert_int_equal(statvfs("/dev/shm", &vs), 0);
+    const uint64_t free_b = (uint64_t)vs.f_bavail * vs.f_frsize;
+    coordl_config cfg = base_config();
+    cfg.group = group_name("toosmall");
+    cfg.cache_bytes = (uint64_t)1 << 40; /* clamped to dataset + 64 MiB */
+    cfg.out_w = cfg.out_h = 4096;       /* 48 MiB per U8 row */
+    cfg.prefetch_batches = 8;
+    const uint64_t row = (uint64_t)cfg.out_w * cfg.out_h * 3;
+    uint64_t batch = 2 * free_b / (cfg.prefetch_batches * row) + 1;
+    if (batch > 1u << 20)
+        batch = 1u << 20;
+    cfg.batch_size = (uint32_t)batch;
+    assert_true((uint64_t)cfg.prefetch_batches * batch * row > free_b);
+    expect_open_fails(&cfg, COORDL_ERR_NOMEM, "/dev/shm");
+    /* says how much it needs and how much is free */
+    const char *msg = coordl_errmsg(NULL);
+    assert_non_null(strstr(msg, "bytes"));
+    assert_non_null(strstr(msg, "free"));
+    assert_false(shm_exists(cfg.group));
+}
+
+/* ---- a member killed at each protocol point --------------------------- */
+
+/* Survivors s1, s2 join first (the parent waits for their "joined"); then
+ * the victim joins and, at the nth call of `point`, stops and is
+ * SIGKILLed. Returns 1 when the victim reached the point (and the
+ * survivors were checked), 0 when it finished without reaching it. */
+static int kill_member_at(const char *point, int nth)
+{
+    const char *g = group_name(point);
+    int j1[2], j2[2], hv[2];
+    make_pipe(j1);
+    make_pipe(j2);
+    make_pipe(hv);
+    member_spec s1, s2, v;
+    spec_init(&s1, g, 3, 3000, 2, "kill-s1");
+    spec_init(&s2, g, 3, 3000, 2, "kill-s2");
+    spec_init(&v, g, 3, 3000, 2, "kill-v");
+    spec_hook(&s1, "joined", 1, 'J', 0, j1[1]);
+    spec_hook(&s2, "joined", 1, 'J', 0, j2[1]);
+    spec_hook(&v, point, nth, 'H', 1, hv[1]);
+    pid_t ps1 = spawn(&s1);
+    close(j1[1]);
+    expect_byte(j1[0], 'J', "survivor 1 joined");
+    pid_t ps2 = spawn(&s2);
+    close(j2[1]);
+    expect_byte(j2[0], 'J', "survivor 2 joined");
+    pid_t pv = spawn(&v);
+    close(hv[1]);
+    int c = wait_byte(hv[0], 30000);
+    if (c < 0)
+        fail_msg("the victim neither reached \"%s\" nor ended within 30 s", point);
+    int reached = c == 'H';
+    if (reached)
+        kill_kid(pv);
+    else
+        reap(pv, "victim");
+    reap(ps1, "survivor 1");
+    reap(ps2, "survivor 2");
+    member_report R1, R2;
+    read_report(&s1, &R1);
+    read_report(&s2, &R2);
+    assert_matches_ref(&R1, "survivor 1", 0, 2);
+    assert_matches_ref(&R2, "survivor 2", 0, 2);
+    if (reached) {
+        assert_true(R1.members_at_end >= 1 && R1.members_at_end <= 2);
+        assert_true(R2.members_at_end >= 1 && R2.members_at_end <= 2);
+    }
+    assert_false(shm_exists(g));
+    close(j1[0]);
+    close(j2[0]);
+    close(hv[0]);
+    return reached;
+}
+
+static void kill_at(const char *point, int nth)
+{
+    for (int attempt = 0; attempt < 4; attempt++)
+        if (kill_member_at(point, nth))
+            return;
+    fail_msg("in 4 runs the victim's workers never reached \"%s\" %d times", point, nth);
+}
+
+static void test_member_killed_after_row_claimed(void **state)
+{
+    (void)state;
+    kill_at("row_claimed", 3);
+}
+
+static void test_member_killed_after_row_written(void **state)
+{
+    (void)state;
+    kill_at("row_written", 3);
+}
+
+static void test_member_killed_while_admitting_to_cache(void **state)
+{
+    (void)state;
+    kill_at("admitting", 2);
+}
+
+/* The last member to join dies holding the group's lock (the hook runs
+ * under it): the others get EOWNERDEAD, repair, drop it and go on. */
+static void test_member_killed_holding_the_lock_at_join(void **state)
+{
+    (void)state;
+    assert_int_equal(kill_member_at("joined", 1), 1);
+}
+
+/* The creator dies holding the lock at join, before the group started:
+ * three later members recover the lock while checking for a stale object,
+ * drop the dead one, and form the group without it. */
+static void test_creator_killed_holding_the_lock_at_join(void **state)
+{
+    (void)state;
+    const char *g = group_name("creator");
+    int hv[2];
+    make_pipe(hv);
+    member_spec v, s[3];
+    spec_init(&v, g, 3, 5000, 2, "cr-v");
+    spec_hook(&v, "joined", 1, 'H', 1, hv[1]);
+    pid_t pv = spawn(&v);
+    close(hv[1]);
+    expect_byte(hv[0], 'H', "the creator joined");
+    pid_t ps[3];
+    for (int i = 0; i < 3; i++) {
+        char tag[16];
+        snprintf(tag, sizeof tag, "cr-s%d", i);
+        spec_init(&s[i], g, 3, 5000, 2, tag);
+        ps[i] = spawn(&s[i]);
+    }
+    sleep_ms(100); /* let them reach the lock */
+    kill_kid(pv);
+    for (int i = 0; i < 3; i++)
+        reap(ps[i], "member");
+    for (int i = 0; i < 3; i++) {
+        member_report R;
+        read_report(&s[i], &R);
+        assert_matches_ref(&R, "member", 0, 2);
+        assert_int_equal(R.members_at_open, 3);
+    }
+    assert_false(shm_exists(g));
+    close(hv[0]);
+}
+
+/* A member that falls silent (SIGSTOP, whole process) is dropped after
+ * group_timeout_ms and the others finish. Then it resumes: the row it was
+ * preparing when it stopped must not land in the slot, which by then holds
+ * another batch. The victim has one worker, stopped inside the cache
+ * admission (no lock held), and a consumer thread parked outside the
+ * library. */
+static void test_stopped_member_is_dropped_and_cannot_corrupt(void **state)
+{
+    (void)state;
+    const char *g = group_name("stopped");
+    int j1[2], j2[2], hv[2], pz1[2], pz2[2], go1[2], go2[2], park[2];
+    make_pipe(j1);
+    make_pipe(j2);
+    make_pipe(hv);
+    make_pipe(pz1);
+    make_pipe(pz2);
+    make_pipe(go1);
+    make_pipe(go2);
+    make_pipe(park);
+    const int T = 1500;
+    member_spec s1, s2, v;
+    spec_init(&s1, g, 3, T, 3, "st-s1");
+    spec_init(&s2, g, 3, T, 3, "st-s2");
+    spec_init(&v, g, 3, T, 1, "st-v");
+    spec_hook(&s1, "joined", 1, 'J', 0, j1[1]);
+    spec_hook(&s2, "joined", 1, 'J', 0, j2[1]);
+    s1.pause_after = s2.pause_after = 2 * BPE;
+    s1.pause_fd = pz1[1];
+    s1.go_fd = go1[0];
+    s2.pause_fd = pz2[1];
+    s2.go_fd = go2[0];
+    v.cfg.threads = 1;
+    v.park_fd = park[0];
+    spec_hook(&v, "admitting", 1, 'H', 1, hv[1]);
+    spec_hook(&v, "row_written", 1, 'W', 0, hv[1]);
+    pid_t ps1 = spawn(&s1);
+    expect_byte(j1[0], 'J', "survivor 1 joined");
+    pid_t ps2 = spawn(&s2);
+    expect_byte(j2[0], 'J', "survivor 2 joined");
+    pid_t pv = spawn(&v);
+    close(hv[1]);
+    expect_byte(hv[0], 'H', "the victim stopped in the cache admission");
+    /* the survivors drop it after T ms of silence and finish 2 epochs */
+    expect_byte(pz1[0], 'P', "survivor 1 finished 2 epochs without the stopped member");
+    expect_byte(pz2[0], 'P', "survivor 2 finished 2 epochs without the stopped member");
+    sleep_ms(200); /* the ring fills with epoch 2 */
+    kill(pv, SIGCONT);
+    int c = wait_byte(hv[0], 30000);
+    kill_kid(pv);
+    assert_int_equal(c, 'W');
+    char go = 'G';
+    assert_int_equal(write(go1[1], &go, 1), 1);
+    assert_int_equal(write(go2[1], &go, 1), 1);
+    reap(ps1, "survivor 1");
+    reap(ps2, "survivor 2");
+    member_report R1, R2;
+    read_report(&s1, &R1);
+    read_report(&s2, &R2);
+    assert_matches_ref(&R1, "survivor 1", 0, 3);
+    assert_matches_ref(&R2, "survivor 2", 0, 3);
+    assert_false(shm_exists(g));
+    int *fds[] = {j1, j2, hv, pz1, pz2, go1, go2, park};
+    for (int i = 0; i < 8; i++) {
+        close(fds[i][0]);
+        if (fds[i] != hv)
+            close(fds[i][1]);
+    }
+}
+
+/* ---- stale objects ------------------------------------------------------ */
+
+/* A member of a group of one opens, takes a batch and dies without
+ * closing (how: _exit or SIGKILL); the object stays. The next open of the
+ * same name (with `seed`) must replace it and give correct batches. */
+static void stale_then_reopen(int by_kill, uint64_t seed_delta)
+{
+    const char *g = group_name(by_kill ? "stale-kill" : "stale-exit");
+    int hp[2];
+    make_pipe(hp);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        child_init();
+        coordl_config cfg = base_config();
+        cfg.group = g;
+        coordl *L = NULL;
+        if (coordl_open(&cfg, &L) != COORDL_OK)
+            _exit(2);
+        coordl_batch b;
+        if (coordl_next(L, &b) != COORDL_OK)
+            _exit(3);
+        char c = 'B';
+        if (write(hp[1], &c, 1) != 1)
+            _exit(4);
+        if (by_kill)
+            pause();
+        _exit(0); /* no close: the object stays, with this pid in it */
+    }
+    track_kid(pid);
+    close(hp[1]);
+    expect_byte(hp[0], 'B', "the crashing member took a batch");
+    if (by_kill)
+        kill_kid(pid);
+    else
+        reap(pid, "crashing member");
+    close(hp[0]);
+    if (!shm_exists(g))
+        fail_msg("the crashed member's object is not there: nothing to recover");
+
+    coordl_config cfg = base_config();
+    cfg.group = g;
+    cfg.seed += seed_delta;
+    cfg.group_timeout_ms = 5000;
+    coordl *L = NULL;
+    coordl_status rc = coordl_open(&cfg, &L);
+    if (rc != COORDL_OK)
+        fail_msg("open after a crashed run = %d (%s): %s", rc, coordl_strerror(rc), coordl_errmsg(NULL));
+    tu_run run;
+    memset(&run, 0, sizeof run);
+    assert_int_equal(tu_run_epochs(L, 2, &run), COORDL_OK);
+    assert_int_equal(run.nbatches, 2 * BPE);
+    if (seed_delta == 0)
+        for (size_t i = 0; i < run.nbatches; i++)
+            assert_true(run.hash[i] == g_ref.hash[i]);
+    tu_run_free(&run);
+    coordl_stats st;
+    coordl_get_stats(L, &st);
+    assert_int_equal(st.group_members, 1);
+    coordl_close(L);
+    assert_false(shm_exists(g));
+}
+
+static void test_stale_object_after_exit_without_close_is_replaced(void **state)
+{
+    (void)state;
+    stale_then_reopen(0, 0);
+}
+
+static void test_stale_object_after_sigkill_is_replaced(void **state)
+{
+    (void)state;
+    stale_then_reopen(1, 0);
+}
+
+/* The run after a crash often changes a setting (a new seed): the stale
+ * object's old config must not block the name. */
+static void test_stale_object_with_other_config_is_replaced(void **state)
+{
+    (void)state;
+    stale_then_reopen(1, 1);
+}
+
+/* ---- late join ------------------------------------------------------- */
+
+/* Two members consume epoch 0 and the first batch of epoch 1, then wait:
+ * the group is claiming epoch 1 (the ring of 4 cannot reach epoch 2). A
+ * third process opens then. With group_late_join it joins at epoch 2,
+ * batch 0, and gets epochs 2 and 3 as the single loader; without it, its
+ * open fails with COORDL_ERR_GROUP. The two go on unaffected. */
+static void late_join(int allow)
+{
+    const char *g = group_name(allow ? "late" : "nolate");
+    int pz1[2], pz2[2], go1[2], go2[2], jl[2];
+    make_pipe(pz1);
+    make_pipe(pz2);
+    make_pipe(go1);
+    make_pipe(go2);
+    make_pipe(jl);
+    member_spec m1, m2, l;
+    spec_init(&m1, g, 2, 5000, REF_EPOCHS, "late-m1");
+    spec_init(&m2, g, 2, 5000, REF_EPOCHS, "late-m2");
+    m1.cfg.group_late_join = m2.cfg.group_late_join = allow;
+    m1.pause_after = m2.pause_after = BPE + 1;
+    m1.pause_fd = pz1[1];
+    m1.go_fd = go1[0];
+    m2.pause_fd = pz2[1];
+    m2.go_fd = go2[0];
+    pid_t p1 = spawn(&m1), p2 = spawn(&m2);
+    expect_byte(pz1[0], 'P', "member 1 in epoch 1");
+    expect_byte(pz2[0], 'P', "member 2 in epoch 1");
+    member_report RL;
+    if (allow) {
+        spec_init(&l, g, 2, 5000, 2, "late-l");
+        l.cfg.group_late_join = 1;
+        spec_hook(&l, "joined", 1, 'J', 0, jl[1]);
+        pid_t pl = spawn(&l);
+        int c = wait_byte(jl[0], 30000);
+        char go = 'G';
+        assert_int_equal(write(go1[1], &go, 1), 1);
+        assert_int_equal(write(go2[1], &go, 1), 1);
+        reap(pl, "late member");
+        read_report(&l, &RL);
+        if (c != 'J')
+            fail_msg("late member did not join: %d: %s", RL.open_rc, RL.errmsg);
+        assert_matches_ref(&RL, "late member", 2, 2);
+        assert_int_equal(RL.epoch[0], 2);
+        assert_int_equal(RL.index[0], 0);
+        assert_int_equal(RL.members_at_open, 3);
+    } else {
+        coordl_config cfg = base_config();
+        cfg.group = g;
+        cfg.group_size = 2;
+        cfg.group_timeout_ms = 5000;
+        expect_open_fails(&cfg, COORDL_ERR_GROUP, "group_late_join");
+        char go = 'G';
+        assert_int_equal(write(go1[1], &go, 1), 1);
+        assert_int_equal(write(go2[1], &go, 1), 1);
+    }
+    reap(p1, "member 1");
+    reap(p2, "member 2");
+    member_report R1, R2;
+    read_report(&m1, &R1);
+    read_report(&m2, &R2);
+    assert_matches_ref(&R1, "member 1", 0, REF_EPOCHS);
+    assert_matches_ref(&R2, "member 2", 0, REF_EPOCHS);
+    assert_false(shm_exists(g));
+    int *fds[] = {pz1, pz2, go1, go2, jl};
+    for (int i = 0; i < 5; i++) {
+        close(fds[i][0]);
+        close(fds[i][1]);
+    }
+}
+
+static void test_late_join_at_next_epoch(void **state)
+{
+    (void)state;
+    late_join(1);
+}
+
+static void test_late_join_refused_without_flag(void **state)
+{
+    (void)state;
+    late_join(0);
+}
+
+/* ---- main ---------------------------------------------------------------- */
+
+static int group_setup(void **state)
+{
+    (void)state;
+    g_dir = tu_mkdtemp();
+    g_root = tu_join(g_dir, "data");
+    g_link = tu_join(g_dir, "data-link");
+    g_bytes = tu_make_image_folder(g_root, &g_spec);
+    assert_int_equal(symlink(g_root, g_link), 0);
+    coordl_config cfg = base_config();
+    coordl *L = tu_open(&cfg);
+    assert_int_equal(coordl_num_items(L), N_ITEMS);
+    memset(&g_ref, 0, sizeof g_ref);
+    assert_int_equal(tu_run_epochs(L, REF_EPOCHS, &g_ref), COORDL_OK);
+    assert_int_equal(g_ref.nbatches, REF_EPOCHS * BPE);
+    coordl_stats st;
+    coordl_get_stats(L, &st);
+    assert_int_equal(st.dataset_bytes, g_bytes);
+    coordl_close(L);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    cleanup_all();
+    tu_run_free(&g_ref);
+    tu_rmtree(g_dir);
+    free(g_dir);
+    free(g_root);
+    free(g_link);
+    return 0;
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, test_setup, test_teardown)
+
+int main(void)
+{
+    tu_main_init(300);
+    signal(SIGALRM, watchdog_cleanup);
+    atexit(cleanup_all);
+    const struct CMUnitTest tests[] = {
+        T(test_group_of_one_in_process),
+        T(test_two_members_match_single_loader),
+        T(test_three_members_match_single_loader),
+        T(test_four_members_match_single_loader),
+        T(test_bad_names_and_sizes_are_invalid),
+        T(test_config_mismatch_is_refused_by_field),
+        T(test_waiting_for_members_times_out),
+        T(test_shm_too_small_is_nomem),
+        T(test_member_killed_after_row_claimed),
+        T(test_member_killed_after_row_written),
+        T(test_member_killed_while_admitting_to_cache),
+        T(test_member_killed_holding_the_lock_at_join),
+        T(test_creator_killed_holding_the_lock_at_join),
+        T(test_stopped_member_is_dropped_and_cannot_corrupt),
+        T(test_stale_object_after_exit_without_close_is_replaced),
+        T(test_stale_object_after_sigkill_is_replaced),
+        T(test_stale_object_with_other_config_is_replaced),
+        T(test_late_join_at_next_epoch),
+        T(test_late_join_refused_without_flag),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
