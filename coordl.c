@@ -324,6 +324,7 @@ struct coordl {
 
     /* peers (COORDL_MPI) */
     int peer_comm_set, peer_map_ready, peer_closing, peer_thread_started;
+    int node_rank, node_ranks; /* MPI ranks on this node (placement)     */
 #ifdef COORDL_MPI
     MPI_Comm peer_comm;
     pthread_t peer_thread;
@@ -606,6 +607,16 @@ static void cdl__format_pu_list(const int *pus, int n, char *buf, size_t cap) {
  * lists PUs core by core, `core_start[k]..core_start[k+1]` being core k. */
 static coordl_status cdl__place_from_cores(coordl *L, cdl__placement *P, const int *pus,
                                            const int *core_start, int ncores) {
+    /* Several MPI ranks on one node with the default placement: each takes
+     * its own contiguous slice of the cores instead of all piling onto the
+     * first ones (measured: 4 ranks on one PU ran at half the speed). */
+    if (L->node_ranks > 1 && !L->cfg.cpuset && L->cfg.numa_node < 0 && !L->cfg.pci_bus_id) {
+        int lo = (int)((int64_t)ncores * L->node_rank / L->node_ranks);
+        int hi = (int)((int64_t)ncores * (L->node_rank + 1) / L->node_ranks);
+        if (hi <= lo) { lo = L->node_rank % ncores; hi = lo + 1; }
+        core_start += lo;
+        ncores = hi - lo;
+    }
     const int reserve = L->cfg.reserve_cores;
     if (reserve >= ncores)
         return cdl__open_fail(COORDL_ERR_INVALID, "reserve_cores: %d leaves no core for the workers "
@@ -1887,15 +1898,16 @@ static void cdl__peer_exchange_map(coordl *L) {
 
 static void *cdl__peer_main(void *arg) {
     coordl *L = arg;
-    int closing = 0, barrier_started = 0;
+    int closing = 0, barrier_started = 0, idle_us = 100;
     MPI_Request barrier = MPI_REQUEST_NULL;
     for (;;) {
-        int flag = 0;
+        int flag = 0, handled = 0;
         MPI_Status st;
         /* serve and take replies */
         for (int k = 0; k < 64; k++) {
             MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, L->peer_comm, &flag, &st);
             if (!flag) break;
+            handled++;
             int count = 0;
             if (st.MPI_TAG == CDL_TAG_REQ) {
                 MPI_Get_count(&st, MPI_UINT64_T, &count);
@@ -1936,7 +1948,10 @@ static void *cdl__peer_main(void *arg) {
             cdl__unlock(L);
             if (done && pending == 0) break;
         }
-        usleep(200);
+        /* poll fast while traffic flows, back off to 2 ms when idle (an
+         * idle 200 us poll cost 4-10% of a core per rank) */
+        idle_us = handled || need_map || closing ? 100 : (idle_us < 2000 ? idle_us * 2 : 2000);
+        usleep((useconds_t)idle_us);
     }
     return NULL;
 }
@@ -1991,6 +2006,13 @@ static coordl_status cdl__peer_open(coordl *L) {
     MPI_Comm_size(L->peer_comm, &world);
     L->cfg.rank = rank;
     L->cfg.world = world;
+    /* ranks sharing this node, for the default placement */
+    MPI_Comm node;
+    if (MPI_Comm_split_type(L->peer_comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_rank(node, &L->node_rank);
+        MPI_Comm_size(node, &L->node_ranks);
+        MPI_Comm_free(&node);
+    }
     return COORDL_OK;
 }
 

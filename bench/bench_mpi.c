@@ -5,12 +5,15 @@
  *   mpirun -np N bench_mpi --data DIR [--fraction 0.3] [--epochs 4]
  *          [--threads 0] [--out 64] [--batch 32] [--prefetch 2]
  *          [--timeout-ms 2000] [--no-drop] [--modes rank,part]
- *          [--placement spread|none]
+ *          [--placement spread|none|default] [--sequential]
  *
  * Both cases run in the same mpirun with the same per-rank budget (fraction
  * x the dataset's bytes) and the same seed; their two handles stay open side
  * by side and their epochs alternate (the order flipped every epoch), so
- * that other load on the machine hits both alike:
+ * that other load on the machine hits both alike (--sequential: all epochs
+ * of the per-rank case, closed, then the partitioned one; without it the
+ * per-rank epochs also run beside the partitioned handle's peer thread,
+ * whose idle cost is measured at the end and printed):
  *   per-rank     each rank opens WITHOUT mpi_comm (cfg.rank/cfg.world set by
  *                hand): its MinIO cache admits whatever it reads, in every
  *                epoch until full, and never asks a peer;
@@ -39,15 +42,21 @@
  * the same set; --placement spread (default) sets cfg.cpuset to a slice per
  * local rank of the PUs the process may use (run it with mpirun --bind-to
  * none, else OpenMPI binds each of 1-2 ranks to one core), none sets
- * cfg.bind = 0 and leaves the workers to the scheduler.
+ * cfg.bind = 0 and leaves the workers to the scheduler, default leaves
+ * coordl's own choice (every rank from the first PU of its set).
  *
  * Prints a table per case and, for epochs >= 1,
  *   RESULT mpi <ranks> <rank|part> <cache%> <storage%> <peer%> <expected%>
  *          <img/s per rank> <img/s aggregate> <peer fallbacks> <threads>
+ *          <us per storage read> <us per peer fetch>
  * with percentages of the dataset's bytes per epoch (cache%: the ranks'
- * caches together), img/s per rank the mean over ranks and epochs of
- * items / that rank's seconds, aggregate = all ranks' items / the slowest
- * rank's seconds (what a synchronous data-parallel trainer would get).
+ * caches together, at the end), img/s per rank the median over epochs of
+ * the ranks' mean items / seconds, aggregate the median over epochs of all
+ * ranks' items / the slowest rank's seconds (what a synchronous
+ * data-parallel trainer would get). Then, when the partitioned case ran,
+ *   RESULT mpi_idle <ranks> <mean %> <worst %>
+ * the CPU (percent of one core per rank) a process burns while its handles
+ * sit idle with a partitioned one open: the peer thread polling.
  */
 #include <fcntl.h>
 #include <mpi.h>
@@ -66,7 +75,8 @@ typedef struct {
     double fraction;
     int epochs, threads, drop, timeout_ms;
     uint32_t out, batch, prefetch;
-    int spread;       /* 1: cfg.cpuset = this rank's slice; 0: cfg.bind = 0 */
+    int spread;       /* 1: cfg.cpuset = this rank's slice; 0: cfg.bind = 0;
+                         2: coordl's default (bound from the set's first PU) */
     char cpuset[256]; /* this rank's slice of the PUs it may use */
 } bench_opts;
 
@@ -158,8 +168,8 @@ static void open_case(const bench_opts *o, const file_list *fl, int partitioned,
     cfg.cache_policy = COORDL_CACHE_MINIO;
     cfg.peer_timeout_ms = o->timeout_ms;
     cfg.log = log_fn;
-    if (o->spread) cfg.cpuset = o->cpuset;
-    else cfg.bind = 0;
+    if (o->spread == 1) cfg.cpuset = o->cpuset;
+    else if (o->spread == 0) cfg.bind = 0;
     MPI_Comm comm = MPI_COMM_WORLD; /* coordl duplicates it at open */
     if (partitioned) {
         cfg.mpi_comm = &comm;
@@ -218,6 +228,23 @@ static void close_case(const bench_opts *o, rank_run *rr)
     rr->L = NULL;
 }
 
+/* CPU this process burns over one second while its handles sit idle
+ * (every ring full, nothing consumed): with a partitioned handle open, that
+ * is its peer thread polling. Percent of one core. */
+static double idle_cpu(void)
+{
+    sleepy_barrier(MPI_COMM_WORLD);
+    struct timespec ts = {0, 300000000L}; /* let the rings fill */
+    nanosleep(&ts, NULL);
+    const double c0 = cpu_s(), t0 = now_s();
+    ts.tv_sec = 1;
+    ts.tv_nsec = 0;
+    nanosleep(&ts, NULL);
+    const double pct = 100.0 * (cpu_s() - c0) / (now_s() - t0);
+    sleepy_barrier(MPI_COMM_WORLD);
+    return pct;
+}
+
 static uint64_t sum_u64(uint64_t v)
 {
     uint64_t s = 0;
@@ -253,7 +280,8 @@ static void report(const bench_opts *o, const rank_run *rr, int threads)
     const uint64_t served = sum_u64(rr->peer_served);
     const double drop_s = reduce_d(rr->drop_s, MPI_MAX);
     /* worker time per item from epoch 1 on (the ring's prefetch blurs the
-     * edges): storage reads, and peer fetches (request to bytes in hand) */
+     * edges): storage reads, and peer fetches (waiting for the reply, which
+     * was requested when the slot was assigned, and copying it out) */
     const coordl_stats *a = &rr->s1, *b = &rr->s2;
     const uint64_t d_read = b->read_ns - a->read_ns, d_cache = b->read_cache_ns - a->read_cache_ns;
     const uint64_t d_stor = b->read_storage_ns - a->read_storage_ns;
@@ -273,7 +301,7 @@ static void report(const bench_opts *o, const rank_run *rr, int threads)
                "%.1f%% of the dataset\n",
                name, g_world, g_world > 1 ? "s" : "", threads, threads > 1 ? "s" : "",
                100.0 * cached / D);
-        printf("workers' PUs (-1: unbound), rank by rank:");
+        printf("workers' PUs as coordl reports them (bound unless --placement none), rank by rank:");
         for (int r = 0; r < g_world; r++) printf(" [%s]", all_pus + (size_t)r * sizeof pus);
         printf("\n");
         free(all_pus);
@@ -281,7 +309,8 @@ static void report(const bench_opts *o, const rank_run *rr, int threads)
                "storage%", "expected", "peer MB", "peer%", "slowest s", "img/s/rank",
                "img/s total");
     }
-    double st_sum = 0, ex_sum = 0, peer_sum = 0, rate_sum = 0, slow_sum = 0, items_sum = 0;
+    double st_sum = 0, ex_sum = 0, peer_sum = 0, rates[MAX_EPOCHS], aggs[MAX_EPOCHS];
+    int nr = 0;
     for (int e = 0; e < o->epochs; e++) {
         const uint64_t items = sum_u64(rr->items[e]), storage = sum_u64(rr->storage[e]);
         const uint64_t peer = sum_u64(rr->peer[e]);
@@ -298,26 +327,28 @@ static void report(const bench_opts *o, const rank_run *rr, int threads)
             st_sum += (double)storage;
             ex_sum += ex;
             peer_sum += (double)peer;
-            rate_sum += rate;
-            slow_sum += slow;
-            items_sum += (double)items;
+            rates[nr] = rate;
+            aggs[nr++] = slow > 0 ? items / slow : 0.0;
         }
     }
     const int n = o->epochs - 1;
+    const double rate_med = median(rates, (size_t)nr), agg_med = median(aggs, (size_t)nr);
     if (g_rank == 0) {
         printf("epochs 1..%d: storage %.1f%% of the dataset per epoch (expected %.1f%%), peers "
-               "%.1f%%; %.0f img/s per rank, %.0f img/s in all\n",
+               "%.1f%%; median %.0f img/s per rank, %.0f img/s in all\n",
                n, 100.0 * st_sum / n / D, 100.0 * ex_sum / n / D, 100.0 * peer_sum / n / D,
-               rate_sum / n, slow_sum > 0 ? items_sum / slow_sum : 0.0);
+               rate_med, agg_med);
         printf("  peer hits %llu, items served %llu, fallbacks %llu; worker time per item: "
                "storage read %.0f us, peer fetch %.0f us; page-cache drop %.2f s per case\n",
                (unsigned long long)hits, (unsigned long long)served, (unsigned long long)falls,
                stor_items ? stor_ns / 1e3 / (double)stor_items : 0.0,
                peer_items ? peer_ns / 1e3 / (double)peer_items : 0.0, drop_s);
-        printf("RESULT mpi %d %s %.1f %.1f %.1f %.1f %.0f %.0f %llu %d\n", g_world,
+        printf("RESULT mpi %d %s %.1f %.1f %.1f %.1f %.0f %.0f %llu %d %.0f %.0f\n", g_world,
                partitioned ? "part" : "rank", 100.0 * cached / D, 100.0 * st_sum / n / D,
-               100.0 * peer_sum / n / D, 100.0 * ex_sum / n / D, rate_sum / n,
-               slow_sum > 0 ? items_sum / slow_sum : 0.0, (unsigned long long)falls, threads);
+               100.0 * peer_sum / n / D, 100.0 * ex_sum / n / D, rate_med, agg_med,
+               (unsigned long long)falls, threads,
+               stor_items ? stor_ns / 1e3 / (double)stor_items : 0.0,
+               peer_items ? peer_ns / 1e3 / (double)peer_items : 0.0);
         fflush(stdout);
     }
 }
@@ -328,7 +359,7 @@ static void usage(void)
         fprintf(stderr, "usage: mpirun -np N bench_mpi --data DIR [--fraction 0.3] [--epochs 4] "
                         "[--threads 0] [--out 64] [--batch 32] [--prefetch 2] "
                         "[--timeout-ms 2000] [--no-drop] [--modes rank,part] "
-                        "[--placement spread|none]\n");
+                        "[--placement spread|none|default] [--sequential]\n");
     MPI_Finalize();
     exit(2);
 }
@@ -349,10 +380,11 @@ int main(int argc, char **argv)
     MPI_Comm_size(g_node, &g_node_size);
 
     bench_opts o = {NULL, 0.3, 4, 0, 1, 2000, 64, 32, 2, 1, ""};
-    int do_rank = 1, do_part = 1;
+    int do_rank = 1, do_part = 1, sequential = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--no-drop") == 0) { o.drop = 0; continue; }
+        if (strcmp(a, "--sequential") == 0) { sequential = 1; continue; }
         if (i + 1 >= argc) usage();
         const char *v = argv[++i];
         if (strcmp(a, "--data") == 0) o.data = v;
@@ -366,6 +398,7 @@ int main(int argc, char **argv)
         else if (strcmp(a, "--placement") == 0) {
             if (strcmp(v, "spread") == 0) o.spread = 1;
             else if (strcmp(v, "none") == 0) o.spread = 0;
+            else if (strcmp(v, "default") == 0) o.spread = 2;
             else usage();
         }
         else if (strcmp(a, "--modes") == 0) {
@@ -383,7 +416,7 @@ int main(int argc, char **argv)
     }
     const int threads = o.threads ? o.threads
                                   : (usable_cores() / g_node_size > 0 ? usable_cores() / g_node_size : 1);
-    if (o.spread && !rank_cpuset(threads, o.cpuset, sizeof o.cpuset)) o.spread = 0;
+    if (o.spread == 1 && !rank_cpuset(threads, o.cpuset, sizeof o.cpuset)) o.spread = 0;
     if (g_rank == 0) {
         printf("bench_mpi: %d rank%s (%d on this node, %d cores here), %zu files, %.1f MB; "
                "budget %.1f MB per rank (%.0f%%); %d epochs, out %ux%u U8, batch %u, "
@@ -391,7 +424,9 @@ int main(int argc, char **argv)
                g_world, g_world > 1 ? "s" : "", g_node_size, usable_cores(), fl.n,
                fl.total_bytes / 1e6, o.fraction * (double)fl.total_bytes / 1e6, 100 * o.fraction,
                o.epochs, o.out, o.out, o.batch, o.prefetch, threads, threads > 1 ? "s" : "",
-               o.spread ? "bound to a cpuset per local rank" : "unbound", o.drop ? "dropped" : "NOT dropped");
+               o.spread == 1 ? "bound to a cpuset per local rank"
+                             : o.spread == 2 ? "bound by coordl's default" : "unbound",
+               o.drop ? "dropped" : "NOT dropped");
         fflush(stdout);
     }
     /* Both handles stay open side by side and their epochs alternate (the
@@ -399,12 +434,36 @@ int main(int argc, char **argv)
      * hits both cases alike. */
     rank_run rr[2];
     int ncases = 0;
-    if (do_rank) open_case(&o, &fl, 0, threads, &rr[ncases++]);
-    if (do_part) open_case(&o, &fl, 1, threads, &rr[ncases++]);
-    for (int e = 0; e < o.epochs; e++)
-        for (int k = 0; k < ncases; k++) run_epoch(&o, &fl, &rr[(e + k) % ncases], e);
-    for (int k = 0; k < ncases; k++) close_case(&o, &rr[k]);
+    double idle = -1;
+    if (sequential) {
+        if (do_rank) {
+            open_case(&o, &fl, 0, threads, &rr[ncases]);
+            for (int e = 0; e < o.epochs; e++) run_epoch(&o, &fl, &rr[ncases], e);
+            close_case(&o, &rr[ncases++]);
+        }
+        if (do_part) {
+            open_case(&o, &fl, 1, threads, &rr[ncases]);
+            for (int e = 0; e < o.epochs; e++) run_epoch(&o, &fl, &rr[ncases], e);
+            idle = idle_cpu();
+            close_case(&o, &rr[ncases++]);
+        }
+    } else {
+        if (do_rank) open_case(&o, &fl, 0, threads, &rr[ncases++]);
+        if (do_part) open_case(&o, &fl, 1, threads, &rr[ncases++]);
+        for (int e = 0; e < o.epochs; e++)
+            for (int k = 0; k < ncases; k++) run_epoch(&o, &fl, &rr[(e + k) % ncases], e);
+        if (do_part) idle = idle_cpu();
+        for (int k = 0; k < ncases; k++) close_case(&o, &rr[k]);
+    }
     for (int k = 0; k < ncases; k++) report(&o, &rr[k], threads);
+    if (idle >= 0) {
+        const double mean = reduce_d(idle, MPI_SUM) / g_world, worst = reduce_d(idle, MPI_MAX);
+        if (g_rank == 0) {
+            printf("\nidle partitioned handle (ring full, no requests): %.1f%% of a core per rank "
+                   "(worst rank %.1f%%), the peer thread polling\n", mean, worst);
+            printf("RESULT mpi_idle %d %.1f %.1f\n", g_world, mean, worst);
+        }
+    }
     free_file_list(&fl);
     MPI_Comm_free(&g_node);
     MPI_Finalize();

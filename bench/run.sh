@@ -243,7 +243,7 @@ run_mpi() {
     if [ "$(id -u)" = 0 ]; then mpirun+=(--allow-run-as-root); fi
     local n
     for n in ${MPI_RANKS:-1 2 4}; do
-        log "mpi: $n rank(s) (bench_mpi: per-rank caches, then partitioned)"
+        log "mpi: $n rank(s) (bench_mpi: per-rank caches and partitioned, epochs alternating)"
         "${mpirun[@]}" -np "$n" "$bin" --data "$data" --epochs "${MPI_EPOCHS:-4}" \
             --fraction "${MPI_FRACTION:-0.3}" | tee "$OUT/mpi-$n.log"
     done
@@ -251,27 +251,42 @@ run_mpi() {
         echo "coordl partitioned MinIO cache over MPI, $(date -u +%Y-%m-%dT%H:%MZ)," \
              "one machine, $(nproc) cores, ranks oversubscribed beyond that"
         echo "data: $data ($(find "$data" -type f | wc -l) files," \
-             "$(du -sm "$data" | cut -f1) MB); each rank's budget ${MPI_FRACTION:-0.3} of the" \
-             "dataset; out 64x64, batch 32; page cache dropped before every epoch"
+             "$(find "$data" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%.1f", s / 1e6 }') MB);" \
+             "each rank's cache budget $(awk -v f="${MPI_FRACTION:-0.3}" 'BEGIN { printf "%g", 100 * f }')%" \
+             "of the dataset; out 64x64, batch 32; page cache dropped before every epoch"
         echo "per epoch, epochs 1..$(( ${MPI_EPOCHS:-4} - 1 )) (epoch 0 fills the caches);" \
              "storage and peer bytes summed over ranks, as % of the dataset"
         echo
-        printf '%-5s %-12s %7s %9s %9s %9s %8s %10s %10s %9s\n' ranks cache "thr/rk" \
-            "cached" "storage" "expected" "peer" "img/s/rk" "img/s all" fallbacks
+        printf '%-5s %-12s %6s %8s %8s %8s %7s %9s %9s %6s %8s %8s\n' ranks cache "thr/rk" \
+            "cached" "storage" "expected" "peer" "img/s/rk" "img/s all" "fallbk" "us/read" "us/peer"
         for n in ${MPI_RANKS:-1 2 4}; do
             awk '$1 == "RESULT" && $2 == "mpi" {
-                printf "%-5s %-12s %7s %8s%% %8s%% %8s%% %7s%% %10s %10s %9s\n", $3,
-                    ($4 == "part" ? "partitioned" : "per-rank"), $12, $5, $6, $8, $7, $9, $10, $11
+                printf "%-5s %-12s %6s %7s%% %7s%% %7s%% %6s%% %9s %9s %6s %8s %8s\n", $3,
+                    ($4 == "part" ? "partitioned" : "per-rank"), $12, $5, $6, $8, $7, $9, $10, $11,
+                    ($13 > 0 ? $13 : "-"), ($14 > 0 ? $14 : "-")
             }' "$OUT/mpi-$n.log"
         done
         echo
-        echo "partitioned / per-rank (cached: the ranks' caches together at the end):"
+        echo "cached: the ranks' caches together at the end; expected storage: from what the caches"
+        echo "held when each epoch began (per-rank: cached/N of it is hit; partitioned: all of it);"
+        echo "us/read, us/peer: the workers' mean time per item read from storage (cold), and per item"
+        echo "from a peer (waiting for the reply, requested when the batch's slot was assigned, and copying it)"
+        echo
+        echo "partitioned / per-rank:"
         for n in ${MPI_RANKS:-1 2 4}; do
             awk -v n="$n" '$1 == "RESULT" && $2 == "mpi" { s[$4] = $6; r[$4] = $10 }
                 END { printf "  %s rank(s): storage reads %s, images/s (all ranks) %.2fx\n", n,
                     (s["rank"] > 0 ? sprintf("%.2fx", s["part"] / s["rank"]) : "n/a"),
                     (r["rank"] > 0 ? r["part"] / r["rank"] : 0) }' "$OUT/mpi-$n.log"
         done
+        echo "a partitioned handle sitting idle (ring full, no requests), CPU per rank" \
+             "(its peer thread polling):"
+        for n in ${MPI_RANKS:-1 2 4}; do
+            awk '$1 == "RESULT" && $2 == "mpi_idle" {
+                printf "  %s rank(s): %s%% of a core (worst rank %s%%)\n", $3, $4, $5 }' "$OUT/mpi-$n.log"
+        done
+        echo "img/s: median over epochs; other jobs on this machine move it by 20% or more" \
+             "from run to run, storage bytes do not move"
     } > "$OUT/mpi.txt"
     log "mpi: summary (also in $OUT/mpi.txt)"
     cat "$OUT/mpi.txt"
