@@ -236,6 +236,10 @@ typedef struct cdl__stream {
     uint32_t inflight;        /* rows being prepared                       */
     uint32_t live_mask;       /* members in the group                      */
     int32_t lock_owner;       /* member holding mu, -1: none or joining    */
+    struct {                  /* a slot assignment in progress (slot + 1) */
+        uint32_t slot, n;
+        uint64_t epoch, pos, index;
+    } assign;
     uint32_t started;         /* group_size members joined once            */
     cdl__member members[CDL_MAX_MEMBERS];
     _Atomic uint64_t cache_used;  /* MinIO slab bytes reserved             */
@@ -2947,6 +2951,31 @@ static void cdl__worker_bind(cdl__worker *W) {
 static void cdl__peer_request_slot(coordl *L, uint32_t s);
 #endif
 
+/* Carries out the recorded assignment S->assign (idempotent, so repair can
+ * run it again after its holder died half-way). Under mu. */
+static void cdl__slot_assign(coordl *L) {
+    cdl__stream *S = L->S;
+    cdl__slot *sl = &L->slots[S->assign.slot - 1];
+    sl->epoch = S->assign.epoch;
+    sl->pos = S->assign.pos;
+    sl->index = S->assign.index;
+    sl->n = S->assign.n;
+    sl->out_w = L->cfg.out_w;
+    sl->out_h = L->cfg.out_h;
+    sl->row_bytes = L->row_bytes;
+    sl->rows_claimed = sl->rows_done = 0;
+    sl->need_mask = sl->taken_mask = sl->done_mask = 0;
+    sl->status = COORDL_OK;
+    sl->err_row = UINT32_MAX;
+    sl->errmsg[0] = '\0';
+    memset(cdl__slot_rows(L, sl), CDL_ROW_FREE, L->slot_rows_cap);
+    sl->state = CDL_SLOT_FILLING;
+    S->claim_epoch = S->assign.epoch;
+    S->claim_pos = S->assign.pos + S->assign.n;
+    S->claim_index = S->assign.index + 1;
+    S->assign.slot = 0;
+}
+
 /* The oldest FILLING slot with an unclaimed row, else a FREE slot given
  * the next batch of the stream; NULL when the ring is full. Under mu. */
 static cdl__slot *cdl__slot_to_fill(coordl *L) {
@@ -2962,32 +2991,25 @@ static cdl__slot *cdl__slot_to_fill(coordl *L) {
     for (uint32_t s = 0; s < L->nslots; s++) {
         cdl__slot *sl = &L->slots[s];
         if (sl->state != CDL_SLOT_FREE) continue;
-        uint64_t end = cdl__epoch_end(L, S->claim_epoch);
-        if (S->claim_pos >= end) {
+        uint64_t epoch = S->claim_epoch, pos = S->claim_pos, index = S->claim_index;
+        uint64_t end = cdl__epoch_end(L, epoch);
+        if (pos >= end) {
             /* partitioned cache: epoch 1 waits for the map of who holds what */
             if (L->peer_comm_set && !L->peer_map_ready) return NULL;
-            S->claim_epoch++;
-            S->claim_pos = 0;
-            S->claim_index = 0;
-            end = cdl__epoch_end(L, S->claim_epoch);
+            epoch++;
+            pos = 0;
+            index = 0;
+            end = cdl__epoch_end(L, epoch);
         }
-        const uint64_t left = end - S->claim_pos;
-        sl->state = CDL_SLOT_FILLING;
-        sl->epoch = S->claim_epoch;
-        sl->pos = S->claim_pos;
-        sl->index = S->claim_index;
-        sl->n = (uint32_t)(left < L->cfg.batch_size ? left : L->cfg.batch_size);
-        sl->out_w = L->cfg.out_w;
-        sl->out_h = L->cfg.out_h;
-        sl->row_bytes = L->row_bytes;
-        sl->rows_claimed = sl->rows_done = 0;
-        sl->need_mask = sl->taken_mask = sl->done_mask = 0;
-        sl->status = COORDL_OK;
-        sl->err_row = UINT32_MAX;
-        sl->errmsg[0] = '\0';
-        memset(cdl__slot_rows(L, sl), CDL_ROW_FREE, L->slot_rows_cap);
-        S->claim_pos += sl->n;
-        S->claim_index++;
+        const uint64_t left = end - pos;
+        /* the intent first: a member killed in the middle of the assignment
+         * leaves it for cdl__stream_repair to finish */
+        S->assign.slot = s + 1;
+        S->assign.epoch = epoch;
+        S->assign.pos = pos;
+        S->assign.index = index;
+        S->assign.n = (uint32_t)(left < L->cfg.batch_size ? left : L->cfg.batch_size);
+        cdl__slot_assign(L);
 #ifdef COORDL_MPI
         /* ask peers for their rows now, before any worker needs them */
         if (L->peer_map_ready && sl->epoch >= 1) cdl__peer_request_slot(L, s);
@@ -3251,6 +3273,9 @@ typedef struct cdl__group_header {
     uint64_t magic;
     uint32_t version;
     _Atomic uint32_t ready;   /* set last by the creator                  */
+    _Atomic uint32_t retired; /* unlinked (stale or last member gone): set
+                                 and unlinked under the object's lock, so
+                                 two processes never both unlink a name   */
     uint64_t total_bytes;
     uint32_t nfields;
     cdl__group_field fields[CDL_GROUP_FIELDS];
@@ -3364,6 +3389,7 @@ static void cdl__group_tick(coordl *L) {
 static void cdl__stream_repair(coordl *L) {
     cdl__stream *S = L->S;
     uint32_t inflight = 0;
+    if (S->assign.slot > 0 && S->assign.slot <= L->nslots) cdl__slot_assign(L); /* finish it */
     for (uint32_t s = 0; s < L->nslots; s++) {
         cdl__slot *sl = &L->slots[s];
         if (sl->state != CDL_SLOT_FILLING) continue;
@@ -3384,6 +3410,21 @@ static void cdl__stream_repair(coordl *L) {
     }
     S->inflight = inflight;
     L->last_reap_ns = 0; /* look for the dead holder now */
+}
+
+/* Retires a mapped object: under its own lock, the first process to find
+ * it not yet retired marks it and unlinks its name; anyone later sees the
+ * mark and leaves the name alone (it may already be a new object's). */
+static void cdl__group_retire(const char *name, cdl__group_header *h, cdl__stream *os) {
+    int e = pthread_mutex_lock(&os->mu);
+    if (e == EOWNERDEAD) pthread_mutex_consistent(&os->mu);
+    if (e == 0 || e == EOWNERDEAD) {
+        if (!atomic_load(&h->retired)) {
+            atomic_store(&h->retired, 1u);
+            shm_unlink(name);
+        }
+        pthread_mutex_unlock(&os->mu);
+    }
 }
 
 static int cdl__group_name_ok(const char *g) {
@@ -3450,7 +3491,9 @@ static coordl_status cdl__group_open(coordl *L) {
     const uint64_t deadline = cdl__now_ns() + (uint64_t)L->cfg.group_timeout_ms * 1000000ull;
     cdl__group_header *h = NULL;
     int creator = 0;
-    for (int attempt = 0; attempt < 4 && !h; attempt++) {
+    /* members racing to replace a stale object retry until one of them
+     * has created the new one; bounded by group_timeout_ms */
+    for (int attempt = 0; !h && (attempt < 8 || cdl__now_ns() < deadline) && attempt < 100000; attempt++) {
         int fd = shm_open(L->shm_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd >= 0) {
             struct statvfs vs;
@@ -3518,8 +3561,14 @@ static coordl_status cdl__group_open(coordl *L) {
             usleep(2000);
         }
         close(fd);
-        if (stale) { /* its creator died while setting it up */
-            shm_unlink(L->shm_name);
+        if (stale) { /* its creator died while setting it up: unlink the
+                      * name only if it still names that same object */
+            struct stat now_sb;
+            int fd2 = shm_open(L->shm_name, O_RDWR | O_CLOEXEC, 0);
+            if (fd2 >= 0) {
+                if (fstat(fd2, &now_sb) == 0 && now_sb.st_ino == sb.st_ino) shm_unlink(L->shm_name);
+                close(fd2);
+            }
             continue;
         }
         cdl__group_header *got = p;
@@ -3534,10 +3583,12 @@ static coordl_status cdl__group_open(coordl *L) {
                 uint64_t hb = atomic_load(&os->members[m].heartbeat_ns);
                 if (!cdl__pid_dead(os->members[m].pid) && !(now > hb && now - hb > tmo)) alive++;
             }
-            if (!alive) {
-                cdl__log(L, COORDL_LOG_WARN, "group %s: %s was left by a crashed run; replacing it", g, L->shm_name);
+            if (!alive || atomic_load(&got->retired)) {
+                if (!atomic_load(&got->retired))
+                    cdl__log(L, COORDL_LOG_WARN, "group %s: %s was left by a crashed run; replacing it", g, L->shm_name);
+                cdl__group_retire(L->shm_name, got, (cdl__stream *)(void *)((cdl__u8 *)p + got->stream_off));
                 munmap(p, (size_t)sb.st_size);
-                shm_unlink(L->shm_name);
+                usleep(1000);
                 continue;
             }
         }
@@ -3576,15 +3627,24 @@ static coordl_status cdl__group_open(coordl *L) {
             else
                 alive++;
         }
-        int empty_started = alive == 0 && L->S->started;
+        int empty = alive == 0 || atomic_load(&h->retired);
         cdl__unlock(L);
-        if (empty_started) {
-            cdl__log(L, COORDL_LOG_WARN, "group %s: %s was left by a crashed run; replacing it", g, L->shm_name);
+        if (empty) {
+            cdl__group_retire(L->shm_name, h, L->S);
             munmap(h, want.total_bytes);
             h = NULL;
             L->S = NULL;
-            shm_unlink(L->shm_name);
+            continue;
         }
+        /* joined below, under the lock; if the object is retired between
+         * here and there, start over */
+        cdl__lock(L);
+        int retired = atomic_load(&h->retired);
+        if (!retired) break; /* keep the lock for the join */
+        cdl__unlock(L);
+        munmap(h, want.total_bytes);
+        h = NULL;
+        L->S = NULL;
     }
     if (!h) return cdl__open_fail(COORDL_ERR_GROUP, "group %s: could not create or join %s", g, L->shm_name);
     L->shm_base = h;
@@ -3595,8 +3655,9 @@ static coordl_status cdl__group_open(coordl *L) {
 #endif
     }
 
-    /* join (the creator joined before publishing the object) */
-    cdl__lock(L);
+    /* join (the creator joined before publishing the object; a joiner
+     * arrives here holding the lock) */
+    if (creator) cdl__lock(L);
     cdl__stream *S = L->S;
     if (!creator) {
         if (S->started && !L->cfg.group_late_join) {
@@ -3644,17 +3705,21 @@ static coordl_status cdl__group_open(coordl *L) {
 /* Leaves the group; the last member out removes the object. */
 static void cdl__group_leave(coordl *L) {
     if (!L->shm_base) return;
-    int last = 0;
+    cdl__group_header *h = L->shm_base;
     if (L->S && L->me >= 0) {
         cdl__lock(L);
         if (L->S->live_mask & L->bit) cdl__member_drop(L, L->me);
-        last = L->S->live_mask == 0;
+        /* the last one out retires the name under the lock, so a process
+         * joining right now sees `retired` and starts over */
+        if (L->S->live_mask == 0 && !atomic_load(&h->retired)) {
+            atomic_store(&h->retired, 1u);
+            shm_unlink(L->shm_name);
+        }
         cdl__unlock(L);
     }
     munmap(L->shm_base, L->shm_bytes);
     L->shm_base = NULL;
     L->S = NULL;
-    if (last) shm_unlink(L->shm_name);
 }
 
 /* Stops new claims and waits until no row is being prepared; rows in
@@ -3899,15 +3964,8 @@ coordl_status coordl_open(const coordl_config *cfg, coordl **out) {
         rc = cdl__open_fail(COORDL_ERR_UNSUPPORTED, "mpi_comm: this build has no MPI; build with COORDL_MPI "
                             "(make MPI=1)");
 #endif
-        if (rc != COORDL_OK) {
-            char keep[CDL_ERRMSG_MAX];
-            memcpy(keep, cdl__open_errmsg, sizeof keep);
-            coordl_close(L);
-            memcpy(cdl__open_errmsg, keep, sizeof keep);
-            return rc;
-        }
     }
-    rc = cdl__index_source(L);
+    if (rc == COORDL_OK) rc = cdl__index_source(L);
     if (rc == COORDL_OK) {
         L->share = L->num_items / (uint64_t)L->cfg.world;
         L->bpe = cdl__batches_for(L, L->cfg.batch_size);

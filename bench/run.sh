@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # coordl benchmarks. Run from anywhere; `make bench` runs all of them.
 #
-#   bash bench/run.sh [all|prep|index|cache|placement|mpi|dataset]
+#   bash bench/run.sh [all|prep|index|cache|placement|mpi|group|dataset]
 #
 #   dataset  make the bench dataset if missing (the other parts do it too)
 #   prep     image-prep throughput: coordl train/eval vs the libjpeg-turbo
@@ -16,6 +16,10 @@
 #            library with mpicc -DCOORDL_MPI into build-mpi/, runs mpirun);
 #            table in build/bench/mpi.txt. `all` runs it when mpicc and
 #            mpirun are installed.
+#   group    coordinated prep: k = 1..4 jobs (processes) each consuming one
+#            epoch, as one coordl group vs k separate loaders: images/s per
+#            job and the jobs' total CPU per epoch; table in
+#            build/bench/group.txt
 #
 # Environment: BENCH_DATA (dataset dir, default build/bench-data),
 # BENCH_INDEX (index tree, default build/bench-index), BENCH_IMAGES (images
@@ -26,12 +30,15 @@
 # build/demo-data, made with gen_dataset if missing), MPI_RANKS ("1 2 4"),
 # MPI_EPOCHS (4; epochs 1.. are reported), MPI_FRACTION (0.3: each rank's
 # cache budget as a fraction of the dataset).
+# group part: GROUP_DATA (default BENCH_DATA), GROUP_JOBS ("1,2,3,4"),
+# GROUP_ROUNDS (1), GROUP_COMPUTE_MS (0: trivial consumer; else busy CPU per
+# batch in every job).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MODE=${1:-all}
-case "$MODE" in all|prep|index|cache|placement|mpi|dataset) ;;
-  *) echo "usage: bash bench/run.sh [all|prep|index|cache|placement|mpi|dataset]" >&2; exit 2 ;;
+case "$MODE" in all|prep|index|cache|placement|mpi|group|dataset) ;;
+  *) echo "usage: bash bench/run.sh [all|prep|index|cache|placement|mpi|group|dataset]" >&2; exit 2 ;;
 esac
 BENCH_DATA=${BENCH_DATA:-build/bench-data}
 BENCH_INDEX=${BENCH_INDEX:-build/bench-index}
@@ -209,6 +216,20 @@ run_placement() {
         --threads 2 | tee "$OUT/placement.txt"
 }
 
+# Coordinated prep: k jobs as one group vs k separate loaders (bench_group).
+run_group() {
+    ensure_lib
+    local data=${GROUP_DATA:-$BENCH_DATA}
+    if [ "$data" = "$BENCH_DATA" ]; then ensure_dataset; fi
+    build bench_group lib
+    log "group: coordinated prep, k jobs as one group vs k separate loaders (bench_group)"
+    "$OUT/bench_group" --data "$data" --jobs "${GROUP_JOBS:-1,2,3,4}" --rounds "${GROUP_ROUNDS:-1}" \
+        --compute-ms "${GROUP_COMPUTE_MS:-0}" | tee "$OUT/group.log"
+    grep -v '^RESULT' "$OUT/group.log" > "$OUT/group.txt"
+    log "group: summary (also in $OUT/group.txt)"
+    cat "$OUT/group.txt"
+}
+
 # The partitioned cache over MPI: bench_mpi under mpirun at each of MPI_RANKS,
 # both cases (per-rank caches, partitioned) in every run.
 run_mpi() {
@@ -295,11 +316,12 @@ run_mpi() {
 case "$MODE" in
     dataset) ensure_dataset ;;
     mpi) run_mpi ;;
+    group) run_group ;;
     prep) run_prep ;;
     index) run_index ;;
     cache) run_cache ;;
     placement) run_placement ;;
-    all) run_prep; run_index; run_cache; run_placement
+    all) run_prep; run_index; run_cache; run_placement; run_group
          if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then run_mpi
          else log "mpi: skipped (no mpicc/mpirun; bash bench/run.sh mpi installs OpenMPI)"; fi ;;
 esac
