@@ -592,7 +592,14 @@ typedef struct coordl_report {
  * cache (fetch + prep). Then fits the what-if model: predicted images/s =
  * min(ingest, prep_per_core x threads, storage_bw / ((1 - f) x item bytes))
  * for cache fraction f (a MinIO cache's hit rate is f). step_fn NULL uses
- * opts->synthetic_step_ms. Fills *report; free it with
+ * opts->synthetic_step_ms. The model as coded (coordl_report_predict):
+ * min(ingest, prep_per_core x min(threads, cores_for_prep),
+ * threads / (1 / prep_per_core + (1 - f) x item / reader bandwidth),
+ * storage_bw / ((1 - f) x item), memory_bw / (f x item)); prep_per_core is
+ * measured with all `threads` workers running, so it under-predicts a
+ * single worker (workers share caches and memory bandwidth).
+ * recommend_threads and recommend_cache_fraction are -1 when no point of
+ * the grid gets the stall under 3%. Fills *report; free it with
  * coordl_report_free. Returns COORDL_OK or the error of the failing run
  * (coordl_errmsg(NULL) says which). Thread safety: any thread; it opens
  * its own handles. */

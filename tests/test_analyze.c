@@ -433,8 +433,8 @@ static void test_tool_writes_a_report(void **state)
     char *qout = tu_shell_quote(out);
     char args[1024];
     snprintf(args, sizeof args,
-             "--data %s --out %s --batch-size 8 --batches 4 --step-ms 2 --size 16 --threads 2 "
-             "--cache-fraction 0.5",
+             "--data %s --out %s --batch-size 8 --batches 4 --step-ms 2 --step spin --size 16 --threads 2 "
+             "--cache-fraction 0.5 --repeat 1",
              g_qroot, qout);
     char *so = NULL, *se = NULL;
     int rc = run_tool(args, &so, &se);
@@ -482,7 +482,8 @@ static void test_tool_validates_and_checks(void **state)
     char *out2 = tu_join(g_dir, "out-check0");
     char *qout2 = tu_shell_quote(out2);
     snprintf(args, sizeof args,
-             "--data %s --out %s --batch-size 8 --batches 2 --step-ms 1 --size 16 --check 0",
+             "--data %s --out %s --batch-size 8 --batches 2 --step-ms 1 --size 16 --repeat 2 "
+             "--check 0",
              g_qroot, qout2);
     rc = run_tool(args, &so, &se);
     if (rc != 1)
@@ -505,7 +506,7 @@ static void test_tool_bad_arguments_exit_2_with_usage(void **state)
     const char *tails[] = {"--bogus", "--batches 0", "--threads -1", "--threads x",
                            "--batch-size 0", "--cache-fraction 1.5", "--step-ms -3",
                            "--step-ms abc", "--size 0", "--check -1", "--step warp",
-                           "--batches"};
+                           "--repeat 0", "--repeat 10", "--seed -1", "--batches"};
     char args[1024];
     for (size_t i = 0; i < sizeof tails / sizeof *tails; i++) {
         snprintf(args, sizeof args, "--data %s --out %s %s", g_qroot, qout, tails[i]);

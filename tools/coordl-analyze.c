@@ -5,14 +5,18 @@
  *
  *   coordl-analyze --data DIR --out DIR [--threads N] [--cache-fraction F]
  *                  [--batch-size B] [--batches N] [--step-ms MS]
- *                  [--step spin|sleep] [--size PX] [--seed S]
+ *                  [--step sleep|spin|cpu] [--size PX] [--seed S]
  *                  [--validate] [--check TOL]
  *
  * It runs coordl_analyze's differential protocol (synthetic, warm, cold)
- * with a stand-in trainer step that busy-spins MS milliseconds per batch on
- * the monotonic clock (like compute on the trainer's thread; --step sleep
- * sleeps instead, like a thread waiting for an accelerator), then prints a
+ * with a stand-in trainer step of MS milliseconds per batch, then prints a
  * short report on stdout and writes OUT/report.json and OUT/report.svg.
+ * The step sleeps by default: the trainer's thread waits for an accelerator
+ * while the loader has the CPUs, the setting of the DS-Analyzer paper.
+ * --step spin busy-spins MS of monotonic time and --step cpu MS of the
+ * thread's CPU time (compute on the CPU, which slows when the loader's
+ * threads share its core); both compete with the loader for the cores,
+ * which the what-if model only approximates (see tools/ANALYZE.md).
  *
  * --validate measures settings the model was not fitted on (two cache
  * fractions at --threads, two at one thread) and compares them with
@@ -32,6 +36,7 @@
 #include <limits.h>
 #include <math.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -63,8 +68,9 @@ typedef struct {
     double cache_fraction; /* the "current setting" shown in the report    */
     uint32_t batch_size;
     uint64_t batches;      /* timed batches per run                        */
+    int repeat;            /* timed epochs per validation point            */
     double step_ms;
-    int step_kind;         /* STEP_SPIN (default), STEP_CPU, STEP_SLEEP    */
+    int step_kind;         /* STEP_SLEEP (default), STEP_SPIN, STEP_CPU    */
     uint32_t size;         /* output side in pixels                        */
     uint64_t seed;
     int validate;
@@ -87,16 +93,18 @@ static void usage(FILE *to)
             "  --cache-fraction F    cache of the current setting, 0..1 of the dataset's\n"
             "                        bytes, shown with its prediction (default 0)\n"
             "  --batch-size B        images per batch (default 32)\n"
-            "  --batches N           timed batches per run (default 50)\n"
-            "  --step-ms MS          the stand-in trainer's time per batch (default 20)\n"
-            "  --step spin|cpu|sleep the stand-in step: spin MS of wall time on the CPU\n"
-            "                        (default), spin until MS of CPU time are used (compute\n"
-            "                        that slows when the loader takes its core), or sleep\n"
-            "                        MS (a thread waiting for an accelerator)\n"
+            "  --batches N           timed batches per run (default 60)\n"
+            "  --step-ms MS          the stand-in trainer's time per batch (default 5)\n"
+            "  --step sleep|spin|cpu the stand-in step: sleep MS (a thread waiting for an\n"
+            "                        accelerator; default), busy-spin MS of wall time, or\n"
+            "                        busy-spin until MS of CPU time are used (compute that\n"
+            "                        slows when the loader's threads take its core)\n"
             "  --size PX             output crop side (default 64)\n"
             "  --seed S              shuffle and augmentation seed (default 0)\n"
             "  --validate            measure 4 settings not used for fitting and compare\n"
             "                        them with the prediction\n"
+            "  --repeat N            run the analysis and time each validation point N\n"
+            "                        times and use the medians (default 5)\n"
             "  --check TOL           implies --validate; exit 1 if any |error| > TOL\n"
             "  -h, --help            this text\n");
 }
@@ -168,8 +176,10 @@ static int parse_args(int argc, char **argv, args *a, int *help)
     memset(a, 0, sizeof *a);
     a->threads = usable_cores();
     a->batch_size = 32;
-    a->batches = 50;
-    a->step_ms = 20;
+    a->batches = 60;
+    a->repeat = 5;
+    a->step_ms = 5;
+    a->step_kind = STEP_SLEEP;
     a->size = 64;
     *help = 0;
     for (int i = 1; i < argc; i++) {
@@ -200,7 +210,7 @@ static int parse_args(int argc, char **argv, args *a, int *help)
         }
         static const char *const with_value[] = {
             "--data", "--out", "--threads", "--cache-fraction", "--batch-size",
-            "--batches", "--step-ms", "--step", "--size", "--seed", "--check"};
+            "--batches", "--step-ms", "--step", "--size", "--seed", "--check", "--repeat"};
         int known = 0;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
             known |= !strcmp(name, with_value[k]);
@@ -252,6 +262,10 @@ static int parse_args(int argc, char **argv, args *a, int *help)
             if (parse_u64(val, &u))
                 return bad_arg("--seed must be an unsigned integer, not '%s'", val);
             a->seed = u;
+        } else if (!strcmp(name, "--repeat")) {
+            if (parse_i64(val, 1, 9, &v))
+                return bad_arg("--repeat must be an integer in 1..9, not '%s'", val);
+            a->repeat = (int)v;
         } else if (!strcmp(name, "--check")) {
             if (parse_f64(val, 0, 1e6, &a->check_tol))
                 return bad_arg("--check must be a tolerance >= 0 (0.15 = 15%%), not '%s'", val);
@@ -435,21 +449,33 @@ static double clamp01(double v)
 
 /* ---- the validation points --------------------------------------------- */
 
+#define MAX_REPEAT 9
+
 typedef struct {
     double cache_fraction;
     int threads;
     double predicted, measured, error;
-    uint64_t images;
-    double seconds;
+    uint64_t images;       /* over all repeats */
+    double seconds;        /* over all repeats */
     double cache_hit_rate; /* byte hit rate of the timed batches */
+    double runs[MAX_REPEAT]; /* images/s of each repeat */
+    int nruns;
     int ok;
 } vpoint;
 
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
 /* Opens coordl with cache f x dataset bytes and t threads, fills the cache
- * with one epoch, drops the page cache, and times `batches` batches of the
- * next epoch with the step. */
-static int measure(const coordl_config *base, uint64_t dataset_bytes,
-                   uint64_t batches, step_ctx *sc, vpoint *v)
+ * with one epoch, then `repeat` times: drops the page cache, seeks to the
+ * start of the next epoch (batches prepared before the drop came from the
+ * page cache: they are thrown away) and times `batches` batches (at most an
+ * epoch) with the step. The measurement is the median of the repeats. */
+static int measure(const coordl_config *base, uint64_t dataset_bytes, uint64_t batches,
+                   int repeat, step_ctx *sc, vpoint *v)
 {
     coordl_config cfg = *base;
     cfg.cache_bytes = (uint64_t)(v->cache_fraction * (double)dataset_bytes + 0.5);
@@ -469,49 +495,57 @@ static int measure(const coordl_config *base, uint64_t dataset_bytes,
         coordl_close(L);
         return -1;
     }
-    uint64_t failed = drop_page_cache(L);
-    if (failed)
-        fprintf(stderr, TOOL ": warning: could not open %llu files to drop their page cache\n",
-                (unsigned long long)failed);
-    /* the batches of epoch 1 the workers prepared before the drop were read
-     * from the page cache: drop them, prepare them again */
-    rc = coordl_seek(L, 1, 0);
-    if (rc != COORDL_OK) {
-        fprintf(stderr, TOOL ": seek: %s\n", coordl_errmsg(L));
-        coordl_close(L);
-        return -1;
-    }
     uint64_t per_epoch = coordl_batches_per_epoch(L);
     uint64_t nb = batches < per_epoch ? batches : per_epoch;
-    coordl_stats s0, s1;
-    coordl_get_stats(L, &s0);
-    uint64_t images = 0;
-    double t0 = now_s();
-    for (uint64_t i = 0; i < nb; i++) {
-        rc = coordl_next(L, &b);
+    uint64_t hit = 0, all = 0;
+    v->nruns = 0;
+    for (int k = 0; k < repeat && k < MAX_REPEAT; k++) {
+        uint64_t failed = drop_page_cache(L);
+        if (failed && k == 0)
+            fprintf(stderr, TOOL ": warning: could not open %llu files to drop their page cache\n",
+                    (unsigned long long)failed);
+        rc = coordl_seek(L, (uint64_t)k + 1, 0);
         if (rc != COORDL_OK) {
-            if (rc == COORDL_END_OF_EPOCH)
-                break;
-            fprintf(stderr, TOOL ": %s\n", coordl_errmsg(L));
+            fprintf(stderr, TOOL ": seek: %s\n", coordl_errmsg(L));
             coordl_close(L);
             return -1;
         }
-        step(sc, &b);
-        images += b.n;
-        coordl_release(L, &b);
+        coordl_stats s0, s1;
+        coordl_get_stats(L, &s0);
+        uint64_t images = 0;
+        double t0 = now_s();
+        for (uint64_t i = 0; i < nb; i++) {
+            rc = coordl_next(L, &b);
+            if (rc == COORDL_END_OF_EPOCH)
+                break;
+            if (rc != COORDL_OK) {
+                fprintf(stderr, TOOL ": %s\n", coordl_errmsg(L));
+                coordl_close(L);
+                return -1;
+            }
+            step(sc, &b);
+            images += b.n;
+            coordl_release(L, &b);
+        }
+        double secs = now_s() - t0;
+        coordl_get_stats(L, &s1);
+        hit += s1.cache_hit_bytes - s0.cache_hit_bytes;
+        all += (s1.cache_hit_bytes - s0.cache_hit_bytes) + (s1.storage_bytes - s0.storage_bytes);
+        v->images += images;
+        v->seconds += secs;
+        v->runs[v->nruns++] = secs > 0 ? (double)images / secs : 0;
     }
-    double secs = now_s() - t0;
-    coordl_get_stats(L, &s1);
     coordl_close(L);
-    uint64_t hit = s1.cache_hit_bytes - s0.cache_hit_bytes;
-    uint64_t all = hit + (s1.storage_bytes - s0.storage_bytes);
-    v->images = images;
-    v->seconds = secs;
+    double sorted[MAX_REPEAT];
+    memcpy(sorted, v->runs, (size_t)v->nruns * sizeof *sorted);
+    qsort(sorted, (size_t)v->nruns, sizeof *sorted, cmp_double);
+    v->measured = v->nruns ? sorted[v->nruns / 2] : 0;
+    if (v->nruns && v->nruns % 2 == 0)
+        v->measured = (sorted[v->nruns / 2 - 1] + sorted[v->nruns / 2]) / 2;
     v->cache_hit_rate = all ? (double)hit / (double)all : 0;
-    v->measured = secs > 0 ? (double)images / secs : 0;
     v->error = v->measured > 0 ? (v->predicted - v->measured) / v->measured : NAN;
-    v->ok = 1;
-    return 0;
+    v->ok = v->nruns > 0;
+    return v->ok ? 0 : -1;
 }
 
 /* ---- the human report ----------------------------------------------------- */
@@ -526,9 +560,11 @@ static void print_report(const args *a, const coordl_report *r, const int *tl, s
     printf("dataset: %s: %llu items, %.1f MB (mean item %.1f KB)\n", a->data,
            (unsigned long long)r->dataset_items, (double)r->dataset_bytes / 1e6,
            r->mean_item_bytes / 1e3);
-    printf("settings: batch %u, %ux%u crops, step %.3g ms (%s), %d %s, %llu batches per run\n\n",
+    printf("settings: batch %u, %ux%u crops, step %.3g ms (%s), %d %s, %llu batches per run, "
+           "median of %d %s\n\n",
            a->batch_size, a->size, a->size, a->step_ms, STEP_NAMES[a->step_kind],
-           r->threads, thr_word(r->threads), (unsigned long long)a->batches);
+           r->threads, thr_word(r->threads), (unsigned long long)a->batches, a->repeat,
+           a->repeat == 1 ? "analysis" : "analyses");
 
     printf("run                    images/s    stall\n");
     printf("  synthetic          %10.1f   %5.1f%%   trainer alone: its ingestion rate\n",
@@ -621,7 +657,12 @@ static int write_json(const char *path, const coordl_report *r, const vpoint *v,
             json_num(f, v[i].ok ? v[i].error : NAN);
             fputs(", \"cache_hit_rate\": ", f);
             json_num(f, v[i].ok ? v[i].cache_hit_rate : NAN);
-            fprintf(f, ", \"images\": %llu, \"seconds\": ", (unsigned long long)v[i].images);
+            fputs(", \"measured_runs\": [", f);
+            for (int m = 0; m < v[i].nruns; m++) {
+                fputs(m ? ", " : "", f);
+                json_num(f, v[i].runs[m]);
+            }
+            fprintf(f, "], \"images\": %llu, \"seconds\": ", (unsigned long long)v[i].images);
             json_num(f, v[i].seconds);
             fputc('}', f);
         }
@@ -640,6 +681,7 @@ static int write_json(const char *path, const coordl_report *r, const vpoint *v,
 static const char *const PALETTE[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
                                       "#9467bd", "#8c564b", "#e377c2", "#17becf"};
 #define NPAL (sizeof PALETTE / sizeof *PALETTE)
+#define MAX_CURVES 8
 
 #define C_COMPUTE "#4c78a8"
 #define C_PREP "#f58518"
@@ -718,10 +760,11 @@ static int write_svg(const char *path, const args *a, const coordl_report *r,
     /* title */
     svg_text(f, 20, 30, "start", "font-size:18px;font-weight:bold", "DS-Analyzer: %s", a->data);
     svg_text(f, 20, 52, "start", "fill:#444",
-             "%llu items, %.1f MB; batch %u, %ux%u crops, trainer step %.3g ms (%s), %d loader %s, %llu batches per run",
+             "%llu items, %.1f MB; batch %u, %ux%u crops, trainer step %.3g ms (%s), %d loader %s, "
+             "%llu batches per run, median of %d",
              (unsigned long long)r->dataset_items, (double)r->dataset_bytes / 1e6, a->batch_size,
              a->size, a->size, a->step_ms, STEP_NAMES[a->step_kind], r->threads,
-             thr_word(r->threads), (unsigned long long)a->batches);
+             thr_word(r->threads), (unsigned long long)a->batches, a->repeat);
 
     if (r->recommend_threads > 0)
         svg_text(f, 20, 74, "start", "font-weight:bold",
@@ -850,7 +893,7 @@ static int write_svg(const char *path, const args *a, const coordl_report *r,
     svg_text(f, (qx0 + qx1) / 2, qy1 + 42, "middle", NULL,
              "cache size (%% of the dataset's %.1f MB, MinIO)", (double)r->dataset_bytes / 1e6);
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" transform=\"rotate(-90 %.1f %.1f)\">"
-               "predicted throughput (images/s)</text>\n",
+               "throughput (images/s)</text>\n",
             28.0, (qy0 + qy1) / 2, 28.0, (qy0 + qy1) / 2);
     /* one curve per thread count */
     for (size_t j = 0; j < nt; j++) {
@@ -904,7 +947,7 @@ static int write_svg(const char *path, const args *a, const coordl_report *r,
                 lx + 13, ly2 - 4);
         svg_text(f, lx + 38, ly2, "start", NULL, "measured (validation)");
         svg_text(f, lx + 38, ly2 + 15, "start", "font-size:11px;fill:#555",
-                 "label: predicted vs measured");
+                 "label: (predicted - measured) / measured");
         ly2 += 36;
     }
     svg_text(f, lx, ly2 + 6, "start", "font-size:11px;fill:#555", "model: min(ingest,");
@@ -919,6 +962,69 @@ static int write_svg(const char *path, const args *a, const coordl_report *r,
         return -1;
     }
     return 0;
+}
+
+/* ---- repeated analyses --------------------------------------------------------- */
+
+static double median_of(const coordl_report *reps, size_t n, size_t field_off)
+{
+    double x[MAX_REPEAT];
+    for (size_t k = 0; k < n; k++)
+        memcpy(&x[k], (const char *)&reps[k] + field_off, sizeof x[k]);
+    qsort(x, n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
+}
+
+static const coordl_run_report *median_run(const coordl_report *reps, size_t n, size_t run_off)
+{
+    const coordl_run_report *p[MAX_REPEAT];
+    for (size_t k = 0; k < n; k++)
+        p[k] = (const coordl_run_report *)((const char *)&reps[k] + run_off);
+    for (size_t i = 1; i < n; i++) /* insertion sort by images/s */
+        for (size_t j = i; j > 0 && p[j]->images_per_s < p[j - 1]->images_per_s; j--) {
+            const coordl_run_report *t = p[j];
+            p[j] = p[j - 1];
+            p[j - 1] = t;
+        }
+    return p[(n - 1) / 2];
+}
+
+/* The analyses' median: each run is the run of median images/s, each model
+ * input and stall fraction the median; the what-if grid (borrowed from
+ * reps[0]) is predicted again from those inputs, and the recommendation is
+ * chosen again by the library's rule (the smallest cache, then the fewest
+ * threads, predicted under 3% stall). One analysis is returned as is. */
+static void median_report(const coordl_report *reps, size_t n, coordl_report *r)
+{
+    *r = reps[0];
+    if (n < 2)
+        return;
+#define MED(field) r->field = median_of(reps, n, offsetof(coordl_report, field))
+    MED(prep_stall_fraction);
+    MED(fetch_stall_fraction);
+    MED(ingest_images_per_s);
+    MED(prep_images_per_s_per_core);
+    MED(storage_mb_per_s);
+    MED(memory_mb_per_s);
+    MED(reader_mb_per_s);
+    MED(cores_for_prep);
+#undef MED
+    r->synthetic = *median_run(reps, n, offsetof(coordl_report, synthetic));
+    r->warm = *median_run(reps, n, offsetof(coordl_report, warm));
+    r->cold = *median_run(reps, n, offsetof(coordl_report, cold));
+    r->recommend_threads = -1;
+    r->recommend_cache_fraction = -1;
+    for (size_t i = 0; i < r->n_whatif; i++) {
+        coordl_whatif *w = &r->whatif[i];
+        *w = coordl_report_predict(r, w->cache_fraction, w->threads, 0);
+        if (w->predicted_stall_fraction < 0.03 &&
+            (r->recommend_threads < 0 || w->cache_fraction < r->recommend_cache_fraction ||
+             (w->cache_fraction == r->recommend_cache_fraction &&
+              w->threads < r->recommend_threads))) {
+            r->recommend_cache_fraction = w->cache_fraction;
+            r->recommend_threads = w->threads;
+        }
+    }
 }
 
 /* ---- main ---------------------------------------------------------------------- */
@@ -978,8 +1084,10 @@ int main(int argc, char **argv)
     rc = 1;
     char *json_path = join(a.out, "report.json"), *svg_path = join(a.out, "report.svg");
     int *tl = NULL;
-    coordl_report r;
+    coordl_report r, reps[MAX_REPEAT];
+    int nreps = 0;
     memset(&r, 0, sizeof r);
+    memset(reps, 0, sizeof reps);
     if (!json_path || !svg_path) {
         fprintf(stderr, TOOL ": out of memory\n");
         goto done;
@@ -993,12 +1101,21 @@ int main(int argc, char **argv)
     o.synthetic_step_ms = a.step_ms;
     o.progress = progress;
     double t_start = now_s();
-    coordl_status st_an = coordl_analyze(&cfg, step, &sc, &o, &r);
-    if (st_an != COORDL_OK) {
-        fprintf(stderr, TOOL ": analysis of %s failed: %s: %s\n", a.data, coordl_strerror(st_an),
-                coordl_errmsg(NULL));
-        goto done;
+    for (int k = 0; k < a.repeat; k++) {
+        if (a.repeat > 1) {
+            char line[64];
+            snprintf(line, sizeof line, "analysis %d/%d", k + 1, a.repeat);
+            progress(NULL, line);
+        }
+        coordl_status st_an = coordl_analyze(&cfg, step, &sc, &o, &reps[k]);
+        nreps = k + 1;
+        if (st_an != COORDL_OK) {
+            fprintf(stderr, TOOL ": analysis of %s failed: %s: %s\n", a.data,
+                    coordl_strerror(st_an), coordl_errmsg(NULL));
+            goto done;
+        }
     }
+    median_report(reps, (size_t)nreps, &r);
 
     /* the thread counts of the what-if grid (plus --threads) */
     size_t nt = 0;
@@ -1016,6 +1133,27 @@ int main(int argc, char **argv)
             tl[nt++] = t;
     }
     qsort(tl, nt, sizeof *tl, cmp_int);
+    /* at most MAX_CURVES thread counts in the table and the plot: spread
+     * over the grid, keeping --threads and the validation's other count */
+    if (nt > MAX_CURVES) {
+        int must[2] = {a.threads, a.threads > 1 ? 1 : 2};
+        int keep[MAX_CURVES];
+        size_t nk = 0;
+        for (size_t m = 0; m < 2; m++)
+            if (nk == 0 || keep[0] != must[m])
+                keep[nk++] = must[m];
+        for (size_t k = 0; nk < MAX_CURVES && k < MAX_CURVES; k++) {
+            int t = tl[(k * (nt - 1) + (MAX_CURVES - 1) / 2) / (MAX_CURVES - 1)];
+            int seen = 0;
+            for (size_t j = 0; j < nk; j++)
+                seen |= keep[j] == t;
+            if (!seen)
+                keep[nk++] = t;
+        }
+        memcpy(tl, keep, nk * sizeof *tl);
+        nt = nk;
+        qsort(tl, nt, sizeof *tl, cmp_int);
+    }
 
     print_report(&a, &r, tl, nt);
 
@@ -1037,7 +1175,7 @@ int main(int argc, char **argv)
             snprintf(line, sizeof line, "validation %zu/4: cache %.0f%%, %d %s", i + 1,
                      100 * pts[i].f, pts[i].t, thr_word(pts[i].t));
             progress(NULL, line);
-            if (measure(&cfg, dataset_bytes, a.batches, &sc, &v[nv])) {
+            if (measure(&cfg, dataset_bytes, a.batches, a.repeat, &sc, &v[nv])) {
                 fprintf(stderr, TOOL ": validation point %zu could not be measured\n", i + 1);
                 check_failed = 1;
             }
@@ -1045,7 +1183,8 @@ int main(int argc, char **argv)
         }
         printf("\nvalidation: settings not used for fitting (fitted: %d %s at cache 100%% and 0%%)\n",
                r.threads, thr_word(r.threads));
-        printf("  cache  threads   predicted    measured    error   cache hits\n");
+        printf("  cache  threads   predicted    measured    error   cache hits   spread of %d\n",
+               a.repeat);
         double worst = 0;
         for (size_t i = 0; i < nv; i++) {
             if (!v[i].ok) {
@@ -1053,9 +1192,15 @@ int main(int argc, char **argv)
                        v[i].threads, v[i].predicted);
                 continue;
             }
-            printf("  %4.0f%%  %7d  %10.1f  %10.1f  %+6.1f%%      %5.1f%%\n",
+            double lo = v[i].runs[0], hi = v[i].runs[0];
+            for (int m = 1; m < v[i].nruns; m++) {
+                lo = fmin(lo, v[i].runs[m]);
+                hi = fmax(hi, v[i].runs[m]);
+            }
+            printf("  %4.0f%%  %7d  %10.1f  %10.1f  %+6.1f%%      %5.1f%%       %5.1f%%\n",
                    100 * v[i].cache_fraction, v[i].threads, v[i].predicted, v[i].measured,
-                   100 * v[i].error, 100 * v[i].cache_hit_rate);
+                   100 * v[i].error, 100 * v[i].cache_hit_rate,
+                   v[i].measured > 0 ? 100 * (hi - lo) / v[i].measured : 0.0);
             if (!isfinite(v[i].error))
                 check_failed = 1;
             else
@@ -1084,6 +1229,8 @@ done:
     free(tl);
     free(json_path);
     free(svg_path);
-    coordl_report_free(&r);
+    /* r borrows the what-if grid of one of reps */
+    for (int k = 0; k < nreps; k++)
+        coordl_report_free(&reps[k]);
     return rc;
 }
