@@ -3747,7 +3747,20 @@ static void cdl__stream_restart(coordl *L) {
 
 static coordl_status cdl__pool_start(coordl *L) {
     const cdl__placement *P = &L->place;
-    int n = L->cfg.threads > 0 ? L->cfg.threads : P->ncores;
+    /* The PUs this process's workers use: all the chosen ones, or, for a
+     * member of a coordinated group with the default placement, its own
+     * slice of the physical cores (the members' workers together form one
+     * pool over the machine instead of k pools piled on the first cores). */
+    int first = 0, count = P->nworker_pus;
+    if (L->cfg.group && L->cfg.group_size > 1 && L->me >= 0 && !L->cfg.cpuset && L->cfg.numa_node < 0 &&
+        !L->cfg.pci_bus_id && P->ncores > 0) {
+        const int k = L->cfg.group_size, m = L->me % k;
+        int lo = P->ncores * m / k, hi = P->ncores * (m + 1) / k;
+        if (hi <= lo) { lo = m % P->ncores; hi = lo + 1; }
+        first = lo;
+        count = hi - lo; /* worker_pus starts with one PU per core, in core order */
+    }
+    int n = L->cfg.threads > 0 ? L->cfg.threads : (first || count != P->nworker_pus ? count : P->ncores);
     if (n < 1) n = 1;
     L->workers = cdl__calloc(L, (size_t)n, sizeof *L->workers);
     if (!L->workers) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %d workers", n);
@@ -3755,7 +3768,7 @@ static coordl_status cdl__pool_start(coordl *L) {
         cdl__worker *W = &L->workers[i];
         W->L = L;
         W->index = i;
-        W->pu = P->nworker_pus > 0 ? P->worker_pus[i % P->nworker_pus] : -1;
+        W->pu = count > 0 ? P->worker_pus[first + i % count] : -1;
         if (i < 64) L->st.worker_cpu[i] = W->pu;
 #ifndef COORDL_NO_JPEGTURBO
         W->jd.err = jpeg_std_error(&W->jerr.pub);
@@ -3767,8 +3780,8 @@ static coordl_status cdl__pool_start(coordl *L) {
     }
     for (int i = n; i < 64; i++) L->st.worker_cpu[i] = -1;
     {
-        int listed = n < P->nworker_pus ? n : P->nworker_pus;
-        cdl__format_pu_list(P->worker_pus, listed, L->st.placement_cpus, sizeof L->st.placement_cpus);
+        int listed = n < count ? n : count;
+        cdl__format_pu_list(P->worker_pus + first, listed, L->st.placement_cpus, sizeof L->st.placement_cpus);
         cdl__format_pu_list(P->reserved_pus, P->nreserved, L->st.reserved_cpus, sizeof L->st.reserved_cpus);
         L->st.placement_node = P->node;
         L->st.placement_nodes = (uint32_t)P->nnodes;
