@@ -615,10 +615,12 @@ COORDL_API coordl_whatif coordl_report_predict(const coordl_report *r, double ca
 /* The report as JSON (keys: runs.synthetic/warm/cold with images_per_s and
  * stall_fraction, prep_stall_fraction, fetch_stall_fraction, model, whatif
  * [{cache_fraction, threads, predicted_images_per_s, ...}],
- * recommendation). Returns the needed length like snprintf. */
+ * recommendation). Returns the needed length like snprintf.
+ * Thread safety: any thread; r is only read. */
 COORDL_API size_t coordl_report_json(const coordl_report *r, char *buf, size_t cap);
 
-/* Frees what coordl_analyze allocated inside *r. */
+/* Frees what coordl_analyze allocated inside *r (NULL is a no-op).
+ * Thread safety: the thread that owns r, once nobody reads it. */
 COORDL_API void coordl_report_free(coordl_report *r);
 
 #ifdef __cplusplus
