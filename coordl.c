@@ -215,7 +215,6 @@ typedef struct cdl__cond {
 /* A process in the (possibly one-member) group. */
 typedef struct cdl__member {
     int32_t pid;
-    uint32_t joined;               /* 1 while in the group                  */
     _Atomic uint64_t heartbeat_ns; /* CLOCK_MONOTONIC, refreshed by workers */
     uint64_t start_epoch;          /* first epoch it consumes (late join)   */
 } cdl__member;
@@ -1719,7 +1718,6 @@ typedef struct cdl__remote {
     uint64_t epoch, pos;   /* the batch the requests were for            */
     int requested;
     uint64_t request_ns;
-    uint32_t outstanding;  /* peers that have not answered yet           */
     cdl__u8 *buf;          /* replies' bytes, row_off/row_len into it    */
     size_t cap, used;
     uint32_t *row_off, *row_len;
@@ -1732,23 +1730,21 @@ typedef struct cdl__peer_send {
     cdl__u8 *buf;
 } cdl__peer_send;
 
-/* Non-blocking send of a copy of buf; the copy is kept until MPI is done
- * with it (no rank ever blocks in a send while its peer does the same). */
-static void cdl__peer_isend(coordl *L, const void *buf, size_t bytes, MPI_Datatype type, uint32_t count, int dest,
-                            int tag) {
-    cdl__u8 *copy = malloc(bytes ? bytes : 1);
-    if (!copy) return;
-    memcpy(copy, buf, bytes);
+/* Non-blocking send of buf (malloc'd; this takes it over and frees it when
+ * MPI is done with it), so no rank ever blocks in a send while its peer
+ * does the same. Under mu. */
+static void cdl__peer_isend(coordl *L, void *buf, MPI_Datatype type, uint32_t count, int dest, int tag) {
+    if (!buf) return;
     if (L->peer_nsends == L->peer_sends_cap) {
         size_t ncap = L->peer_sends_cap ? L->peer_sends_cap * 2 : 16;
         cdl__peer_send *q = realloc(L->peer_sends, ncap * sizeof *q);
-        if (!q) { free(copy); return; }
+        if (!q) { free(buf); return; }
         L->peer_sends = q;
         L->peer_sends_cap = ncap;
     }
     cdl__peer_send *ps = &L->peer_sends[L->peer_nsends++];
-    ps->buf = copy;
-    MPI_Isend(copy, (int)count, type, dest, tag, L->peer_comm, &ps->req);
+    ps->buf = buf;
+    MPI_Isend(buf, (int)count, type, dest, tag, L->peer_comm, &ps->req);
 }
 
 static int cdl__peer_owner(const coordl *L, uint64_t id) {
@@ -1763,28 +1759,32 @@ static void cdl__peer_request_slot(coordl *L, uint32_t s) {
     rm->epoch = sl->epoch;
     rm->pos = sl->pos;
     rm->requested = 1;
-    rm->outstanding = 0;
     rm->used = 0;
     rm->request_ns = cdl__now_ns();
     memset(rm->row_state, CDL_REMOTE_NONE, L->slot_rows_cap);
+    /* each row's item and owner once; then one message per peer */
+    uint64_t *ids = malloc((size_t)sl->n * sizeof *ids + 1);
+    if (!ids) return; /* the rows then simply come from storage */
     cdl__perm perm = cdl__perm_for(L, sl->epoch);
+    for (uint32_t r = 0; r < sl->n; r++) ids[r] = cdl__item_at(L, &perm, sl->pos + r);
     for (int peer = 0; peer < L->cfg.world; peer++) {
         if (peer == L->cfg.rank) continue;
-        uint64_t msg[1 + 4096];
         uint32_t n = 0;
+        for (uint32_t r = 0; r < sl->n; r++) n += cdl__peer_owner(L, ids[r]) == peer;
+        if (!n) continue;
+        uint64_t *msg = malloc((1 + (size_t)n) * sizeof *msg);
+        if (!msg) continue;
         msg[0] = ((uint64_t)s << 48) | (L->peer_request_seq++ & 0xffffffffffffull);
-        for (uint32_t r = 0; r < sl->n && n < 4096; r++) {
-            uint64_t id = cdl__item_at(L, &perm, sl->pos + r);
-            if (cdl__peer_owner(L, id) == peer) {
-                msg[1 + n++] = id;
+        n = 0;
+        for (uint32_t r = 0; r < sl->n; r++)
+            if (cdl__peer_owner(L, ids[r]) == peer) {
+                msg[1 + n++] = ids[r];
                 rm->row_state[r] = CDL_REMOTE_WAIT;
             }
-        }
-        if (!n) continue;
         rm->req_id[peer] = msg[0];
-        rm->outstanding++;
-        cdl__peer_isend(L, msg, (1 + n) * sizeof(uint64_t), MPI_UINT64_T, 1 + n, peer, CDL_TAG_REQ);
+        cdl__peer_isend(L, msg, MPI_UINT64_T, 1 + n, peer, CDL_TAG_REQ);
     }
+    free(ids);
 }
 
 /* Answers one request: [u64 request id][u32 n][per item: u64 id, u32 len]
@@ -1816,8 +1816,7 @@ static void cdl__peer_serve(coordl *L, int source, int count) {
     }
     free(ids);
     cdl__lock(L); /* the send list is also used by requests, under mu */
-    cdl__peer_isend(L, out, at, MPI_BYTE, (uint32_t)at, source, CDL_TAG_RESP);
-    free(out);
+    cdl__peer_isend(L, out, MPI_BYTE, (uint32_t)at, source, CDL_TAG_RESP);
     L->st.peer_served += served;
     cdl__unlock(L);
 }
@@ -1862,7 +1861,6 @@ static void cdl__peer_take_reply(coordl *L, int source, int count) {
             }
         }
         rm->req_id[source] = 0;
-        if (rm->outstanding) rm->outstanding--;
         cdl__broadcast(L, &L->S->ready_cv); /* workers wait there for peers */
     }
     cdl__unlock(L);
@@ -3345,7 +3343,6 @@ static void cdl__member_drop(coordl *L, int m) {
     const uint32_t bit = 1u << m;
     const uint8_t mark = (uint8_t)(m + 1);
     S->live_mask &= ~bit;
-    S->members[m].joined = 0;
     for (uint32_t s = 0; s < L->nslots; s++) {
         cdl__slot *sl = &L->slots[s];
         if (sl->state == CDL_SLOT_FILLING) {
@@ -3534,7 +3531,6 @@ static coordl_status cdl__group_open(coordl *L) {
             L->me = 0;
             L->bit = 1;
             L->S->members[0].pid = (int32_t)getpid();
-            L->S->members[0].joined = 1;
             atomic_store(&L->S->members[0].heartbeat_ns, cdl__now_ns());
             L->S->live_mask = 1;
             L->S->started = L->cfg.group_size == 1;
@@ -3675,7 +3671,6 @@ static coordl_status cdl__group_open(coordl *L) {
         L->me = me;
         L->bit = 1u << me;
         S->members[me].pid = (int32_t)getpid();
-        S->members[me].joined = 1;
         atomic_store(&S->members[me].heartbeat_ns, cdl__now_ns());
         /* a late member starts with the first epoch nobody has begun */
         S->members[me].start_epoch = S->started ? S->claim_epoch + 1 : 0;
@@ -4030,7 +4025,6 @@ coordl_status coordl_open(const coordl_config *cfg, coordl **out) {
             L->me = 0;
             L->bit = 1;
             L->S->members[0].pid = (int32_t)getpid();
-            L->S->members[0].joined = 1;
             L->S->live_mask = 1;
             L->S->started = 1;
             rc = cdl__cache_create(L);
