@@ -1,7 +1,8 @@
 /*
  * coordl.c - an embedded, in-process data loader for C training engines.
- * See coordl.h for the API and ../shared/DESIGN.md (in the project) for the
- * design. Build: C11 + pthreads, libjpeg(-turbo), stb_image (header only).
+ * See coordl.h for the API and docs/DESIGN.md for the design (data flow,
+ * seams, determinism contract, shm and MPI protocols).
+ * Build: C11 + pthreads, libjpeg(-turbo), stb_image (header only).
  *
  * Section map (data-flow order: follow one batch from top to bottom)
  *   1. Platform and build options
