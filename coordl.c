@@ -11,7 +11,8 @@
  *   4. Placement                      cores and NUMA node(s) from hwloc, at open
  *   5. Arenas                         offset-addressed mmap regions (cache, ring)
  *   6. Source index                   ImageFolder / list file / token shards
- *   7. Sampler                        epoch permutation, rank share, batch rows
+ *   7. Sampler                        epoch permutation, rank share, batch rows;
+ *                                     llm.c's shard/sample order for tokens
  *   8. MinIO cache                    admit until full, never evict (+ LRU)
  *   9. Fetch                          cache, else peer, else storage (and admit)
  *  10. Peers (MPI)                    partitioned cache: map exchange, requests
@@ -293,6 +294,7 @@ struct coordl {
     uint64_t dataset_bytes;
     cdl__shard *shards;    /* tokens pipeline only                         */
     size_t nshards;
+    struct cdl__llmc *llmc; /* token_order COORDL_TOKENS_LLMC (section 7)   */
 
     /* sampler */
     uint64_t share;        /* items per rank per epoch                      */
@@ -506,7 +508,8 @@ static int cdl__reserve(const coordl *L, void **buf, size_t *cap, size_t need) {
 /* are identical across thread counts and after seek (no replay).        */
 /* ===================================================================== */
 
-enum { CDL_STREAM_PERM = 1, CDL_STREAM_CROP = 2, CDL_STREAM_SUBST = 3 };
+enum { CDL_STREAM_PERM = 1, CDL_STREAM_CROP = 2, CDL_STREAM_SUBST = 3, CDL_STREAM_SHARD_ORDER = 4,
+       CDL_STREAM_SHARD_SAMPLES = 5 };
 
 static uint64_t cdl__mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -1305,7 +1308,9 @@ static uint64_t cdl__item_bytes(const coordl *L, uint64_t id) {
 /* of four with cycle walking: a bijection on [0, N) computed in O(1)    */
 /* per position from (seed, epoch), with no per-epoch array, so any      */
 /* worker can map (epoch, position) to an item and seek is O(1). Rank r  */
-/* of W gets positions r, r+W, ... (floor(N/W) of them).                 */
+/* of W gets positions r, r+W, ... (floor(N/W) of them). Token windows   */
+/* in llm.c's order (token_order LLMC) map positions through shards and  */
+/* samples instead, as llm.c's DataLoader does (below).                  */
 /* ===================================================================== */
 
 typedef struct cdl__perm {
@@ -1314,20 +1319,30 @@ typedef struct cdl__perm {
     uint64_t half_mask;
     uint64_t keys[6];
     int identity;
+    uint64_t epoch;
 } cdl__perm;
 
-static cdl__perm cdl__perm_for(const coordl *L, uint64_t epoch) {
+/* A permutation of [0, n) keyed by (seed, stream, epoch, salt): the epoch
+ * permutation of the items, and for token_order LLMC the shard order and
+ * the order of a shard's samples. */
+static cdl__perm cdl__perm_keyed(uint64_t n, int identity, uint64_t seed, uint64_t stream, uint64_t epoch,
+                                 uint64_t salt) {
     cdl__perm p;
     memset(&p, 0, sizeof p);
-    p.n = L->num_items;
-    p.identity = !L->cfg.shuffle;
+    p.n = n;
+    p.identity = identity;
+    p.epoch = epoch;
     unsigned bits = 2;
     while (bits < 64 && (1ull << bits) < p.n) bits++;
     if (bits & 1) bits++;
     p.half_bits = bits / 2;
     p.half_mask = (1ull << p.half_bits) - 1;
-    for (int r = 0; r < 6; r++) p.keys[r] = cdl__hash4(L->cfg.seed, CDL_STREAM_PERM, epoch, (uint64_t)r);
+    for (uint64_t r = 0; r < 6; r++) p.keys[r] = cdl__hash4(seed, stream, epoch, salt * 8 + r);
     return p;
+}
+
+static cdl__perm cdl__perm_for(const coordl *L, uint64_t epoch) {
+    return cdl__perm_keyed(L->num_items, !L->cfg.shuffle, L->cfg.seed, CDL_STREAM_PERM, epoch, 0);
 }
 
 static uint64_t cdl__perm_apply(const cdl__perm *p, uint64_t x) {
@@ -1358,8 +1373,139 @@ static uint64_t cdl__batches_for(const coordl *L, uint64_t B) {
     return L->cfg.drop_last ? L->share / B : (L->share + B - 1) / B;
 }
 
+/* llm.c's DataLoader order (token_order = COORDL_TOKENS_LLMC). With P
+ * ranks and batch size B, shard s of n_s windows holds G_s = floor(n_s /
+ * (P B)) samples (llm.c's shard_num_samples: floor((tokens - 1) / (P B T))
+ * is the same number); sample j is P blocks of B consecutive windows and
+ * rank r takes block j P + r; windows past the last sample are dropped. An
+ * epoch visits the shards in an order (identity, or a permutation keyed by
+ * (seed, epoch)) and a shard's samples in an order (identity, or keyed by
+ * (seed, epoch, shard)); batch k of an epoch is the k-th sample visited, so
+ * a rank's share is sum(G_s) x B positions and position p is row p % B of
+ * batch p / B. Finding the shard of batch k needs the prefix sums of G in
+ * the epoch's shard order: computed once per epoch (O(shards)) and kept for
+ * the last two epochs asked for, under a lock of this process (workers,
+ * the MPI thread and the converters ask). */
+typedef struct cdl__llmc_epoch {
+    uint64_t epoch;
+    int valid;
+    uint32_t *order;  /* shard at visiting position i                       */
+    uint64_t *prefix; /* batches before position i; prefix[nshards] = total */
+} cdl__llmc_epoch;
+
+typedef struct cdl__llmc {
+    uint64_t *samples;  /* G_s per shard, in source order                    */
+    uint64_t total;     /* batches per epoch: sum of G_s                     */
+    pthread_mutex_t mu; /* guards ep[] and victim                            */
+    cdl__llmc_epoch ep[2];
+    unsigned victim;    /* entry the next new epoch replaces                 */
+} cdl__llmc;
+
+static cdl__perm cdl__llmc_shard_perm(const coordl *L, uint64_t epoch) {
+    return cdl__perm_keyed(L->nshards, !L->cfg.shuffle, L->cfg.seed, CDL_STREAM_SHARD_ORDER, epoch, 0);
+}
+
+/* The table of `epoch`, built if it is not one of the two kept. Under mu. */
+static const cdl__llmc_epoch *cdl__llmc_table(const coordl *L, uint64_t epoch) {
+    cdl__llmc *M = L->llmc;
+    for (int i = 0; i < 2; i++)
+        if (M->ep[i].valid && (M->ep[i].epoch == epoch || !L->cfg.shuffle)) return &M->ep[i];
+    cdl__llmc_epoch *e = &M->ep[M->victim];
+    M->victim ^= 1u;
+    cdl__perm order = cdl__llmc_shard_perm(L, epoch);
+    e->prefix[0] = 0;
+    for (size_t i = 0; i < L->nshards; i++) {
+        e->order[i] = (uint32_t)cdl__perm_apply(&order, i);
+        e->prefix[i + 1] = e->prefix[i] + M->samples[e->order[i]];
+    }
+    e->epoch = epoch;
+    e->valid = 1;
+    return e;
+}
+
+/* Batch k < total of `epoch`: the visiting position of its shard and the
+ * sample's position within the shard (llm.c's current_shard_idx and
+ * current_sample_idx before it loads the batch), and the shard. */
+static void cdl__llmc_locate(const coordl *L, uint64_t epoch, uint64_t k, uint64_t *shard_pos,
+                             uint64_t *sample_pos, uint32_t *shard) {
+    cdl__llmc *M = L->llmc;
+    pthread_mutex_lock(&M->mu);
+    const cdl__llmc_epoch *e = cdl__llmc_table(L, epoch);
+    size_t lo = 0, hi = L->nshards; /* the last i with prefix[i] <= k */
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (e->prefix[mid] <= k) lo = mid; else hi = mid;
+    }
+    *shard_pos = lo;
+    *sample_pos = k - e->prefix[lo];
+    *shard = e->order[lo];
+    pthread_mutex_unlock(&M->mu);
+}
+
+/* The first window of sample position j of shard s for this rank. */
+static uint64_t cdl__llmc_block_first(const coordl *L, uint64_t epoch, uint32_t s, uint64_t j) {
+    const uint64_t G = L->llmc->samples[s];
+    cdl__perm within = cdl__perm_keyed(G, !L->cfg.shuffle, L->cfg.seed, CDL_STREAM_SHARD_SAMPLES, epoch, s);
+    const uint64_t idx = cdl__perm_apply(&within, j);
+    const uint64_t B = L->cfg.batch_size;
+    return L->shards[s].first_item + (idx * (uint64_t)L->cfg.world + (uint64_t)L->cfg.rank) * B;
+}
+
+/* Sizes the order at open (after indexing): G_s per shard and one table
+ * (shuffle = 0 needs no other). */
+static coordl_status cdl__llmc_init(coordl *L) {
+    cdl__llmc *M = cdl__calloc(L, 1, sizeof *M);
+    if (!M) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+    if (pthread_mutex_init(&M->mu, NULL) != 0) {
+        cdl__free(L, M);
+        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot create a mutex");
+    }
+    L->llmc = M; /* from here on cdl__llmc_free (via coordl_close) owns it */
+    M->samples = cdl__calloc(L, L->nshards, sizeof *M->samples);
+    int ok = M->samples != NULL;
+    for (int i = 0; i < 2; i++) {
+        M->ep[i].order = cdl__calloc(L, L->nshards, sizeof *M->ep[i].order);
+        M->ep[i].prefix = cdl__calloc(L, L->nshards + 1, sizeof *M->ep[i].prefix);
+        ok = ok && M->ep[i].order && M->ep[i].prefix;
+    }
+    if (!ok) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+    const uint64_t per_sample = (uint64_t)L->cfg.world * L->cfg.batch_size;
+    for (size_t s = 0; s < L->nshards; s++) {
+        M->samples[s] = L->shards[s].nwindows / per_sample;
+        M->total += M->samples[s];
+    }
+    if (M->total == 0)
+        return cdl__open_fail(COORDL_ERR_INVALID, "token_order: llm.c's order needs a shard of at least world x "
+                              "batch_size x seq_len + 1 = %llu tokens; no shard of %s has that many",
+                              (unsigned long long)(per_sample * L->cfg.seq_len + 1), L->cfg.source);
+    pthread_mutex_lock(&M->mu);
+    cdl__llmc_table(L, 0);
+    pthread_mutex_unlock(&M->mu);
+    return COORDL_OK;
+}
+
+static void cdl__llmc_free(coordl *L) {
+    cdl__llmc *M = L->llmc;
+    if (!M) return;
+    for (int i = 0; i < 2; i++) {
+        cdl__free(L, M->ep[i].order);
+        cdl__free(L, M->ep[i].prefix);
+    }
+    cdl__free(L, M->samples);
+    pthread_mutex_destroy(&M->mu);
+    cdl__free(L, M);
+    L->llmc = NULL;
+}
+
 /* Dataset item at position `pos` of this rank's share of an epoch. */
 static uint64_t cdl__item_at(const coordl *L, const cdl__perm *p, uint64_t pos) {
+    if (L->llmc) {
+        const uint64_t B = L->cfg.batch_size;
+        uint64_t shard_pos, sample_pos;
+        uint32_t s;
+        cdl__llmc_locate(L, p->epoch, pos / B, &shard_pos, &sample_pos, &s);
+        return cdl__llmc_block_first(L, p->epoch, s, sample_pos) + pos % B;
+    }
     return cdl__perm_apply(p, pos * (uint64_t)L->cfg.world + (uint64_t)L->cfg.rank);
 }
 
@@ -3316,6 +3462,7 @@ static uint32_t cdl__group_fields(const coordl *L, cdl__group_field *f) {
     CDL_F("prefetch_batches", c->prefetch_batches); CDL_F("rank", c->rank); CDL_F("world", c->world);
     CDL_F("on_bad_sample", c->on_bad_sample); CDL_F("max_pixels", c->max_pixels);
     CDL_F("max_item_bytes", c->max_item_bytes); CDL_F("group_size", c->group_size);
+    CDL_F("token_order", c->token_order);
     CDL_F("dataset items", L->num_items); CDL_F("dataset bytes", L->dataset_bytes);
 #undef CDL_F
     return n;
@@ -3884,6 +4031,10 @@ static coordl_status cdl__validate(const coordl_config *c) {
         CDL_BAD("pipeline: %d is not a known pipeline", (int)c->pipeline);
     if (c->pipeline == COORDL_PIPE_TOKENS && (c->seq_len == 0 || c->seq_len > (1u << 24)))
         CDL_BAD("seq_len: %u is out of range (1..16777216)", c->seq_len);
+    if (c->token_order != COORDL_TOKENS_WINDOWS && c->token_order != COORDL_TOKENS_LLMC)
+        CDL_BAD("token_order: %d is not a known order (COORDL_TOKENS_WINDOWS or COORDL_TOKENS_LLMC)", c->token_order);
+    if (c->token_order == COORDL_TOKENS_LLMC && c->pipeline != COORDL_PIPE_TOKENS)
+        CDL_BAD("token_order: COORDL_TOKENS_LLMC orders token windows; set pipeline = COORDL_PIPE_TOKENS");
     if (c->pipeline == COORDL_PIPE_AUDIO && (c->audio_samples == 0 || c->audio_samples > (1u << 28)))
         CDL_BAD("audio_samples: %u is out of range (1..2^28)", c->audio_samples);
     if (c->pipeline <= COORDL_PIPE_EVAL && c->layout > COORDL_U8_NCHW)
@@ -3975,8 +4126,13 @@ coordl_status coordl_open(const coordl_config *cfg, coordl **out) {
 #endif
     }
     if (rc == COORDL_OK) rc = cdl__index_source(L);
+    if (rc == COORDL_OK && L->cfg.pipeline == COORDL_PIPE_TOKENS && L->cfg.token_order == COORDL_TOKENS_LLMC)
+        rc = cdl__llmc_init(L);
+    /* Token windows are copies: one worker keeps up with any trainer, and
+     * one per core would compete with the trainer's OpenMP threads. */
+    if (L->cfg.pipeline == COORDL_PIPE_TOKENS && L->cfg.threads == 0) L->cfg.threads = 1;
     if (rc == COORDL_OK) {
-        L->share = L->num_items / (uint64_t)L->cfg.world;
+        L->share = L->llmc ? L->llmc->total * L->cfg.batch_size : L->num_items / (uint64_t)L->cfg.world;
         L->bpe = cdl__batches_for(L, L->cfg.batch_size);
         if (L->share == 0)
             rc = cdl__open_fail(COORDL_ERR_INVALID, "world: %d ranks but only %llu items; every rank "
@@ -4221,6 +4377,29 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
     return COORDL_OK;
 }
 
+coordl_status coordl_from_llmc(const coordl *L, uint64_t epoch, uint64_t shard_idx, uint64_t sample_idx,
+                               uint64_t *out_epoch, uint64_t *out_batch) {
+    if (!L || !L->llmc || !out_epoch || !out_batch || shard_idx >= L->nshards) return COORDL_ERR_INVALID;
+    cdl__llmc *M = L->llmc;
+    pthread_mutex_lock(&M->mu);
+    const cdl__llmc_epoch *e = cdl__llmc_table(L, epoch);
+    const uint64_t first = e->prefix[shard_idx], count = e->prefix[shard_idx + 1] - first;
+    pthread_mutex_unlock(&M->mu);
+    if (sample_idx > count) return COORDL_ERR_INVALID;
+    const uint64_t batch = first + sample_idx;
+    *out_epoch = batch < M->total ? epoch : epoch + 1;
+    *out_batch = batch < M->total ? batch : 0;
+    return COORDL_OK;
+}
+
+coordl_status coordl_to_llmc(const coordl *L, uint64_t epoch, uint64_t batch, uint64_t *shard_idx,
+                             uint64_t *sample_idx) {
+    if (!L || !L->llmc || !shard_idx || !sample_idx || batch >= L->llmc->total) return COORDL_ERR_INVALID;
+    uint32_t shard;
+    cdl__llmc_locate(L, epoch, batch, shard_idx, sample_idx, &shard);
+    return COORDL_OK;
+}
+
 coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
     if (!L) return COORDL_ERR_INVALID;
     if (L->cfg.group) {
@@ -4248,6 +4427,11 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
         }
         break;
     case COORDL_PARAM_BATCH_SIZE:
+        if (L->llmc) {
+            snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: llm.c's token order cuts every shard into "
+                     "samples of world x batch_size windows at open; the batch size cannot change");
+            return COORDL_ERR_INVALID;
+        }
         if (value < 1 || value > UINT32_MAX || (L->cfg.drop_last && (uint64_t)value > L->share)) {
             snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: batch_size %lld is out of range (1..%llu)",
                      (long long)value, (unsigned long long)(L->cfg.drop_last ? L->share : UINT32_MAX));
@@ -4475,6 +4659,7 @@ void coordl_close(coordl *L) {
         }
     }
     cdl__free(L, L->items);
+    cdl__llmc_free(L);
     cdl__free(L, L->shards);
     cdl__free(L, L->strings);
     cdl__free(L, L->source_copy);

@@ -99,6 +99,39 @@ typedef enum {
                               random crop of audio_samples (zero-padded)    */
 } coordl_pipeline;
 
+/* Order of token windows (COORDL_PIPE_TOKENS), config field token_order.
+ * A shard of n tokens holds floor((n - 1) / seq_len) windows of seq_len + 1
+ * tokens, window w starting at token w * seq_len (llm.c's reading: windows
+ * overlap by one token, the targets being the inputs shifted by one). */
+typedef enum {
+    COORDL_TOKENS_WINDOWS = 0, /* default: the windows of all shards form one
+                                  stream (shards in source order), shuffled
+                                  globally per epoch when shuffle = 1; rank r
+                                  of P takes windows r, r + P, ...; a batch may
+                                  span shards                                */
+    COORDL_TOKENS_LLMC = 1     /* llm.c's DataLoader (llmc/dataloader.h): a
+                                  batch is B = batch_size consecutive windows
+                                  of one shard. Shard s holds G_s =
+                                  floor(windows_s / (P x B)) samples and the
+                                  rest of it (its tail) is dropped; sample j
+                                  of a shard is P blocks of B windows, rank r
+                                  taking block j x P + r. An epoch visits the
+                                  shards in source order and each shard's
+                                  samples in order; with shuffle = 1 the
+                                  shard order and the samples within a shard
+                                  are permuted per epoch from (seed, epoch)
+                                  (llm.c's scheme, coordl's randomness: every
+                                  rank draws the same permutations). With
+                                  shuffle = 0 the batches are exactly the
+                                  (inputs, targets) of llm.c's
+                                  dataloader_next_batch, for any shard sizes
+                                  and rank counts. Every batch is full;
+                                  coordl_batches_per_epoch = sum of G_s; the
+                                  batch size cannot change (coordl_set). A
+                                  shard with G_s = 0 is skipped (llm.c
+                                  asserts instead). See coordl_from_llmc.   */
+} coordl_token_order;
+
 /* Memory layout of batch.data. */
 typedef enum {
     COORDL_F32_NCHW = 0, /* float, planar, normalized: (x/255 - mean) / std */
@@ -203,7 +236,7 @@ typedef struct coordl_config {
     uint32_t max_batch_size;       /* same for batch_size; 0 = batch_size   */
 
     /* --- tokens (COORDL_PIPE_TOKENS) ----------------------------------- */
-    uint32_t seq_len; /* tokens per row; default 1024                       */
+    uint32_t seq_len; /* tokens per row (llm.c's T); default 1024           */
 
     /* --- audio (COORDL_PIPE_AUDIO) ------------------------------------- */
     uint32_t audio_samples; /* samples per row; default 16000               */
@@ -218,7 +251,11 @@ typedef struct coordl_config {
 
     /* --- threads and placement (hwloc) --------------------------------- */
     int threads;               /* worker threads; 0 = one per core of the
-                                  chosen set, less reserve_cores            */
+                                  chosen set, less reserve_cores; for
+                                  COORDL_PIPE_TOKENS 0 means 1 (a window is
+                                  a copy: one worker keeps up, and more
+                                  would compete with the trainer's own
+                                  threads)                                  */
     uint32_t prefetch_batches; /* batch slots in the ring; default 4         */
     /* Which cores and memory node the workers, the cache and the ring use,
      * in order of precedence: cpuset, numa_node, pci_bus_id, else every
@@ -290,6 +327,10 @@ typedef struct coordl_config {
     coordl_allocator allocator; /* default: malloc/realloc/free             */
     coordl_pin_fn pin;          /* default NULL                             */
     void *pin_user;
+
+    /* --- appended in 0.4 (fields are only ever added here, at the end) -- */
+    int token_order; /* COORDL_PIPE_TOKENS: a coordl_token_order; default
+                        COORDL_TOKENS_WINDOWS                                */
 } coordl_config;
 
 /* A ready batch: a view into a ring slot, valid until coordl_release(). */
@@ -450,6 +491,45 @@ COORDL_API coordl_status coordl_set(coordl *L, coordl_param p, int64_t value);
  * Returns COORDL_ERR_INVALID when batch >= coordl_batches_per_epoch(L).
  * Thread safety: the consumer thread of L only. */
 COORDL_API coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch);
+
+/* llm.c positions (token_order = COORDL_TOKENS_LLMC only).
+ *
+ * llm.c's DataLoader keeps its place as (current_shard_idx,
+ * current_sample_idx), and train_gpt2.cu checkpoints exactly that pair:
+ * shard_idx is the position in the epoch's shard order (the shard index
+ * itself with shuffle = 0), sample_idx the number of samples (batches)
+ * already taken from that shard, so the next batch is sample sample_idx of
+ * it, or the first of the next shard when sample_idx equals the shard's
+ * sample count. llm.c does not record the epoch; pass the epoch the
+ * position belongs to (0 for a run that has not finished an epoch; the
+ * trainer knows it as batches consumed / coordl_batches_per_epoch(L)). It
+ * only matters with shuffle = 1, where the shard order depends on it.
+ *
+ * coordl_from_llmc turns (epoch, shard_idx, sample_idx) into the
+ * (*out_epoch, *out_batch) to give coordl_seek, after which coordl_next
+ * returns the batch llm.c's dataloader_next_batch would load next; a
+ * position at the end of the last shard gives (epoch + 1, 0). It returns
+ * COORDL_ERR_INVALID for another token order or pipeline, a shard_idx not
+ * below the number of shards, or a sample_idx above that shard's sample
+ * count.
+ *
+ * coordl_to_llmc is the inverse: batch `batch` of `epoch` (the next one to
+ * be handed out, e.g. b.index + 1 after the last batch the trainer took)
+ * as the (shard_idx, sample_idx) llm.c's dataloader_resume takes, always
+ * with sample_idx below that shard's sample count. COORDL_ERR_INVALID for
+ * another order or batch >= coordl_batches_per_epoch(L).
+ *
+ * Validation loaders: llm.c calls dataloader_reset(&val_loader) before each
+ * evaluation; with coordl open the validation set with shuffle = 0 and call
+ * coordl_seek(V, 0, 0) there (every epoch has the same order, so batch 0 of
+ * epoch 0 is where llm.c's reset puts it).
+ *
+ * Thread safety: any thread, while L is open (they read the index and the
+ * epoch's shard order under an internal lock). */
+COORDL_API coordl_status coordl_from_llmc(const coordl *L, uint64_t epoch, uint64_t shard_idx,
+                                          uint64_t sample_idx, uint64_t *out_epoch, uint64_t *out_batch);
+COORDL_API coordl_status coordl_to_llmc(const coordl *L, uint64_t epoch, uint64_t batch,
+                                        uint64_t *shard_idx, uint64_t *sample_idx);
 
 /* Copies the counters since open into *out. Thread safety: any thread. */
 COORDL_API void coordl_get_stats(const coordl *L, coordl_stats *out);
