@@ -5,6 +5,8 @@
 #   make demo       generate a small dataset and train on it for 2 epochs
 #   make bench      image-prep benchmark side by side with torchvision
 #   make MPI=1 test   also the partitioned cache over MPI (mpicc, mpirun)
+#   make install [PREFIX=/usr/local] [DESTDIR=]   header, libraries, pkg-config,
+#                   CMake package, coordl-analyze; make uninstall reverses it
 MPI     ?= 0
 ifeq ($(MPI),1)
 CC      := mpicc
@@ -31,14 +33,27 @@ EXAMPLES  := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c
 
 .PHONY: all lib examples tools analyze-check test run-tests test-sanitize demo bench clean deps
 all: lib examples tools
-lib: $(BUILD)/libcoordl.a
+lib: $(BUILD)/libcoordl.a $(BUILD)/libcoordl.so
 examples: $(EXAMPLES)
 
-$(BUILD)/coordl.o: coordl.c coordl.h
+# One object for both libraries: position-independent, and only the
+# COORDL_API functions visible outside the shared library.
+VERSION := $(shell sed -n 's/^\#define COORDL_VERSION "\(.*\)"/\1/p' coordl.h)
+SONAME  := libcoordl.so.$(firstword $(subst ., ,$(VERSION)))
+LIB_CFLAGS := -fPIC -fvisibility=hidden
+$(BUILD)/coordl.o: coordl.c coordl.h Makefile
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -c coordl.c -o $@
+	$(CC) $(ALL_CFLAGS) $(LIB_CFLAGS) -c coordl.c -o $@
 $(BUILD)/libcoordl.a: $(BUILD)/coordl.o
 	$(AR) rcs $@ $^
+# libcoordl.so.X.Y.Z with soname libcoordl.so.X, and the two links to it.
+# --no-undefined proves LIBS is complete (not with sanitizers: their
+# runtime comes from the executable).
+$(BUILD)/libcoordl.so.$(VERSION): $(BUILD)/coordl.o
+	$(CC) $(ALL_CFLAGS) -shared -Wl,-soname,$(SONAME) $(if $(findstring sanitize,$(ALL_CFLAGS)),,-Wl,--no-undefined) $^ $(LIBS) -o $@
+$(BUILD)/libcoordl.so: $(BUILD)/libcoordl.so.$(VERSION)
+	ln -sf libcoordl.so.$(VERSION) $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $@
 TOOLS := $(patsubst tools/%.c,$(BUILD)/%,$(wildcard tools/*.c))
 tools: $(TOOLS)
 $(BUILD)/coordl-analyze: tools/coordl-analyze.c $(BUILD)/libcoordl.a
@@ -83,6 +98,14 @@ $(BUILD)/.deps-ok: tools/install-deps.sh
 test: deps
 	$(MAKE) run-tests
 	$(MAKE) BUILD=$(BUILD)-nohwloc EXTRA_CFLAGS="$(EXTRA_CFLAGS) -DCOORDL_NO_HWLOC" HWLOC_LIB= run-tests
+	$(MAKE) test-abi
+
+# A client built against the 0.3.0 header (and one against a header from
+# the future) runs against today's library, static and shared, with every
+# struct in a guarded block: see tests/abi/run.sh.
+.PHONY: test-abi
+test-abi: lib examples
+	CC="$(CC)" CFLAGS="$(ALL_CFLAGS)" LIBS="$(LIBS)" BUILD="$(BUILD)" bash tests/abi/run.sh
 
 # The examples' own checks: each runs small and exits non-zero when its
 # check fails (loss did not go down, a size check failed, ...).

@@ -48,16 +48,26 @@
 extern "C" {
 #endif
 
+/* Linkage of the public functions. The shared library is built with
+ * -fvisibility=hidden, so only what is marked COORDL_API is exported. A
+ * trainer that vendors coordl.c into its own shared object and wants other
+ * linkage defines COORDL_API before including this header. */
 #ifndef COORDL_API
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define COORDL_API extern __attribute__((visibility("default")))
+#else
 #define COORDL_API extern
+#endif
 #endif
 
 /* Version: header and library can be checked against each other with
- * coordl_libversion_number() == COORDL_VERSION_NUMBER. */
+ * coordl_libversion_number() == COORDL_VERSION_NUMBER. The shared library's
+ * soname is libcoordl.so.<major>; 0.x releases keep old binaries working
+ * (see "Stable ABI" below). */
 #define COORDL_VERSION_MAJOR 0
-#define COORDL_VERSION_MINOR 3
+#define COORDL_VERSION_MINOR 4
 #define COORDL_VERSION_PATCH 0
-#define COORDL_VERSION "0.3.0"
+#define COORDL_VERSION "0.4.0"
 #define COORDL_VERSION_NUMBER                                             \
     (COORDL_VERSION_MAJOR * 1000000 + COORDL_VERSION_MINOR * 1000 +       \
      COORDL_VERSION_PATCH)
@@ -85,6 +95,33 @@ typedef enum {
 } coordl_status;
 
 typedef struct coordl coordl; /* opaque loader handle */
+
+/* Stable ABI. The public structs (coordl_config, coordl_batch,
+ * coordl_stats, coordl_epoch_stats, coordl_transform, coordl_analyze_opts,
+ * coordl_report) grow at their end from release to release: fields are
+ * appended, never reordered or removed. Every function that reads or fills
+ * one of them is told the caller's sizeof: the plain names (coordl_open,
+ * coordl_next, coordl_get_stats, ...) are macros that pass sizeof(struct),
+ * as this header declares it, to a `_sized` entry point, so source code
+ * does not change. With that size the library
+ *   - never writes past the caller's struct: fields the caller's header
+ *     does not have are not written;
+ *   - never reads past it: fields the caller's header does not have take
+ *     their defaults (what coordl_config_default gives);
+ *   - refuses an input struct larger than its own whose extra bytes are not
+ *     all zero (a header newer than the library, using a field the library
+ *     does not know) with COORDL_ERR_UNSUPPORTED, and zeroes the extra
+ *     bytes of an output struct.
+ * The library also exports functions under the plain names: they are the
+ * 0.3.0 ABI (structs of 0.3.0's size, which had no `_sized` calls) so that
+ * binaries built against 0.3.0 keep working. Bindings (ctypes, FFI) call
+ * the `_sized` functions with the size of the struct they declare.
+ * Types used inside another struct or as array elements (coordl_allocator,
+ * coordl_run_report, coordl_whatif) never change; a richer one would be a
+ * new type. In the input structs (coordl_config, coordl_analyze_opts) a new
+ * field must not start inside the previous release's tail padding (an old
+ * caller's padding bytes are not zeroed): when the struct ends in a 4-byte
+ * field, pad to 8 before appending one. */
 
 /* What the items are and how they become rows of a batch. */
 typedef enum {
@@ -415,20 +452,34 @@ typedef struct coordl_epoch_stats {
     uint64_t batches;         /* batches of it handed out                  */
 } coordl_epoch_stats;
 
-/* Returns a configuration with every field at its default.
+/* Fills *cfg (cfg_size bytes: the caller's sizeof(coordl_config)) with
+ * every field at its default. Thread safety: any thread. */
+COORDL_API void coordl_config_init_sized(coordl_config *cfg, size_t cfg_size);
+
+/* Returns a configuration with every field at its default (compiled into
+ * the caller, so the returned struct has the caller's layout).
  * Thread safety: any thread. */
-COORDL_API coordl_config coordl_config_default(void);
+static inline coordl_config coordl_config_default_inline(void) {
+    coordl_config cfg;
+    coordl_config_init_sized(&cfg, sizeof cfg);
+    return cfg;
+}
+#define coordl_config_default() coordl_config_default_inline()
 
 /* Indexes the source, allocates the cache and the batch ring, starts the
  * worker threads, and starts preparing the first batches of epoch 0.
  *   cfg: the configuration (copied; strings are copied too).
+ *   cfg_size: sizeof(coordl_config) of the caller (the macro passes it).
  *   out: receives the handle, or NULL on failure.
  * Returns COORDL_OK, or COORDL_ERR_INVALID for a bad configuration (missing
  * source, empty dataset, batch_size 0, out size 0, rank outside world, ...),
- * COORDL_ERR_IO for an unreadable source, COORDL_ERR_NOMEM. On failure
- * coordl_errmsg(NULL) on the same thread says what to change.
+ * COORDL_ERR_IO for an unreadable source, COORDL_ERR_NOMEM,
+ * COORDL_ERR_UNSUPPORTED for a config that sets fields this library does
+ * not know (see "Stable ABI"). On failure coordl_errmsg(NULL) on the same
+ * thread says what to change.
  * Thread safety: any thread; each call makes an independent handle. */
-COORDL_API coordl_status coordl_open(const coordl_config *cfg, coordl **out);
+COORDL_API coordl_status coordl_open_sized(const coordl_config *cfg, size_t cfg_size, coordl **out);
+#define coordl_open(cfg, out) coordl_open_sized((cfg), sizeof(coordl_config), (out))
 
 /* Waits for the next batch in order and hands it out (zero copy).
  *   out: receives the batch view; valid until coordl_release(L, out).
@@ -440,12 +491,15 @@ COORDL_API coordl_status coordl_open(const coordl_config *cfg, coordl **out);
  * it); COORDL_ERR_INVALID on a NULL argument.
  * Up to prefetch_batches batches may be held at once; holding more than that
  * would deadlock, so coordl_next returns COORDL_ERR_INVALID instead.
+ * out_size is the caller's sizeof(coordl_batch) (the macro passes it).
  * Thread safety: the consumer thread of L only (see the top of this file). */
-COORDL_API coordl_status coordl_next(coordl *L, coordl_batch *out);
+COORDL_API coordl_status coordl_next_sized(coordl *L, coordl_batch *out, size_t out_size);
+#define coordl_next(L, out) coordl_next_sized((L), (out), sizeof(coordl_batch))
 
 /* Returns a batch's slot to the ring so the workers can refill it. Batches
  * may be released in any order. Releasing a batch twice, or a zeroed batch,
- * is a no-op. Thread safety: the consumer thread of L only. */
+ * is a no-op. Reads and clears only slot_ (a 0.3.0 field), so it takes no
+ * size. Thread safety: the consumer thread of L only. */
 COORDL_API void coordl_release(coordl *L, coordl_batch *b);
 
 /* Copies the next batch into caller-owned buffers (ggml-opt's
@@ -531,14 +585,18 @@ COORDL_API coordl_status coordl_from_llmc(const coordl *L, uint64_t epoch, uint6
 COORDL_API coordl_status coordl_to_llmc(const coordl *L, uint64_t epoch, uint64_t batch,
                                         uint64_t *shard_idx, uint64_t *sample_idx);
 
-/* Copies the counters since open into *out. Thread safety: any thread. */
-COORDL_API void coordl_get_stats(const coordl *L, coordl_stats *out);
+/* Copies the counters since open into *out (out_size: the caller's
+ * sizeof(coordl_stats); the macro passes it). Thread safety: any thread. */
+COORDL_API void coordl_get_stats_sized(const coordl *L, coordl_stats *out, size_t out_size);
+#define coordl_get_stats(L, out) coordl_get_stats_sized((L), (out), sizeof(coordl_stats))
 
 /* Copies the counters of one of the last 16 epochs into *out.
  * Returns COORDL_ERR_INVALID when that epoch is not (or no longer) kept.
  * Thread safety: any thread. */
-COORDL_API coordl_status coordl_get_epoch_stats(const coordl *L, uint64_t epoch,
-                                                coordl_epoch_stats *out);
+COORDL_API coordl_status coordl_get_epoch_stats_sized(const coordl *L, uint64_t epoch,
+                                                      coordl_epoch_stats *out, size_t out_size);
+#define coordl_get_epoch_stats(L, epoch, out)                                 \
+    coordl_get_epoch_stats_sized((L), (epoch), (out), sizeof(coordl_epoch_stats))
 
 /* Number of items in the dataset (all ranks). Thread safety: any thread. */
 COORDL_API uint64_t coordl_num_items(const coordl *L);
@@ -579,8 +637,10 @@ typedef struct coordl_transform {
  * from the cache or storage. Returns COORDL_OK, COORDL_ERR_INVALID for a
  * bad id, or COORDL_ERR_IO / COORDL_ERR_CORRUPT for an unreadable item.
  * Thread safety: any thread; uses no worker state. */
-COORDL_API coordl_status coordl_sample_transform(coordl *L, uint64_t epoch, uint64_t id,
-                                                 coordl_transform *out);
+COORDL_API coordl_status coordl_sample_transform_sized(coordl *L, uint64_t epoch, uint64_t id,
+                                                       coordl_transform *out, size_t out_size);
+#define coordl_sample_transform(L, epoch, id, out)                            \
+    coordl_sample_transform_sized((L), (epoch), (id), (out), sizeof(coordl_transform))
 
 /* Detail of the last error on L (naming the file and the reason), or "" if
  * none. With L == NULL: the message of the last failed coordl_open on the
@@ -681,27 +741,41 @@ typedef struct coordl_report {
  * recommend_threads and recommend_cache_fraction are -1 when no point of
  * the grid gets the stall under 3%. Fills *report; free it with
  * coordl_report_free. Returns COORDL_OK or the error of the failing run
- * (coordl_errmsg(NULL) says which). Thread safety: any thread; it opens
- * its own handles. */
-COORDL_API coordl_status coordl_analyze(const coordl_config *cfg, coordl_step_fn step_fn, void *user,
-                                        const coordl_analyze_opts *opts, coordl_report *report);
+ * (coordl_errmsg(NULL) says which). Each struct pointer is followed by
+ * the caller's sizeof of it (the macro passes them).
+ * Thread safety: any thread; it opens its own handles. */
+COORDL_API coordl_status coordl_analyze_sized(const coordl_config *cfg, size_t cfg_size,
+                                              coordl_step_fn step_fn, void *user,
+                                              const coordl_analyze_opts *opts, size_t opts_size,
+                                              coordl_report *report, size_t report_size);
+#define coordl_analyze(cfg, step_fn, user, opts, report)                      \
+    coordl_analyze_sized((cfg), sizeof(coordl_config), (step_fn), (user),     \
+                         (opts), sizeof(coordl_analyze_opts), (report),       \
+                         sizeof(coordl_report))
 
 /* Predicted images/s and stall for one setting, from a report's fitted
  * inputs. storage_mb_per_s <= 0 uses the measured bandwidth.
  * Thread safety: any thread. */
-COORDL_API coordl_whatif coordl_report_predict(const coordl_report *r, double cache_fraction, int threads,
-                                               double storage_mb_per_s);
+COORDL_API coordl_whatif coordl_report_predict_sized(const coordl_report *r, size_t r_size,
+                                                     double cache_fraction, int threads,
+                                                     double storage_mb_per_s);
+#define coordl_report_predict(r, cache_fraction, threads, storage_mb_per_s)  \
+    coordl_report_predict_sized((r), sizeof(coordl_report), (cache_fraction), \
+                                (threads), (storage_mb_per_s))
 
 /* The report as JSON (keys: runs.synthetic/warm/cold with images_per_s and
  * stall_fraction, prep_stall_fraction, fetch_stall_fraction, model, whatif
  * [{cache_fraction, threads, predicted_images_per_s, ...}],
  * recommendation). Returns the needed length like snprintf.
  * Thread safety: any thread; r is only read. */
-COORDL_API size_t coordl_report_json(const coordl_report *r, char *buf, size_t cap);
+COORDL_API size_t coordl_report_json_sized(const coordl_report *r, size_t r_size, char *buf, size_t cap);
+#define coordl_report_json(r, buf, cap)                                       \
+    coordl_report_json_sized((r), sizeof(coordl_report), (buf), (cap))
 
 /* Frees what coordl_analyze allocated inside *r (NULL is a no-op).
  * Thread safety: the thread that owns r, once nobody reads it. */
-COORDL_API void coordl_report_free(coordl_report *r);
+COORDL_API void coordl_report_free_sized(coordl_report *r, size_t r_size);
+#define coordl_report_free(r) coordl_report_free_sized((r), sizeof(coordl_report))
 
 #ifdef __cplusplus
 }

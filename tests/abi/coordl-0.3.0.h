@@ -1,0 +1,629 @@
+/*
+ * coordl.h - an embedded, in-process data loader for C training engines.
+ *
+ * coordl feeds ready minibatches to a C trainer so that it never waits for
+ * data: a pool of worker threads fetches items (from a MinIO cache of encoded
+ * bytes, or from storage), decodes and augments them straight into a ring of
+ * batch slots, and coordl_next() hands the slots out in order, zero copy.
+ *
+ * This header is the contract: if a function or type does not appear here it
+ * is not part of the published API.
+ *
+ * Typical use:
+ *
+ *     coordl_config cfg = coordl_config_default();
+ *     cfg.source = "/data/imagenet/train";       // ImageFolder root
+ *     cfg.batch_size = 256;
+ *     cfg.cache_bytes = (uint64_t)32 << 30;      // 32 GiB MinIO cache
+ *     coordl *L;
+ *     if (coordl_open(&cfg, &L) != COORDL_OK) {
+ *         fprintf(stderr, "coordl: %s\n", coordl_errmsg(NULL));
+ *         return 1;
+ *     }
+ *     for (int epoch = 0; epoch < epochs; epoch++) {
+ *         coordl_batch b;
+ *         coordl_status rc;
+ *         while ((rc = coordl_next(L, &b)) == COORDL_OK) {
+ *             train_step(b.data, b.labels, b.n);  // b.data: n x 3 x h x w floats
+ *             coordl_release(L, &b);
+ *         }
+ *         if (rc != COORDL_END_OF_EPOCH) { fprintf(stderr, "%s\n", coordl_errmsg(L)); break; }
+ *     }
+ *     coordl_close(L);
+ *
+ * Thread safety, in general: a coordl handle has one consumer. coordl_next,
+ * coordl_next_into, coordl_release, coordl_seek, coordl_set and coordl_close
+ * must not run concurrently with each other on the same handle. The read-only
+ * queries (coordl_get_stats, coordl_num_items, ...) may be called from any
+ * thread at any time while the handle is open. Different handles are
+ * independent: the library has no global state.
+ */
+#ifndef COORDL_H
+#define COORDL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef COORDL_API
+#define COORDL_API extern
+#endif
+
+/* Version: header and library can be checked against each other with
+ * coordl_libversion_number() == COORDL_VERSION_NUMBER. */
+#define COORDL_VERSION_MAJOR 0
+#define COORDL_VERSION_MINOR 3
+#define COORDL_VERSION_PATCH 0
+#define COORDL_VERSION "0.3.0"
+#define COORDL_VERSION_NUMBER                                             \
+    (COORDL_VERSION_MAJOR * 1000000 + COORDL_VERSION_MINOR * 1000 +       \
+     COORDL_VERSION_PATCH)
+
+/* Result codes: 0 is success, negatives are errors, a distinct positive
+ * value means "no more batches in this epoch". One list makes the enum and
+ * the strings of coordl_strerror(). */
+#define COORDL_STATUS_MAP(X)                                                  \
+    X(OK, 0, "success")                                                       \
+    X(END_OF_EPOCH, 1, "end of epoch")                                        \
+    X(ERR_INVALID, -1, "invalid argument or configuration")                   \
+    X(ERR_NOMEM, -2, "out of memory")                                         \
+    X(ERR_IO, -3, "I/O error")                                                \
+    X(ERR_CORRUPT, -4, "corrupt or unsupported data")                         \
+    X(ERR_GROUP, -5, "coordinated group error")                               \
+    X(ERR_PEER, -6, "peer error")                                             \
+    X(ERR_TIMEOUT, -7, "timed out")                                           \
+    X(ERR_UNSUPPORTED, -8, "not supported by this build or platform")
+
+typedef enum {
+#define COORDL__STATUS_ENUM(name, value, text) COORDL_##name = value,
+    COORDL_STATUS_MAP(COORDL__STATUS_ENUM)
+#undef COORDL__STATUS_ENUM
+    COORDL__STATUS_FORCE_INT = 0x7fffffff
+} coordl_status;
+
+typedef struct coordl coordl; /* opaque loader handle */
+
+/* What the items are and how they become rows of a batch. */
+typedef enum {
+    COORDL_PIPE_TRAIN = 0, /* image: RandomResizedCrop + horizontal flip      */
+    COORDL_PIPE_EVAL = 1,  /* image: resize shorter side to out*256/224, then
+                              center crop out_h x out_w                       */
+    COORDL_PIPE_TOKENS = 2,/* llm.c token shards: a sample is a window of
+                              seq_len + 1 tokens; data = inputs, targets =
+                              the same shifted by one (int32)               */
+    COORDL_PIPE_AUDIO = 3  /* WAV (PCM 16-bit or float, any channel count)
+                              to mono float, resampled to audio_rate if set,
+                              random crop of audio_samples (zero-padded)    */
+} coordl_pipeline;
+
+/* Memory layout of batch.data. */
+typedef enum {
+    COORDL_F32_NCHW = 0, /* float, planar, normalized: (x/255 - mean) / std */
+    COORDL_U8_NHWC = 1,  /* uint8, interleaved RGB, not normalized          */
+    COORDL_F32_NHWC = 2, /* float, interleaved, normalized                  */
+    COORDL_U8_NCHW = 3,  /* uint8, planar, not normalized                   */
+    COORDL_I32 = 4,      /* int32 tokens (COORDL_PIPE_TOKENS; set for you)  */
+    COORDL_F32 = 5       /* float samples (COORDL_PIPE_AUDIO; set for you)  */
+} coordl_layout;
+
+/* What a worker does with an item it cannot read or decode. */
+typedef enum {
+    COORDL_BAD_FAIL = 0,      /* coordl_next returns COORDL_ERR_CORRUPT or
+                                 COORDL_ERR_IO for that batch               */
+    COORDL_BAD_SUBSTITUTE = 1 /* the row is filled from a deterministic
+                                 substitute item; counted in bad_samples and
+                                 logged                                     */
+} coordl_bad_policy;
+
+/* Cache admission policy. MINIO is the product; LRU exists to compare. */
+typedef enum {
+    COORDL_CACHE_MINIO = 0, /* admit until full, never evict               */
+    COORDL_CACHE_LRU = 1    /* evict least recently used (comparison only) */
+} coordl_cache_policy;
+
+/* Page-locking of the cache slab and the batch ring. */
+typedef enum {
+    COORDL_PIN_TRY = 0,     /* lock if allowed, else ordinary memory (logged) */
+    COORDL_PIN_OFF = 1,     /* never lock                                     */
+    COORDL_PIN_REQUIRED = 2 /* fail coordl_open if locking is not allowed     */
+} coordl_pin_mode;
+
+typedef enum {
+    COORDL_LOG_ERROR = 0,
+    COORDL_LOG_WARN = 1,
+    COORDL_LOG_INFO = 2,
+    COORDL_LOG_DEBUG = 3
+} coordl_log_level;
+
+/* Log callback. Called from the consumer thread and from worker threads,
+ * possibly concurrently; msg is valid only during the call. */
+typedef void (*coordl_log_fn)(void *user, coordl_log_level level,
+                              const char *msg);
+
+/* Allocation hooks for the library's ordinary allocations (handle, index,
+ * per-worker scratch). All three or none. They may be called from worker
+ * threads concurrently. The large arenas (cache slab, batch ring) are mapped
+ * with mmap so that they can be page-locked and NUMA-placed; they do not go
+ * through these hooks. */
+typedef struct {
+    void *(*malloc_fn)(void *user, size_t bytes);
+    void *(*realloc_fn)(void *user, void *ptr, size_t bytes);
+    void (*free_fn)(void *user, void *ptr);
+    void *user;
+} coordl_allocator;
+
+/* Called once per arena (cache slab, batch ring) after it is mapped, so that
+ * the trainer can register it with its accelerator runtime (for example
+ * cudaHostRegister). Return 0 on success; a non-zero return is logged and the
+ * open goes on. Called again with register_it = 0 just before unmapping. */
+typedef int (*coordl_pin_fn)(void *user, void *addr, size_t bytes,
+                             int register_it);
+
+/* Configuration. Get one from coordl_config_default() and change what you
+ * need: every field has a sane default, and new fields never break callers. */
+typedef struct coordl_config {
+    /* --- source ------------------------------------------------------- */
+    const char *source;       /* ImageFolder root (root/<class>/<file>, classes
+                                 sorted by name are labels 0..K-1), or a list
+                                 file of "path<TAB>label" lines (paths relative
+                                 to the list file's folder). Required.       */
+    coordl_pipeline pipeline; /* default COORDL_PIPE_TRAIN                   */
+
+    /* --- batches ------------------------------------------------------ */
+    uint32_t batch_size; /* rows per batch; default 32                       */
+    int drop_last;       /* 1: drop an epoch's last partial batch; default 0 */
+    int shuffle;         /* 1: a fresh permutation per epoch; default 1      */
+    uint64_t seed;       /* every random choice derives from (seed, epoch,
+                            item); default 0                                 */
+
+    /* --- image output ------------------------------------------------- */
+    uint32_t out_w, out_h; /* default 224 x 224                             */
+    coordl_layout layout;  /* default COORDL_F32_NCHW                       */
+    float mean[3], std[3]; /* default ImageNet's (0.485 0.456 0.406) and
+                              (0.229 0.224 0.225); float layouts only        */
+    float scale_min, scale_max; /* RandomResizedCrop area range; 0.08..1    */
+    float ratio_min, ratio_max; /* aspect ratio range; 3/4..4/3             */
+    int flip;                   /* horizontal flip with p = 0.5; default 1  */
+    /* Darknet-style extra augmentation (train pipeline), all off by
+     * default. Drawn per (seed, epoch, item) like everything else. */
+    float hue;        /* hue shift uniform in [-hue, hue] (fraction of the
+                         colour wheel; Darknet's default 0.1)               */
+    float saturation; /* scale saturation by s in [1, saturation], inverted
+                         with p = 0.5 (Darknet's rand_scale); 0/1 = off     */
+    float exposure;   /* same for value (brightness)                        */
+    float rotate_deg; /* rotate by an angle uniform in [-rotate_deg,
+                         rotate_deg] degrees around the crop centre         */
+    float aspect;     /* stretch the crop's width by rand_scale(aspect);
+                         0/1 = off (Darknet's classifier "aspect")          */
+    uint32_t max_out_w, max_out_h; /* largest out size coordl_set may ask
+                         for without reallocating the ring; 0 = out_w/out_h */
+    uint32_t max_batch_size;       /* same for batch_size; 0 = batch_size   */
+
+    /* --- tokens (COORDL_PIPE_TOKENS) ----------------------------------- */
+    uint32_t seq_len; /* tokens per row; default 1024                       */
+
+    /* --- audio (COORDL_PIPE_AUDIO) ------------------------------------- */
+    uint32_t audio_samples; /* samples per row; default 16000               */
+    uint32_t audio_rate;    /* resample to this rate (Hz); 0 = keep the
+                               file's rate                                  */
+
+    /* --- cache -------------------------------------------------------- */
+    uint64_t cache_bytes;             /* MinIO budget of encoded bytes; 0 = no
+                                         cache; default 0                    */
+    coordl_cache_policy cache_policy; /* default COORDL_CACHE_MINIO          */
+    coordl_pin_mode cache_pin;        /* default COORDL_PIN_TRY              */
+
+    /* --- threads and placement (hwloc) --------------------------------- */
+    int threads;               /* worker threads; 0 = one per core of the
+                                  chosen set, less reserve_cores            */
+    uint32_t prefetch_batches; /* batch slots in the ring; default 4         */
+    /* Which cores and memory node the workers, the cache and the ring use,
+     * in order of precedence: cpuset, numa_node, pci_bus_id, else every
+     * core the process may use. Workers are bound one per core (physical
+     * cores before hyper-threads); the cache slab and the ring are bound to
+     * the chosen node, or interleaved when the set spans several nodes. */
+    const char *cpuset;     /* OS PU indices, e.g. "0-7,16-23"; NULL: unset  */
+    int numa_node;          /* OS index of a NUMA node; -1 (default): unset */
+    const char *pci_bus_id; /* the accelerator the batches go to, e.g.
+                               "0000:3b:00.0": its local node and cores;
+                               NULL: unset                                  */
+    int reserve_cores;      /* leave the first N cores of the chosen set to
+                               the trainer's own threads; default 0         */
+    int bind;               /* 1 (default): bind workers and memory as
+                               chosen; 0: choose and report, bind nothing   */
+    const char *topology;   /* NULL (default): this machine. Otherwise an
+                               hwloc XML file, or "synthetic:<description>"
+                               (hwloc's synthetic syntax, e.g. "synthetic:
+                               package:2 core:8 pu:2"): the placement is
+                               computed on that topology and reported in the
+                               stats, but nothing is bound (for tests and
+                               for planning a deployment)                   */
+
+    /* --- coordinated prep (sibling processes on one machine) ----------- */
+    const char *group;    /* NULL (default): a private loader. A name
+                             ([A-Za-z0-9._-], at most 200 characters): the
+                             processes that open with the same group share
+                             one stream, one ring and one MinIO cache in a
+                             POSIX shm object /coordl-<group> (mode 0600) */
+    int group_size;       /* members to wait for at open; default 1        */
+    int group_timeout_ms; /* bound on waiting for members at open, and on a
+                             member's silence before it is dropped; 10000  */
+    int group_late_join;  /* 1: a member opening after the group started
+                             joins at the next epoch boundary; 0 (default):
+                             COORDL_ERR_GROUP                              */
+    void (*test_hook)(void *user, const char *point); /* called by worker
+                             threads at named points of the protocol
+                             ("row_claimed", "row_written", "admitting",
+                             "joined"), for fault-injection tests; NULL    */
+    void *test_hook_user;
+
+    /* --- distributed (plain ints; rank in [0, world)) ------------------ */
+    int rank, world; /* each rank gets a disjoint, equal-count share of
+                        every epoch; default 0, 1                            */
+    /* Partitioned MinIO cache over MPI (built with COORDL_MPI, `make
+     * MPI=1`). mpi_comm points to the trainer's communicator (an MPI_Comm
+     * variable: cfg.mpi_comm = &comm); coordl duplicates it, takes rank and
+     * world from it, never calls MPI_Init and never assumes
+     * MPI_COMM_WORLD. It needs MPI_THREAD_MULTIPLE (its own thread serves
+     * peers while the trainer may call MPI), else coordl_open fails with
+     * COORDL_ERR_UNSUPPORTED. coordl_open and coordl_close are collective
+     * over the communicator. NULL (default): no peers. */
+    void *mpi_comm;
+    int peer_timeout_ms; /* bound on waiting for a peer's items before
+                            reading them from storage; default 2000         */
+
+    /* --- bad input ---------------------------------------------------- */
+    coordl_bad_policy on_bad_sample; /* default COORDL_BAD_FAIL             */
+    uint64_t max_pixels;             /* larger images are bad samples;
+                                        default 100,000,000                  */
+    uint64_t max_item_bytes;         /* larger files are bad samples;
+                                        default 256 MiB                      */
+
+    /* --- hooks -------------------------------------------------------- */
+    coordl_log_fn log;    /* default: write to stderr                       */
+    void *log_user;
+    coordl_log_level log_level; /* messages above this level are dropped;
+                                   default COORDL_LOG_WARN                  */
+    coordl_allocator allocator; /* default: malloc/realloc/free             */
+    coordl_pin_fn pin;          /* default NULL                             */
+    void *pin_user;
+} coordl_config;
+
+/* A ready batch: a view into a ring slot, valid until coordl_release(). */
+typedef struct coordl_batch {
+    uint32_t n;           /* rows in this batch (the last batch of an epoch
+                             may be short unless drop_last)                 */
+    void *data;           /* n x c x h x w (NCHW) or n x h x w x c (NHWC)   */
+    size_t data_bytes;    /* bytes of data for the n rows                   */
+    int32_t *labels;      /* n class labels (tokens: the shard index)       */
+    int32_t *targets;     /* tokens: n x seq_len inputs shifted by one;
+                             NULL for other pipelines                       */
+    uint64_t *ids;        /* n dataset item ids (see coordl_item_path)       */
+    uint64_t epoch;       /* epoch this batch belongs to                    */
+    uint64_t index;       /* batch index within the epoch                   */
+    uint32_t c, h, w;     /* shape of one row                               */
+    coordl_layout layout; /* element type and order of data                 */
+    uint32_t slot_;       /* internal: ring slot, do not change             */
+} coordl_batch;
+
+/* Counters since open. Times are nanoseconds of monotonic clock. Worker
+ * times are summed over all workers. */
+typedef struct coordl_stats {
+    uint64_t stall_ns;        /* caller blocked inside coordl_next          */
+    uint64_t compute_ns;      /* caller's time between coordl_next calls    */
+    uint64_t batches;         /* batches returned by coordl_next            */
+    uint64_t items;           /* rows prepared by the workers               */
+    uint64_t cache_hits;      /* item fetches served by the cache           */
+    uint64_t cache_misses;    /* item fetches that went to storage          */
+    uint64_t cache_hit_bytes; /* encoded bytes served by the cache          */
+    uint64_t cache_bytes_used;  /* bytes held in the cache now              */
+    uint64_t cache_items;       /* items held in the cache now              */
+    uint64_t cache_bytes_budget;/* the configured budget                    */
+    uint64_t dataset_bytes;     /* encoded bytes of the whole dataset        */
+    uint64_t storage_bytes;     /* bytes read from storage                  */
+    uint64_t storage_reads;     /* files read from storage                  */
+    uint64_t bad_samples;       /* rows substituted for bad items           */
+    uint64_t read_ns;           /* worker time fetching (cache or storage)  */
+    uint64_t read_cache_ns;     /*   of which: served by the cache          */
+    uint64_t read_storage_ns;   /*   of which: read from storage            */
+    uint64_t decode_ns;         /* worker time decoding                     */
+    uint64_t augment_ns;        /* worker time cropping/resizing/normalizing */
+    uint64_t wait_slot_ns;      /* worker time waiting for a free ring slot */
+    uint32_t threads;           /* worker threads running                   */
+    uint64_t pinned_bytes;      /* bytes of cache and ring page-locked      */
+    /* placement chosen at open */
+    char placement_cpus[128];   /* PUs the workers run on, e.g. "2-7"        */
+    char reserved_cpus[128];    /* PUs left to the trainer (reserve_cores)   */
+    int32_t placement_node;     /* NUMA node of the cache and ring; -1 when
+                                   several (interleaved) or unknown          */
+    uint32_t placement_nodes;   /* NUMA nodes the chosen set spans           */
+    uint32_t threads_bound;     /* workers whose affinity was set            */
+    int32_t memory_bound;       /* 1: cache and ring bound to the node(s)    */
+    int32_t worker_cpu[64];     /* PU planned for worker i (first 64), bound or
+                                   not (see threads_bound); -1: none         */
+    uint64_t items_prepared;    /* rows this process's workers prepared (in a
+                                   group: its share of the group's work)    */
+    uint32_t group_members;     /* live members of the group now (1 alone)   */
+    uint64_t peer_hits;         /* items served by a peer's cache (MPI)      */
+    uint64_t peer_bytes;        /* bytes received from peers                 */
+    uint64_t peer_fallbacks;    /* peer fetches that failed or timed out and
+                                   went to storage                          */
+    uint64_t peer_served;       /* items this rank served to peers           */
+    /* derived, for the analysis (0 when not yet measurable) */
+    double storage_mb_per_s;    /* storage bytes / storage read time, per
+                                   worker (one reader's bandwidth)         */
+    double bytes_per_item;      /* mean encoded bytes fetched per item      */
+    double prep_us_per_item;    /* mean worker time per item (fetch, decode,
+                                   augment)                                 */
+} coordl_stats;
+
+/* Per-epoch counters (the last 16 epochs are kept). */
+typedef struct coordl_epoch_stats {
+    uint64_t epoch;
+    uint64_t items;           /* rows prepared for this epoch               */
+    uint64_t cache_hits, cache_misses;
+    uint64_t cache_hit_bytes; /* encoded bytes served from the cache        */
+    uint64_t fetch_bytes;     /* encoded bytes fetched (cache + storage)    */
+    uint64_t storage_bytes;
+    uint64_t bad_samples;
+    uint64_t read_cache_ns, read_storage_ns, decode_ns, augment_ns; /* worker time */
+    uint64_t stall_ns;        /* caller blocked in coordl_next for it      */
+    uint64_t batches;         /* batches of it handed out                  */
+} coordl_epoch_stats;
+
+/* Returns a configuration with every field at its default.
+ * Thread safety: any thread. */
+COORDL_API coordl_config coordl_config_default(void);
+
+/* Indexes the source, allocates the cache and the batch ring, starts the
+ * worker threads, and starts preparing the first batches of epoch 0.
+ *   cfg: the configuration (copied; strings are copied too).
+ *   out: receives the handle, or NULL on failure.
+ * Returns COORDL_OK, or COORDL_ERR_INVALID for a bad configuration (missing
+ * source, empty dataset, batch_size 0, out size 0, rank outside world, ...),
+ * COORDL_ERR_IO for an unreadable source, COORDL_ERR_NOMEM. On failure
+ * coordl_errmsg(NULL) on the same thread says what to change.
+ * Thread safety: any thread; each call makes an independent handle. */
+COORDL_API coordl_status coordl_open(const coordl_config *cfg, coordl **out);
+
+/* Waits for the next batch in order and hands it out (zero copy).
+ *   out: receives the batch view; valid until coordl_release(L, out).
+ * Returns COORDL_OK with a batch; COORDL_END_OF_EPOCH once after each
+ * epoch's last batch (out->n is 0; the next call starts the next epoch);
+ * COORDL_ERR_CORRUPT or COORDL_ERR_IO when the batch holds a bad item and
+ * on_bad_sample is COORDL_BAD_FAIL (coordl_errmsg names the file and the
+ * reason; that batch is skipped and the next call returns the batch after
+ * it); COORDL_ERR_INVALID on a NULL argument.
+ * Up to prefetch_batches batches may be held at once; holding more than that
+ * would deadlock, so coordl_next returns COORDL_ERR_INVALID instead.
+ * Thread safety: the consumer thread of L only (see the top of this file). */
+COORDL_API coordl_status coordl_next(coordl *L, coordl_batch *out);
+
+/* Returns a batch's slot to the ring so the workers can refill it. Batches
+ * may be released in any order. Releasing a batch twice, or a zeroed batch,
+ * is a no-op. Thread safety: the consumer thread of L only. */
+COORDL_API void coordl_release(coordl *L, coordl_batch *b);
+
+/* Copies the next batch into caller-owned buffers (ggml-opt's
+ * get_batch_host, llama.cpp token buffers) instead of handing out a view.
+ *   data, data_bytes: receives n rows (data_bytes >= n x row bytes).
+ *   labels_or_targets, label_bytes: receives n int32 labels, or for
+ *     COORDL_PIPE_TOKENS n x seq_len int32 targets; may be NULL with 0.
+ * Returns as coordl_next. Buffers too small for the next batch give
+ * COORDL_ERR_INVALID and nothing is written or consumed. The batch's slot is
+ * released before returning. Thread safety: the consumer thread of L. */
+COORDL_API coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes,
+                                          void *labels_or_targets, size_t label_bytes);
+
+/* Runtime knobs (TurboJPEG's tj3Set style). */
+typedef enum {
+    COORDL_PARAM_OUT_W = 1,      /* image output width                     */
+    COORDL_PARAM_OUT_H = 2,      /* image output height                    */
+    COORDL_PARAM_BATCH_SIZE = 3, /* rows per batch                         */
+    COORDL_PARAM_OUT_SIZE = 4    /* width and height at once (square): one
+                                    pause instead of two for Darknet's
+                                    random resize                          */
+} coordl_param;
+
+/* Changes a parameter from the next batch coordl_next returns on: batches
+ * prepared ahead are dropped and prepared again, the stream position (the
+ * next item of the epoch's permutation) is kept, and batches the caller
+ * holds stay valid. A new batch size cuts the rest of the current epoch
+ * into batches of the new size from the current item on; batch.index keeps
+ * counting, and coordl_batches_per_epoch reports the new size's count for
+ * whole epochs. Sizes beyond max_out_w / max_out_h / max_batch_size need a
+ * bigger ring: it is reallocated when no batch is held, otherwise
+ * COORDL_ERR_INVALID (release the held batches, or set the max_* fields).
+ * Random crops and flips do not change with the output size: they are drawn
+ * from (seed, epoch, item) in source pixels.
+ * Returns COORDL_OK, or COORDL_ERR_INVALID for an unknown parameter, a value
+ * out of range, or a pipeline without that parameter.
+ * Thread safety: the consumer thread of L. */
+COORDL_API coordl_status coordl_set(coordl *L, coordl_param p, int64_t value);
+
+/* Repositions the stream so that the next coordl_next returns batch `batch`
+ * of epoch `epoch` (O(1): no batch is replayed). Batches prepared ahead are
+ * dropped; batches the caller still holds stay valid until released.
+ * Returns COORDL_ERR_INVALID when batch >= coordl_batches_per_epoch(L).
+ * Thread safety: the consumer thread of L only. */
+COORDL_API coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch);
+
+/* Copies the counters since open into *out. Thread safety: any thread. */
+COORDL_API void coordl_get_stats(const coordl *L, coordl_stats *out);
+
+/* Copies the counters of one of the last 16 epochs into *out.
+ * Returns COORDL_ERR_INVALID when that epoch is not (or no longer) kept.
+ * Thread safety: any thread. */
+COORDL_API coordl_status coordl_get_epoch_stats(const coordl *L, uint64_t epoch,
+                                                coordl_epoch_stats *out);
+
+/* Number of items in the dataset (all ranks). Thread safety: any thread. */
+COORDL_API uint64_t coordl_num_items(const coordl *L);
+
+/* Batches per epoch for this rank (with drop_last, only full batches).
+ * Thread safety: any thread. */
+COORDL_API uint64_t coordl_batches_per_epoch(const coordl *L);
+
+/* Path of item `id` (as indexed), or NULL when id is out of range. The
+ * string lives as long as the handle. Thread safety: any thread. */
+COORDL_API const char *coordl_item_path(const coordl *L, uint64_t id);
+
+/* Label of item `id`, or -1 when id is out of range.
+ * Thread safety: any thread. */
+COORDL_API int32_t coordl_item_label(const coordl *L, uint64_t id);
+
+/* Number of classes (ImageFolder: class folders; list file: max label + 1).
+ * Thread safety: any thread. */
+COORDL_API uint32_t coordl_num_classes(const coordl *L);
+
+/* Where a sample's pixels come from: the source rectangle (in the image's
+ * own pixels) that the pipeline maps onto the out_w x out_h row, and
+ * whether the row is mirrored. For COORDL_PIPE_TRAIN the rectangle is the
+ * RandomResizedCrop box (integers); for COORDL_PIPE_EVAL it is the center
+ * crop of the resized image expressed in source pixels. Useful to move
+ * boxes or keypoints along with the pixels. */
+typedef struct coordl_transform {
+    uint32_t image_w, image_h; /* size of the decoded source image         */
+    double x, y, w, h;         /* source rectangle                         */
+    int flip;                  /* 1: the row is mirrored left-right        */
+    double angle;              /* rotation in degrees (rotate_deg), about
+                                  the output's centre, applied after the
+                                  resize and the flip                      */
+} coordl_transform;
+
+/* Computes the transform that item `id` gets in `epoch` (the same pure
+ * function of (seed, epoch, id) the workers use). Reads the item's header
+ * from the cache or storage. Returns COORDL_OK, COORDL_ERR_INVALID for a
+ * bad id, or COORDL_ERR_IO / COORDL_ERR_CORRUPT for an unreadable item.
+ * Thread safety: any thread; uses no worker state. */
+COORDL_API coordl_status coordl_sample_transform(coordl *L, uint64_t epoch, uint64_t id,
+                                                 coordl_transform *out);
+
+/* Detail of the last error on L (naming the file and the reason), or "" if
+ * none. With L == NULL: the message of the last failed coordl_open on the
+ * calling thread. The string is valid until the next call on L (or the next
+ * coordl_open on this thread). Thread safety: the consumer thread of L. */
+COORDL_API const char *coordl_errmsg(const coordl *L);
+
+/* Static English text of a status code. Thread safety: any thread. */
+COORDL_API const char *coordl_strerror(coordl_status s);
+
+/* Stops the workers, unmaps everything and frees the handle. Batches still
+ * held become invalid. NULL is a no-op. Thread safety: consumer thread. */
+COORDL_API void coordl_close(coordl *L);
+
+/* COORDL_VERSION_NUMBER of the compiled library. Thread safety: any. */
+COORDL_API int coordl_libversion_number(void);
+
+/* ------------------------------------------------------------------------
+ * DS-Analyzer: is the trainer waiting for data, and what would fix it?
+ * ---------------------------------------------------------------------- */
+
+/* Writes every counter of coordl_get_stats, plus the kept per-epoch
+ * counters, as one JSON object into buf (NUL-terminated, truncated to cap).
+ * Returns the length the full text needs (excluding the NUL), like
+ * snprintf. Thread safety: any thread. */
+COORDL_API size_t coordl_stats_json(const coordl *L, char *buf, size_t cap);
+
+/* The trainer's step: consume one batch (forward, backward, update).
+ * Return 0 to go on, non-zero to stop the run. */
+typedef int (*coordl_step_fn)(void *user, const coordl_batch *b);
+
+typedef struct coordl_analyze_opts {
+    uint64_t batches;          /* batches timed per run; default 50          */
+    double synthetic_step_ms;  /* used when step_fn is NULL: a step that
+                                  takes this long (sleeping); default 10     */
+    int skip_cold;             /* 1: no cold run (fetch stall not measured)  */
+    const double *whatif_cache_fractions; /* NULL: 0, 0.1, ..., 1            */
+    size_t n_whatif_cache_fractions;
+    const int *whatif_threads;            /* NULL: 1 .. 2 x usable cores     */
+    size_t n_whatif_threads;
+    void (*progress)(void *user, const char *line); /* NULL: quiet           */
+    void *progress_user;
+} coordl_analyze_opts;
+
+/* One measured run of the differential protocol. */
+typedef struct coordl_run_report {
+    double images_per_s;
+    double stall_fraction;   /* time blocked in coordl_next / wall time     */
+    double seconds;
+    uint64_t images;
+} coordl_run_report;
+
+typedef struct coordl_whatif {
+    double cache_fraction;   /* of the dataset's bytes                       */
+    int threads;
+    double storage_mb_per_s; /* aggregate storage bandwidth assumed          */
+    double predicted_images_per_s;
+    double predicted_stall_fraction;
+} coordl_whatif;
+
+typedef struct coordl_report {
+    coordl_run_report synthetic, warm, cold;
+    double prep_stall_fraction;  /* (warm - synthetic) time / cold time       */
+    double fetch_stall_fraction; /* (cold - warm) time / cold time            */
+    /* the model's inputs, as measured */
+    double ingest_images_per_s;  /* the trainer with no data stall            */
+    double prep_images_per_s_per_core;
+    double storage_mb_per_s;     /* aggregate, as observed in the cold run    */
+    double memory_mb_per_s;      /* cache-hit copy bandwidth                  */
+    double mean_item_bytes;
+    double reader_mb_per_s;      /* one worker's storage read bandwidth        */
+    double cores_for_prep;       /* cores the step leaves to the workers      */
+    uint64_t dataset_items;
+    uint64_t dataset_bytes;
+    int threads;                 /* workers used in the measured runs         */
+    /* predictions */
+    coordl_whatif *whatif;       /* cache fractions x thread counts           */
+    size_t n_whatif;
+    double recommend_cache_fraction; /* smallest cache and thread count whose */
+    int recommend_threads;           /* predicted stall is under 3%; -1 when  */
+                                     /* none of the grid gets there           */
+} coordl_report;
+
+/* Runs the differential protocol over cfg's dataset: (1) synthetic: the
+ * step on one batch held in memory, repeated (the trainer's ingestion rate,
+ * no data stall); (2) warm: every item of the timed batches in coordl's
+ * cache (prep-bound speed); (3) cold: the page cache dropped for the
+ * dataset's files (posix_fadvise DONTNEED, no root needed) and no coordl
+ * cache (fetch + prep). Then fits the what-if model: predicted images/s =
+ * min(ingest, prep_per_core x threads, storage_bw / ((1 - f) x item bytes))
+ * for cache fraction f (a MinIO cache's hit rate is f). step_fn NULL uses
+ * opts->synthetic_step_ms. The model as coded (coordl_report_predict):
+ * min(ingest, prep_per_core x min(threads, cores_for_prep),
+ * threads / (1 / prep_per_core + (1 - f) x item / reader bandwidth),
+ * storage_bw / ((1 - f) x item), memory_bw / (f x item)); prep_per_core is
+ * measured with all `threads` workers running, so it under-predicts a
+ * single worker (workers share caches and memory bandwidth).
+ * recommend_threads and recommend_cache_fraction are -1 when no point of
+ * the grid gets the stall under 3%. Fills *report; free it with
+ * coordl_report_free. Returns COORDL_OK or the error of the failing run
+ * (coordl_errmsg(NULL) says which). Thread safety: any thread; it opens
+ * its own handles. */
+COORDL_API coordl_status coordl_analyze(const coordl_config *cfg, coordl_step_fn step_fn, void *user,
+                                        const coordl_analyze_opts *opts, coordl_report *report);
+
+/* Predicted images/s and stall for one setting, from a report's fitted
+ * inputs. storage_mb_per_s <= 0 uses the measured bandwidth.
+ * Thread safety: any thread. */
+COORDL_API coordl_whatif coordl_report_predict(const coordl_report *r, double cache_fraction, int threads,
+                                               double storage_mb_per_s);
+
+/* The report as JSON (keys: runs.synthetic/warm/cold with images_per_s and
+ * stall_fraction, prep_stall_fraction, fetch_stall_fraction, model, whatif
+ * [{cache_fraction, threads, predicted_images_per_s, ...}],
+ * recommendation). Returns the needed length like snprintf.
+ * Thread safety: any thread; r is only read. */
+COORDL_API size_t coordl_report_json(const coordl_report *r, char *buf, size_t cap);
+
+/* Frees what coordl_analyze allocated inside *r (NULL is a no-op).
+ * Thread safety: the thread that owns r, once nobody reads it. */
+COORDL_API void coordl_report_free(coordl_report *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* COORDL_H */
