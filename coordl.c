@@ -308,6 +308,9 @@ struct coordl {
     uint32_t slot_rows_cap;
     size_t elem_bytes;
     float norm_scale[3], norm_bias[3]; /* y = x * scale + bias             */
+    float crop_min_ratio, crop_max_ratio; /* COORDL_CROP_DARKNET: min_crop and
+                              max_crop over the out_w at open (Darknet's
+                              min_ratio/max_ratio, floats as Darknet's)     */
 
     /* cache */
     cdl__arena cache_arena;        /* slab                                  */
@@ -2216,6 +2219,8 @@ static void cdl__peer_close(coordl *L) {
 /* image size alone, so the decoder can decode only what the crop needs. */
 /* Geometry is in source pixels; the resampler maps output pixel centres */
 /* into it (PIL/torchvision convention: pixel x covers [x, x+1)).        */
+/* Darknet's crop keeps Darknet's convention instead (an affine map of   */
+/* pixel indices, sampled point-wise) so its pixels are Darknet's.       */
 /* ===================================================================== */
 
 typedef struct cdl__geom {
@@ -2225,12 +2230,31 @@ typedef struct cdl__geom {
     /* Darknet-style extras (0 / 1 when off) */
     float dhue, dsat, dexp; /* hue shift (turns), saturation and value scale */
     float angle;            /* rotation, radians                             */
+    double daspect;         /* the aspect factor drawn                       */
+    /* COORDL_CROP_DARKNET: output pixel (x, y), before the flip, samples
+     * source point (m0 x + m1 y + m2, m3 x + m4 y + m5), bilinearly, black
+     * outside the image; the clip rectangle holds every tap inside it. */
+    int darknet;
+    double m[6];
 } cdl__geom;
 
-/* Darknet's rand_scale: a factor in [1, s], inverted with p = 0.5. */
+/* Darknet's rand_scale (src/utils.c): a factor uniform between 1 and s,
+ * inverted with p = 0.5, so in [min(s, 1/s), max(s, 1/s)] for any s > 0. */
 static double cdl__rand_scale(cdl__rng *rng, double s) {
     double scale = 1.0 + (s - 1.0) * cdl__rng_uniform(rng);
     return cdl__rng_next(rng) & 1 ? scale : 1.0 / scale;
+}
+
+/* 0 and 1 turn a rand_scale setting off; every other value is a range. */
+static int cdl__scale_on(float s) { return s != 0.0f && s != 1.0f; }
+
+/* The colour draws, in Darknet's order (random_distort_image). */
+static void cdl__plan_colour(const coordl *L, cdl__rng *rng, cdl__geom *g) {
+    g->dhue = 0.0f;
+    g->dsat = g->dexp = 1.0f;
+    if (L->cfg.hue > 0.0f) g->dhue = (float)((cdl__rng_uniform(rng) * 2.0 - 1.0) * L->cfg.hue);
+    if (cdl__scale_on(L->cfg.saturation)) g->dsat = (float)cdl__rand_scale(rng, L->cfg.saturation);
+    if (cdl__scale_on(L->cfg.exposure)) g->dexp = (float)cdl__rand_scale(rng, L->cfg.exposure);
 }
 
 /* torchvision RandomResizedCrop.get_params, then RandomHorizontalFlip. */
@@ -2274,23 +2298,78 @@ static void cdl__plan_train(const coordl *L, cdl__rng *rng, int W, int H, cdl__g
     g->flip = L->cfg.flip ? (cdl__rng_uniform(rng) < 0.5) : 0;
     /* Darknet's extras draw after everything torchvision draws, so turning
      * them on leaves the crop and flip of every item unchanged. */
-    g->dhue = 0.0f;
-    g->dsat = g->dexp = 1.0f;
     g->angle = 0.0f;
-    if (L->cfg.aspect > 1.0f) { /* stretch the crop's width, same centre */
-        int nw = (int)nearbyint(cw * cdl__rand_scale(rng, L->cfg.aspect));
+    g->daspect = 1.0;
+    g->darknet = 0;
+    if (cdl__scale_on(L->cfg.aspect)) { /* stretch the crop's width, same centre */
+        g->daspect = cdl__rand_scale(rng, L->cfg.aspect);
+        int nw = (int)nearbyint(cw * g->daspect);
         nw = nw < 1 ? 1 : nw > W ? W : nw;
         int nx = cx + (cw - nw) / 2;
         cx = nx < 0 ? 0 : nx + nw > W ? W - nw : nx;
         cw = nw;
     }
-    if (L->cfg.hue > 0.0f) g->dhue = (float)((cdl__rng_uniform(rng) * 2.0 - 1.0) * L->cfg.hue);
-    if (L->cfg.saturation > 1.0f) g->dsat = (float)cdl__rand_scale(rng, L->cfg.saturation);
-    if (L->cfg.exposure > 1.0f) g->dexp = (float)cdl__rand_scale(rng, L->cfg.exposure);
+    cdl__plan_colour(L, rng, g);
     if (L->cfg.rotate_deg > 0.0f)
         g->angle = (float)((cdl__rng_uniform(rng) * 2.0 - 1.0) * L->cfg.rotate_deg * 3.14159265358979 / 180.0);
     g->x0 = cx; g->y0 = cy; g->sw = cw; g->sh = ch;
     g->clip_x0 = cx; g->clip_y0 = cy; g->clip_x1 = cx + cw; g->clip_y1 = cy + ch;
+}
+
+/* Darknet's classifier crop: random_augment_args + rotate_crop_image
+ * (src/image.c) as train_classifier drives them (min = min_ratio x size,
+ * max = max_ratio x size), then the flip and random_distort_image, the
+ * draws in Darknet's order. Darknet's quirks are kept: the shorter side is
+ * min(h, (int)(w x aspect)), pixel x sits at coordinate x (the image centre
+ * is w / 2), and taps outside the image read black. Darknet's offset range
+ * uses the output width for dy as well (its crops are square); here dy
+ * uses out_h. No DCT scaling: the window is sampled at full resolution, as
+ * Darknet does, so the pixels are Darknet's. */
+static void cdl__plan_darknet(const coordl *L, cdl__rng *rng, int W, int H, cdl__geom *g) {
+    const int w = (int)L->cfg.out_w, h = (int)L->cfg.out_h;
+    int lo = (int)(L->crop_min_ratio * (float)w), hi = (int)(L->crop_max_ratio * (float)w);
+    if (lo < 1) lo = 1;
+    if (hi < lo) hi = lo;
+    const double a = cdl__scale_on(L->cfg.aspect) ? cdl__rand_scale(rng, L->cfg.aspect) : 1.0;
+    const int r = lo + (int)cdl__rng_below(rng, (uint64_t)(hi - lo + 1));
+    int shorter = H < W * a ? H : (int)(W * a);
+    if (shorter < 1) shorter = 1;
+    const double sc = (double)r / shorter;
+    const double rad = L->cfg.rotate_deg > 0.0f
+        ? (cdl__rng_uniform(rng) * 2.0 - 1.0) * L->cfg.rotate_deg * 3.14159265358979 / 180.0 : 0.0;
+    double dx = (W * sc / a - w) / 2.0, dy = (H * sc - h) / 2.0;
+    dx = (cdl__rng_uniform(rng) * 2.0 - 1.0) * dx;
+    dy = (cdl__rng_uniform(rng) * 2.0 - 1.0) * dy;
+    g->flip = L->cfg.flip ? (cdl__rng_uniform(rng) < 0.5) : 0;
+    cdl__plan_colour(L, rng, g);
+    g->angle = (float)rad;
+    g->daspect = a;
+    g->darknet = 1;
+    /* rx = cos X - sin Y + W/2, ry = sin X + cos Y + H/2 with
+     * X = (x - w/2 + dx) a / s, Y = (y - h/2 + dy) / s */
+    const double c = cos(rad), sn = sin(rad), X0 = (-w / 2.0 + dx) * a / sc, Y0 = (-h / 2.0 + dy) / sc;
+    g->m[0] = c * a / sc; g->m[1] = -sn / sc; g->m[2] = c * X0 - sn * Y0 + W / 2.0;
+    g->m[3] = sn * a / sc; g->m[4] = c / sc; g->m[5] = sn * X0 + c * Y0 + H / 2.0;
+    /* every tap lies in the box of the four corners' taps (one pixel of
+     * slack for rounding); the part inside the image is decoded */
+    double x_min = 1e300, x_max = -1e300, y_min = 1e300, y_max = -1e300;
+    for (int k = 0; k < 4; k++) {
+        const double x = k & 1 ? w - 1 : 0, y = k & 2 ? h - 1 : 0;
+        const double rx = g->m[0] * x + g->m[1] * y + g->m[2], ry = g->m[3] * x + g->m[4] * y + g->m[5];
+        x_min = rx < x_min ? rx : x_min; x_max = rx > x_max ? rx : x_max;
+        y_min = ry < y_min ? ry : y_min; y_max = ry > y_max ? ry : y_max;
+    }
+    const double bx0 = floor(x_min) - 1, bx1 = floor(x_max) + 3, by0 = floor(y_min) - 1, by1 = floor(y_max) + 3;
+    g->clip_x0 = bx0 < 0 ? 0 : bx0 > W ? W : (int)bx0;
+    g->clip_x1 = bx1 < 0 ? 0 : bx1 > W ? W : (int)bx1;
+    g->clip_y0 = by0 < 0 ? 0 : by0 > H ? H : (int)by0;
+    g->clip_y1 = by1 < 0 ? 0 : by1 > H ? H : (int)by1;
+    if (g->clip_x1 <= g->clip_x0 || g->clip_y1 <= g->clip_y0) { /* nothing inside: all black */
+        g->clip_x0 = g->clip_y0 = 0;
+        g->clip_x1 = g->clip_y1 = 1;
+    }
+    g->x0 = g->clip_x0; g->y0 = g->clip_y0;
+    g->sw = g->clip_x1 - g->clip_x0; g->sh = g->clip_y1 - g->clip_y0;
 }
 
 /* Resize shorter side to S = out * 256 / 224, then center crop; expressed
@@ -2311,6 +2390,8 @@ static void cdl__plan_eval(const coordl *L, int W, int H, cdl__geom *g) {
     g->dhue = 0.0f;
     g->dsat = g->dexp = 1.0f;
     g->angle = 0.0f;
+    g->daspect = 1.0;
+    g->darknet = 0;
 }
 
 static void cdl__plan(const coordl *L, uint64_t epoch, uint64_t id, int W, int H, cdl__geom *g) {
@@ -2318,7 +2399,8 @@ static void cdl__plan(const coordl *L, uint64_t epoch, uint64_t id, int W, int H
         cdl__plan_eval(L, W, H, g);
     } else {
         cdl__rng rng = cdl__rng_for(L->cfg.seed, CDL_STREAM_CROP, epoch, id);
-        cdl__plan_train(L, &rng, W, H, g);
+        if (L->cfg.train_crop == COORDL_CROP_DARKNET) cdl__plan_darknet(L, &rng, W, H, g);
+        else cdl__plan_train(L, &rng, W, H, g);
     }
 }
 
@@ -2327,6 +2409,7 @@ static void cdl__plan(const coordl *L, uint64_t epoch, uint64_t id, int W, int H
  * libjpeg-turbo 2.1 and are slower than a full decode, so they are not
  * used. */
 static int cdl__choose_dct_denominator(const coordl *L, const cdl__geom *g) {
+    if (g->darknet) return 1;
     int d = 8;
     while (d > 1 && (g->sw / d < L->cfg.out_w || g->sh / d < L->cfg.out_h)) d /= 2;
     return d;
@@ -2570,38 +2653,49 @@ static void cdl__store_row(const coordl *L, const float *v, size_t plane, int j,
     }
 }
 
-/* Darknet's distort_image on one planar row (0..255 floats): to HSV, shift
- * hue (wrapping), scale saturation and value, back to RGB. */
+/* Darknet's distort_image on one planar row (0..255 floats), step for
+ * step (src/image.c: rgb_to_hsv, scale_image_channel on S and V, the hue
+ * shifted and wrapped once, hsv_to_rgb, constrain_image): S and V are not
+ * clamped before the conversion back, the RGB result is (to [0, 255]). */
 static void cdl__color_jitter_row(float *r, float *g, float *b, int n, float dhue, float dsat, float dexp) {
     for (int i = 0; i < n; i++) {
         float R = r[i] / 255.0f, G = g[i] / 255.0f, B = b[i] / 255.0f;
         float mx = R > G ? (R > B ? R : B) : (G > B ? G : B);
         float mn = R < G ? (R < B ? R : B) : (G < B ? G : B);
-        float d = mx - mn, h = 0.0f, s = mx > 0.0f ? d / mx : 0.0f, v = mx;
-        if (d > 0.0f) {
-            if (R == mx) h = (G - B) / d;
-            else if (G == mx) h = 2.0f + (B - R) / d;
-            else h = 4.0f + (R - G) / d;
-            h /= 6.0f;
-            if (h < 0.0f) h += 1.0f;
+        float d = mx - mn, h = 0.0f, s = 0.0f, v = mx;
+        if (mx != 0.0f) {
+            s = d / mx;
+            if (d > 0.0f) { /* Darknet divides 0 by 0 here; with S = 0 the hue is never used */
+                if (R == mx) h = (G - B) / d;
+                else if (G == mx) h = 2.0f + (B - R) / d;
+                else h = 4.0f + (R - G) / d;
+                if (h < 0.0f) h += 6.0f;
+                h = h / 6.0f;
+            }
         }
-        h += dhue;
-        h -= floorf(h);
         s *= dsat;
         v *= dexp;
-        s = s > 1.0f ? 1.0f : s;
-        v = v > 1.0f ? 1.0f : v;
-        float h6 = h * 6.0f;
-        int k = (int)h6 % 6;
-        float f = h6 - floorf(h6), p = v * (1 - s), q = v * (1 - s * f), t = v * (1 - s * (1 - f));
-        switch (k) {
-        case 0: R = v; G = t; B = p; break;
-        case 1: R = q; G = v; B = p; break;
-        case 2: R = p; G = v; B = t; break;
-        case 3: R = p; G = q; B = v; break;
-        case 4: R = t; G = p; B = v; break;
-        default: R = v; G = p; B = q; break;
+        h += dhue;
+        if (h > 1.0f) h -= 1.0f;
+        if (h < 0.0f) h += 1.0f;
+        if (s == 0.0f) {
+            R = G = B = v;
+        } else {
+            float h6 = 6.0f * h;
+            int k = (int)floorf(h6);
+            float f = h6 - (float)k, p = v * (1 - s), q = v * (1 - s * f), t = v * (1 - s * (1 - f));
+            switch (k) {
+            case 0: R = v; G = t; B = p; break;
+            case 1: R = q; G = v; B = p; break;
+            case 2: R = p; G = v; B = t; break;
+            case 3: R = p; G = q; B = v; break;
+            case 4: R = t; G = p; B = v; break;
+            default: R = v; G = p; B = q; break;
+            }
         }
+        R = R < 0.0f ? 0.0f : R > 1.0f ? 1.0f : R;
+        G = G < 0.0f ? 0.0f : G > 1.0f ? 1.0f : G;
+        B = B < 0.0f ? 0.0f : B > 1.0f ? 1.0f : B;
         r[i] = R * 255.0f; g[i] = G * 255.0f; b[i] = B * 255.0f;
     }
 }
@@ -2639,6 +2733,50 @@ static void cdl__finish_row(const coordl *L, const cdl__geom *g, float *acc, siz
     cdl__store_row(L, acc, plane, j, dst);
 }
 
+/* COORDL_CROP_DARKNET: Darknet's rotate_crop_image then flip_image, per
+ * output pixel: the source point of the affine map, bilinear over the four
+ * pixels around it (floor, floor + 1), a pixel outside the image reading
+ * 0. The decoded region is the clip rectangle [ax->lo, ax->hi) x [ay->lo,
+ * ay->hi): every tap inside the image lies in it. */
+static void cdl__resample_darknet(coordl *L, cdl__worker *W, const cdl__u8 *src, size_t stride, int sx0,
+                                  int sy0, const cdl__axis *ax, const cdl__axis *ay, const cdl__geom *g, void *dst) {
+    const int out_w = (int)L->cfg.out_w, out_h = (int)L->cfg.out_h;
+    const size_t plane = cdl__round_up((size_t)out_w, 4);
+    float *acc = W->tmp;
+    const int x_lo = ax->lo, x_hi = ax->hi, y_lo = ay->lo, y_hi = ay->hi;
+    for (int j = 0; j < out_h; j++) {
+        for (int i = 0; i < out_w; i++) {
+            const int x = g->flip ? out_w - 1 - i : i;
+            const float rx = (float)(g->m[0] * x + g->m[1] * j + g->m[2]);
+            const float ry = (float)(g->m[3] * x + g->m[4] * j + g->m[5]);
+            const int ix = (int)floorf(rx), iy = (int)floorf(ry);
+            const float fx = rx - (float)ix, fy = ry - (float)iy;
+            float v0 = 0.0f, v1 = 0.0f, v2 = 0.0f;
+            if (ix >= x_lo && ix + 1 < x_hi && iy >= y_lo && iy + 1 < y_hi) {
+                const cdl__u8 *p = src + (size_t)(iy - sy0) * stride + (size_t)(ix - sx0) * 3, *q = p + stride;
+                const float w00 = (1 - fy) * (1 - fx), w10 = (1 - fy) * fx, w01 = fy * (1 - fx), w11 = fy * fx;
+                v0 = w00 * p[0] + w01 * q[0] + w10 * p[3] + w11 * q[3];
+                v1 = w00 * p[1] + w01 * q[1] + w10 * p[4] + w11 * q[4];
+                v2 = w00 * p[2] + w01 * q[2] + w10 * p[5] + w11 * q[5];
+            } else {
+                for (int t = 0; t < 4; t++) {
+                    const int px = ix + (t & 1), py = iy + (t >> 1);
+                    if (px < x_lo || px >= x_hi || py < y_lo || py >= y_hi) continue;
+                    const float wt = ((t & 1) ? fx : 1 - fx) * ((t >> 1) ? fy : 1 - fy);
+                    const cdl__u8 *p = src + (size_t)(py - sy0) * stride + (size_t)(px - sx0) * 3;
+                    v0 += wt * p[0];
+                    v1 += wt * p[1];
+                    v2 += wt * p[2];
+                }
+            }
+            acc[i] = v0;
+            acc[plane + i] = v1;
+            acc[2 * plane + i] = v2;
+        }
+        cdl__finish_row(L, g, acc, plane, j, dst);
+    }
+}
+
 /* src: decoded RGB region whose pixel (0,0) is source pixel (sx0, sy0),
  * `stride` bytes per row. Each source row the vertical taps need is
  * converted to floats and filtered horizontally once, into a window of
@@ -2647,6 +2785,10 @@ static void cdl__finish_row(const coordl *L, const cdl__geom *g, float *acc, siz
  * normalizes into the batch row. */
 static void cdl__resample(coordl *L, cdl__worker *W, const cdl__u8 *src, size_t stride, int sx0,
                           int sy0, const cdl__axis *ax, const cdl__axis *ay, const cdl__geom *g, void *dst) {
+    if (g->darknet) {
+        cdl__resample_darknet(L, W, src, stride, sx0, sy0, ax, ay, g, dst);
+        return;
+    }
     const int out_w = (int)L->cfg.out_w, out_h = (int)L->cfg.out_h, Ky = ay->K;
     const size_t plane = cdl__round_up((size_t)out_w, 4), rowf = 3 * plane;
     const size_t cols = (size_t)(ax->hi - ax->lo) * 3;
@@ -2691,6 +2833,15 @@ static void cdl__resample(coordl *L, cdl__worker *W, const cdl__u8 *src, size_t 
  * room for the resampling window. */
 static coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cdl__axis *ax, cdl__axis *ay) {
     coordl *L = W->L;
+    if (g->darknet) { /* no tables: the region to decode, one row of floats */
+        memset(ax, 0, sizeof *ax);
+        memset(ay, 0, sizeof *ay);
+        ax->lo = g->clip_x0; ax->hi = g->clip_x1;
+        ay->lo = g->clip_y0; ay->hi = g->clip_y1;
+        if (!cdl__reserve(L, (void **)&W->tmp, &W->tmpcap, 3 * cdl__round_up((size_t)L->cfg.out_w, 4) * sizeof(float)))
+            return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for a resampling window");
+        return COORDL_OK;
+    }
     if (!cdl__axis_build(W, ax, &W->xstart, &W->xstartcap, &W->xw, &W->xwcap, (int)L->cfg.out_w,
                          g->x0, g->sw, g->clip_x0, g->clip_x1, g->flip) ||
         !cdl__axis_build(W, ay, &W->ystart, &W->ystartcap, &W->yw, &W->ywcap, (int)L->cfg.out_h,
@@ -3463,7 +3614,8 @@ static uint32_t cdl__group_fields(const coordl *L, cdl__group_field *f) {
     CDL_F("prefetch_batches", c->prefetch_batches); CDL_F("rank", c->rank); CDL_F("world", c->world);
     CDL_F("on_bad_sample", c->on_bad_sample); CDL_F("max_pixels", c->max_pixels);
     CDL_F("max_item_bytes", c->max_item_bytes); CDL_F("group_size", c->group_size);
-    CDL_F("token_order", c->token_order);
+    CDL_F("token_order", c->token_order); CDL_F("train_crop", c->train_crop);
+    CDL_F("min_crop", c->min_crop); CDL_F("max_crop", c->max_crop);
     CDL_F("dataset items", L->num_items); CDL_F("dataset bytes", L->dataset_bytes);
 #undef CDL_F
     return n;
@@ -4072,10 +4224,20 @@ static coordl_status cdl__validate(const coordl_config *c) {
     if (c->cache_pin < COORDL_PIN_TRY || c->cache_pin > COORDL_PIN_REQUIRED)
         CDL_BAD("cache_pin: %d is not a known mode", (int)c->cache_pin);
     if (!(c->hue >= 0.0f && c->hue <= 0.5f)) CDL_BAD("hue: %g must be in [0, 0.5] (a fraction of the colour wheel)", c->hue);
-    if (!(c->saturation >= 0.0f && c->saturation <= 100.0f)) CDL_BAD("saturation: %g must be in [0, 100] (0 or 1: off)", c->saturation);
-    if (!(c->exposure >= 0.0f && c->exposure <= 100.0f)) CDL_BAD("exposure: %g must be in [0, 100] (0 or 1: off)", c->exposure);
+    /* rand_scale settings: s and 1/s are the same range, so 0.01..100 */
+    if (!(c->saturation == 0.0f || (c->saturation >= 0.01f && c->saturation <= 100.0f)))
+        CDL_BAD("saturation: %g must be 0 (off) or in [0.01, 100] (a factor between 1/s and s; 1: off)", c->saturation);
+    if (!(c->exposure == 0.0f || (c->exposure >= 0.01f && c->exposure <= 100.0f)))
+        CDL_BAD("exposure: %g must be 0 (off) or in [0.01, 100] (a factor between 1/s and s; 1: off)", c->exposure);
     if (!(c->rotate_deg >= 0.0f && c->rotate_deg <= 180.0f)) CDL_BAD("rotate_deg: %g must be in [0, 180]", c->rotate_deg);
-    if (!(c->aspect >= 0.0f && c->aspect <= 100.0f)) CDL_BAD("aspect: %g must be in [0, 100] (0 or 1: off)", c->aspect);
+    if (!(c->aspect == 0.0f || (c->aspect >= 0.01f && c->aspect <= 100.0f)))
+        CDL_BAD("aspect: %g must be 0 (off) or in [0.01, 100] (a factor between 1/s and s; 1: off)", c->aspect);
+    if (c->train_crop != COORDL_CROP_RESIZED && c->train_crop != COORDL_CROP_DARKNET)
+        CDL_BAD("train_crop: %d is not a known crop (COORDL_CROP_RESIZED or COORDL_CROP_DARKNET)", c->train_crop);
+    if (c->train_crop == COORDL_CROP_DARKNET && (c->min_crop > 65535 || c->max_crop > 65535 ||
+                                                (c->max_crop && c->min_crop > c->max_crop)))
+        CDL_BAD("min_crop/max_crop: need min_crop <= max_crop <= 65535 (got %u, %u; 0 = Darknet's defaults out_w "
+                "and 2 x out_w)", c->min_crop, c->max_crop);
     if (c->max_pixels == 0) CDL_BAD("max_pixels: must be at least 1");
     if (c->max_item_bytes == 0) CDL_BAD("max_item_bytes: must be at least 1");
     int hooks = (c->allocator.malloc_fn != NULL) + (c->allocator.realloc_fn != NULL) + (c->allocator.free_fn != NULL);
@@ -4160,6 +4322,12 @@ static coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
         if (L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL)
             max_row = cdl__image_row_bytes(L, mw, mh);
         L->slot_data_cap = (size_t)L->slot_rows_cap * max_row;
+        if (L->cfg.train_crop == COORDL_CROP_DARKNET) { /* Darknet's parse_net_options defaults */
+            if (L->cfg.min_crop == 0) L->cfg.min_crop = L->cfg.out_w;
+            if (L->cfg.max_crop == 0) L->cfg.max_crop = 2 * L->cfg.out_w > L->cfg.min_crop ? 2 * L->cfg.out_w : L->cfg.min_crop;
+            L->crop_min_ratio = (float)L->cfg.min_crop / (float)L->cfg.out_w;
+            L->crop_max_ratio = (float)L->cfg.max_crop / (float)L->cfg.out_w;
+        }
         for (int c = 0; c < 3; c++) {
             L->norm_scale[c] = 1.0f / (255.0f * L->cfg.std[c]);
             L->norm_bias[c] = -L->cfg.mean[c] / L->cfg.std[c];
@@ -4620,8 +4788,21 @@ static coordl_status cdl__sample_transform(coordl *L, uint64_t epoch, uint64_t i
         out->image_w = (uint32_t)iw;
         out->image_h = (uint32_t)ih;
         out->x = g.x0; out->y = g.y0; out->w = g.sw; out->h = g.sh;
+        if (g.darknet) { /* the window's footprint, centred where the row's centre reads */
+            const double cx = L->cfg.out_w / 2.0, cy = L->cfg.out_h / 2.0;
+            const double fw = L->cfg.out_w * sqrt(g.m[0] * g.m[0] + g.m[3] * g.m[3]);
+            const double fh = L->cfg.out_h * sqrt(g.m[1] * g.m[1] + g.m[4] * g.m[4]);
+            out->x = g.m[0] * cx + g.m[1] * cy + g.m[2] - fw / 2.0;
+            out->y = g.m[3] * cx + g.m[4] * cy + g.m[5] - fh / 2.0;
+            out->w = fw;
+            out->h = fh;
+        }
         out->flip = g.flip;
         out->angle = g.angle * 180.0 / 3.14159265358979;
+        out->aspect = g.daspect;
+        out->saturation = g.dsat;
+        out->exposure = g.dexp;
+        out->hue = g.dhue;
     }
     cdl__free(L, W.readbuf);
     return rc;

@@ -125,7 +125,9 @@ typedef struct coordl coordl; /* opaque loader handle */
 
 /* What the items are and how they become rows of a batch. */
 typedef enum {
-    COORDL_PIPE_TRAIN = 0, /* image: RandomResizedCrop + horizontal flip      */
+    COORDL_PIPE_TRAIN = 0, /* image: a random crop (train_crop: by default
+                              torchvision's RandomResizedCrop, or Darknet's
+                              crop) + horizontal flip                       */
     COORDL_PIPE_EVAL = 1,  /* image: resize shorter side to out*256/224, then
                               center crop out_h x out_w                       */
     COORDL_PIPE_TOKENS = 2,/* llm.c token shards: a sample is a window of
@@ -168,6 +170,27 @@ typedef enum {
                                   shard with G_s = 0 is skipped (llm.c
                                   asserts instead). See coordl_from_llmc.   */
 } coordl_token_order;
+
+/* The random crop of COORDL_PIPE_TRAIN, config field train_crop. */
+typedef enum {
+    COORDL_CROP_RESIZED = 0, /* default: torchvision's RandomResizedCrop: a
+                                box of area scale_min..scale_max of the
+                                image and aspect ratio ratio_min..ratio_max
+                                (log-uniform), resized to out_w x out_h with
+                                an antialiased filter; `aspect` stretches
+                                the box's width, rotate_deg rotates the row
+                                about its centre with the edges extended   */
+    COORDL_CROP_DARKNET = 1  /* Darknet's classifier crop (random_augment_
+                                image in src/image.c): the shorter side is
+                                scaled to a size uniform in [min_crop,
+                                max_crop] (integers), the image stretched by
+                                rand_scale(aspect), then an out_w x out_h
+                                window at a random offset, rotated by a
+                                uniform angle in [-rotate_deg, rotate_deg]
+                                about the image centre, sampled bilinearly
+                                at full resolution with black (0) outside
+                                the image, as Darknet fills               */
+} coordl_train_crop;
 
 /* Memory layout of batch.data. */
 typedef enum {
@@ -258,16 +281,25 @@ typedef struct coordl_config {
     float ratio_min, ratio_max; /* aspect ratio range; 3/4..4/3             */
     int flip;                   /* horizontal flip with p = 0.5; default 1  */
     /* Darknet-style extra augmentation (train pipeline), all off by
-     * default. Drawn per (seed, epoch, item) like everything else. */
+     * default. Drawn per (seed, epoch, item) like everything else.
+     * rand_scale(s) is Darknet's: a factor uniform between 1 and s,
+     * inverted with p = 0.5, so it lies in [min(s, 1/s), max(s, 1/s)]:
+     * 0.75 and 1/0.75 are the same setting, and only 0 and 1 are off. The
+     * colour change is Darknet's distort_image: to HSV, saturation and value
+     * scaled, hue shifted (wrapping), back to RGB, clamped to [0, 255]. */
     float hue;        /* hue shift uniform in [-hue, hue] (fraction of the
-                         colour wheel; Darknet's default 0.1)               */
-    float saturation; /* scale saturation by s in [1, saturation], inverted
-                         with p = 0.5 (Darknet's rand_scale); 0/1 = off     */
+                         colour wheel, 0..0.5; Darknet's default 0.1)       */
+    float saturation; /* scale saturation by rand_scale(saturation); 0 or
+                         1 = off, else 0.01..100                            */
     float exposure;   /* same for value (brightness)                        */
     float rotate_deg; /* rotate by an angle uniform in [-rotate_deg,
-                         rotate_deg] degrees around the crop centre         */
-    float aspect;     /* stretch the crop's width by rand_scale(aspect);
-                         0/1 = off (Darknet's classifier "aspect")          */
+                         rotate_deg] degrees: COORDL_CROP_RESIZED about the
+                         crop centre, edges extended; COORDL_CROP_DARKNET
+                         Darknet's rotation, black outside the image        */
+    float aspect;     /* rand_scale(aspect): COORDL_CROP_RESIZED stretches
+                         the crop's width by it; COORDL_CROP_DARKNET is
+                         Darknet's aspect (the image stretched by it before
+                         the crop); 0 or 1 = off, else 0.01..100            */
     uint32_t max_out_w, max_out_h; /* largest out size coordl_set may ask
                          for without reallocating the ring; 0 = out_w/out_h */
     uint32_t max_batch_size;       /* same for batch_size; 0 = batch_size   */
@@ -368,6 +400,14 @@ typedef struct coordl_config {
     /* --- appended in 0.4 (fields are only ever added here, at the end) -- */
     int token_order; /* COORDL_PIPE_TOKENS: a coordl_token_order; default
                         COORDL_TOKENS_WINDOWS                                */
+    int train_crop;  /* COORDL_PIPE_TRAIN: a coordl_train_crop; default
+                        COORDL_CROP_RESIZED (torchvision's RandomResizedCrop) */
+    uint32_t min_crop, max_crop; /* COORDL_CROP_DARKNET: the range of the
+                        shorter side, in pixels at the out_w given at open
+                        (Darknet's min_crop/max_crop); when coordl_set
+                        changes the size both scale with out_w as Darknet's
+                        train_classifier scales them (min_ratio x size).
+                        0 = Darknet's defaults: out_w and 2 x out_w      */
 } coordl_config;
 
 /* A ready batch: a view into a ring slot, valid until coordl_release(). */
@@ -620,7 +660,8 @@ COORDL_API uint32_t coordl_num_classes(const coordl *L);
 /* Where a sample's pixels come from: the source rectangle (in the image's
  * own pixels) that the pipeline maps onto the out_w x out_h row, and
  * whether the row is mirrored. For COORDL_PIPE_TRAIN the rectangle is the
- * RandomResizedCrop box (integers); for COORDL_PIPE_EVAL it is the center
+ * RandomResizedCrop box (integers), or with COORDL_CROP_DARKNET the
+ * window's footprint in source pixels (see angle); for COORDL_PIPE_EVAL it is the center
  * crop of the resized image expressed in source pixels. Useful to move
  * boxes or keypoints along with the pixels. */
 typedef struct coordl_transform {
@@ -629,7 +670,18 @@ typedef struct coordl_transform {
     int flip;                  /* 1: the row is mirrored left-right        */
     double angle;              /* rotation in degrees (rotate_deg), about
                                   the output's centre, applied after the
-                                  resize and the flip                      */
+                                  resize and the flip. COORDL_CROP_DARKNET:
+                                  the rectangle is rotated by angle about
+                                  its own centre in source pixels (output
+                                  offset (u, v) from the row's centre reads
+                                  centre + R(angle) (u w / out_w, v h /
+                                  out_h), R = [cos -sin; sin cos], Darknet's
+                                  convention), before the flip             */
+    /* appended in 0.4: the other draws of the sample (1, 1, 1, 0 when off) */
+    double aspect;     /* rand_scale(aspect) as drawn                      */
+    double saturation; /* rand_scale(saturation) as drawn                  */
+    double exposure;   /* rand_scale(exposure) as drawn                    */
+    double hue;        /* hue shift as drawn, a fraction of the wheel      */
 } coordl_transform;
 
 /* Computes the transform that item `id` gets in `epoch` (the same pure
