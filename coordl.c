@@ -284,6 +284,7 @@ struct coordl {
     coordl_config cfg;     /* copy; strings point into owned copies         */
     char *source_copy;
     char *group_copy;
+    char *topology_copy;   /* cfg.topology after open (coordl_get_config)     */
     coordl_allocator alloc;
 
     /* index */
@@ -4279,6 +4280,13 @@ static coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
         memcpy(L->group_copy, cfg->group, glen + 1);
         L->cfg.group = L->group_copy;
     }
+    if (cfg->topology) { /* kept: coordl_get_config says what the cpuset indexes */
+        size_t tlen = strlen(cfg->topology);
+        L->topology_copy = cdl__malloc(L, tlen + 1);
+        if (!L->topology_copy) { coordl_close(L); return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory"); }
+        memcpy(L->topology_copy, cfg->topology, tlen + 1);
+        L->cfg.topology = L->topology_copy;
+    }
 
     if (L->cfg.mpi_comm) {
 #ifdef COORDL_MPI
@@ -4387,8 +4395,9 @@ static coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
              (unsigned long long)L->st.pinned_bytes);
     L->last_return_ns = 0;
     /* the placement strings were consumed by open; drop the caller's
-     * pointers so nothing can read them after the caller frees them */
-    L->cfg.cpuset = L->cfg.pci_bus_id = L->cfg.topology = NULL;
+     * pointers so nothing can read them after the caller frees them (the
+     * topology points to the handle's copy) */
+    L->cfg.cpuset = L->cfg.pci_bus_id = NULL;
     *out = L;
     return COORDL_OK;
 }
@@ -4706,6 +4715,23 @@ static coordl_status cdl__get_epoch_stats(const coordl *L, uint64_t epoch, coord
     return rc;
 }
 
+/* The settings L runs with: the config as open resolved it, and as
+ * coordl_set changed it since (under the lock, like the stats). */
+static void cdl__get_config(const coordl *L, coordl_config *out) {
+    coordl *M = (coordl *)L; /* the mutex is the only thing touched */
+    cdl__lock(M);
+    *out = L->cfg;
+    cdl__unlock(M);
+    out->threads = L->nworkers;
+    out->prefetch_batches = L->nslots;
+    /* the placement chosen, in the terms of the inputs: the PUs the workers
+     * run on (reserve_cores already left out) and the memory's node (-1:
+     * several, interleaved); the pci_bus_id it came from is resolved */
+    out->cpuset = L->st.placement_cpus;
+    out->numa_node = L->st.placement_node;
+    out->pci_bus_id = NULL;
+}
+
 uint64_t coordl_num_items(const coordl *L) { return L ? L->num_items : 0; }
 uint64_t coordl_batches_per_epoch(const coordl *L) { return L ? L->bpe : 0; }
 uint32_t coordl_num_classes(const coordl *L) { return L ? L->num_classes : 0; }
@@ -4846,6 +4872,7 @@ void coordl_close(coordl *L) {
     cdl__free(L, L->strings);
     cdl__free(L, L->source_copy);
     cdl__free(L, L->group_copy);
+    cdl__free(L, L->topology_copy);
     cdl__placement_free(L, &L->place);
     coordl_allocator a = L->alloc;
     a.free_fn(a.user, L);
@@ -5392,6 +5419,14 @@ coordl_status coordl_get_epoch_stats_sized(const coordl *L, uint64_t epoch, coor
     coordl_status rc = cdl__get_epoch_stats(L, epoch, &e);
     if (rc == COORDL_OK) cdl__struct_out(out, out_size, &e, sizeof e);
     return rc;
+}
+
+coordl_status coordl_get_config_sized(const coordl *L, coordl_config *out, size_t out_size) {
+    if (!L || !out) return COORDL_ERR_INVALID;
+    coordl_config c;
+    cdl__get_config(L, &c);
+    cdl__struct_out(out, out_size, &c, sizeof c);
+    return COORDL_OK;
 }
 
 coordl_status coordl_sample_transform_sized(coordl *L, uint64_t epoch, uint64_t id, coordl_transform *out,

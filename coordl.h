@@ -638,6 +638,30 @@ COORDL_API coordl_status coordl_get_epoch_stats_sized(const coordl *L, uint64_t 
 #define coordl_get_epoch_stats(L, epoch, out)                                 \
     coordl_get_epoch_stats_sized((L), (epoch), (out), sizeof(coordl_epoch_stats))
 
+/* The settings L runs with, so a trainer can log what it actually got:
+ * the configuration given to coordl_open as open resolved it, and as
+ * coordl_set changed it since (out_w, out_h, batch_size). Resolved fields:
+ *   threads          the worker threads started (0 resolved; 1 for token
+ *                    pipelines by default);
+ *   cache_bytes      the MinIO budget after clamping (to the dataset's
+ *                    bytes + 64 MiB: the slab never exceeds what it can hold);
+ *   layout           COORDL_I32 for tokens, COORDL_F32 for audio (forced);
+ *   cpuset           the PUs the workers were placed on, hwloc list syntax
+ *                    (the reserved ones left out; as coordl_stats'
+ *                    placement_cpus), whatever chose them;
+ *   numa_node        the node of the cache and ring (-1: several, interleaved);
+ *   pci_bus_id       NULL (resolved into cpuset and numa_node);
+ *   prefetch_batches the ring's slots;
+ *   rank, world      from the communicator when mpi_comm is set.
+ * Every other field is as given. Strings (source, group, cpuset, topology)
+ * point into the handle and live as long as it; hooks and user pointers
+ * are the caller's own. out_size: the caller's sizeof(coordl_config) (the
+ * macro passes it; see "Stable ABI").
+ * Returns COORDL_OK, or COORDL_ERR_INVALID for a NULL argument.
+ * Thread safety: any thread while L is open. */
+COORDL_API coordl_status coordl_get_config_sized(const coordl *L, coordl_config *out, size_t out_size);
+#define coordl_get_config(L, out) coordl_get_config_sized((L), (out), sizeof(coordl_config))
+
 /* Number of items in the dataset (all ranks). Thread safety: any thread. */
 COORDL_API uint64_t coordl_num_items(const coordl *L);
 

@@ -380,6 +380,12 @@ int main(int argc, char **argv)
            (unsigned long long)coordl_num_items(L), classes, st.dataset_bytes / 1e6,
            cfg.cache_bytes / 1e6, 100 * cache_fraction, st.threads, omp_get_max_threads(),
            size, size, batch_size);
+    /* what the loader actually runs with, after open resolved the defaults */
+    coordl_config eff;
+    if (coordl_get_config(L, &eff) == COORDL_OK)
+        printf("train_demo: coordl %s runs %d workers on PUs %s (NUMA node %d), cache budget %.1f MB, "
+               "%u ring slots\n", COORDL_VERSION, eff.threads, eff.cpuset, eff.numa_node,
+               eff.cache_bytes / 1e6, eff.prefetch_batches);
 
     /* Parameters, momenta, one gradient buffer and one scratch per thread. */
     model m = model_layout((int)classes, (int)size);

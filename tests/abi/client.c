@@ -166,6 +166,17 @@ int main(int argc, char **argv) {
     }
     CHECK(pin_calls >= 1); /* pin and pin_user were read */
     CHECK(log_calls >= 1); /* log, log_user and log_level were read */
+#if COORDL_VERSION_NUMBER >= 4000
+    /* coordl_get_config (0.4.0): the effective settings, cut to our size */
+    coordl_config *eff = guarded(sizeof *eff);
+    CHECK(coordl_get_config(L, eff) == COORDL_OK);
+    guard_check(eff, sizeof *eff, "coordl_config (coordl_get_config)");
+    CHECK(eff->threads == 2 && eff->batch_size == 8 && eff->pin_user == &pin_calls);
+#if CLIENT_GROWN
+    CHECK(future_zero(eff->abi_future_));
+#endif
+    guarded_free(eff, sizeof *eff);
+#endif
 
     const uint64_t items = coordl_num_items(L), bpe = coordl_batches_per_epoch(L);
     CHECK(items == 16 && bpe == 2);
