@@ -920,6 +920,89 @@ static void cdl__arena_unmap(coordl *L, cdl__arena *a) {
 /* sorted by relative path. List file: "path<TAB>label" per line.        */
 /* ===================================================================== */
 
+/* --- opening storage files ---------------------------------------------
+ * Every file coordl reads from storage (items, token shards, list files)
+ * is opened here, and only a regular file is read: a FIFO would block the
+ * open (and then every read) until some writer appears, and a device may
+ * never end. O_NONBLOCK makes the open itself return at once whatever the
+ * path names; fstat then refuses anything but a regular file. Reads of a
+ * regular file ignore O_NONBLOCK. Symbolic links are followed (datasets
+ * are often trees of links); a loop fails the open with ELOOP.
+ * Returns the descriptor and the file's size, or -1 with *why set to a
+ * static description of the reason. */
+static int cdl__open_regular(const char *path, uint64_t *size, const char **why) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) { *why = strerror(errno); return -1; }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        *why = strerror(errno);
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        *why = S_ISFIFO(sb.st_mode)  ? "not a regular file (it is a FIFO)"
+               : S_ISDIR(sb.st_mode) ? "not a regular file (it is a directory)"
+               : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "not a regular file (it is a device)"
+               : S_ISSOCK(sb.st_mode) ? "not a regular file (it is a socket)"
+                                      : "not a regular file";
+        close(fd);
+        return -1;
+    }
+    if (size) *size = (uint64_t)sb.st_size;
+    return fd;
+}
+
+/* A whole text file (a list file) into *text, NUL-terminated, from the
+ * configured allocator; *len excludes the NUL. Open-time only. */
+static coordl_status cdl__read_text_file(coordl *L, const char *path, const char *what, char **text, size_t *len) {
+    const char *why;
+    uint64_t size;
+    *text = NULL;
+    *len = 0;
+    int fd = cdl__open_regular(path, &size, &why);
+    if (fd < 0) return cdl__open_fail(COORDL_ERR_IO, "source: cannot open %s %s: %s", what, path, why);
+    if (size >= SIZE_MAX / 2) {
+        close(fd);
+        return cdl__open_fail(COORDL_ERR_NOMEM, "source: %s %s is too large (%llu bytes)", what, path,
+                              (unsigned long long)size);
+    }
+    size_t cap = (size_t)size + 1, got = 0;
+    char *buf = cdl__malloc(L, cap);
+    while (buf) {
+        if (got + 1 == cap) { /* full: grow only if the file grew since fstat */
+            char probe;
+            ssize_t more = read(fd, &probe, 1);
+            if (more < 0 && errno == EINTR) continue;
+            if (more <= 0) break;
+            char *p = cap <= SIZE_MAX / 2 ? cdl__realloc(L, buf, cap * 2) : NULL;
+            if (!p) cdl__free(L, buf);
+            buf = p;
+            cap *= 2;
+            if (buf) buf[got++] = probe;
+            continue;
+        }
+        ssize_t r = read(fd, buf + got, cap - 1 - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            int e = errno;
+            close(fd);
+            cdl__free(L, buf);
+            return cdl__open_fail(COORDL_ERR_IO, "source: cannot read %s %s: %s", what, path, strerror(e));
+        }
+        if (r == 0) break;
+        got += (size_t)r;
+    }
+    if (!buf) {
+        close(fd);
+        return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory reading %s %s", what, path);
+    }
+    close(fd);
+    buf[got] = '\0';
+    *text = buf;
+    *len = got;
+    return COORDL_OK;
+}
+
 typedef struct cdl__indexer {
     coordl *L;
     uint64_t cap_items;
@@ -1086,68 +1169,123 @@ static coordl_status cdl__index_image_folder(coordl *L, const char *root) {
     return rc;
 }
 
-static coordl_status cdl__index_list_file(coordl *L, const char *list) {
+/* A list-file label is a class index: the bytes after the line's last
+ * TAB, one or more ASCII digits and nothing else (no sign, no spaces, no
+ * NUL), read in base 10, at most CDL_MAX_LABEL, so that the class count
+ * (the largest label + 1) is itself an int32. */
+#define CDL_MAX_LABEL 2147483646
+static int cdl__parse_label(const char *s, size_t n, int32_t *out) {
+    int64_t v = 0;
+    if (n == 0) return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return 0;
+        v = v * 10 + (s[i] - '0');
+        if (v > CDL_MAX_LABEL) return 0;
+    }
+    *out = (int32_t)v;
+    return 1;
+}
+
+/* A printable copy of n bytes for a message: printable ASCII as is, other
+ * bytes as \xNN; cut with "..." to fit cap. */
+static void cdl__quote_bytes(char *dst, size_t cap, const char *s, size_t n) {
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        const size_t w = c >= 0x20 && c < 0x7f && c != '\\' ? 1 : 4;
+        if (o + w + 4 > cap) { memcpy(dst + o, "...", 3); o += 3; break; }
+        if (w == 1) dst[o++] = (char)c;
+        else { dst[o++] = '\\'; dst[o++] = 'x'; dst[o++] = hex[c >> 4]; dst[o++] = hex[c & 15]; }
+    }
+    dst[o] = '\0';
+}
+
+/* The lines of a list file: "path<TAB>label", LF or CRLF, empty lines
+ * skipped. The path is everything before the last TAB (it may hold spaces
+ * and tabs), relative to the list file's folder unless absolute, and must
+ * name a regular file now; a malformed line fails the open naming it. */
+static coordl_status cdl__index_list_text(coordl *L, const char *list, const char *text, size_t len) {
     cdl__indexer ix = {L, 0};
-    FILE *f = fopen(list, "r");
-    if (!f) return cdl__open_fail(COORDL_ERR_IO, "source: cannot open list file %s: %s", list, strerror(errno));
-    /* Paths are relative to the list file's folder. */
     const char *slash = strrchr(list, '/');
-    size_t dir_len = slash ? (size_t)(slash - list) : 0;
-    char *line = NULL, *path = NULL;
-    size_t line_cap = 0, path_cap = 0;
-    ssize_t got;
+    const size_t dir_len = slash ? (size_t)(slash - list) : 0;
+    char *path = NULL;
+    size_t path_cap = 0, at = 0;
     uint64_t lineno = 0;
     int32_t max_label = -1;
     coordl_status rc = COORDL_OK;
-    while (rc == COORDL_OK && (got = getline(&line, &line_cap, f)) >= 0) {
+    char shown[96];
+    while (rc == COORDL_OK && at < len) {
+        const char *line = text + at;
+        const char *nl = memchr(line, '\n', len - at);
+        size_t n = nl ? (size_t)(nl - line) : len - at;
+        at += n + (nl != NULL);
         lineno++;
-        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = '\0';
-        if (got == 0) continue;
-        char *tab = strrchr(line, '\t');
+        while (n > 0 && line[n - 1] == '\r') n--;
+        if (n == 0) continue;
+        if (memchr(line, '\0', n)) {
+            rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: holds a NUL byte", list,
+                                (unsigned long long)lineno);
+            break;
+        }
+        const char *tab = NULL;
+        for (size_t i = n; i > 0 && !tab; i--)
+            if (line[i - 1] == '\t') tab = line + i - 1;
         if (!tab || tab == line) {
-            rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: expected \"path<TAB>label\"",
-                                list, (unsigned long long)lineno);
+            cdl__quote_bytes(shown, sizeof shown, line, n);
+            rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: expected \"path<TAB>label\", got \"%s\"",
+                                list, (unsigned long long)lineno, shown);
             break;
         }
-        *tab = '\0';
-        char *end;
-        errno = 0;
-        long label = strtol(tab + 1, &end, 10);
-        if (errno || end == tab + 1 || *end != '\0' || label < 0 || label > INT32_MAX) {
-            rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: label \"%s\" is not a "
-                                "non-negative integer", list, (unsigned long long)lineno, tab + 1);
+        int32_t label;
+        const size_t plen = (size_t)(tab - line), llen = n - plen - 1;
+        if (!cdl__parse_label(tab + 1, llen, &label)) {
+            cdl__quote_bytes(shown, sizeof shown, tab + 1, llen);
+            rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: label \"%s\" is not a class index "
+                                "(decimal digits only, 0..%d, after the last TAB)", list,
+                                (unsigned long long)lineno, shown, CDL_MAX_LABEL);
             break;
         }
-        size_t plen = strlen(line);
-        size_t need = dir_len + plen + 2;
-        if (!cdl__reserve(L, (void **)&path, &path_cap, need)) { rc = COORDL_ERR_NOMEM; break; }
-        if (line[0] == '/' || dir_len == 0) {
-            memcpy(path, line, plen + 1);
-        } else {
+        if (!cdl__reserve(L, (void **)&path, &path_cap, dir_len + plen + 2)) { rc = COORDL_ERR_NOMEM; break; }
+        size_t o = 0;
+        if (line[0] != '/' && dir_len > 0) {
             memcpy(path, list, dir_len);
             path[dir_len] = '/';
-            memcpy(path + dir_len + 1, line, plen + 1);
+            o = dir_len + 1;
         }
+        memcpy(path + o, line, plen);
+        path[o + plen] = '\0';
         struct stat sb;
-        if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-            rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: %s is not a readable file",
-                                list, (unsigned long long)lineno, path);
+        const int st = stat(path, &sb);
+        if (st != 0 || !S_ISREG(sb.st_mode)) {
+            cdl__quote_bytes(shown, sizeof shown, path, o + plen);
+            rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: %s is not a readable file (%s)",
+                                list, (unsigned long long)lineno, shown,
+                                st != 0 ? strerror(errno) : "not a regular file");
             break;
         }
         uint64_t off;
-        if (!cdl__strings_append(L, path, strlen(path), &off) ||
-            !cdl__items_push(&ix, off, (uint64_t)sb.st_size, (int32_t)label)) {
+        if (!cdl__strings_append(L, path, o + plen, &off) ||
+            !cdl__items_push(&ix, off, (uint64_t)sb.st_size, label)) {
             rc = COORDL_ERR_NOMEM;
             break;
         }
         L->dataset_bytes += (uint64_t)sb.st_size;
-        if (label > max_label) max_label = (int32_t)label;
+        if (label > max_label) max_label = label;
     }
     if (rc == COORDL_ERR_NOMEM) rc = cdl__open_fail(rc, "out of memory while reading %s", list);
-    free(line);
     cdl__free(L, path);
-    fclose(f);
-    L->num_classes = (uint32_t)(max_label + 1);
+    L->num_classes = max_label < 0 ? 0 : (uint32_t)max_label + 1;
+    return rc;
+}
+
+static coordl_status cdl__index_list_file(coordl *L, const char *list) {
+    char *text;
+    size_t len;
+    coordl_status rc = cdl__read_text_file(L, list, "list file", &text, &len);
+    if (rc != COORDL_OK) return rc;
+    rc = cdl__index_list_text(L, list, text, len);
+    cdl__free(L, text);
     return rc;
 }
 
@@ -1161,14 +1299,14 @@ static coordl_status cdl__index_list_file(coordl *L, const char *list) {
 #define CDL_SHARD_MAGIC_U32 20240801
 
 static coordl_status cdl__add_shard(coordl *L, const char *path, size_t *cap) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return cdl__open_fail(COORDL_ERR_IO, "source: cannot open token shard %s: %s", path, strerror(errno));
+    const char *why;
+    uint64_t size;
+    int fd = cdl__open_regular(path, &size, &why);
+    if (fd < 0) return cdl__open_fail(COORDL_ERR_IO, "source: cannot open token shard %s: %s", path, why);
     int32_t h[256];
-    struct stat sb;
     ssize_t got = pread(fd, h, sizeof h, 0);
-    int st = fstat(fd, &sb);
     close(fd);
-    if (got != (ssize_t)sizeof h || st != 0)
+    if (got != (ssize_t)sizeof h)
         return cdl__open_fail(COORDL_ERR_CORRUPT, "source: token shard %s: shorter than its %d-byte header",
                               path, CDL_SHARD_HEADER_BYTES);
     uint32_t tb;
@@ -1179,9 +1317,9 @@ static coordl_status cdl__add_shard(coordl *L, const char *path, size_t *cap) {
                               "expected 20240520/1 or 20240801/7)", path, h[0], h[1]);
     if (h[2] < 0) return cdl__open_fail(COORDL_ERR_CORRUPT, "source: token shard %s: negative token count", path);
     uint64_t ntok = (uint32_t)h[2];
-    if ((uint64_t)sb.st_size < CDL_SHARD_HEADER_BYTES + ntok * tb)
+    if (size < CDL_SHARD_HEADER_BYTES + ntok * tb)
         return cdl__open_fail(COORDL_ERR_CORRUPT, "source: token shard %s: truncated body (%llu bytes; the "
-                              "header promises %llu tokens = %llu bytes)", path, (unsigned long long)sb.st_size,
+                              "header promises %llu tokens = %llu bytes)", path, (unsigned long long)size,
                               (unsigned long long)ntok, (unsigned long long)(CDL_SHARD_HEADER_BYTES + ntok * tb));
     if (L->nshards == *cap) {
         size_t ncap = *cap ? *cap * 2 : 16;
@@ -1232,27 +1370,36 @@ static coordl_status cdl__index_tokens(coordl *L) {
         /* one shard, or a text list of shards (paths relative to it): a
          * list is text, a shard's header has NUL bytes */
         unsigned char head[CDL_SHARD_HEADER_BYTES];
-        int fd = open(src, O_RDONLY | O_CLOEXEC);
-        ssize_t got = fd >= 0 ? pread(fd, head, sizeof head, 0) : -1;
-        if (fd >= 0) close(fd);
+        const char *why;
+        int fd = cdl__open_regular(src, NULL, &why);
+        if (fd < 0) return cdl__open_fail(COORDL_ERR_IO, "source: cannot open %s: %s", src, why);
+        ssize_t got = pread(fd, head, sizeof head, 0);
+        close(fd);
         if (got > 0 && memchr(head, 0, (size_t)got)) return cdl__add_shard(L, src, &cap);
-        FILE *f = fopen(src, "r");
-        if (!f) return cdl__open_fail(COORDL_ERR_IO, "source: cannot open %s: %s", src, strerror(errno));
+        char *text;
+        size_t len, at = 0;
+        rc = cdl__read_text_file(L, src, "shard list", &text, &len);
+        if (rc != COORDL_OK) return rc;
         const char *slash = strrchr(src, '/');
-        int dir_len = slash ? (int)(slash - src) : 0;
-        char *line = NULL;
-        size_t line_cap = 0;
-        ssize_t len;
+        const int dir_len = slash ? (int)(slash - src) : 0;
         char path[PATH_MAX];
-        while (rc == COORDL_OK && (len = getline(&line, &line_cap, f)) >= 0) {
-            while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
-            if (len == 0) continue;
-            if (line[0] == '/' || dir_len == 0) snprintf(path, sizeof path, "%s", line);
-            else snprintf(path, sizeof path, "%.*s/%s", dir_len, src, line);
-            rc = cdl__add_shard(L, path, &cap);
+        for (uint64_t lineno = 1; rc == COORDL_OK && at < len; lineno++) {
+            const char *line = text + at;
+            const char *nl = memchr(line, '\n', len - at);
+            size_t n = nl ? (size_t)(nl - line) : len - at;
+            at += n + (nl != NULL);
+            while (n > 0 && line[n - 1] == '\r') n--;
+            if (n == 0) continue;
+            int w = memchr(line, '\0', n) ? -1
+                    : line[0] == '/' || dir_len == 0 ? snprintf(path, sizeof path, "%.*s", (int)n, line)
+                    : snprintf(path, sizeof path, "%.*s/%.*s", dir_len, src, (int)n, line);
+            if (w < 0 || (size_t)w >= sizeof path)
+                rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: %s", src, (unsigned long long)lineno,
+                                    w < 0 ? "holds a NUL byte" : "path too long");
+            else
+                rc = cdl__add_shard(L, path, &cap);
         }
-        free(line);
-        fclose(f);
+        cdl__free(L, text);
     }
     if (rc == COORDL_OK && L->nshards == 0) rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s names no token shards", src);
     if (rc == COORDL_OK && L->num_items == 0)
@@ -1729,8 +1876,9 @@ static coordl_status cdl__read_window(cdl__worker *W, uint64_t id, cdl__bytes *o
     const off_t off = (off_t)(CDL_SHARD_HEADER_BYTES + (id - sh->first_item) * L->cfg.seq_len * sh->tok_bytes);
     if (!cdl__reserve(L, (void **)&W->readbuf, &W->readcap, len + 16))
         return cdl__worker_error(W, COORDL_ERR_NOMEM, "%s: out of memory for %zu bytes", path, len);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return cdl__worker_error(W, COORDL_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    const char *why;
+    int fd = cdl__open_regular(path, NULL, &why);
+    if (fd < 0) return cdl__worker_error(W, COORDL_ERR_IO, "%s: cannot open: %s", path, why);
     size_t got = 0;
     while (got < len) {
         ssize_t r = pread(fd, W->readbuf + got, len - got, off + (off_t)got);
@@ -1753,22 +1901,17 @@ static coordl_status cdl__read_window(cdl__worker *W, uint64_t id, cdl__bytes *o
 static coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes *out) {
     coordl *L = W->L;
     if (L->shards) return cdl__read_window(W, id, out);
-    const char *path = cdl__item_path(L, id);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return cdl__worker_error(W, COORDL_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return cdl__worker_error(W, COORDL_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if ((uint64_t)sb.st_size > L->cfg.max_item_bytes) {
+    const char *path = cdl__item_path(L, id), *why;
+    uint64_t size;
+    int fd = cdl__open_regular(path, &size, &why);
+    if (fd < 0) return cdl__worker_error(W, COORDL_ERR_IO, "%s: cannot open: %s", path, why);
+    if (size > L->cfg.max_item_bytes) {
         close(fd);
         return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: %llu bytes exceeds max_item_bytes (%llu)",
-                                 path, (unsigned long long)sb.st_size,
+                                 path, (unsigned long long)size,
                                  (unsigned long long)L->cfg.max_item_bytes);
     }
-    size_t want = (size_t)sb.st_size;
+    size_t want = (size_t)size;
     if (!cdl__reserve(L, (void **)&W->readbuf, &W->readcap, want + 16)) {
         close(fd);
         return cdl__worker_error(W, COORDL_ERR_NOMEM, "%s: out of memory for %zu bytes", path, want);
@@ -4965,15 +5108,16 @@ size_t coordl_stats_json(const coordl *L, char *buf, size_t cap) {
 /* Evicts the dataset's files from the page cache, so the next read comes
  * from storage (posix_fadvise needs no privilege, unlike drop_caches). */
 static void cdl__drop_page_cache(const coordl *L) {
+    const char *why; /* a file that cannot be opened has nothing cached */
     if (L->shards) {
         for (size_t i = 0; i < L->nshards; i++) {
-            int fd = open(L->strings + L->shards[i].path_off, O_RDONLY | O_CLOEXEC);
+            int fd = cdl__open_regular(L->strings + L->shards[i].path_off, NULL, &why);
             if (fd >= 0) { posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED); close(fd); }
         }
         return;
     }
     for (uint64_t id = 0; id < L->num_items; id++) {
-        int fd = open(cdl__item_path(L, id), O_RDONLY | O_CLOEXEC);
+        int fd = cdl__open_regular(cdl__item_path(L, id), NULL, &why);
         if (fd >= 0) { posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED); close(fd); }
     }
 }

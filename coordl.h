@@ -262,7 +262,18 @@ typedef struct coordl_config {
     const char *source;       /* ImageFolder root (root/<class>/<file>, classes
                                  sorted by name are labels 0..K-1), or a list
                                  file of "path<TAB>label" lines (paths relative
-                                 to the list file's folder). Required.       */
+                                 to the list file's folder). Required.
+                                 A list label is the text after the line's
+                                 last TAB: decimal digits only (no sign, no
+                                 spaces, nothing else), 0..2147483646, so
+                                 the class count fits an int32; LF or CRLF;
+                                 empty lines skipped; a path may hold any
+                                 byte but NUL. Another line fails
+                                 coordl_open (COORDL_ERR_INVALID, naming the
+                                 line). Only regular files are read: a FIFO
+                                 or device in place of an item, shard or
+                                 list file is refused (COORDL_ERR_IO), never
+                                 waited on.                                  */
     coordl_pipeline pipeline; /* default COORDL_PIPE_TRAIN                   */
 
     /* --- batches ------------------------------------------------------ */
