@@ -87,10 +87,26 @@ static void run_bounded(const char *what, child_fn fn, void *arg, unsigned secon
         }                                                        \
     } while (0)
 
+/* Puts a FIFO at path in one step (made aside, then renamed over it), so
+ * a worker reading path meanwhile sees the old file or the FIFO, never a
+ * missing name. Returns 0, or -1 with errno set. */
+static int put_fifo(const char *path)
+{
+    char tmp[4096];
+    int n = snprintf(tmp, sizeof tmp, "%s.fifo-tmp", path);
+    if (n < 0 || (size_t)n >= sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    unlink(tmp);
+    if (mkfifo(tmp, 0600) != 0)
+        return -1;
+    return rename(tmp, path);
+}
+
 static void make_fifo(const char *path)
 {
-    unlink(path);
-    if (mkfifo(path, 0600) != 0)
+    if (put_fifo(path) != 0)
         fail_msg("mkfifo %s: %s", path, strerror(errno));
 }
 
@@ -124,9 +140,10 @@ static item_case make_item_case(int policy, int as_device)
 static void replace_victim(const item_case *c)
 {
     if (c->as_device) {
-        unlink(c->victim);
-        if (symlink("/dev/zero", c->victim) != 0)
+        char *tmp = tu_join(c->root, "link-tmp");
+        if (symlink("/dev/zero", tmp) != 0 || rename(tmp, c->victim) != 0)
             fail_msg("symlink: %s", strerror(errno));
+        free(tmp);
     } else {
         make_fifo(c->victim);
     }
@@ -322,8 +339,7 @@ static int child_shard_becomes_fifo(void *arg)
     cfg.shuffle = 0;
     coordl *L = NULL;
     CHILD_CHECK(coordl_open(&cfg, &L) == COORDL_OK, "%s", coordl_errmsg(NULL));
-    unlink(path);
-    CHILD_CHECK(mkfifo(path, 0600) == 0, "mkfifo");
+    CHILD_CHECK(put_fifo(path) == 0, "mkfifo: %s", strerror(errno));
     /* batch 0 may have been read before the swap; by batch 2 it is a FIFO */
     int io = 0;
     for (int i = 0; i < 4; i++) {
@@ -565,8 +581,10 @@ static void test_item_turned_into_symlink_loop_is_io_error(void **state)
     cfg.shuffle = 0;
     cfg.prefetch_batches = 1;
     coordl *L = tu_open(&cfg);
-    unlink(c.victim);
-    assert_int_equal(symlink(strrchr(c.victim, '/') + 1, c.victim), 0); /* itself */
+    char *tmp = tu_join(c.root, "link-tmp");
+    assert_int_equal(symlink(strrchr(c.victim, '/') + 1, tmp), 0); /* to itself, once renamed */
+    assert_int_equal(rename(tmp, c.victim), 0);
+    free(tmp);
     for (uint64_t i = 0; i < N_ITEMS / BATCH; i++) {
         coordl_batch b;
         coordl_status rc = coordl_next(L, &b);
