@@ -3049,6 +3049,27 @@ static void cdl__cmyk_row_to_rgb(const cdl__u8 *in, cdl__u8 *out, int n, int inv
     }
 }
 
+/* Pixels of context the chroma upsampler reads around a decoded region
+ * (after jpeg_calc_output_dimensions). libjpeg-turbo's fancy upsampling
+ * (h2v1, h2v2) takes each output pixel from its chroma sample and the
+ * nearest neighbouring one, so an edge pixel needs the chroma sample one
+ * output pixel beyond it; jpeg_skip_scanlines into the middle of a chroma
+ * row pair needs one row more. Measured over every region of 4:2:0, 4:2:2,
+ * 4:4:0, 4:1:1, 4:4:4, gray, CMYK and YCCK sources at each DCT scale: 2
+ * pixels make every region equal to a full decode's, 1 left 0.1% of them
+ * off (tests/test_jpeg_exact.c). At 1/8 libjpeg does not upsample fancily
+ * (and at 1/2 and 1/4 4:2:0 chroma comes out of the IDCT at full size), so
+ * no context is needed there; the margin is kept for every scale below 1/8
+ * since it costs one more iMCU only when the crop ends near one. */
+static int cdl__jpeg_context_margin(const struct jpeg_decompress_struct *jd, int d) {
+    if (d >= 8) return 0;
+    for (int c = 0; c < jd->num_components; c++)
+        if (jd->comp_info[c].h_samp_factor != jd->max_h_samp_factor ||
+            jd->comp_info[c].v_samp_factor != jd->max_v_samp_factor)
+            return 2;
+    return 0;
+}
+
 /* The body that may longjmp: only plain locals that are not changed after
  * setjmp, per C11 7.13.2.1. */
 static coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cdl__bytes *in,
@@ -3091,16 +3112,24 @@ static coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cd
         return rc;
     }
     jpeg_start_decompress(jd);
-    JDIMENSION xoff = (JDIMENSION)ax.lo, cw = (JDIMENSION)(ax.hi - ax.lo);
+    /* The region the resampler reads, widened where the chroma upsampler
+     * needs context: decoded to end exactly at the crop, libjpeg treats the
+     * region's edge as the image's and replicates the edge chroma sample,
+     * so edge pixels differed from a full decode (by up to ~15 levels) for
+     * 4:2:0 and 4:2:2 sources. */
+    const int m = cdl__jpeg_context_margin(jd, d);
+    const int x0 = ax.lo > m ? ax.lo - m : 0, y0 = ay.lo > m ? ay.lo - m : 0;
+    const int x1 = ax.hi + m < (int)jd->output_width ? ax.hi + m : (int)jd->output_width;
+    JDIMENSION xoff = (JDIMENSION)x0, cw = (JDIMENSION)(x1 - x0);
     if (cw < jd->output_width) jpeg_crop_scanline(jd, &xoff, &cw);
     const size_t stride = (size_t)cw * 3;
-    const int rows = ay.hi - ay.lo;
+    const int rows = ay.hi - y0;
     if (!cdl__reserve(L, (void **)&W->pix, &W->pixcap, stride * (size_t)rows + 64) ||
         (cmyk && !cdl__reserve(L, (void **)&W->row4, &W->row4cap, (size_t)cw * 4 + 64))) {
         jpeg_abort_decompress(jd);
         return cdl__worker_error(W, COORDL_ERR_NOMEM, "%s: out of memory for the decoded region", path);
     }
-    if (ay.lo > 0) jpeg_skip_scanlines(jd, (JDIMENSION)ay.lo);
+    if (y0 > 0) jpeg_skip_scanlines(jd, (JDIMENSION)y0);
     for (int r = 0; r < rows;) {
         cdl__u8 *target = cmyk ? W->row4 : W->pix + (size_t)r * stride;
         JSAMPROW rowp[1] = {target};
@@ -3116,7 +3145,7 @@ static coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cd
                                  W->jerr.fatal_warning ? W->jerr.msg : "rows missing");
     uint64_t t1 = cdl__now_ns();
     W->decode_ns += t1 - t0;
-    cdl__resample(L, W, W->pix, stride, (int)xoff, ay.lo, &ax, &ay, &g, dst);
+    cdl__resample(L, W, W->pix, stride, (int)xoff, y0, &ax, &ay, &g, dst);
     W->augment_ns += cdl__now_ns() - t1;
     return COORDL_OK;
 }
