@@ -7,6 +7,7 @@
 #   make MPI=1 test   also the partitioned cache over MPI (mpicc, mpirun)
 #   make install [PREFIX=/usr/local] [DESTDIR=]   header, libraries, pkg-config,
 #                   CMake package, coordl-analyze; make uninstall reverses it
+#   make test-packaging   install/uninstall checked, README's build commands run
 MPI     ?= 0
 ifeq ($(MPI),1)
 CC      := mpicc
@@ -137,6 +138,63 @@ demo: deps
 bench: deps
 	$(MAKE) lib
 	bash bench/run.sh
+
+# ---- install ------------------------------------------------------------
+# make install [PREFIX=/usr/local] [DESTDIR=/staging/root]: coordl.h,
+# libcoordl.a, libcoordl.so.X.Y.Z (+ .so.X, .so links), pkg-config coordl,
+# the CMake package coordl (target coordl::coordl) and coordl-analyze.
+# make uninstall removes exactly those files. Built from $(BUILD), so
+# `make MPI=1 install` installs the MPI build (and says so in Libs.private).
+PREFIX     ?= /usr/local
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+BINDIR     ?= $(PREFIX)/bin
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+CMAKEDIR   ?= $(LIBDIR)/cmake/coordl
+INSTALL    ?= install
+LIBS_PRIVATE = $(strip $(LIBS) $(if $(filter 1,$(MPI)),$(shell $(CC) --showme:link)))
+empty :=
+space := $(empty) $(empty)
+CMAKE_PRIVATE_LIBS = $(subst $(space),;,$(strip $(patsubst -l%,%,$(filter-out -lpthread,$(LIBS))) Threads::Threads $(if $(filter 1,$(MPI)),MPI::MPI_C)))
+PKG_SUBST = -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
+  -e 's|@VERSION@|$(VERSION)|g' -e 's|@SOVERSION@|$(firstword $(subst ., ,$(VERSION)))|g' \
+  -e 's|@LIBS_PRIVATE@|$(LIBS_PRIVATE)|g' -e 's|@CMAKE_PRIVATE_LIBS@|$(CMAKE_PRIVATE_LIBS)|g' \
+  -e 's|@COORDL_MPI_DEP@|$(if $(filter 1,$(MPI)),ON,OFF)|g' \
+  -e 's|@SIZEOF_VOID_P@|$(if $(filter 64,$(shell getconf LONG_BIT)),8,4)|g' \
+  -e "s|@REL_LIBDIR@|$$(realpath -m --relative-to=$(CMAKEDIR) $(LIBDIR))|g" \
+  -e "s|@REL_INCLUDEDIR@|$$(realpath -m --relative-to=$(CMAKEDIR) $(INCLUDEDIR))|g"
+PKG_SUBST_NAMES = (@PREFIX@ @VERSION@ @LIBS_PRIVATE@ ...)
+INSTALLED = $(INCLUDEDIR)/coordl.h $(LIBDIR)/libcoordl.a $(LIBDIR)/libcoordl.so.$(VERSION) \
+  $(LIBDIR)/$(SONAME) $(LIBDIR)/libcoordl.so $(PKGCONFIGDIR)/coordl.pc \
+  $(CMAKEDIR)/coordlConfig.cmake $(CMAKEDIR)/coordlConfigVersion.cmake $(BINDIR)/coordl-analyze
+
+.PHONY: install uninstall
+install: lib $(BUILD)/coordl-analyze
+	$(INSTALL) -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(BINDIR)
+	$(INSTALL) -m 644 coordl.h $(DESTDIR)$(INCLUDEDIR)/coordl.h
+	$(INSTALL) -m 644 $(BUILD)/libcoordl.a $(DESTDIR)$(LIBDIR)/libcoordl.a
+	$(INSTALL) -m 755 $(BUILD)/libcoordl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libcoordl.so.$(VERSION)
+	ln -sf libcoordl.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libcoordl.so
+	@echo "sed $(PKG_SUBST_NAMES) pkg/coordl.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/coordl.pc"; sed $(PKG_SUBST) pkg/coordl.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/coordl.pc
+	@echo "sed $(PKG_SUBST_NAMES) pkg/coordlConfig.cmake.in > $(DESTDIR)$(CMAKEDIR)/coordlConfig.cmake"; sed $(PKG_SUBST) pkg/coordlConfig.cmake.in > $(DESTDIR)$(CMAKEDIR)/coordlConfig.cmake
+	@echo "sed $(PKG_SUBST_NAMES) pkg/coordlConfigVersion.cmake.in > $(DESTDIR)$(CMAKEDIR)/coordlConfigVersion.cmake"; sed $(PKG_SUBST) pkg/coordlConfigVersion.cmake.in > $(DESTDIR)$(CMAKEDIR)/coordlConfigVersion.cmake
+	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/coordl.pc $(DESTDIR)$(CMAKEDIR)/coordlConfig*.cmake
+	$(INSTALL) -m 755 $(BUILD)/coordl-analyze $(DESTDIR)$(BINDIR)/coordl-analyze
+	@# a system install is found by the dynamic loader only after ldconfig
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	-rmdir $(DESTDIR)$(CMAKEDIR) 2>/dev/null
+
+# make install/uninstall checked file by file, and README's "Build"
+# commands run exactly as printed (an outside program built and run each
+# way). CI runs it; it builds coordl several times, so it is not in make test.
+.PHONY: test-packaging
+test-packaging: deps lib tools
+	bash tests/packaging/install.sh
+	bash tests/packaging/recipes.sh run all
 
 clean:
 	rm -rf build build-san build-nohwloc build-san-nohwloc
