@@ -79,7 +79,11 @@
 
 /* stb_image is compiled into this translation unit with static linkage so
  * that a trainer that also uses stb_image gets no symbol clash. libjpeg
- * handles JPEG unless COORDL_NO_JPEGTURBO is defined. */
+ * handles JPEG unless COORDL_NO_JPEGTURBO is defined. Only the formats
+ * coordl documents are compiled in (PNG, BMP, binary PPM/PGM, TGA; JPEG
+ * only without libjpeg): GIF, PSD, PIC and HDR bytes are refused, not
+ * decoded, whatever the file is named. stb's allocations go through the
+ * handle's allocator hooks and the decode budget (section 13). */
 #define STB_IMAGE_STATIC
 #define STB_IMAGE_IMPLEMENTATION
 #define STBI_NO_STDIO
@@ -87,9 +91,18 @@
 #define STBI_NO_LINEAR
 #define STBI_NO_PSD
 #define STBI_NO_PIC
+#define STBI_NO_GIF
 #ifndef COORDL_NO_JPEGTURBO
 #define STBI_NO_JPEG
 #endif
+#define CDL_MAX_SIDE (1 << 24) /* longest image side any decoder may report */
+#define STBI_MAX_DIMENSIONS CDL_MAX_SIDE
+static void *cdl__stb_malloc(size_t n);
+static void *cdl__stb_realloc(void *p, size_t n);
+static void cdl__stb_free(void *p);
+#define STBI_MALLOC(n) cdl__stb_malloc(n)
+#define STBI_REALLOC(p, n) cdl__stb_realloc(p, n)
+#define STBI_FREE(p) cdl__stb_free(p)
 #if defined(__GNUC__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
@@ -1842,6 +1855,7 @@ struct cdl__worker {
         int fatal_warning;
         char msg[JMSG_LENGTH_MAX];
     } jerr;
+    struct jpeg_progress_mgr jprogress; /* enforces CDL_JPEG_MAX_SCANS */
     int jd_ready;
 #endif
     /* row stats, added to the handle under its mutex when the row is done */
@@ -2973,6 +2987,16 @@ static void cdl__resample(coordl *L, cdl__worker *W, const cdl__u8 *src, size_t 
         }
 }
 
+/* Bytes of the resampling window for these tables: K_y + 1 float rows of
+ * the output width and one float row of the source span. It grows with
+ * the crop's width in source pixels, so it counts in the decode budget
+ * (section 13). */
+static uint64_t cdl__window_bytes(const coordl *L, const cdl__axis *ax, const cdl__axis *ay) {
+    const uint64_t rowf = 3 * cdl__round_up((size_t)L->cfg.out_w, 4);
+    const uint64_t cols = (uint64_t)(ax->hi - ax->lo) * 3 + 8;
+    return (((uint64_t)ay->K + 1) * rowf + cols) * sizeof(float);
+}
+
 /* Builds both tables for geometry g (in decoded-image pixels) and makes
  * room for the resampling window. */
 static coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cdl__axis *ax, cdl__axis *ay) {
@@ -2992,8 +3016,12 @@ static coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cdl__ax
                          g->y0, g->sh, g->clip_y0, g->clip_y1, 0))
         return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for resampling tables");
     const size_t rowf = 3 * cdl__round_up((size_t)L->cfg.out_w, 4);
-    const size_t cols = (size_t)(ax->hi - ax->lo) * 3 + 8;
-    if (!cdl__reserve(L, (void **)&W->tmp, &W->tmpcap, (((size_t)ay->K + 1) * rowf + cols) * sizeof(float)) ||
+    const uint64_t window = cdl__window_bytes(L, ax, ay);
+    if (window > L->cfg.max_decode_bytes)
+        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "resampling a crop %d source pixels wide needs %llu bytes, "
+                                 "over max_decode_bytes (%llu)", ax->hi - ax->lo, (unsigned long long)window,
+                                 (unsigned long long)L->cfg.max_decode_bytes);
+    if (!cdl__reserve(L, (void **)&W->tmp, &W->tmpcap, (size_t)window) ||
         !cdl__reserve(L, (void **)&W->window_row, &W->window_rowcap, (size_t)ay->K * sizeof(int32_t)) ||
         (g->angle != 0.0f && !cdl__reserve(L, (void **)&W->rot, &W->rotcap, rowf * L->cfg.out_h * sizeof(float))))
         return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for a resampling window");
@@ -3009,7 +3037,182 @@ static coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cdl__ax
 /* per worker, reused. Other formats: stb_image, full decode.            */
 /* ===================================================================== */
 
+/* --- what is decoded, and within which bounds --------------------------
+ * Only the documented formats are decoded: JPEG (libjpeg; stb's JPEG
+ * decoder only under COORDL_NO_JPEGTURBO), PNG, BMP, binary PPM/PGM and
+ * TGA (stb_image, every other stb decoder compiled out). A file in another
+ * format coordl knows by its signature is COORDL_ERR_UNSUPPORTED naming
+ * the format; bytes no decoder recognises are COORDL_ERR_CORRUPT. Before
+ * any pixel is decoded the header must give each side in 1..CDL_MAX_SIDE
+ * and at most max_pixels, and the decode's memory (the decoder's buffers,
+ * coordl's decoded region and resampling window) must fit
+ * max_decode_bytes; otherwise the item is a bad sample. */
+#define CDL_JPEG_MAX_SCANS 500 /* progressive files have ~10; libjpeg-turbo's fuzzers stop at 500 */
+
+static const char *cdl__unsupported_format(const cdl__u8 *p, size_t n) {
+#define CDL_SIG(off, lit) (n >= (off) + sizeof(lit) - 1 && memcmp(p + (off), lit, sizeof(lit) - 1) == 0)
+    if (CDL_SIG(0, "GIF87a") || CDL_SIG(0, "GIF89a")) return "GIF";
+    if (CDL_SIG(0, "8BPS")) return "PSD";
+    if (CDL_SIG(0, "#?RADIANCE") || CDL_SIG(0, "#?RGBE")) return "Radiance HDR";
+    if (CDL_SIG(0, "\x53\x80\xf6\x34")) return "Softimage PIC";
+    if (CDL_SIG(0, "RIFF") && CDL_SIG(8, "WEBP")) return "WebP";
+    if (CDL_SIG(0, "II*\0") || CDL_SIG(0, "MM\0*")) return "TIFF";
+    if (CDL_SIG(0, "\0\0\0\x0cjP  ") || CDL_SIG(0, "\xff\x4f\xff\x51")) return "JPEG 2000";
+    if (CDL_SIG(0, "\xff\x0a") || CDL_SIG(0, "\0\0\0\x0cJXL ")) return "JPEG XL";
+    if (CDL_SIG(4, "ftyp")) return "ISO media (HEIF/AVIF)";
+    if (n >= 2 && p[0] == 'P' && (p[1] == '1' || p[1] == '2' || p[1] == '3' || p[1] == '4' || p[1] == '7'))
+        return "ASCII, bitmap or PAM netpbm (only binary P5/P6 are read)";
+#undef CDL_SIG
+    return NULL;
+}
+
+static coordl_status cdl__check_image_size(cdl__worker *W, const char *path, int64_t iw, int64_t ih) {
+    if (iw < 1 || ih < 1 || iw > CDL_MAX_SIDE || ih > CDL_MAX_SIDE)
+        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: image size %lldx%lld is not decodable (each side "
+                                 "must be 1..%d)", path, (long long)iw, (long long)ih, CDL_MAX_SIDE);
+    if ((uint64_t)iw * (uint64_t)ih > W->L->cfg.max_pixels)
+        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: %lldx%lld pixels exceeds max_pixels (%llu)", path,
+                                 (long long)iw, (long long)ih, (unsigned long long)W->L->cfg.max_pixels);
+    return COORDL_OK;
+}
+
+static coordl_status cdl__over_decode_limit(cdl__worker *W, const char *path, const char *what, uint64_t need) {
+    return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: decoding needs %s%llu bytes, over max_decode_bytes (%llu)",
+                             path, what, (unsigned long long)need, (unsigned long long)W->L->cfg.max_decode_bytes);
+}
+
+/* A resampling error (section 12 knows no path) gets the file's name. */
+static coordl_status cdl__name_error(cdl__worker *W, const char *path, coordl_status rc) {
+    char msg[CDL_ERRMSG_MAX];
+    memcpy(msg, W->err, sizeof msg);
+    return cdl__worker_error(W, rc, "%s: %s", path, msg);
+}
+
+/* --- stb_image's memory ------------------------------------------------
+ * STBI_MALLOC/REALLOC/FREE (section 1) are these functions: every block
+ * comes from the handle's allocator hooks and counts against the budget of
+ * the stb call in progress, which refuses (stb then fails "outofmem") what
+ * would pass its limit. stb has no context argument, so the budget reaches
+ * them through a thread-local pointer set only around a call into stb
+ * (cdl__stb_enter/leave) and NULL otherwise, when every allocation is
+ * refused: a trainer's own stb_image is a separate copy and never comes
+ * here. Each block carries its size and handle in a header. */
+typedef struct cdl__stb_budget {
+    const coordl *L;
+    uint64_t limit, used, peak;
+    uint64_t refused; /* the total an allocation would have reached; 0: none */
+} cdl__stb_budget;
+
+static _Thread_local cdl__stb_budget *cdl__stb_active;
+
+typedef union cdl__stb_block {
+    struct {
+        size_t size;
+        const coordl *L;
+    } h;
+    max_align_t align;
+} cdl__stb_block;
+
+static void cdl__stb_enter(cdl__stb_budget *b, const coordl *L, uint64_t limit) {
+    b->L = L;
+    b->limit = limit;
+    b->used = b->peak = b->refused = 0;
+    cdl__stb_active = b;
+}
+static void cdl__stb_leave(void) { cdl__stb_active = NULL; }
+
+static int cdl__stb_grant(cdl__stb_budget *b, size_t more) {
+    if (more > b->limit - b->used || more > SIZE_MAX - sizeof(cdl__stb_block)) {
+        b->refused = b->used + more < b->used ? UINT64_MAX : b->used + more;
+        return 0;
+    }
+    return 1;
+}
+
+static void *cdl__stb_malloc(size_t n) {
+    cdl__stb_budget *b = cdl__stb_active;
+    if (!b || !cdl__stb_grant(b, n)) return NULL;
+    cdl__stb_block *k = cdl__malloc(b->L, sizeof *k + n);
+    if (!k) return NULL;
+    k->h.size = n;
+    k->h.L = b->L;
+    b->used += n;
+    if (b->used > b->peak) b->peak = b->used;
+    return k + 1;
+}
+
+static void cdl__stb_free(void *p) {
+    if (!p) return;
+    cdl__stb_block *k = (cdl__stb_block *)p - 1;
+    if (cdl__stb_active) cdl__stb_active->used -= k->h.size;
+    cdl__free(k->h.L, k);
+}
+
+static void *cdl__stb_realloc(void *p, size_t n) {
+    if (!p) return cdl__stb_malloc(n);
+    cdl__stb_budget *b = cdl__stb_active;
+    cdl__stb_block *k = (cdl__stb_block *)p - 1;
+    const size_t old = k->h.size;
+    if (!b || (n > old && !cdl__stb_grant(b, n - old))) return NULL;
+    cdl__stb_block *nk = cdl__realloc(b->L, k, sizeof *nk + n);
+    if (!nk) return NULL;
+    nk->h.size = n;
+    b->used = b->used - old + n;
+    if (b->used > b->peak) b->peak = b->used;
+    return nk + 1;
+}
+
+/* The size in an stb-decodable header, checked; refuses formats coordl
+ * does not decode. */
+static coordl_status cdl__stb_header(cdl__worker *W, const char *path, const cdl__bytes *in, int *iw, int *ih) {
+    const char *other = cdl__unsupported_format(in->p, in->len);
+    if (other)
+        return cdl__worker_error(W, COORDL_ERR_UNSUPPORTED, "%s: %s images are not decoded (coordl reads JPEG, PNG, "
+                                 "BMP, binary PPM/PGM and TGA)", path, other);
+    if (in->len > INT_MAX) return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: too large for stb_image", path);
+    cdl__stb_budget b;
+    int comp = 0, ok;
+    *iw = *ih = 0;
+    cdl__stb_enter(&b, W->L, W->L->cfg.max_decode_bytes);
+    ok = stbi_info_from_memory(in->p, (int)in->len, iw, ih, &comp);
+    cdl__stb_leave();
+    if (!ok)
+        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: not a recognised image (%s)", path,
+                                 stbi_failure_reason());
+    return cdl__check_image_size(W, path, *iw, *ih);
+}
+
 #ifndef COORDL_NO_JPEGTURBO
+static void cdl__jpeg_scan_limit(j_common_ptr cinfo) {
+    if (cinfo->is_decompressor && ((j_decompress_ptr)cinfo)->input_scan_number > CDL_JPEG_MAX_SCANS) {
+        struct cdl__jpeg_err *e = (struct cdl__jpeg_err *)cinfo->err;
+        snprintf(e->msg, sizeof e->msg, "more than %d scans", CDL_JPEG_MAX_SCANS);
+        longjmp(e->jump, 1);
+    }
+}
+
+/* What libjpeg will allocate for this decode beyond small tables: the
+ * whole-image coefficient arrays of a multi-scan (progressive or
+ * non-interleaved) file, 128 bytes per block, and its strip buffers (a
+ * few block rows across the image; an estimate). After
+ * jpeg_calc_output_dimensions. */
+static uint64_t cdl__jpeg_need(j_decompress_ptr jd) {
+    uint64_t need = 0;
+    for (int c = 0; c < jd->num_components; c++) {
+        const jpeg_component_info *ci = &jd->comp_info[c];
+        if (jpeg_has_multiple_scans(jd)) {
+            const uint64_t bw = (ci->width_in_blocks + (JDIMENSION)ci->h_samp_factor - 1) / (JDIMENSION)ci->h_samp_factor *
+                                (JDIMENSION)ci->h_samp_factor;
+            const uint64_t bh = (ci->height_in_blocks + (JDIMENSION)ci->v_samp_factor - 1) / (JDIMENSION)ci->v_samp_factor *
+                                (JDIMENSION)ci->v_samp_factor;
+            need += bw * bh * sizeof(JBLOCK);
+        }
+        need += (uint64_t)ci->width_in_blocks * DCTSIZE * (uint64_t)ci->v_samp_factor * DCTSIZE * 3;
+    }
+    need += (uint64_t)jd->output_width * 4 * (uint64_t)jd->max_v_samp_factor * DCTSIZE * 2;
+    return need;
+}
+
 static void cdl__jpeg_error_exit(j_common_ptr cinfo) {
     struct cdl__jpeg_err *e = (struct cdl__jpeg_err *)cinfo->err;
     (*cinfo->err->format_message)(cinfo, e->msg);
@@ -3080,15 +3283,18 @@ static coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cd
     W->jerr.fatal_warning = 0;
     if (setjmp(W->jerr.jump)) {
         jpeg_abort_decompress(jd);
+        if (W->jerr.pub.msg_code == JERR_NO_BACKING_STORE) /* over max_memory_to_use */
+            return cdl__over_decode_limit(W, path, "more than ", L->cfg.max_decode_bytes);
         return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: not a decodable JPEG: %s", path, W->jerr.msg);
     }
+    W->jerr.pub.msg_code = 0;
     jpeg_mem_src(jd, in->p, (unsigned long)in->len);
     jpeg_read_header(jd, TRUE);
     const int iw = (int)jd->image_width, ih = (int)jd->image_height;
-    if ((uint64_t)iw * (uint64_t)ih > L->cfg.max_pixels) {
+    coordl_status rc = cdl__check_image_size(W, path, iw, ih);
+    if (rc != COORDL_OK) {
         jpeg_abort_decompress(jd);
-        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: %dx%d pixels exceeds max_pixels (%llu)",
-                                 path, iw, ih, (unsigned long long)L->cfg.max_pixels);
+        return rc;
     }
     size_t scan_start = in->len - jd->src->bytes_in_buffer;
     if (!cdl__jpeg_has_eoi(in->p, in->len, scan_start)) {
@@ -3106,10 +3312,30 @@ static coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cd
     jpeg_calc_output_dimensions(jd);
     cdl__geom_scale(&g, d, (int)jd->output_width, (int)jd->output_height);
     cdl__axis ax, ay;
-    coordl_status rc = cdl__tables_for(W, &g, &ax, &ay);
+    rc = cdl__tables_for(W, &g, &ax, &ay);
     if (rc != COORDL_OK) {
         jpeg_abort_decompress(jd);
-        return rc;
+        return cdl__name_error(W, path, rc);
+    }
+    /* Memory, before libjpeg allocates any: coordl's region (the crop's
+     * columns, widened to whole iMCUs by jpeg_crop_scanline, times its
+     * rows) and window, plus libjpeg's need. libjpeg's own allocations
+     * cannot go through the hooks; max_memory_to_use makes it fail (no
+     * backing store) rather than realize coefficient arrays past what is
+     * left of the budget. */
+    {
+        const uint64_t imcu = (uint64_t)jd->max_h_samp_factor * DCTSIZE;
+        uint64_t cols = (uint64_t)(ax.hi - ax.lo) + 2 * imcu;
+        if (cols > jd->output_width) cols = jd->output_width;
+        const uint64_t region = cols * 3 * (uint64_t)(ay.hi - ay.lo) + 64 + (cmyk ? cols * 4 + 64 : 0);
+        const uint64_t window = cdl__window_bytes(L, &ax, &ay), need = cdl__jpeg_need(jd) + region + window;
+        const uint64_t limit = L->cfg.max_decode_bytes;
+        if (need > limit) {
+            jpeg_abort_decompress(jd);
+            return cdl__over_decode_limit(W, path, "", need);
+        }
+        const uint64_t left = limit - region - window;
+        jd->mem->max_memory_to_use = left > (uint64_t)LONG_MAX ? LONG_MAX : (long)left;
     }
     jpeg_start_decompress(jd);
     /* The region the resampler reads, widened where the chroma upsampler
@@ -3151,41 +3377,48 @@ static coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cd
 }
 #endif
 
+/* PNG, BMP, binary PPM/PGM, TGA (and JPEG without libjpeg): the header is
+ * checked and the crop drawn first; stb then decodes the whole image into
+ * a buffer it allocates under the budget left after coordl's window. */
 static coordl_status cdl__decode_stb(cdl__worker *W, const char *path, const cdl__bytes *in,
                                      uint64_t epoch, uint64_t id, void *dst) {
     coordl *L = W->L;
-    uint64_t t0 = cdl__now_ns();
-    int iw, ih, comp;
-    if (in->len > INT_MAX || !stbi_info_from_memory(in->p, (int)in->len, &iw, &ih, &comp))
-        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: not a recognised image (%s)", path,
-                                 in->len > INT_MAX ? "too large" : stbi_failure_reason());
-    if ((uint64_t)iw * (uint64_t)ih > L->cfg.max_pixels)
-        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: %dx%d pixels exceeds max_pixels (%llu)",
-                                 path, iw, ih, (unsigned long long)L->cfg.max_pixels);
-    /* stb_image allocates its own output; formats other than JPEG are
-     * the minority in training sets, so this malloc per image is accepted. */
-    cdl__u8 *img = stbi_load_from_memory(in->p, (int)in->len, &iw, &ih, &comp, 3);
-    if (!img)
-        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: cannot decode: %s", path, stbi_failure_reason());
-    uint64_t t1 = cdl__now_ns();
-    W->decode_ns += t1 - t0;
+    const uint64_t t0 = cdl__now_ns();
+    int iw, ih;
+    coordl_status rc = cdl__stb_header(W, path, in, &iw, &ih);
+    if (rc != COORDL_OK) return rc;
     cdl__geom g;
     cdl__plan(L, epoch, id, iw, ih, &g);
     cdl__axis ax, ay;
-    coordl_status rc = cdl__tables_for(W, &g, &ax, &ay);
-    /* The resampler reads one byte past a row's last pixel; stb's buffer
-     * has none, so the rows it needs are copied into the padded scratch. */
-    const size_t stride = (size_t)iw * 3;
-    const size_t rows = (size_t)(ay.hi - ay.lo);
-    if (rc == COORDL_OK && !cdl__reserve(L, (void **)&W->pix, &W->pixcap, rows * stride + 64))
-        rc = cdl__worker_error(W, COORDL_ERR_NOMEM, "%s: out of memory for the decoded image", path);
-    if (rc == COORDL_OK) {
-        memcpy(W->pix, img + (size_t)ay.lo * stride, rows * stride);
-        cdl__resample(L, W, W->pix, stride, 0, ay.lo, &ax, &ay, &g, dst);
+    rc = cdl__tables_for(W, &g, &ax, &ay);
+    if (rc != COORDL_OK) return cdl__name_error(W, path, rc);
+    const uint64_t window = cdl__window_bytes(L, &ax, &ay), image = (uint64_t)iw * (uint64_t)ih * 3;
+    if (image + window > L->cfg.max_decode_bytes) return cdl__over_decode_limit(W, path, "at least ", image + window);
+    cdl__stb_budget b;
+    int w2 = 0, h2 = 0, comp = 0;
+    cdl__stb_enter(&b, L, L->cfg.max_decode_bytes - window);
+    cdl__u8 *img = stbi_load_from_memory(in->p, (int)in->len, &w2, &h2, &comp, 3);
+    if (img && (w2 != iw || h2 != ih)) { /* cannot happen with stb's parsers; never resample past the buffer */
+        stbi_image_free(img);
+        img = NULL;
+        b.refused = 0;
+        rc = cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: the decoder gave %dx%d for a %dx%d header", path, w2, h2,
+                               iw, ih);
     }
+    cdl__stb_leave();
+    if (!img) {
+        if (rc != COORDL_OK) return rc;
+        if (b.refused) return cdl__over_decode_limit(W, path, "more than ", b.refused + window);
+        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: cannot decode: %s", path, stbi_failure_reason());
+    }
+    const uint64_t t1 = cdl__now_ns();
+    W->decode_ns += t1 - t0;
+    /* straight from stb's buffer: the resampler reads no byte past a row's
+     * last pixel */
+    cdl__resample(L, W, img, (size_t)iw * 3, 0, 0, &ax, &ay, &g, dst);
     stbi_image_free(img);
     W->augment_ns += cdl__now_ns() - t1;
-    return rc;
+    return COORDL_OK;
 }
 
 /* Tokens: widen the window into inputs and targets (shifted by one). */
@@ -3787,6 +4020,7 @@ static uint32_t cdl__group_fields(const coordl *L, cdl__group_field *f) {
     CDL_F("prefetch_batches", c->prefetch_batches); CDL_F("rank", c->rank); CDL_F("world", c->world);
     CDL_F("on_bad_sample", c->on_bad_sample); CDL_F("max_pixels", c->max_pixels);
     CDL_F("max_item_bytes", c->max_item_bytes); CDL_F("group_size", c->group_size);
+    CDL_F("max_decode_bytes", c->max_decode_bytes);
     CDL_F("token_order", c->token_order); CDL_F("train_crop", c->train_crop);
     CDL_F("min_crop", c->min_crop); CDL_F("max_crop", c->max_crop);
     CDL_F("dataset items", L->num_items); CDL_F("dataset bytes", L->dataset_bytes);
@@ -4244,6 +4478,8 @@ static coordl_status cdl__pool_start(coordl *L) {
         W->jerr.pub.error_exit = cdl__jpeg_error_exit;
         W->jerr.pub.emit_message = cdl__jpeg_emit_message;
         jpeg_create_decompress(&W->jd);
+        W->jprogress.progress_monitor = cdl__jpeg_scan_limit;
+        W->jd.progress = &W->jprogress;
         W->jd_ready = 1;
 #endif
     }
@@ -4317,6 +4553,8 @@ static size_t cdl__image_row_bytes(const coordl *L, uint64_t w, uint64_t h) {
     return (size_t)(w * h * 3 * L->elem_bytes);
 }
 
+#define CDL_DEFAULT_MAX_DECODE_BYTES (256ull << 20)
+
 static coordl_config cdl__config_default(void) {
     coordl_config c;
     memset(&c, 0, sizeof c);
@@ -4345,6 +4583,7 @@ static coordl_config cdl__config_default(void) {
     c.on_bad_sample = COORDL_BAD_FAIL;
     c.max_pixels = 100000000ull;
     c.max_item_bytes = 256ull << 20;
+    c.max_decode_bytes = CDL_DEFAULT_MAX_DECODE_BYTES;
     c.log = cdl__default_log;
     c.log_level = COORDL_LOG_WARN;
     return c;
@@ -4438,6 +4677,8 @@ static coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
     L->alloc = a;
     L->cfg = *cfg;
     L->me = -1;
+    /* limits added after 0.3.0: 0 (a caller that predates them) = default */
+    if (!L->cfg.max_decode_bytes) L->cfg.max_decode_bytes = CDL_DEFAULT_MAX_DECODE_BYTES;
     /* Strings are copied: the caller's config may go away after open. */
     size_t slen = strlen(cfg->source);
     L->source_copy = cdl__malloc(L, slen + 1);
@@ -4955,31 +5196,32 @@ static coordl_status cdl__sample_transform(coordl *L, uint64_t epoch, uint64_t i
         cdl__free(L, W.readbuf);
         return rc;
     }
-    int iw = 0, ih = 0, comp = 0;
-    if (rc == COORDL_OK) {
-        if (in.len > INT_MAX || !stbi_info_from_memory(in.p, (int)in.len, &iw, &ih, &comp)) {
+    int iw = 0, ih = 0;
+    const char *path = cdl__item_path(L, id);
 #ifndef COORDL_NO_JPEGTURBO
-            /* stb is built without its JPEG decoder: read the JPEG header */
-            struct jpeg_decompress_struct jd;
-            jd.err = jpeg_std_error(&W.jerr.pub);
-            W.jerr.pub.error_exit = cdl__jpeg_error_exit;
-            jpeg_create_decompress(&jd);
-            if (setjmp(W.jerr.jump) == 0) {
-                jpeg_mem_src(&jd, in.p, (unsigned long)in.len);
-                jpeg_read_header(&jd, TRUE);
-                iw = (int)jd.image_width;
-                ih = (int)jd.image_height;
-            } else {
-                rc = cdl__worker_error(&W, COORDL_ERR_CORRUPT, "%s: %s", cdl__item_path(L, id), W.jerr.msg);
-            }
-            jpeg_destroy_decompress(&jd);
-#else
-            rc = cdl__worker_error(&W, COORDL_ERR_CORRUPT, "%s: not a recognised image", cdl__item_path(L, id));
-#endif
+    if (in.len >= 3 && in.p[0] == 0xFF && in.p[1] == 0xD8 && in.p[2] == 0xFF) {
+        /* the JPEG header, with a throwaway decompressor */
+        struct jpeg_decompress_struct jd;
+        jd.err = jpeg_std_error(&W.jerr.pub);
+        W.jerr.pub.error_exit = cdl__jpeg_error_exit;
+        jpeg_create_decompress(&jd);
+        if (setjmp(W.jerr.jump) == 0) {
+            jpeg_mem_src(&jd, in.p, (unsigned long)in.len);
+            jpeg_read_header(&jd, TRUE);
+            iw = (int)jd.image_width;
+            ih = (int)jd.image_height;
+            rc = cdl__check_image_size(&W, path, iw, ih);
+        } else {
+            rc = cdl__worker_error(&W, COORDL_ERR_CORRUPT, "%s: not a decodable JPEG: %s", path, W.jerr.msg);
         }
+        jpeg_destroy_decompress(&jd);
+    } else
+#endif
+        rc = cdl__stb_header(&W, path, &in, &iw, &ih);
+    if (rc != COORDL_OK) {
+        cdl__free(L, W.readbuf);
+        return rc;
     }
-    if (rc == COORDL_OK && (iw <= 0 || ih <= 0))
-        rc = cdl__worker_error(&W, COORDL_ERR_CORRUPT, "%s: not a recognised image", cdl__item_path(L, id));
     if (rc == COORDL_OK) {
         cdl__geom g;
         cdl__plan(L, epoch, id, iw, ih, &g);

@@ -204,8 +204,10 @@ typedef enum {
 
 /* What a worker does with an item it cannot read or decode. */
 typedef enum {
-    COORDL_BAD_FAIL = 0,      /* coordl_next returns COORDL_ERR_CORRUPT or
-                                 COORDL_ERR_IO for that batch               */
+    COORDL_BAD_FAIL = 0,      /* coordl_next returns COORDL_ERR_CORRUPT,
+                                 COORDL_ERR_IO or (an image format coordl
+                                 does not decode) COORDL_ERR_UNSUPPORTED
+                                 for that batch                             */
     COORDL_BAD_SUBSTITUTE = 1 /* the row is filled from a deterministic
                                  substitute item; counted in bad_samples and
                                  logged                                     */
@@ -237,10 +239,14 @@ typedef void (*coordl_log_fn)(void *user, coordl_log_level level,
                               const char *msg);
 
 /* Allocation hooks for the library's ordinary allocations (handle, index,
- * per-worker scratch). All three or none. They may be called from worker
- * threads concurrently. The large arenas (cache slab, batch ring) are mapped
- * with mmap so that they can be page-locked and NUMA-placed; they do not go
- * through these hooks. */
+ * per-worker scratch, and every allocation of stb_image while it decodes a
+ * PNG, BMP, PPM/PGM or TGA). All three or none. They may be called from
+ * worker threads concurrently, and from the thread calling
+ * coordl_sample_transform. The large arenas (cache slab, batch ring) are
+ * mapped with mmap so that they can be page-locked and NUMA-placed; they do
+ * not go through these hooks. libjpeg allocates with malloc (it has no
+ * hook); its memory is bounded by max_decode_bytes through its memory
+ * manager. */
 typedef struct {
     void *(*malloc_fn)(void *user, size_t bytes);
     void *(*realloc_fn)(void *user, void *ptr, size_t bytes);
@@ -419,6 +425,16 @@ typedef struct coordl_config {
                         changes the size both scale with out_w as Darknet's
                         train_classifier scales them (min_ratio x size).
                         0 = Darknet's defaults: out_w and 2 x out_w      */
+    uint64_t max_decode_bytes; /* memory one image's decode may take: the
+                                  decoder's own buffers (libjpeg's
+                                  coefficient arrays and strips, stb_image's
+                                  zlib and pixel buffers) plus coordl's
+                                  decoded region and resampling window. A
+                                  larger need, known from the header before
+                                  decoding (or met by stb's allocations), is
+                                  a bad sample (COORDL_ERR_CORRUPT naming the
+                                  file and the limit). 0 = the default,
+                                  256 MiB                                   */
 } coordl_config;
 
 /* A ready batch: a view into a ring slot, valid until coordl_release(). */
