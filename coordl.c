@@ -1838,7 +1838,6 @@ struct cdl__worker {
     cdl__u8 *pix;      size_t pixcap;   /* decoded region, RGB           */
     cdl__u8 *row4;     size_t row4cap;  /* one CMYK row                  */
     float *tmp;        size_t tmpcap;   /* resampling window + one row   */
-    float *audio;      size_t audiocap; /* mono and resampled samples    */
     float *rot;        size_t rotcap;   /* whole output image (rotation)  */
     cdl__u8 *stage;    size_t stagecap; /* group: the row before it is copied in */
     int32_t *targets;  /* tokens: this row's targets in the slot          */
@@ -3495,46 +3494,36 @@ static const char *cdl__wav_parse(const cdl__u8 *p, size_t len, cdl__wav *w) {
     return have_fmt ? "no data chunk" : "no fmt chunk";
 }
 
-/* Mono samples of the file (resampled to audio_rate when set) into
- * W->audio; returns the number of samples. */
-static coordl_status cdl__wav_to_mono(cdl__worker *W, const char *path, const cdl__bytes *in,
-                                      const float **samples, uint64_t *count) {
-    coordl *L = W->L;
-    cdl__wav wav;
-    const char *why = cdl__wav_parse(in->p, in->len, &wav);
+/* The item's length in output samples (after resampling to audio_rate),
+ * from the header alone: the crop is drawn on it before anything is
+ * converted. */
+static coordl_status cdl__wav_open(cdl__worker *W, const char *path, const cdl__bytes *in, cdl__wav *wav,
+                                   uint64_t *n_out) {
+    const char *why = cdl__wav_parse(in->p, in->len, wav);
     if (why) return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: %s", path, why);
-    const uint32_t ch = wav.channels;
-    const uint64_t frames = wav.frames;
-    const uint32_t out_rate = L->cfg.audio_rate ? L->cfg.audio_rate : wav.rate;
-    const uint64_t n_out = out_rate == wav.rate ? frames : frames * out_rate / wav.rate;
-    if (!cdl__reserve(L, (void **)&W->audio, &W->audiocap, (size_t)(frames + n_out + 2) * sizeof(float)))
-        return cdl__worker_error(W, COORDL_ERR_NOMEM, "%s: out of memory for %llu samples", path,
-                                 (unsigned long long)frames);
-    float *mono = W->audio, *res = W->audio + frames + 1;
-    for (uint64_t f = 0; f < frames; f++) {
-        float acc = 0.0f;
-        for (uint32_t c = 0; c < ch; c++) {
-            const cdl__u8 *s = wav.data + (f * ch + c) * (wav.bits / 8);
-            if (wav.format == 1) acc += (float)(int16_t)cdl__le16(s) / 32768.0f;
-            else { float v; uint32_t u = cdl__le32(s); memcpy(&v, &u, 4); acc += v; }
-        }
-        mono[f] = ch == 1 ? acc : acc / (float)ch;
-    }
-    if (out_rate == wav.rate) {
-        memmove(res, mono, (size_t)frames * sizeof(float));
-    } else { /* linear interpolation at i * rate_in / rate_out */
-        const double step = (double)wav.rate / out_rate;
-        for (uint64_t i = 0; i < n_out; i++) {
-            double x = (double)i * step;
-            uint64_t i0 = (uint64_t)x;
-            double fr = x - (double)i0;
-            float a = mono[i0 < frames ? i0 : frames - 1], b = mono[i0 + 1 < frames ? i0 + 1 : frames - 1];
-            res[i] = (float)(a + (b - a) * fr);
-        }
-    }
-    *samples = res;
-    *count = n_out;
+    const uint32_t out_rate = W->L->cfg.audio_rate ? W->L->cfg.audio_rate : wav->rate;
+    /* frames < 2^31 (a 32-bit data size over >= 2 bytes a frame), so the
+     * product stays below 2^63 */
+    *n_out = out_rate == wav->rate ? wav->frames : wav->frames * out_rate / wav->rate;
     return COORDL_OK;
+}
+
+/* Frame f as one mono sample: the mean of its channels. */
+static float cdl__wav_mono(const cdl__wav *w, uint64_t f) {
+    const uint32_t ch = w->channels, bps = w->bits / 8;
+    const cdl__u8 *s = w->data + f * ch * bps;
+    float acc = 0.0f;
+    for (uint32_t c = 0; c < ch; c++, s += bps) {
+        if (w->format == 1) {
+            acc += (float)(int16_t)cdl__le16(s) / 32768.0f;
+        } else {
+            float v;
+            uint32_t u = cdl__le32(s);
+            memcpy(&v, &u, 4);
+            acc += v;
+        }
+    }
+    return ch == 1 ? acc : acc / (float)ch;
 }
 
 /* Crop offset for an item of n samples: uniform from (seed, epoch, item). */
@@ -3544,21 +3533,66 @@ static uint64_t cdl__audio_offset(const coordl *L, uint64_t epoch, uint64_t id, 
     return cdl__rng_below(&rng, n - L->cfg.audio_samples + 1);
 }
 
+/* Only the window the crop keeps is converted: output sample i (absolute,
+ * in the resampled signal) is the linear interpolation at i * rate_in /
+ * rate_out between two source frames, each the mean of its channels. The
+ * work is the source samples (frames x channels) the window reads, known
+ * before reading any and bounded by max_audio_samples; no buffer is
+ * needed beyond the row itself. */
 static coordl_status cdl__decode_wav(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch,
                                      uint64_t id, void *dst) {
     coordl *L = W->L;
-    uint64_t t0 = cdl__now_ns(), n = 0;
-    const float *res = NULL;
-    coordl_status rc = cdl__wav_to_mono(W, path, in, &res, &n);
+    const uint64_t t0 = cdl__now_ns();
+    cdl__wav wav;
+    uint64_t n = 0;
+    coordl_status rc = cdl__wav_open(W, path, in, &wav, &n);
     if (rc != COORDL_OK) return rc;
-    uint64_t t1 = cdl__now_ns();
-    W->decode_ns += t1 - t0;
     const uint64_t S = L->cfg.audio_samples, off = cdl__audio_offset(L, epoch, id, n);
     const uint64_t take = n - off < S ? n - off : S;
+    const uint32_t out_rate = L->cfg.audio_rate ? L->cfg.audio_rate : wav.rate;
+    const double step = (double)wav.rate / out_rate;
+    uint64_t frames_read = take;
+    if (take > 0 && out_rate != wav.rate) {
+        /* each output reads 2 frames; neighbours share them */
+        uint64_t first = (uint64_t)((double)off * step), last = (uint64_t)((double)(off + take - 1) * step) + 1;
+        if (last >= wav.frames) last = wav.frames - 1;
+        if (first > last) first = last;
+        frames_read = last - first + 1 < 2 * take ? last - first + 1 : 2 * take;
+    }
+    if (frames_read * wav.channels > L->cfg.max_audio_samples)
+        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: the crop reads %llu source samples (%llu frames x %u "
+                                 "channels), over max_audio_samples (%llu)", path,
+                                 (unsigned long long)(frames_read * wav.channels), (unsigned long long)frames_read,
+                                 wav.channels, (unsigned long long)L->cfg.max_audio_samples);
     float *out = dst;
-    memcpy(out, res + off, (size_t)take * sizeof(float));
+    if (out_rate == wav.rate) {
+        for (uint64_t i = 0; i < take; i++) out[i] = cdl__wav_mono(&wav, off + i);
+    } else {
+        uint64_t have[2] = {UINT64_MAX, UINT64_MAX}; /* the last two frames converted */
+        float val[2] = {0.0f, 0.0f};
+        for (uint64_t i = 0; i < take; i++) {
+            const double x = (double)(off + i) * step;
+            const uint64_t i0 = (uint64_t)x;
+            const double fr = x - (double)i0;
+            const uint64_t fa = i0 < wav.frames ? i0 : wav.frames - 1;
+            const uint64_t fb = i0 + 1 < wav.frames ? i0 + 1 : wav.frames - 1;
+            float ab[2];
+            for (int k = 0; k < 2; k++) {
+                const uint64_t f = k ? fb : fa;
+                if (f == have[1]) ab[k] = val[1];
+                else if (f == have[0]) ab[k] = val[0];
+                else {
+                    have[0] = have[1];
+                    val[0] = val[1];
+                    have[1] = f;
+                    val[1] = ab[k] = cdl__wav_mono(&wav, f);
+                }
+            }
+            out[i] = (float)(ab[0] + (ab[1] - ab[0]) * fr);
+        }
+    }
     for (uint64_t i = take; i < S; i++) out[i] = 0.0f;
-    W->augment_ns += cdl__now_ns() - t1;
+    W->decode_ns += cdl__now_ns() - t0; /* conversion and crop are one pass */
     return COORDL_OK;
 }
 
@@ -3869,7 +3903,6 @@ static void cdl__worker_free(coordl *L, cdl__worker *W) {
     cdl__free(L, W->pix);
     cdl__free(L, W->row4);
     cdl__free(L, W->tmp);
-    cdl__free(L, W->audio);
     cdl__free(L, W->rot);
     cdl__free(L, W->stage);
     cdl__free(L, W->window_row);
@@ -4020,7 +4053,7 @@ static uint32_t cdl__group_fields(const coordl *L, cdl__group_field *f) {
     CDL_F("prefetch_batches", c->prefetch_batches); CDL_F("rank", c->rank); CDL_F("world", c->world);
     CDL_F("on_bad_sample", c->on_bad_sample); CDL_F("max_pixels", c->max_pixels);
     CDL_F("max_item_bytes", c->max_item_bytes); CDL_F("group_size", c->group_size);
-    CDL_F("max_decode_bytes", c->max_decode_bytes);
+    CDL_F("max_decode_bytes", c->max_decode_bytes); CDL_F("max_audio_samples", c->max_audio_samples);
     CDL_F("token_order", c->token_order); CDL_F("train_crop", c->train_crop);
     CDL_F("min_crop", c->min_crop); CDL_F("max_crop", c->max_crop);
     CDL_F("dataset items", L->num_items); CDL_F("dataset bytes", L->dataset_bytes);
@@ -4554,6 +4587,7 @@ static size_t cdl__image_row_bytes(const coordl *L, uint64_t w, uint64_t h) {
 }
 
 #define CDL_DEFAULT_MAX_DECODE_BYTES (256ull << 20)
+#define CDL_DEFAULT_MAX_AUDIO_SAMPLES (1ull << 26)
 
 static coordl_config cdl__config_default(void) {
     coordl_config c;
@@ -4584,6 +4618,7 @@ static coordl_config cdl__config_default(void) {
     c.max_pixels = 100000000ull;
     c.max_item_bytes = 256ull << 20;
     c.max_decode_bytes = CDL_DEFAULT_MAX_DECODE_BYTES;
+    c.max_audio_samples = CDL_DEFAULT_MAX_AUDIO_SAMPLES;
     c.log = cdl__default_log;
     c.log_level = COORDL_LOG_WARN;
     return c;
@@ -4679,6 +4714,7 @@ static coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
     L->me = -1;
     /* limits added after 0.3.0: 0 (a caller that predates them) = default */
     if (!L->cfg.max_decode_bytes) L->cfg.max_decode_bytes = CDL_DEFAULT_MAX_DECODE_BYTES;
+    if (!L->cfg.max_audio_samples) L->cfg.max_audio_samples = CDL_DEFAULT_MAX_AUDIO_SAMPLES;
     /* Strings are copied: the caller's config may go away after open. */
     size_t slen = strlen(cfg->source);
     L->source_copy = cdl__malloc(L, slen + 1);
@@ -5169,10 +5205,10 @@ static coordl_status cdl__sample_transform(coordl *L, uint64_t epoch, uint64_t i
     cdl__bytes in = {NULL, 0};
     coordl_status rc = cdl__read_file(&W, id, &in);
     if (rc == COORDL_OK && L->cfg.pipeline == COORDL_PIPE_AUDIO) {
-        /* audio: the crop window in (resampled) samples */
-        const float *res = NULL;
+        /* audio: the crop window in (resampled) samples, from the header */
+        cdl__wav wav;
         uint64_t n = 0;
-        rc = cdl__wav_to_mono(&W, cdl__item_path(L, id), &in, &res, &n);
+        rc = cdl__wav_open(&W, cdl__item_path(L, id), &in, &wav, &n);
         if (rc == COORDL_OK) {
             out->image_w = (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n);
             out->image_h = 1;
@@ -5180,7 +5216,6 @@ static coordl_status cdl__sample_transform(coordl *L, uint64_t epoch, uint64_t i
             out->w = L->cfg.audio_samples;
             out->h = 1;
         }
-        cdl__free(L, W.audio);
         cdl__free(L, W.readbuf);
         return rc;
     }

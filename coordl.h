@@ -134,8 +134,9 @@ typedef enum {
                               seq_len + 1 tokens; data = inputs, targets =
                               the same shifted by one (int32)               */
     COORDL_PIPE_AUDIO = 3  /* WAV (PCM 16-bit or float, any channel count)
-                              to mono float, resampled to audio_rate if set,
-                              random crop of audio_samples (zero-padded)    */
+                              to mono float, resampled to audio_rate if set
+                              (linear), random crop of audio_samples
+                              (zero-padded); only the crop is converted     */
 } coordl_pipeline;
 
 /* Order of token windows (COORDL_PIPE_TOKENS), config field token_order.
@@ -435,6 +436,14 @@ typedef struct coordl_config {
                                   a bad sample (COORDL_ERR_CORRUPT naming the
                                   file and the limit). 0 = the default,
                                   256 MiB                                   */
+    uint64_t max_audio_samples; /* COORDL_PIPE_AUDIO: source samples
+                                  (frames x channels) one item's crop may
+                                  read; only the kept window is converted
+                                  and resampled, so this bounds the work per
+                                  item whatever the file's rate or length.
+                                  More is a bad sample (COORDL_ERR_CORRUPT
+                                  naming the file and the limit). 0 = the
+                                  default, 2^26 (about 0.1 s of work)       */
 } coordl_config;
 
 /* A ready batch: a view into a ring slot, valid until coordl_release(). */

@@ -10,13 +10,17 @@
  *     progressive JPEG declaring 10000 x 10000 and a PNG zlib bomb are
  *     refused before the decoder allocates, stb_image's allocations go
  *     through the allocator hooks and stop at the limit, and a JPEG with
- *     more scans than anyone writes is refused.
+ *     more scans than anyone writes is refused;
+ *   - audio converts only the window the crop keeps: a 40 KB WAV at 1 Hz
+ *     resampled to 16 kHz costs one crop, and the source samples a crop
+ *     reads are bounded by max_audio_samples.
  * Every hostile file is made here (tests/hostile.h): no blobs.
  */
 #include "test_util.h"
 #include "hostile.h"
 
 #include <jpeglib.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -631,6 +635,96 @@ static void test_jpeg_with_more_than_500_scans_is_corrupt(void **state)
 /* 8 channels at 48 kHz to 16 kHz: a 16,000-sample crop reads 32,000
  * frames x 8 channels = 256,000 source samples. */
 
+/* ---- audio: only the kept window is converted ---------------------------- */
+
+/* 20,000 frames at 1 Hz (a 40 KB file) resampled to 16 kHz is 320 million
+ * output samples: the crop of 16,000 reads two source frames. */
+static void test_wav_at_1hz_converts_only_the_kept_window(void **state)
+{
+    (void)state;
+    char *root = tu_join(g_dir, "wavbomb");
+    char *path = tu_join(root, "k/a.wav");
+    enum { FRAMES = 20000 };
+    static int16_t s[FRAMES];
+    for (int i = 0; i < FRAMES; i++)
+        s[i] = (int16_t)((i * 7919) % 65536 - 32768);
+    tu_write_wav_i16(path, 1, 1, s, FRAMES);
+    coordl_config cfg = tu_config(root);
+    cfg.pipeline = COORDL_PIPE_AUDIO;
+    cfg.audio_rate = 16000;
+    cfg.audio_samples = 16000;
+    cfg.batch_size = 1;
+    cfg.seed = 3;
+    counting c;
+    use_counting(&cfg, &c);
+    coordl *L = tu_open(&cfg);
+    const size_t base = c.live;
+    coordl_transform tr;
+    assert_int_equal(coordl_sample_transform(L, 0, 0, &tr), COORDL_OK);
+    assert_int_equal(tr.image_w, 320000000u); /* the resampled length, from the header */
+    coordl_batch b;
+    assert_int_equal(coordl_next(L, &b), COORDL_OK);
+    const float *out = b.data;
+    const double step = 1.0 / 16000.0;
+    for (uint64_t i = 0; i < 16000; i++) {
+        const double x = (double)((uint64_t)tr.x + i) * step;
+        const uint64_t i0 = (uint64_t)x;
+        const double fr = x - (double)i0;
+        const float a = (float)s[i0 < FRAMES ? i0 : FRAMES - 1] / 32768.0f;
+        const float bb = (float)s[i0 + 1 < FRAMES ? i0 + 1 : FRAMES - 1] / 32768.0f;
+        const float want = (float)(a + (bb - a) * fr);
+        if (fabsf(out[i] - want) > 1e-6f)
+            fail_msg("sample %llu: %g, expected %g", (unsigned long long)i, out[i], want);
+    }
+    coordl_release(L, &b);
+    printf("    peak through the hooks after open: %zu bytes\n", c.peak - base);
+    if (c.peak - base > (1u << 20))
+        fail_msg("the crop took %zu bytes through the hooks (the whole resampled file is 1.28 GB)", c.peak - base);
+    coordl_close(L);
+    pthread_mutex_destroy(&c.mu);
+    free(path);
+    free(root);
+}
+
+/* 8 channels at 48 kHz to 16 kHz: a 16,000-sample crop reads 32,000
+ * frames x 8 channels = 256,000 source samples. */
+static void test_audio_work_over_max_audio_samples_is_corrupt(void **state)
+{
+    (void)state;
+    char *root = tu_join(g_dir, "wavwork");
+    char *path = tu_join(root, "k/a.wav");
+    enum { FRAMES = 96000, CH = 8 };
+    int16_t *s = calloc((size_t)FRAMES * CH, sizeof *s);
+    tu_write_wav_i16(path, CH, 48000, s, FRAMES);
+    free(s);
+    coordl_config cfg = tu_config(root);
+    cfg.pipeline = COORDL_PIPE_AUDIO;
+    cfg.audio_rate = 16000;
+    cfg.audio_samples = 16000;
+    cfg.batch_size = 1;
+    cfg.max_audio_samples = 255999;
+    coordl *L = tu_open(&cfg);
+    coordl_batch b;
+    assert_int_equal(coordl_next(L, &b), COORDL_ERR_CORRUPT);
+    if (!strstr(coordl_errmsg(L), "a.wav") || !strstr(coordl_errmsg(L), "256000 source samples") ||
+        !strstr(coordl_errmsg(L), "max_audio_samples (255999)"))
+        fail_msg("\"%s\"", coordl_errmsg(L));
+    coordl_close(L);
+    cfg.max_audio_samples = 256000;
+    L = tu_open(&cfg);
+    assert_int_equal(coordl_next(L, &b), COORDL_OK);
+    coordl_release(L, &b);
+    coordl_close(L);
+    cfg.max_audio_samples = 0; /* the default */
+    L = tu_open(&cfg);
+    assert_int_equal(coordl_next(L, &b), COORDL_OK);
+    coordl_release(L, &b);
+    coordl_close(L);
+    assert_int_equal(coordl_config_default().max_audio_samples, 1u << 26);
+    free(path);
+    free(root);
+}
+
 int main(void)
 {
     tu_main_init(240);
@@ -647,6 +741,8 @@ int main(void)
         cmocka_unit_test(test_progressive_coefficients_count_in_the_limit),
         cmocka_unit_test(test_max_decode_bytes_zero_means_the_default),
         cmocka_unit_test(test_jpeg_with_more_than_500_scans_is_corrupt),
+        cmocka_unit_test(test_wav_at_1hz_converts_only_the_kept_window),
+        cmocka_unit_test(test_audio_work_over_max_audio_samples_is_corrupt),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
