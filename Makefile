@@ -96,6 +96,9 @@ $(BUILD)/.deps-ok: tools/install-deps.sh
 
 # The suite runs twice: with hwloc, and built with -DCOORDL_NO_HWLOC (the
 # vendoring fallback: plain pthread affinity, no NUMA placement).
+# CMakeLists.txt registers the same suite with ctest (tests/test_*.c, the
+# EXAMPLE_CHECKS below, tests/abi, tests/mpi): a new kind of step here needs
+# its add_test there.
 test: deps
 	$(MAKE) run-tests
 	$(MAKE) BUILD=$(BUILD)-nohwloc EXTRA_CFLAGS="$(EXTRA_CFLAGS) -DCOORDL_NO_HWLOC" HWLOC_LIB= run-tests

@@ -4,7 +4,8 @@
 # exports the public API and nothing else (every function coordl.h declares,
 # and every function the 0.3.0 header declared: binaries built against it
 # call those), the pkg-config values, the CMake version check, and that
-# uninstall leaves nothing behind.
+# uninstall leaves nothing behind. Then `cmake --install` of a standalone
+# CMake build must install the same files with the same contents.
 #   tests/packaging/install.sh          (WORK: scratch root, default build/packaging)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -88,5 +89,26 @@ left=$(find "$root" \( -type f -o -type l \) -printf '%P\n')
 [ -z "$left" ] || bad "make uninstall left: $(echo $left)"
 [ ! -d "$root$prefix/lib/cmake/coordl" ] || bad "make uninstall left lib/cmake/coordl"
 
+# 7. CMake's install rules: the same files, the same generated contents
+croot=$WORK/install-check-cmake
+rm -rf "$croot" "$WORK/cmake-install-build"
+cmake -S . -B "$WORK/cmake-install-build" -DCOORDL_BUILD_TESTS=OFF -DCMAKE_INSTALL_PREFIX="$prefix" >/dev/null
+cmake --build "$WORK/cmake-install-build" -j2 >/dev/null
+DESTDIR=$croot cmake --install "$WORK/cmake-install-build" >/dev/null
+cactual=$(cd "$croot$prefix" && find . \( -type f -o -type l \) -printf '%P %y %l\n' | sed 's/ $//' | sort)
+if [ "$expected" != "$cactual" ]; then
+    bad "cmake --install installs other files than make install"; diff <(echo "$expected") <(echo "$cactual") || true
+fi
+make -s install DESTDIR="$root" PREFIX="$prefix" >/dev/null
+for f in include/coordl.h lib/pkgconfig/coordl.pc lib/cmake/coordl/coordlConfig.cmake lib/cmake/coordl/coordlConfigVersion.cmake; do
+    cmp -s "$root$prefix/$f" "$croot$prefix/$f" || { bad "$f differs between make install and cmake --install";
+        diff "$root$prefix/$f" "$croot$prefix/$f" || true; }
+done
+csoname=$(readelf -d "$croot$prefix/lib/libcoordl.so.$version" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+[ "$csoname" = libcoordl.so.0 ] || bad "the CMake-built soname is '$csoname'"
+cexported=$(nm -D --defined-only "$croot$prefix/lib/libcoordl.so.$version" | awk '$2 ~ /^[TDBRVW]$/ { print $3 }' | sort -u)
+[ "$cexported" = "$exported" ] || bad "the CMake-built libcoordl.so exports other symbols than the Makefile's"
+make -s uninstall DESTDIR="$root" PREFIX="$prefix" >/dev/null
+
 [ $fail -eq 0 ] || { echo "install check: FAILED"; exit 1; }
-echo "install check: passed (make install/uninstall, PREFIX=$prefix, DESTDIR staging root)"
+echo "install check: passed (make install/uninstall and cmake --install, PREFIX=$prefix, DESTDIR staging root)"

@@ -14,6 +14,7 @@
 #   pkgconfig-*, find-package*
 #                  app.c; pkg-config and CMake pointed at the staging root
 #   subdir*        app.c and coordl/ (a copy of the checkout's files)
+#   standalone*    a copy of the checkout's files (its commands test it)
 # then the program it built runs one epoch over a small dataset.
 #
 #   tests/packaging/recipes.sh list              names of README's recipes
@@ -75,7 +76,7 @@ dataset() {
 
 copy_checkout() { # the checkout's tracked files (as in the working tree) into $1
     mkdir -p "$1"
-    (cd "$repo" && git ls-files -z | xargs -0 cp --parents -t "$1")
+    (cd "$repo" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$1")
 }
 
 run_one() {
@@ -103,11 +104,13 @@ run_one() {
     subdir*)
         cp "$repo/tests/packaging/app.c" "$dir/app.c"
         copy_checkout "$dir/coordl" ;;
+    standalone*)
+        copy_checkout "$dir" ;;
     *)
         echo "recipes: no setup for a recipe named '$name' (tests/packaging/recipes.sh)"; return 1 ;;
     esac
     (cd "$dir" && printf '%s\n' "$body" | env "${env[@]}" bash -ex) || { echo "recipes: $name: its commands failed"; return 1; }
-    [ "$name" = install ] && return 0
+    case $name in install | standalone*) return 0 ;; esac
     dataset
     (cd "$dir" && env LD_LIBRARY_PATH="$ROOT$PREFIX_IN_README/lib" "./$exe" "$WORK/data") ||
         { echo "recipes: $name: the program it built failed"; return 1; }
