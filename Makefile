@@ -71,7 +71,7 @@ analyze-check: deps
 $(BUILD)/tests/test_util.o: tests/test_util.c tests/test_util.h coordl.h
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -I. -c $< -o $@
-$(BUILD)/tests/%: tests/%.c tests/test_util.h $(BUILD)/tests/test_util.o $(BUILD)/libcoordl.a
+$(BUILD)/tests/%: tests/%.c tests/test_util.h $(wildcard tests/tu_*.h) $(BUILD)/tests/test_util.o $(BUILD)/libcoordl.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -I. $< $(BUILD)/tests/test_util.o $(BUILD)/libcoordl.a $(TESTLIBS) $(LIBS) -o $@
 
@@ -113,7 +113,7 @@ test-abi: lib examples
 
 # The examples' own checks: each runs small and exits non-zero when its
 # check fails (loss did not go down, a size check failed, ...).
-EXAMPLE_CHECKS := $(filter llm_tokens ggml_loop darknet_train,$(patsubst examples/%.c,%,$(wildcard examples/*.c)))
+EXAMPLE_CHECKS := $(filter llm_tokens ggml_loop darknet_train sealed_reader,$(patsubst examples/%.c,%,$(wildcard examples/*.c)))
 # OpenMPI refuses root unless told; CI runs as root.
 MPIRUN := mpirun --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root,)
 MPI_TESTS := $(if $(filter 1,$(MPI)),$(patsubst tests/mpi/%.c,$(BUILD)/tests/mpi/%,$(wildcard tests/mpi/*.c)),)

@@ -10,7 +10,8 @@
  *   3. Counter-based randomness      (seed, epoch, item) -> every random choice
  *   4. Placement                      cores and NUMA node(s) from hwloc, at open
  *   5. Arenas                         offset-addressed mmap regions (cache, ring)
- *   6. Source index                   ImageFolder / list file / token shards
+ *   6. Storage reader, source index   coordl_io (POSIX default); ImageFolder /
+ *                                     list file / token shards / tar shards
  *   7. Sampler                        epoch permutation, rank share, batch rows;
  *                                     llm.c's shard/sample order for tokens
  *   8. MinIO cache                    admit until full, never evict (+ LRU)
@@ -299,6 +300,7 @@ struct coordl {
     char *group_copy;
     char *topology_copy;   /* cfg.topology after open (coordl_get_config)     */
     coordl_allocator alloc;
+    const coordl_io *io;   /* cfg.io, or the built-in POSIX reader          */
 
     /* index */
     cdl__item *items;
@@ -926,95 +928,198 @@ static void cdl__arena_unmap(coordl *L, cdl__arena *a) {
 }
 
 /* ===================================================================== */
-/* 6. Source index                                                       */
-/* Turns the source into items (path, size, label). Paths live in one    */
-/* string arena addressed by offsets (no malloc per item); the item      */
-/* array is plain. ImageFolder: classes sorted by name are labels, files */
-/* sorted by relative path. List file: "path<TAB>label" per line.        */
+/* 6. Storage reader and source index                                    */
+/* Every byte read from storage goes through the handle's coordl_io      */
+/* (cdl__io_open / cdl__io_read): the built-in POSIX reader, or the      */
+/* trainer's. Folder listings (ImageFolder, shard folders, globs) use    */
+/* readdir/glob. The index turns the source into items (path, size,      */
+/* label). Paths live in one string arena addressed by offsets (no       */
+/* malloc per item); the item array is plain. ImageFolder: classes       */
+/* sorted by name are labels, files sorted by relative path. List file:  */
+/* "path<TAB>label" per line. Tar shards: see "WebDataset tar shards".   */
 /* ===================================================================== */
 
-/* --- opening storage files ---------------------------------------------
- * Every file coordl reads from storage (items, token shards, list files)
- * is opened here, and only a regular file is read: a FIFO would block the
- * open (and then every read) until some writer appears, and a device may
- * never end. O_NONBLOCK makes the open itself return at once whatever the
- * path names; fstat then refuses anything but a regular file. Reads of a
- * regular file ignore O_NONBLOCK. Symbolic links are followed (datasets
- * are often trees of links); a loop fails the open with ELOOP.
- * Returns the descriptor and the file's size, or -1 with *why set to a
- * static description of the reason. */
-static int cdl__open_regular(const char *path, uint64_t *size, const char **why) {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0) { *why = strerror(errno); return -1; }
+/* ---- the built-in POSIX reader ------------------------------------------
+ * Only a regular file is read: a FIFO would block the open (and then every
+ * read) until some writer appears, and a device may never end. O_NONBLOCK
+ * makes the open itself return at once whatever the path names; fstat then
+ * refuses anything but a regular file (reads of a regular file ignore
+ * O_NONBLOCK). Symbolic links are followed (datasets are often trees of
+ * links); a loop fails the open with ELOOP. A handle is the descriptor + 1
+ * (so that descriptor 0 is not NULL): nothing is allocated per open. *why
+ * gets a static description when the refusal is ours, not an errno's. */
+static int cdl__posix_open_why(const char *path, void **file, uint64_t *size, const char **why) {
+    *why = NULL;
+    int fd;
+    do fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0) return -errno;
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
-        *why = strerror(errno);
+        const int e = errno;
         close(fd);
-        return -1;
+        return -e;
     }
     if (!S_ISREG(sb.st_mode)) {
+        close(fd);
         *why = S_ISFIFO(sb.st_mode)  ? "not a regular file (it is a FIFO)"
                : S_ISDIR(sb.st_mode) ? "not a regular file (it is a directory)"
                : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "not a regular file (it is a device)"
                : S_ISSOCK(sb.st_mode) ? "not a regular file (it is a socket)"
                                       : "not a regular file";
-        close(fd);
-        return -1;
+        return S_ISDIR(sb.st_mode) ? -EISDIR : -EINVAL;
     }
-    if (size) *size = (uint64_t)sb.st_size;
-    return fd;
+    *file = (void *)(intptr_t)(fd + 1);
+    *size = (uint64_t)sb.st_size;
+    return 0;
 }
 
-/* A whole text file (a list file) into *text, NUL-terminated, from the
- * configured allocator; *len excludes the NUL. Open-time only. */
-static coordl_status cdl__read_text_file(coordl *L, const char *path, const char *what, char **text, size_t *len) {
+static int cdl__posix_fd(void *file) { return (int)(intptr_t)file - 1; }
+
+static int cdl__posix_open(void *user, const char *path, void **file, uint64_t *size) {
     const char *why;
-    uint64_t size;
-    *text = NULL;
-    *len = 0;
-    int fd = cdl__open_regular(path, &size, &why);
-    if (fd < 0) return cdl__open_fail(COORDL_ERR_IO, "source: cannot open %s %s: %s", what, path, why);
-    if (size >= SIZE_MAX / 2) {
-        close(fd);
-        return cdl__open_fail(COORDL_ERR_NOMEM, "source: %s %s is too large (%llu bytes)", what, path,
-                              (unsigned long long)size);
-    }
-    size_t cap = (size_t)size + 1, got = 0;
-    char *buf = cdl__malloc(L, cap);
-    while (buf) {
-        if (got + 1 == cap) { /* full: grow only if the file grew since fstat */
-            char probe;
-            ssize_t more = read(fd, &probe, 1);
-            if (more < 0 && errno == EINTR) continue;
-            if (more <= 0) break;
-            char *p = cap <= SIZE_MAX / 2 ? cdl__realloc(L, buf, cap * 2) : NULL;
-            if (!p) cdl__free(L, buf);
-            buf = p;
-            cap *= 2;
-            if (buf) buf[got++] = probe;
-            continue;
-        }
-        ssize_t r = read(fd, buf + got, cap - 1 - got);
+    (void)user;
+    return cdl__posix_open_why(path, file, size, &why);
+}
+
+/* pread until len bytes or the end of the file; EINTR and short reads are
+ * looped over here, so the caller's loop sees them only from other
+ * readers. */
+static int64_t cdl__posix_read_at(void *user, void *file, void *buf, uint64_t len, uint64_t offset) {
+    const int fd = cdl__posix_fd(file);
+    uint64_t got = 0;
+    (void)user;
+    if (offset > (uint64_t)INT64_MAX || len > (uint64_t)INT64_MAX - offset) return -EOVERFLOW;
+    while (got < len) {
+        const size_t want = len - got > (1u << 30) ? (size_t)1 << 30 : (size_t)(len - got);
+        const ssize_t r = pread(fd, (cdl__u8 *)buf + got, want, (off_t)(offset + got));
         if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            int e = errno;
-            close(fd);
-            cdl__free(L, buf);
-            return cdl__open_fail(COORDL_ERR_IO, "source: cannot read %s %s: %s", what, path, strerror(e));
+        if (r < 0) return -errno;
+        if (r == 0) break;
+        got += (uint64_t)r;
+    }
+    return (int64_t)got;
+}
+
+static void cdl__posix_close(void *user, void *file) {
+    (void)user;
+    close(cdl__posix_fd(file));
+}
+
+static const coordl_io cdl__posix_io = {NULL, cdl__posix_open, cdl__posix_read_at, cdl__posix_close};
+
+/* ---- reading through the handle's reader ---------------------------------
+ * A custom reader is trusted with nothing: its return values are checked,
+ * and what it says becomes an error naming the file, never a crash. */
+#define CDL_IO_EINTR_RETRIES 100 /* a reader returning -EINTR forever must not hang us */
+
+/* Opens path. On failure: COORDL_ERR_IO, and the reason (not the path:
+ * callers name the file as they need) in why. */
+static coordl_status cdl__io_open(const coordl *L, const char *path, void **file, uint64_t *size,
+                                  char *why, size_t cap) {
+    const coordl_io *io = L->io;
+    const char *ours = NULL;
+    void *f = NULL;
+    uint64_t sz = 0;
+    int r;
+    for (int tries = 0;; tries++) {
+        r = io == &cdl__posix_io ? cdl__posix_open_why(path, &f, &sz, &ours) : io->open(io->user, path, &f, &sz);
+        if (r != -EINTR || tries >= CDL_IO_EINTR_RETRIES) break;
+    }
+    if (r == 0) {
+        *file = f;
+        *size = sz;
+        return COORDL_OK;
+    }
+    if (ours) snprintf(why, cap, "%s", ours);
+    else if (r < 0 && r > -4096) snprintf(why, cap, "%s", strerror(-r));
+    else snprintf(why, cap, "the reader's open returned %d (not 0 or -errno)", r);
+    return COORDL_ERR_IO;
+}
+
+static void cdl__io_close(const coordl *L, void *file) { L->io->close(L->io->user, file); }
+
+/* Reads len bytes at offset off of an open file, looping over short reads
+ * and EINTR; *got receives the bytes read (fewer than len: the file ended
+ * there). A reader error, or a count it cannot have read, is
+ * COORDL_ERR_IO with "<path>: ..." in err. */
+static coordl_status cdl__io_read(const coordl *L, void *file, const char *path, void *buf, uint64_t len,
+                                  uint64_t off, uint64_t *got, char *err, size_t cap) {
+    const coordl_io *io = L->io;
+    uint64_t done = 0;
+    int eintr = 0;
+    *got = 0;
+    while (done < len) {
+        const int64_t r = io->read_at(io->user, file, (cdl__u8 *)buf + done, len - done, off + done);
+        if (r == -EINTR && ++eintr <= CDL_IO_EINTR_RETRIES) continue;
+        if (r < 0 && r > -4096) {
+            snprintf(err, cap, "%s: read of %llu bytes at offset %llu failed: %s", path,
+                     (unsigned long long)(len - done), (unsigned long long)(off + done), strerror((int)-r));
+            return COORDL_ERR_IO;
+        }
+        if (r < 0 || (uint64_t)r > len - done) {
+            snprintf(err, cap, "%s: the reader returned %lld for a read of %llu bytes at offset %llu (not a "
+                     "byte count up to the length, nor -errno)", path, (long long)r,
+                     (unsigned long long)(len - done), (unsigned long long)(off + done));
+            return COORDL_ERR_IO;
         }
         if (r == 0) break;
-        got += (size_t)r;
+        done += (uint64_t)r;
+        eintr = 0;
     }
-    if (!buf) {
-        close(fd);
-        return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory reading %s %s", what, path);
-    }
-    close(fd);
-    buf[got] = '\0';
-    *text = buf;
-    *len = got;
+    *got = done;
     return COORDL_OK;
 }
+
+/* A whole (text) file through the reader, NUL-terminated, into memory from
+ * the allocator (list files). Open-time errors go to cdl__open_fail. */
+static coordl_status cdl__io_slurp(coordl *L, const char *path, const char *what, char **out, size_t *len) {
+    char err[CDL_ERRMSG_MAX];
+    void *f;
+    uint64_t size, got = 0;
+    *out = NULL;
+    *len = 0;
+    coordl_status rc = cdl__io_open(L, path, &f, &size, err, sizeof err);
+    if (rc != COORDL_OK) return cdl__open_fail(rc, "source: cannot open %s %s: %s", what, path, err);
+    if (size >= SIZE_MAX / 2) {
+        cdl__io_close(L, f);
+        return cdl__open_fail(COORDL_ERR_IO, "source: %s %s: size %llu is not plausible", what, path,
+                              (unsigned long long)size);
+    }
+    char *buf = cdl__malloc(L, (size_t)size + 1);
+    if (!buf) {
+        cdl__io_close(L, f);
+        return cdl__open_fail(COORDL_ERR_NOMEM, "source: out of memory for %s %s (%llu bytes)", what, path,
+                              (unsigned long long)size);
+    }
+    rc = cdl__io_read(L, f, path, buf, size, 0, &got, err, sizeof err);
+    cdl__io_close(L, f);
+    if (rc != COORDL_OK) {
+        cdl__free(L, buf);
+        return cdl__open_fail(rc, "source: %s %s", what, err);
+    }
+    buf[got] = '\0';
+    *out = buf;
+    *len = (size_t)got;
+    return COORDL_OK;
+}
+
+/* The next line of a text buffer (LF or CRLF; a NUL-terminated copy made in
+ * place); 0 at the end. *n is the line's length, as getline counts it. */
+static int cdl__next_line(char *buf, size_t len, size_t *pos, char **line, size_t *n) {
+    if (*pos >= len) return 0;
+    char *start = buf + *pos;
+    char *nl = memchr(start, '\n', len - *pos);
+    size_t got = nl ? (size_t)(nl - start) : len - *pos;
+    *pos += got + (nl != NULL);
+    while (got > 0 && (start[got - 1] == '\r' || start[got - 1] == '\n')) got--;
+    start[got] = '\0';
+    *line = start;
+    *n = got;
+    return 1;
+}
+
+/* ---- the source index --------------------------------------------------- */
 
 typedef struct cdl__indexer {
     coordl *L;
@@ -1268,37 +1373,28 @@ static coordl_status cdl__index_list_text(coordl *L, const char *list, const cha
         }
         memcpy(path + o, line, plen);
         path[o + plen] = '\0';
-        struct stat sb;
-        const int st = stat(path, &sb);
-        if (st != 0 || !S_ISREG(sb.st_mode)) {
+        char why[CDL_ERRMSG_MAX];
+        void *f;
+        uint64_t size;
+        if (cdl__io_open(L, path, &f, &size, why, sizeof why) != COORDL_OK) {
             cdl__quote_bytes(shown, sizeof shown, path, o + plen);
             rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: %s is not a readable file (%s)",
-                                list, (unsigned long long)lineno, shown,
-                                st != 0 ? strerror(errno) : "not a regular file");
+                                list, (unsigned long long)lineno, shown, why);
             break;
         }
+        cdl__io_close(L, f);
         uint64_t off;
         if (!cdl__strings_append(L, path, o + plen, &off) ||
-            !cdl__items_push(&ix, off, (uint64_t)sb.st_size, label)) {
+            !cdl__items_push(&ix, off, size, label)) {
             rc = COORDL_ERR_NOMEM;
             break;
         }
-        L->dataset_bytes += (uint64_t)sb.st_size;
+        L->dataset_bytes += size;
         if (label > max_label) max_label = label;
     }
     if (rc == COORDL_ERR_NOMEM) rc = cdl__open_fail(rc, "out of memory while reading %s", list);
     cdl__free(L, path);
     L->num_classes = max_label < 0 ? 0 : (uint32_t)max_label + 1;
-    return rc;
-}
-
-static coordl_status cdl__index_list_file(coordl *L, const char *list) {
-    char *text;
-    size_t len;
-    coordl_status rc = cdl__read_text_file(L, list, "list file", &text, &len);
-    if (rc != COORDL_OK) return rc;
-    rc = cdl__index_list_text(L, list, text, len);
-    cdl__free(L, text);
     return rc;
 }
 
@@ -1312,14 +1408,16 @@ static coordl_status cdl__index_list_file(coordl *L, const char *list) {
 #define CDL_SHARD_MAGIC_U32 20240801
 
 static coordl_status cdl__add_shard(coordl *L, const char *path, size_t *cap) {
-    const char *why;
-    uint64_t size;
-    int fd = cdl__open_regular(path, &size, &why);
-    if (fd < 0) return cdl__open_fail(COORDL_ERR_IO, "source: cannot open token shard %s: %s", path, why);
+    char err[CDL_ERRMSG_MAX];
+    void *f;
+    uint64_t shard_bytes, got = 0;
+    coordl_status rc = cdl__io_open(L, path, &f, &shard_bytes, err, sizeof err);
+    if (rc != COORDL_OK) return cdl__open_fail(rc, "source: cannot open token shard %s: %s", path, err);
     int32_t h[256];
-    ssize_t got = pread(fd, h, sizeof h, 0);
-    close(fd);
-    if (got != (ssize_t)sizeof h)
+    rc = cdl__io_read(L, f, path, h, sizeof h, 0, &got, err, sizeof err);
+    cdl__io_close(L, f);
+    if (rc != COORDL_OK) return cdl__open_fail(rc, "source: token shard %s", err);
+    if (got != sizeof h)
         return cdl__open_fail(COORDL_ERR_CORRUPT, "source: token shard %s: shorter than its %d-byte header",
                               path, CDL_SHARD_HEADER_BYTES);
     uint32_t tb;
@@ -1330,9 +1428,9 @@ static coordl_status cdl__add_shard(coordl *L, const char *path, size_t *cap) {
                               "expected 20240520/1 or 20240801/7)", path, h[0], h[1]);
     if (h[2] < 0) return cdl__open_fail(COORDL_ERR_CORRUPT, "source: token shard %s: negative token count", path);
     uint64_t ntok = (uint32_t)h[2];
-    if (size < CDL_SHARD_HEADER_BYTES + ntok * tb)
+    if (shard_bytes < CDL_SHARD_HEADER_BYTES + ntok * tb)
         return cdl__open_fail(COORDL_ERR_CORRUPT, "source: token shard %s: truncated body (%llu bytes; the "
-                              "header promises %llu tokens = %llu bytes)", path, (unsigned long long)size,
+                              "header promises %llu tokens = %llu bytes)", path, (unsigned long long)shard_bytes,
                               (unsigned long long)ntok, (unsigned long long)(CDL_SHARD_HEADER_BYTES + ntok * tb));
     if (L->nshards == *cap) {
         size_t ncap = *cap ? *cap * 2 : 16;
@@ -1363,9 +1461,9 @@ static coordl_status cdl__index_tokens(coordl *L) {
         if (e != 0) return cdl__open_fail(COORDL_ERR_IO, "source: cannot expand %s", src);
         for (size_t i = 0; rc == COORDL_OK && i < g.gl_pathc; i++) rc = cdl__add_shard(L, g.gl_pathv[i], &cap);
         globfree(&g);
-    } else if (stat(src, &sb) != 0) {
+    } else if (stat(src, &sb) != 0 && L->io == &cdl__posix_io) {
         return cdl__open_fail(COORDL_ERR_INVALID, "source: %s does not exist (%s)", src, strerror(errno));
-    } else if (S_ISDIR(sb.st_mode)) {
+    } else if (stat(src, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         struct dirent **names;
         int n = scandir(src, &names, NULL, alphasort);
         if (n < 0) return cdl__open_fail(COORDL_ERR_IO, "source: cannot list %s: %s", src, strerror(errno));
@@ -1382,16 +1480,19 @@ static coordl_status cdl__index_tokens(coordl *L) {
     } else {
         /* one shard, or a text list of shards (paths relative to it): a
          * list is text, a shard's header has NUL bytes */
+        char err[CDL_ERRMSG_MAX];
         unsigned char head[CDL_SHARD_HEADER_BYTES];
-        const char *why;
-        int fd = cdl__open_regular(src, NULL, &why);
-        if (fd < 0) return cdl__open_fail(COORDL_ERR_IO, "source: cannot open %s: %s", src, why);
-        ssize_t got = pread(fd, head, sizeof head, 0);
-        close(fd);
-        if (got > 0 && memchr(head, 0, (size_t)got)) return cdl__add_shard(L, src, &cap);
+        void *f;
+        uint64_t src_bytes, got = 0;
+        rc = cdl__io_open(L, src, &f, &src_bytes, err, sizeof err);
+        if (rc != COORDL_OK) return cdl__open_fail(rc, "source: cannot open %s: %s", src, err);
+        rc = cdl__io_read(L, f, src, head, sizeof head, 0, &got, err, sizeof err);
+        cdl__io_close(L, f);
+        if (rc != COORDL_OK) return cdl__open_fail(rc, "source: %s", err);
+        if (memchr(head, 0, (size_t)got)) return cdl__add_shard(L, src, &cap);
         char *text;
         size_t len, at = 0;
-        rc = cdl__read_text_file(L, src, "shard list", &text, &len);
+        rc = cdl__io_slurp(L, src, "shard list", &text, &len);
         if (rc != COORDL_OK) return rc;
         const char *slash = strrchr(src, '/');
         const int dir_len = slash ? (int)(slash - src) : 0;
@@ -1426,10 +1527,22 @@ static coordl_status cdl__index_source(coordl *L) {
     struct stat sb;
     const char *src = L->cfg.source;
     if (L->cfg.pipeline == COORDL_PIPE_TOKENS) return cdl__index_tokens(L);
-    if (stat(src, &sb) != 0)
+    /* A path the local file system does not know may still be one the
+     * trainer's reader knows (an object store key): read it as a file. */
+    const int local = stat(src, &sb) == 0;
+    if (!local && L->io == &cdl__posix_io)
         return cdl__open_fail(COORDL_ERR_INVALID, "source: %s does not exist (%s); set cfg.source to an "
                               "ImageFolder root or a list file", src, strerror(errno));
-    coordl_status rc = S_ISDIR(sb.st_mode) ? cdl__index_image_folder(L, src) : cdl__index_list_file(L, src);
+    coordl_status rc;
+    if (local && S_ISDIR(sb.st_mode)) {
+        rc = cdl__index_image_folder(L, src);
+    } else {
+        char *text;
+        size_t len;
+        rc = cdl__io_slurp(L, src, "list file", &text, &len);
+        if (rc == COORDL_OK) rc = cdl__index_list_text(L, src, text, len);
+        cdl__free(L, text);
+    }
     if (rc != COORDL_OK) return rc;
     if (L->num_items == 0)
         return cdl__open_fail(COORDL_ERR_INVALID, "source: %s holds no %s", src,
@@ -1880,72 +1993,62 @@ static coordl_status cdl__worker_error(cdl__worker *W, coordl_status s, const ch
     return s;
 }
 
-/* A token window: (seq_len + 1) tokens read with one pread. */
+/* A token window: (seq_len + 1) tokens read with one read_at. */
 static coordl_status cdl__read_window(cdl__worker *W, uint64_t id, cdl__bytes *out) {
     coordl *L = W->L;
     const cdl__shard *sh = cdl__shard_of(L, id);
     const char *path = L->strings + sh->path_off;
     const size_t len = (size_t)(L->cfg.seq_len + 1) * sh->tok_bytes;
-    const off_t off = (off_t)(CDL_SHARD_HEADER_BYTES + (id - sh->first_item) * L->cfg.seq_len * sh->tok_bytes);
+    const uint64_t off = CDL_SHARD_HEADER_BYTES + (id - sh->first_item) * L->cfg.seq_len * sh->tok_bytes;
     if (!cdl__reserve(L, (void **)&W->readbuf, &W->readcap, len + 16))
         return cdl__worker_error(W, COORDL_ERR_NOMEM, "%s: out of memory for %zu bytes", path, len);
-    const char *why;
-    int fd = cdl__open_regular(path, NULL, &why);
-    if (fd < 0) return cdl__worker_error(W, COORDL_ERR_IO, "%s: cannot open: %s", path, why);
-    size_t got = 0;
-    while (got < len) {
-        ssize_t r = pread(fd, W->readbuf + got, len - got, off + (off_t)got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    int e = errno;
-    close(fd);
+    void *f;
+    uint64_t size, got = 0;
+    char why[CDL_ERRMSG_MAX - 64];
+    coordl_status rc = cdl__io_open(L, path, &f, &size, why, sizeof why);
+    if (rc != COORDL_OK) return cdl__worker_error(W, rc, "%s: cannot open: %s", path, why);
+    rc = cdl__io_read(L, f, path, W->readbuf, len, off, &got, W->err, sizeof W->err);
+    cdl__io_close(L, f);
     W->storage_bytes += got;
+    if (rc != COORDL_OK) return rc;
     if (got != len)
-        return cdl__worker_error(W, got == 0 && e ? COORDL_ERR_IO : COORDL_ERR_CORRUPT,
-                                 "%s: token window %llu is cut short (%zu of %zu bytes)", path,
-                                 (unsigned long long)(id - sh->first_item), got, len);
+        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: token window %llu is cut short (%llu of %zu bytes)",
+                                 path, (unsigned long long)(id - sh->first_item), (unsigned long long)got, len);
     out->p = W->readbuf;
     out->len = len;
     return COORDL_OK;
 }
 
+/* An item's bytes from storage, through the reader, into the worker's
+ * buffer. A file is read whole, at the size it has now (it may have
+ * changed since indexing). */
 static coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes *out) {
     coordl *L = W->L;
     if (L->shards) return cdl__read_window(W, id, out);
-    const char *path = cdl__item_path(L, id), *why;
-    uint64_t size;
-    int fd = cdl__open_regular(path, &size, &why);
-    if (fd < 0) return cdl__worker_error(W, COORDL_ERR_IO, "%s: cannot open: %s", path, why);
+    const char *path = cdl__item_path(L, id);
+    void *f;
+    uint64_t size, got = 0;
+    char why[CDL_ERRMSG_MAX - 64];
+    coordl_status rc = cdl__io_open(L, path, &f, &size, why, sizeof why);
+    if (rc != COORDL_OK) return cdl__worker_error(W, rc, "%s: cannot open: %s", path, why);
     if (size > L->cfg.max_item_bytes) {
-        close(fd);
+        cdl__io_close(L, f);
         return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: %llu bytes exceeds max_item_bytes (%llu)",
-                                 path, (unsigned long long)size,
-                                 (unsigned long long)L->cfg.max_item_bytes);
+                                 path, (unsigned long long)size, (unsigned long long)L->cfg.max_item_bytes);
     }
-    size_t want = (size_t)size;
-    if (!cdl__reserve(L, (void **)&W->readbuf, &W->readcap, want + 16)) {
-        close(fd);
-        return cdl__worker_error(W, COORDL_ERR_NOMEM, "%s: out of memory for %zu bytes", path, want);
+    if (!cdl__reserve(L, (void **)&W->readbuf, &W->readcap, (size_t)size + 16)) {
+        cdl__io_close(L, f);
+        return cdl__worker_error(W, COORDL_ERR_NOMEM, "%s: out of memory for %llu bytes", path,
+                                 (unsigned long long)size);
     }
-    size_t got = 0;
-    while (got < want) {
-        ssize_t r = read(fd, W->readbuf + got, want - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            int e = errno;
-            close(fd);
-            return cdl__worker_error(W, COORDL_ERR_IO, "%s: read failed: %s", path, strerror(e));
-        }
-        if (r == 0) break; /* shrank since fstat: use what is there */
-        got += (size_t)r;
-    }
-    close(fd);
+    rc = cdl__io_read(L, f, path, W->readbuf, size, 0, &got, W->err, sizeof W->err);
+    cdl__io_close(L, f);
     W->storage_bytes += got;
+    if (rc != COORDL_OK) return rc;
+    /* fewer bytes than at open: it shrank meanwhile; decode what is there */
     if (got == 0) return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: empty file", path);
     out->p = W->readbuf;
-    out->len = got;
+    out->len = (size_t)got;
     return COORDL_OK;
 }
 
@@ -4689,6 +4792,8 @@ static coordl_status cdl__validate(const coordl_config *c) {
     if (c->max_item_bytes == 0) CDL_BAD("max_item_bytes: must be at least 1");
     int hooks = (c->allocator.malloc_fn != NULL) + (c->allocator.realloc_fn != NULL) + (c->allocator.free_fn != NULL);
     if (hooks != 0 && hooks != 3) CDL_BAD("allocator: set all of malloc_fn, realloc_fn and free_fn, or none");
+    if (c->io && (!c->io->open || !c->io->read_at || !c->io->close))
+        CDL_BAD("io: set all of open, read_at and close (or io = NULL for the built-in POSIX reader)");
 #undef CDL_BAD
     return COORDL_OK;
 }
@@ -4711,6 +4816,7 @@ static coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
     memset(L, 0, sizeof *L);
     L->alloc = a;
     L->cfg = *cfg;
+    L->io = cfg->io ? cfg->io : &cdl__posix_io;
     L->me = -1;
     /* limits added after 0.3.0: 0 (a caller that predates them) = default */
     if (!L->cfg.max_decode_bytes) L->cfg.max_decode_bytes = CDL_DEFAULT_MAX_DECODE_BYTES;
@@ -5329,6 +5435,8 @@ void coordl_close(coordl *L) {
 
 int coordl_libversion_number(void) { return COORDL_VERSION_NUMBER; }
 
+const coordl_io *coordl_io_posix(void) { return &cdl__posix_io; }
+
 /* ===================================================================== */
 /* 17. DS-Analyzer                                                       */
 /* The differential protocol of the paper, on the public API: the same   */
@@ -5414,17 +5522,17 @@ size_t coordl_stats_json(const coordl *L, char *buf, size_t cap) {
 /* Evicts the dataset's files from the page cache, so the next read comes
  * from storage (posix_fadvise needs no privilege, unlike drop_caches). */
 static void cdl__drop_page_cache(const coordl *L) {
-    const char *why; /* a file that cannot be opened has nothing cached */
-    if (L->shards) {
-        for (size_t i = 0; i < L->nshards; i++) {
-            int fd = cdl__open_regular(L->strings + L->shards[i].path_off, NULL, &why);
-            if (fd >= 0) { posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED); close(fd); }
+    if (L->io != &cdl__posix_io) return; /* a custom reader's caches are its own */
+    const size_t n = L->shards ? L->nshards : (size_t)L->num_items;
+    for (size_t i = 0; i < n; i++) {
+        const char *path = L->shards ? L->strings + L->shards[i].path_off : cdl__item_path(L, i);
+        const char *why; /* a file that cannot be opened has nothing cached */
+        void *f;
+        uint64_t size;
+        if (cdl__posix_open_why(path, &f, &size, &why) == 0) {
+            posix_fadvise(cdl__posix_fd(f), 0, 0, POSIX_FADV_DONTNEED);
+            cdl__posix_close(NULL, f);
         }
-        return;
-    }
-    for (uint64_t id = 0; id < L->num_items; id++) {
-        int fd = cdl__open_regular(cdl__item_path(L, id), NULL, &why);
-        if (fd >= 0) { posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED); close(fd); }
     }
 }
 

@@ -262,6 +262,42 @@ typedef struct {
 typedef int (*coordl_pin_fn)(void *user, void *addr, size_t bytes,
                              int register_it);
 
+/* Where coordl's bytes come from: a table of callbacks, as SQLite's VFS.
+ * Every byte coordl reads from storage goes through it: image, audio and
+ * token items, list files, token shards, tar shards and their headers.
+ * (Listing a folder - an ImageFolder tree, a folder of shards, a glob -
+ * still uses the local file system's readdir/glob; the files found are
+ * read through the table.) cfg.io = NULL uses the built-in POSIX reader
+ * (coordl_io_posix()). Use it to read from an object store, HDFS, an
+ * encrypted or remote store, or to inject faults in tests.
+ *
+ *   open:    open `path` for reading; store an opaque handle in *file and
+ *            the size in bytes in *size. Return 0, or a negative errno
+ *            (-ENOENT, -EACCES, ...): coordl reports strerror of it with
+ *            the path. Called once per item read (and once per file at
+ *            indexing), so a remote reader may want to cache connections.
+ *   read_at: read up to len bytes at offset into buf. Return the bytes
+ *            read (fewer than len only at the end of the file; coordl
+ *            also loops over short reads), or a negative errno. -EINTR is
+ *            retried (a bounded number of times); a return above len, or
+ *            a negative value that is not an errno, is treated as an I/O
+ *            error naming the file, never trusted.
+ *   close:   release the handle. Called exactly once per successful open.
+ *   user:    passed to every callback.
+ *
+ * Thread safety: the callbacks are called from several threads at once
+ * (worker threads, the read-ahead threads, and the thread calling
+ * coordl_open or coordl_sample_transform), on different handles and on
+ * the same file opened more than once; they must be safe for that. coordl
+ * never uses one handle from two threads at a time. The table and `user`
+ * must stay valid until coordl_close returns. */
+typedef struct coordl_io {
+    void *user;
+    int (*open)(void *user, const char *path, void **file, uint64_t *size);      /* 0 or -errno */
+    int64_t (*read_at)(void *user, void *file, void *buf, uint64_t len, uint64_t offset); /* bytes read, or -errno */
+    void (*close)(void *user, void *file);
+} coordl_io;
+
 /* Configuration. Get one from coordl_config_default() and change what you
  * need: every field has a sane default, and new fields never break callers. */
 typedef struct coordl_config {
@@ -444,6 +480,9 @@ typedef struct coordl_config {
                                   More is a bad sample (COORDL_ERR_CORRUPT
                                   naming the file and the limit). 0 = the
                                   default, 2^26 (about 0.1 s of work)       */
+    const coordl_io *io; /* storage: the reader every storage byte goes
+                            through (see coordl_io); NULL (default): the
+                            built-in POSIX reader                          */
 } coordl_config;
 
 /* A ready batch: a view into a ring slot, valid until coordl_release(). */
@@ -769,6 +808,14 @@ COORDL_API void coordl_close(coordl *L);
 
 /* COORDL_VERSION_NUMBER of the compiled library. Thread safety: any. */
 COORDL_API int coordl_libversion_number(void);
+
+/* The built-in POSIX reader, the one cfg.io = NULL uses: open(2) with
+ * O_RDONLY | O_CLOEXEC | O_NONBLOCK (opening a FIFO never blocks), then
+ * fstat: anything but a regular file is refused (-EISDIR for a folder,
+ * -EINVAL for a FIFO, socket or device); read_at is pread(2), looping over
+ * EINTR and short reads. A custom reader can wrap it (decrypt, count,
+ * inject faults). The table is constant. Thread safety: any thread. */
+COORDL_API const coordl_io *coordl_io_posix(void);
 
 /* ------------------------------------------------------------------------
  * DS-Analyzer: is the trainer waiting for data, and what would fix it?
