@@ -191,11 +191,12 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
 	-rmdir $(DESTDIR)$(CMAKEDIR) 2>/dev/null
 
-# make install/uninstall checked file by file, and README's "Build"
-# commands run exactly as printed (an outside program built and run each
+# coordl.h as C99/C11/C++ under gcc and clang, make install/uninstall
+# checked file by file, and README's "Build" commands run exactly as printed (an outside program built and run each
 # way). CI runs it; it builds coordl several times, so it is not in make test.
 .PHONY: test-packaging
 test-packaging: deps lib tools
+	BUILD="$(BUILD)" LIBS="$(LIBS)" bash tests/packaging/header.sh
 	bash tests/packaging/install.sh
 	bash tests/packaging/recipes.sh run all
 
