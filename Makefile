@@ -2,6 +2,7 @@
 #   make            library (build/libcoordl.a) and examples
 #   make test       unit tests (cmocka) and the examples' own checks
 #   make test-sanitize   the same tests under AddressSanitizer + UBSan
+#   make test-tsan  the concurrency tests under ThreadSanitizer (clang)
 #   make demo       generate a small dataset and train on it for 2 epochs
 #   make bench      image-prep benchmark side by side with torchvision
 #   make MPI=1 test   also the partitioned cache over MPI (mpicc, mpirun)
@@ -32,7 +33,7 @@ TEST_SRCS := $(filter-out tests/test_util.c,$(sort $(wildcard tests/test_*.c)))
 TESTS     := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 EXAMPLES  := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all lib examples tools analyze-check test run-tests test-sanitize demo bench clean deps
+.PHONY: all lib examples tools analyze-check test run-tests test-sanitize test-tsan run-tsan demo bench clean deps
 all: lib examples tools
 lib: $(BUILD)/libcoordl.a $(BUILD)/libcoordl.so
 examples: $(EXAMPLES)
@@ -95,13 +96,14 @@ $(BUILD)/.deps-ok: tools/install-deps.sh
 	@touch $@
 
 # The suite runs twice: with hwloc, and built with -DCOORDL_NO_HWLOC (the
-# vendoring fallback: plain pthread affinity, no NUMA placement).
+# vendoring fallback: plain pthread affinity, no NUMA placement) and
+# -DCOORDL_DEBUG (the stream's invariants asserted after every transition).
 # CMakeLists.txt registers the same suite with ctest (tests/test_*.c, the
 # EXAMPLE_CHECKS below, tests/abi, tests/mpi): a new kind of step here needs
 # its add_test there.
 test: deps
 	$(MAKE) run-tests
-	$(MAKE) BUILD=$(BUILD)-nohwloc EXTRA_CFLAGS="$(EXTRA_CFLAGS) -DCOORDL_NO_HWLOC" HWLOC_LIB= run-tests
+	$(MAKE) BUILD=$(BUILD)-nohwloc EXTRA_CFLAGS="$(EXTRA_CFLAGS) -DCOORDL_NO_HWLOC -DCOORDL_DEBUG" HWLOC_LIB= run-tests
 	$(MAKE) test-abi
 
 # A client built against the 0.3.0 header (and one against a header from
@@ -131,6 +133,17 @@ run-tests: $(TESTS) examples tools $(MPI_TESTS)
 
 test-sanitize:
 	$(MAKE) BUILD=build-san OPT=-O1 EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
+
+# ThreadSanitizer (clang) over the tests that drive the stream from several
+# threads and processes: consumer, workers, member threads, queries from
+# another thread, coordl_set/seek under load, coordinated groups.
+TSAN_TESTS := test_api test_set test_determinism test_stream test_stream_internals test_group
+test-tsan: deps
+	$(MAKE) BUILD=build-tsan CC=clang OPT=-O1 EXTRA_CFLAGS="$(EXTRA_CFLAGS) -fsanitize=thread -fno-omit-frame-pointer" run-tsan
+run-tsan: $(patsubst %,$(BUILD)/tests/%,$(TSAN_TESTS))
+	@fail=0; for t in $^; do echo "== $$t (ThreadSanitizer)"; \
+	   TSAN_OPTIONS="halt_on_error=1 exitcode=66 $(TSAN_OPTIONS)" $$t || fail=1; done; \
+	 if [ $$fail -ne 0 ]; then echo "make test-tsan: FAILED"; exit 1; fi; echo "make test-tsan: all passed"
 
 DEMO_DIR ?= $(BUILD)/demo-data
 demo: deps
@@ -201,4 +214,4 @@ test-packaging: deps lib tools
 	bash tests/packaging/recipes.sh run all
 
 clean:
-	rm -rf build build-san build-nohwloc build-san-nohwloc
+	rm -rf build build-san build-nohwloc build-san-nohwloc build-tsan

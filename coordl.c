@@ -20,8 +20,10 @@
  *  11. Sample plan                    crop geometry, drawn before decoding
  *  12. Resampling                     fused resize/flip/normalize (+ jitter)
  *  13. Decode                         JPEG ROI + DCT scaling; stb_image; tokens; WAV
- *  14. Worker pool and batch ring     claims, slots, consumers
- *  15. Coordinated group              the stream in a shm object shared by processes
+ *  14. Stream                         the state machine (claim, complete, take,
+ *                                     release, drop, repair), ring allocator, workers
+ *  15. Coordinated group              the stream in a shm object shared by
+ *                                     processes: members, liveness, validation
  *  16. Public API
  *  17. DS-Analyzer                    stats as JSON, differential protocol, what-if
  *  18. Stable ABI                     sized entry points; the 0.3.0 symbols
@@ -143,7 +145,7 @@ static size_t cdl__page_size(void) {
 static size_t cdl__round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 /* ===================================================================== */
-/* 2. Errors, logging, allocation                                        */
+/* 2. Errors, logging, allocation, the stream's lock                    */
 /* Every failure becomes a coordl_status plus a message naming the file  */
 /* or setting. Memory comes from the configured allocator (all three     */
 /* hooks or none); nothing here calls exit().                            */
@@ -197,15 +199,25 @@ typedef struct cdl__lru {
 } cdl__lru;
 
 enum { CDL_SLOT_FREE = 0, CDL_SLOT_FILLING, CDL_SLOT_READY };
-enum { CDL_ROW_FREE = 0, CDL_ROW_DONE = 0xFF }; /* else: claimed by member+1 */
 
 #define CDL_MAX_MEMBERS 32
 
+/* Row marks, one uint32 per row of a slot: free, done, or claimed by one
+ * generation of one member: (generation mod 2^26) << 6 | (member + 1). A
+ * mark names the generation, so a member that was dropped and resumed (or
+ * whose index a late joiner took) is never mistaken for the mark's owner. */
+#define CDL_ROW_FREE 0u
+#define CDL_ROW_DONE 0xFFFFFFFFu
+#define CDL_MARK_GEN_MASK 0x3FFFFFFull
+
 /* A batch slot. Who holds it is a set of consumer bits: a READY slot is
  * handed to every member in need_mask; it is free again when all of them
- * have released it (done_mask). A single loader is a group of one. */
+ * have released it (done_mask). A single loader is a group of one. `gen`
+ * changes at every assignment and every freeing, so a claim or a batch
+ * handle taken under an older generation no longer refers to the slot. */
 typedef struct cdl__slot {
     int state;
+    uint64_t gen;
     uint32_t need_mask, taken_mask, done_mask;
     uint64_t epoch, pos;    /* first row = position pos of the rank's share */
     uint64_t index;         /* batch number within the epoch                */
@@ -229,29 +241,37 @@ typedef struct cdl__cond {
     _Atomic uint32_t seq;
 } cdl__cond;
 
-/* A process in the (possibly one-member) group. */
+/* A process in the (possibly one-member) group. Its identity is (index,
+ * gen): gen changes when it joins and when it is dropped. */
 typedef struct cdl__member {
-    int32_t pid;
-    _Atomic uint64_t heartbeat_ns; /* CLOCK_MONOTONIC, refreshed by workers */
+    _Atomic uint64_t gen;
+    _Atomic int32_t pid;           /* in its own PID namespace: messages only */
+    _Atomic uint64_t heartbeat_ns; /* CLOCK_MONOTONIC, by its member thread */
     uint64_t start_epoch;          /* first epoch it consumes (late join)   */
+    pthread_mutex_t alive;         /* robust, process-shared: held by the
+                                      member's thread for its whole life, so
+                                      the kernel releases it (EOWNERDEAD) when
+                                      the process dies, in any PID namespace */
 } cdl__member;
 
 /* The stream's shared state: what every worker and consumer of the group
  * agrees on, under one robust, process-shared mutex. Lives in the handle's
- * own memory, or in the group's shm object. */
+ * own memory, or in the group's shm object. Section 14 owns its
+ * transitions. */
 typedef struct cdl__stream {
     pthread_mutex_t mu;
     cdl__cond work_cv;        /* workers wait for a free slot or row       */
     cdl__cond ready_cv;       /* consumers wait for a ready slot           */
     cdl__cond idle_cv;        /* seek/set wait for in-flight rows          */
-    uint64_t gen;             /* bumped by seek/set: in-flight rows dropped */
     int32_t paused;           /* seek/set in progress: no new claims       */
     int32_t broken;           /* the ring could not be remapped            */
     uint64_t claim_epoch, claim_pos, claim_index; /* next batch to assign  */
     uint64_t cut_epoch, cut_pos; /* the batch size took effect here        */
-    uint32_t inflight;        /* rows being prepared                       */
-    uint32_t live_mask;       /* members in the group                      */
-    int32_t lock_owner;       /* member holding mu, -1: none or joining    */
+    uint32_t inflight;        /* rows claimed and not yet done             */
+    _Atomic uint32_t live_mask; /* members in the group                    */
+    int32_t lock_owner;       /* member holding mu (-1: none or joining),  */
+    uint64_t lock_owner_gen;  /*   and its generation                      */
+    int32_t lock_tid;         /* COORDL_DEBUG: thread holding mu           */
     struct {                  /* a slot assignment in progress (slot + 1) */
         uint32_t slot, n;
         uint64_t epoch, pos, index;
@@ -261,6 +281,54 @@ typedef struct cdl__stream {
     _Atomic uint64_t cache_used;  /* MinIO slab bytes reserved             */
     _Atomic uint64_t cache_items;
 } cdl__stream;
+
+/* Every counter, once: X(name, row, stats, epoch).
+ *   row:   a worker counts it per prepared row (cdl__counters), added to
+ *          the handle's and the epoch's totals when the row completes;
+ *   stats: a field of coordl_stats and a key of coordl_stats_json;
+ *   epoch: a field of coordl_epoch_stats and a key of its JSON.
+ * In coordl_stats' field order (the JSON follows it). */
+#define CDL_COUNTERS(X)                 \
+    X(stall_ns, 0, 1, 1)                \
+    X(compute_ns, 0, 1, 0)              \
+    X(batches, 0, 1, 1)                 \
+    X(items, 1, 1, 1)                   \
+    X(cache_hits, 1, 1, 1)              \
+    X(cache_misses, 1, 1, 1)            \
+    X(cache_hit_bytes, 1, 1, 1)         \
+    X(cache_bytes_used, 0, 1, 0)        \
+    X(cache_items, 0, 1, 0)             \
+    X(cache_bytes_budget, 0, 1, 0)      \
+    X(dataset_bytes, 0, 1, 0)           \
+    X(fetch_bytes, 1, 0, 1)             \
+    X(storage_bytes, 1, 1, 1)           \
+    X(storage_reads, 1, 1, 0)           \
+    X(bad_samples, 1, 1, 1)             \
+    X(read_ns, 1, 1, 0)                 \
+    X(read_cache_ns, 1, 1, 1)           \
+    X(read_storage_ns, 1, 1, 1)         \
+    X(decode_ns, 1, 1, 1)               \
+    X(augment_ns, 1, 1, 1)              \
+    X(wait_slot_ns, 0, 1, 0)            \
+    X(threads, 0, 1, 0)                 \
+    X(pinned_bytes, 0, 1, 0)            \
+    X(threads_bound, 0, 1, 0)           \
+    X(items_prepared, 0, 1, 0)          \
+    X(group_members, 0, 1, 0)           \
+    X(peer_hits, 1, 1, 0)               \
+    X(peer_bytes, 1, 1, 0)              \
+    X(peer_fallbacks, 1, 1, 0)          \
+    X(peer_served, 0, 1, 0)
+
+#define CDL_IF_0(...)
+#define CDL_IF_1(...) __VA_ARGS__
+
+/* What a worker counts while preparing one row. */
+typedef struct cdl__counters {
+#define CDL_COUNTER_FIELD(name, row, stats, epoch) CDL_IF_##row(uint64_t name;)
+    CDL_COUNTERS(CDL_COUNTER_FIELD)
+#undef CDL_COUNTER_FIELD
+} cdl__counters;
 
 typedef struct cdl__epoch_counters {
     uint64_t epoch;
@@ -333,20 +401,28 @@ struct coordl {
     cdl__cache_entry *cache_entries; /* per item                            */
     cdl__lru *lru;
 
-    /* ring */
+    /* ring: the arena and every per-slot array (CDL_RING_ARRAYS, section
+     * 14), sized by cdl__ring_alloc */
     cdl__arena ring_arena;
     cdl__slot *slots;
-    uint8_t *row_state;    /* slot s, row r: row_state[s * slot_rows_cap + r] */
+    uint32_t *row_state;   /* slot s, row r: row_state[s * slot_rows_cap + r] */
     uint32_t nslots;
 
     /* stream and group */
     cdl__stream *S;        /* own memory, or the group's shm object        */
     int me;                /* this process's member index                  */
+    uint64_t my_gen;       /* and the generation it joined with            */
     uint32_t bit;          /* 1u << me                                     */
     void *shm_base;        /* the group's mapping, or NULL                 */
     uint64_t shm_bytes;
     char shm_name[224];
-    uint64_t last_reap_ns; /* last look for dead members (under mu)        */
+    pthread_t member_thread; /* group: liveness, heartbeat, reaping (15)   */
+    int member_thread_started;
+    pthread_mutex_t member_mu; /* guards member_stop; member_cv wakes it   */
+    pthread_cond_t member_cv;
+    int member_stop;
+    int member_running;     /* the member thread holds the liveness lock   */
+    int member_sync_ready;  /* member_mu and member_cv initialised         */
 
     /* peers (COORDL_MPI) */
     int peer_comm_set, peer_map_ready, peer_closing, peer_thread_started;
@@ -375,7 +451,7 @@ struct coordl {
 
     /* consumer */
     uint64_t cur_epoch, cur_pos, cur_index; /* next batch to hand out      */
-    uint64_t last_return_ns;
+    uint64_t last_return_ns; /* when the consumer's last coordl call ended */
 
     /* stats (under mu) */
     coordl_stats st;
@@ -402,40 +478,59 @@ static void cdl__free(const coordl *L, void *p) {
 
 /* --- the stream's lock -------------------------------------------------
  * One robust mutex guards the stream (claims, slots, members). In a group
- * it is shared by processes: a member killed while holding it leaves it
- * EOWNERDEAD, and the next locker repairs what the dead one may have left
- * half-done before marking it consistent. */
-static void cdl__group_tick(coordl *L);
-static void cdl__stream_repair(coordl *L);
+ * it is shared by processes: a thread killed while holding it leaves it
+ * EOWNERDEAD, and the next locker runs the stream's repair transition
+ * (section 14) before marking it consistent. Taking the lock does nothing
+ * else: heartbeats, liveness and reaping belong to the group's member
+ * thread (section 15), so a thread that only queries never drops anyone. */
+static void cdl__stream_repair(coordl *L, int dead, uint64_t dead_gen);
 
-static void cdl__member_drop(coordl *L, int m);
+static int cdl__gettid(void) {
+#ifdef SYS_gettid
+    return (int)syscall(SYS_gettid);
+#else
+    return 0;
+#endif
+}
 
-/* EOWNERDEAD: the holder died. Its member index was recorded when it took
- * the lock, so it is dropped at once (its pid may still look alive while
- * the kernel tears it down). */
 static void cdl__lock_acquired(coordl *L, int e) {
+    cdl__stream *S = L->S;
+    const int dead = S->lock_owner;
+    const uint64_t dead_gen = S->lock_owner_gen;
+    S->lock_owner = L->me;
+    S->lock_owner_gen = L->my_gen;
+#ifdef COORDL_DEBUG
+    S->lock_tid = cdl__gettid();
+#endif
     if (e == EOWNERDEAD) {
-        const int dead = L->S->lock_owner;
-        cdl__stream_repair(L);
-        if (dead >= 0 && dead < CDL_MAX_MEMBERS && dead != L->me && (L->S->live_mask >> dead & 1u))
-            cdl__member_drop(L, dead);
-        pthread_mutex_consistent(&L->S->mu);
+        /* the holder died mid-transition: it is dropped (if still that
+         * generation) and what it may have left half-done recomputed */
+        cdl__stream_repair(L, dead, dead_gen);
+        pthread_mutex_consistent(&S->mu);
     }
-    L->S->lock_owner = L->me;
-    cdl__group_tick(L);
 }
 
 static void cdl__lock(coordl *L) { cdl__lock_acquired(L, pthread_mutex_lock(&L->S->mu)); }
 
 static void cdl__unlock(coordl *L) {
     L->S->lock_owner = -1;
+#ifdef COORDL_DEBUG
+    L->S->lock_tid = 0;
+#endif
     pthread_mutex_unlock(&L->S->mu);
 }
 
+/* COORDL_DEBUG: the calling thread holds the stream's lock. */
+#ifdef COORDL_DEBUG
+#define cdl__assert_locked(L) cdl__debug_assert((L), (L)->S->lock_tid == cdl__gettid(), "stream lock not held by this thread")
+static void cdl__debug_assert(const coordl *L, int ok, const char *what);
+#else
+#define cdl__assert_locked(L) ((void)0)
+#endif
 
 /* Waits on a stream condition for at most ms milliseconds (ms < 0: no
- * bound; a group always bounds it at 50 ms, so a waiting process keeps its
- * heartbeat fresh and notices dead members even when nobody signals). */
+ * bound; a group always bounds it at 50 ms, so a waiter rechecks even if a
+ * wake-up went to a process that died). */
 static void cdl__wait_ms(coordl *L, cdl__cond *c, int ms) {
     int e = 0;
     if (L->cfg.group) {
@@ -468,18 +563,23 @@ static void cdl__wait_ms(coordl *L, cdl__cond *c, int ms) {
 
 static void cdl__wait(coordl *L, cdl__cond *c) { cdl__wait_ms(L, c, -1); }
 
-/* Wakes every waiter of c. Called with the mutex held, which is what
- * makes the sequence word race-free. */
-static void cdl__broadcast(coordl *L, cdl__cond *c) {
+/* Wakes waiters of c: all of them, or (cdl__signal) at most one. Called
+ * with the mutex held, which is what makes the sequence word race-free. */
+static void cdl__wake(coordl *L, cdl__cond *c, int all) {
     if (L->cfg.group) {
         atomic_fetch_add(&c->seq, 1u);
 #ifdef __linux__
-        syscall(SYS_futex, (uint32_t *)&c->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+        syscall(SYS_futex, (uint32_t *)&c->seq, FUTEX_WAKE, all ? INT_MAX : 1, NULL, NULL, 0);
 #endif
-    } else {
+    } else if (all) {
         pthread_cond_broadcast(&c->cv);
+    } else {
+        pthread_cond_signal(&c->cv);
     }
 }
+
+static void cdl__broadcast(coordl *L, cdl__cond *c) { cdl__wake(L, c, 1); }
+static void cdl__signal(coordl *L, cdl__cond *c) { cdl__wake(L, c, 0); }
 
 static void cdl__test_hook(coordl *L, const char *point) {
     if (L->cfg.test_hook) L->cfg.test_hook(L->cfg.test_hook_user, point);
@@ -919,12 +1019,37 @@ static coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes,
     return COORDL_OK;
 }
 
+/* Unregisters (pin callback) and unmaps an arena. A borrowed arena (part
+ * of a group's mapping) is only unregistered: the mapping goes as one. */
 static void cdl__arena_unmap(coordl *L, cdl__arena *a) {
-    if (!a->base || a->borrowed) return;
+    if (!a->base) return;
     if (a->pin_registered && L->cfg.pin) L->cfg.pin(L->cfg.pin_user, a->base, a->bytes, 0);
-    if (a->locked) munlock(a->base, a->bytes);
+    a->pin_registered = 0;
+    if (a->borrowed) {
+        a->base = NULL;
+        return;
+    }
+    if (a->locked) {
+        munlock(a->base, a->bytes);
+        L->st.pinned_bytes -= a->bytes;
+    }
     munmap(a->base, a->bytes);
     a->base = NULL;
+}
+
+/* Registers a part of a group's mapping as an arena with the pin
+ * callback, once; cdl__arena_unmap unregisters it before the unmap. */
+static void cdl__arena_borrow(coordl *L, cdl__arena *a, void *base, size_t bytes, const char *what) {
+    memset(a, 0, sizeof *a);
+    a->base = base;
+    a->bytes = bytes;
+    a->borrowed = 1;
+    if (L->cfg.pin && bytes) {
+        if (L->cfg.pin(L->cfg.pin_user, base, bytes, 1) == 0)
+            a->pin_registered = 1;
+        else
+            cdl__log(L, COORDL_LOG_WARN, "pin callback failed for the %s", what);
+    }
 }
 
 /* ===================================================================== */
@@ -1970,10 +2095,9 @@ struct cdl__worker {
     struct jpeg_progress_mgr jprogress; /* enforces CDL_JPEG_MAX_SCANS */
     int jd_ready;
 #endif
-    /* row stats, added to the handle under its mutex when the row is done */
-    uint64_t read_ns, read_cache_ns, read_storage_ns, decode_ns, augment_ns;
-    uint64_t hit, miss, hit_bytes, fetch_bytes, storage_bytes, bad;
-    uint64_t peer_hit, peer_bytes, peer_fallback;
+    /* this row's counters, added to the totals when the row completes */
+    cdl__counters row;
+    const struct cdl__claim *claim; /* the row being prepared (section 14) */
     uint64_t cur_epoch;     /* the row being prepared: its epoch, slot, row */
     cdl__slot *cur_slot;
     uint32_t cur_row;
@@ -2009,7 +2133,7 @@ static coordl_status cdl__read_window(cdl__worker *W, uint64_t id, cdl__bytes *o
     if (rc != COORDL_OK) return cdl__worker_error(W, rc, "%s: cannot open: %s", path, why);
     rc = cdl__io_read(L, f, path, W->readbuf, len, off, &got, W->err, sizeof W->err);
     cdl__io_close(L, f);
-    W->storage_bytes += got;
+    W->row.storage_bytes += got;
     if (rc != COORDL_OK) return rc;
     if (got != len)
         return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: token window %llu is cut short (%llu of %zu bytes)",
@@ -2043,7 +2167,7 @@ static coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes *out
     }
     rc = cdl__io_read(L, f, path, W->readbuf, size, 0, &got, W->err, sizeof W->err);
     cdl__io_close(L, f);
-    W->storage_bytes += got;
+    W->row.storage_bytes += got;
     if (rc != COORDL_OK) return rc;
     /* fewer bytes than at open: it shrank meanwhile; decode what is there */
     if (got == 0) return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: empty file", path);
@@ -2075,13 +2199,13 @@ static coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
     }
     uint64_t t1 = cdl__now_ns();
     if (hit) {
-        W->hit++;
-        W->hit_bytes += out->len;
-        W->read_cache_ns += t1 - t0;
+        W->row.cache_hits++;
+        W->row.cache_hit_bytes += out->len;
+        W->row.read_cache_ns += t1 - t0;
     } else
 #ifdef COORDL_MPI
     if (cdl__peer_fetch(W, id, out)) {
-        W->read_cache_ns += t1 - t0;
+        W->row.read_cache_ns += t1 - t0;
         t1 = cdl__now_ns();
     } else
 #endif
@@ -2090,17 +2214,18 @@ static coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
         /* partitioned: only epoch 0 admits, so the exchanged map stays exact */
         const int may_admit = !L->peer_comm_set || W->cur_epoch == 0;
         if (rc == COORDL_OK) {
-            W->miss++;
+            W->row.cache_misses++;
+            W->row.storage_reads++;
             if (L->cache_entries && may_admit) cdl__cache_admit_minio(L, id, out->p, out->len);
             else if (L->lru) cdl__cache_admit_lru(L, id, out->p, out->len);
         }
         uint64_t t2 = cdl__now_ns();
-        W->read_cache_ns += t1 - t0; /* the lookup that missed */
-        W->read_storage_ns += t2 - t1;
+        W->row.read_cache_ns += t1 - t0; /* the lookup that missed */
+        W->row.read_storage_ns += t2 - t1;
         t1 = t2;
     }
-    if (rc == COORDL_OK) W->fetch_bytes += out->len;
-    W->read_ns += t1 - t0;
+    if (rc == COORDL_OK) W->row.fetch_bytes += out->len;
+    W->row.read_ns += t1 - t0;
     return rc;
 }
 
@@ -2396,10 +2521,10 @@ static int cdl__peer_fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
         }
     }
     if (got) {
-        W->peer_hit++;
-        W->peer_bytes += out->len;
+        W->row.peer_hits++;
+        W->row.peer_bytes += out->len;
     } else {
-        W->peer_fallback++;
+        W->row.peer_fallbacks++;
     }
     cdl__unlock(L);
     return got;
@@ -3472,9 +3597,9 @@ static coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cd
         return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: corrupt JPEG data: %s", path,
                                  W->jerr.fatal_warning ? W->jerr.msg : "rows missing");
     uint64_t t1 = cdl__now_ns();
-    W->decode_ns += t1 - t0;
+    W->row.decode_ns += t1 - t0;
     cdl__resample(L, W, W->pix, stride, (int)xoff, y0, &ax, &ay, &g, dst);
-    W->augment_ns += cdl__now_ns() - t1;
+    W->row.augment_ns += cdl__now_ns() - t1;
     return COORDL_OK;
 }
 #endif
@@ -3514,12 +3639,12 @@ static coordl_status cdl__decode_stb(cdl__worker *W, const char *path, const cdl
         return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: cannot decode: %s", path, stbi_failure_reason());
     }
     const uint64_t t1 = cdl__now_ns();
-    W->decode_ns += t1 - t0;
+    W->row.decode_ns += t1 - t0;
     /* straight from stb's buffer: the resampler reads no byte past a row's
      * last pixel */
     cdl__resample(L, W, img, (size_t)iw * 3, 0, 0, &ax, &ay, &g, dst);
     stbi_image_free(img);
-    W->augment_ns += cdl__now_ns() - t1;
+    W->row.augment_ns += cdl__now_ns() - t1;
     return COORDL_OK;
 }
 
@@ -3544,7 +3669,7 @@ static coordl_status cdl__decode_tokens(cdl__worker *W, const cdl__bytes *in, vo
         if (t < T) inputs[t] = v;
         if (t > 0 && targets) targets[t - 1] = v;
     }
-    W->decode_ns += cdl__now_ns() - t0;
+    W->row.decode_ns += cdl__now_ns() - t0;
     return COORDL_OK;
 }
 
@@ -3695,7 +3820,7 @@ static coordl_status cdl__decode_wav(cdl__worker *W, const char *path, const cdl
         }
     }
     for (uint64_t i = take; i < S; i++) out[i] = 0.0f;
-    W->decode_ns += cdl__now_ns() - t0; /* conversion and crop are one pass */
+    W->row.decode_ns += cdl__now_ns() - t0; /* conversion and crop are one pass */
     return COORDL_OK;
 }
 
@@ -3716,14 +3841,138 @@ static coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint64_t 
 }
 
 /* ===================================================================== */
-/* 14. Worker pool and batch ring                                        */
-/* Workers claim rows of batches strictly in batch order; a batch takes  */
-/* any free slot, so up to prefetch_batches - (held) batches are ready   */
-/* ahead. One mutex guards the ring bookkeeping (a few hundred ns per    */
-/* row against a millisecond of decode); the rows themselves are written */
-/* without it. A seek bumps `gen` and waits for in-flight rows, whose    */
-/* results are then dropped.                                             */
+/* 14. Stream: batch ring, claims, batches, workers                      */
+/* The stream is one state machine over the ring's slots, owned here.    */
+/* Each transition runs under the stream's lock and ends with            */
+/* cdl__stream_check (COORDL_DEBUG builds assert the invariants):        */
+/*   claim     a worker takes the next row: a snapshot of all it needs   */
+/*   complete  the row counts only if slot and member generations match */
+/*   take      the consumer's next batch; its handle carries slot + gen  */
+/*   release   a no-op unless the handle's generation matches            */
+/*   drop      a member generation leaves: its marks and bits go         */
+/*   repair    after a lock holder died: finish, recount from the marks */
+/*   pause / restart   seek and set: wait for rows in flight, resume     */
+/* Workers only claim, prepare with no lock held, and complete. The ring */
+/* allocator sizes every per-slot array (CDL_RING_ARRAYS).               */
 /* ===================================================================== */
+
+/* --- the ring allocator ----------------------------------------------- */
+
+#define CDL_PER_SLOT 0
+#define CDL_PER_ROW 1
+/* Every array with an entry per slot or per row of a slot, as
+ * X(field of coordl, element type, CDL_PER_SLOT or CDL_PER_ROW, shared).
+ * cdl__ring_alloc sizes them all: per-slot arrays once (nslots never
+ * changes), per-row arrays (nslots x slot_rows_cap entries, zeroed) at open
+ * and again whenever coordl_set grows the ring; cdl__ring_free frees them.
+ * shared = 1: in a group the array is the shm object's (section 15), not
+ * allocated. Another section's per-slot state (the MPI peers' per-row
+ * offsets, lengths and states) goes in CDL_RING_ARRAYS_PEER, defined before
+ * this point: it is then sized, grown and freed with the ring, and can
+ * never be smaller than the ring it describes. */
+#ifndef CDL_RING_ARRAYS_PEER
+#define CDL_RING_ARRAYS_PEER(X)
+#endif
+#define CDL_RING_ARRAYS(X)                 \
+    X(slots, cdl__slot, CDL_PER_SLOT, 1)   \
+    X(row_state, uint32_t, CDL_PER_ROW, 1) \
+    CDL_RING_ARRAYS_PEER(X)
+
+/* Bytes of one ring slot holding rows_cap rows in data_cap data bytes:
+ * data, labels, ids and (tokens) targets, each 64-byte aligned. */
+static size_t cdl__ring_slot_bytes(const coordl *L, uint32_t rows_cap, size_t data_cap, size_t *data,
+                                   size_t *labels, size_t *ids) {
+    const size_t B = rows_cap, align = 64;
+    *data = cdl__round_up(data_cap, align);
+    *labels = cdl__round_up(B * sizeof(int32_t), align);
+    *ids = cdl__round_up(B * sizeof(uint64_t), align);
+    return *data + *labels + *ids + cdl__round_up(B * L->target_row_bytes, align);
+}
+
+/* Points every slot at its part of the ring arena, and frees it. */
+static void cdl__ring_layout(coordl *L) {
+    size_t data, labels, ids;
+    const size_t per_slot = cdl__ring_slot_bytes(L, L->slot_rows_cap, L->slot_data_cap, &data, &labels, &ids);
+    for (uint32_t s = 0; s < L->nslots; s++) {
+        cdl__slot *sl = &L->slots[s];
+        sl->data_off = s * per_slot;
+        sl->labels_off = s * per_slot + data;
+        sl->ids_off = s * per_slot + data + labels;
+        sl->targets_off = s * per_slot + data + labels + ids;
+        sl->state = CDL_SLOT_FREE;
+        sl->gen++;
+    }
+}
+
+/* Maps the ring arena for rows_cap rows and data_cap data bytes per slot,
+ * and allocates the per-row arrays (and the first time the per-slot ones).
+ * The new arrays are allocated first; the old arena is unmapped before the
+ * new one is mapped (growing never holds both). On failure the old arrays
+ * stay installed and the arena is gone: coordl_set then maps the old size
+ * again. In a group the arena and the shared arrays are the shm object's:
+ * only the private arrays are allocated. */
+static coordl_status cdl__ring_alloc(coordl *L, uint32_t rows_cap, size_t data_cap) {
+    const int in_group = L->shm_base != NULL;
+    const uint64_t nslots = L->nslots, nrows = nslots * rows_cap;
+    size_t data, labels, ids;
+    const size_t per_slot = cdl__ring_slot_bytes(L, rows_cap, data_cap, &data, &labels, &ids);
+    if (nslots == 0 || rows_cap == 0 || per_slot > SIZE_MAX / nslots || nrows > SIZE_MAX / sizeof(uint64_t))
+        return cdl__open_fail(COORDL_ERR_INVALID, "batch ring too large (%llu slots of %u rows)",
+                              (unsigned long long)nslots, rows_cap);
+    struct {
+#define CDL_RING_NEW_FIELD(f, type, per, shared) type *f;
+        CDL_RING_ARRAYS(CDL_RING_NEW_FIELD)
+#undef CDL_RING_NEW_FIELD
+        int unused;
+    } nw;
+    memset(&nw, 0, sizeof nw);
+    int ok = 1;
+#define CDL_RING_NEW_ALLOC(f, type, per, shared)                                               \
+    if (ok && !((shared) && in_group) && ((per) == CDL_PER_ROW || !L->f)) {                    \
+        nw.f = cdl__calloc(L, (size_t)((per) == CDL_PER_ROW ? nrows : nslots), sizeof(type)); \
+        ok = nw.f != NULL;                                                                     \
+    }
+    CDL_RING_ARRAYS(CDL_RING_NEW_ALLOC)
+#undef CDL_RING_NEW_ALLOC
+    coordl_status rc = ok ? COORDL_OK : cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the batch ring's tables");
+    if (rc == COORDL_OK && !in_group) {
+        cdl__arena_unmap(L, &L->ring_arena);
+        rc = cdl__arena_map(L, &L->ring_arena, per_slot * nslots, 1, "batch ring");
+    }
+    if (rc != COORDL_OK) {
+#define CDL_RING_NEW_FREE(f, type, per, shared) cdl__free(L, nw.f);
+        CDL_RING_ARRAYS(CDL_RING_NEW_FREE)
+#undef CDL_RING_NEW_FREE
+        return rc;
+    }
+#define CDL_RING_INSTALL(f, type, per, shared) \
+    if (nw.f) {                                \
+        cdl__free(L, L->f);                    \
+        L->f = nw.f;                           \
+    }
+    CDL_RING_ARRAYS(CDL_RING_INSTALL)
+#undef CDL_RING_INSTALL
+    L->slot_rows_cap = rows_cap;
+    L->slot_data_cap = data_cap;
+    if (!in_group) cdl__ring_layout(L);
+    return COORDL_OK;
+}
+
+/* Unregisters and unmaps the arena and frees the private arrays (before a
+ * group is left: which arrays are shared depends on it). */
+static void cdl__ring_free(coordl *L) {
+    const int in_group = L->shm_base != NULL;
+    cdl__arena_unmap(L, &L->ring_arena);
+#define CDL_RING_FREE(f, type, per, shared) \
+    if (!((shared) && in_group)) {          \
+        cdl__free(L, L->f);                 \
+        L->f = NULL;                        \
+    }
+    CDL_RING_ARRAYS(CDL_RING_FREE)
+#undef CDL_RING_FREE
+}
+
+/* --- slots, members, marks -------------------------------------------- */
 
 static cdl__u8 *cdl__slot_data(const coordl *L, const cdl__slot *s) { return L->ring_arena.base + s->data_off; }
 static int32_t *cdl__slot_labels(const coordl *L, const cdl__slot *s) {
@@ -3732,17 +3981,38 @@ static int32_t *cdl__slot_labels(const coordl *L, const cdl__slot *s) {
 static uint64_t *cdl__slot_ids(const coordl *L, const cdl__slot *s) {
     return (uint64_t *)(void *)(L->ring_arena.base + s->ids_off);
 }
-
-static uint8_t *cdl__slot_rows(const coordl *L, const cdl__slot *s) {
+static uint32_t *cdl__slot_rows(const coordl *L, const cdl__slot *s) {
     return L->row_state + (size_t)(s - L->slots) * L->slot_rows_cap;
+}
+
+static uint32_t cdl__mark_for(int m, uint64_t gen) {
+    return (uint32_t)((gen & CDL_MARK_GEN_MASK) << 6) | (uint32_t)(m + 1);
+}
+
+/* Member m is in the group with generation gen. */
+static int cdl__member_is(const cdl__stream *S, int m, uint64_t gen) {
+    return m >= 0 && m < CDL_MAX_MEMBERS && (atomic_load(&S->live_mask) >> m & 1u) &&
+           atomic_load(&S->members[m].gen) == gen;
+}
+
+/* This handle is still the member generation it joined as. */
+static int cdl__member_current(const coordl *L) { return cdl__member_is(L->S, L->me, L->my_gen); }
+
+/* A claim mark whose member generation is no longer in the group. */
+static int cdl__mark_stale(const cdl__stream *S, uint32_t mark) {
+    if (mark == CDL_ROW_FREE || mark == CDL_ROW_DONE) return 0;
+    const int m = (int)(mark & 63u) - 1;
+    if (m < 0 || m >= CDL_MAX_MEMBERS || !(atomic_load(&S->live_mask) >> m & 1u)) return 1;
+    return (atomic_load(&S->members[m].gen) & CDL_MARK_GEN_MASK) != (uint64_t)(mark >> 6);
 }
 
 /* Members that consume batches of `epoch`: in the group, and joined no
  * later than that epoch. Under mu. */
 static uint32_t cdl__consumers_of(const coordl *L, uint64_t epoch) {
+    const uint32_t live = atomic_load(&L->S->live_mask);
     uint32_t m = 0;
     for (int i = 0; i < CDL_MAX_MEMBERS; i++)
-        if ((L->S->live_mask >> i & 1u) && L->S->members[i].start_epoch <= epoch) m |= 1u << i;
+        if ((live >> i & 1u) && L->S->members[i].start_epoch <= epoch) m |= 1u << i;
     return m;
 }
 
@@ -3757,45 +4027,122 @@ static cdl__epoch_counters *cdl__epoch_entry(coordl *L, uint64_t epoch) {
     return e;
 }
 
-/* Prepare one row, substituting bad items when configured. Returns the
- * row's status; sets *row_id to the item actually used. */
-static coordl_status cdl__prepare_row(cdl__worker *W, uint64_t epoch, uint64_t id, uint64_t pos,
-                                      void *dst, uint64_t *row_id) {
-    coordl *L = W->L;
-    coordl_status rc = cdl__prepare_item(W, epoch, id, dst);
-    *row_id = id;
-    if (rc == COORDL_OK || L->cfg.on_bad_sample != COORDL_BAD_SUBSTITUTE || rc == COORDL_ERR_NOMEM) return rc;
-    for (int attempt = 0; attempt < CDL_SUBSTITUTE_TRIES; attempt++) {
-        W->bad++;
-        cdl__log(L, COORDL_LOG_WARN, "bad sample substituted: %s", W->err);
-        uint64_t sub = cdl__hash4(L->cfg.seed, CDL_STREAM_SUBST, epoch, pos * CDL_SUBSTITUTE_TRIES + (uint64_t)attempt) % L->num_items;
-        if (sub == id) sub = (sub + 1) % L->num_items;
-        if (sub == id) break; /* a one-item dataset has nothing to substitute */
-        rc = cdl__prepare_item(W, epoch, sub, dst);
-        *row_id = sub;
-        if (rc == COORDL_OK) return rc;
-    }
-    return rc;
+/* A finished row's counters into the handle's and its epoch's totals. */
+static void cdl__counters_add(coordl *L, uint64_t epoch, const cdl__counters *c) {
+    cdl__epoch_counters *ec = cdl__epoch_entry(L, epoch);
+    (void)ec;
+#define CDL_COUNTER_ADD(name, row, stats, ep) \
+    CDL_IF_##row(CDL_IF_##stats(L->st.name += c->name;) CDL_IF_##ep(ec->s.name += c->name;))
+    CDL_COUNTERS(CDL_COUNTER_ADD)
+#undef CDL_COUNTER_ADD
 }
 
-/* Names the worker so that tools (top -H, /proc/<pid>/task) show it. Its
- * affinity was set at creation (cdl__pool_start), so it allocates its
- * scratch already on its own node (first touch). */
-static void cdl__worker_bind(cdl__worker *W) {
-    char name[16];
-    snprintf(name, sizeof name, "coordl-w%d", W->index);
-    pthread_setname_np(pthread_self(), name);
+/* --- invariants -------------------------------------------------------- */
+
+/* The stream's invariants: rows claimed equal rows marked, rows in flight
+ * equal claimed minus done, a READY slot has every row done and is held
+ * only by members still in the group, every mark belongs to a member
+ * generation in the group, no assignment is left half-done, and this
+ * consumer's count of held batches matches the slots. 1 when they hold,
+ * else 0 and the first broken one in why. Under mu. */
+static int cdl__stream_invariants(const coordl *L, char *why, size_t cap) {
+    const cdl__stream *S = L->S;
+    const uint32_t live = atomic_load(&S->live_mask);
+    uint64_t inflight = 0;
+    uint32_t held = 0;
+#define CDL_BROKEN(...) do { snprintf(why, cap, __VA_ARGS__); return 0; } while (0)
+    if (S->assign.slot != 0) CDL_BROKEN("the assignment of slot %u was left half-done", S->assign.slot - 1);
+    for (uint32_t s = 0; s < L->nslots; s++) {
+        const cdl__slot *sl = &L->slots[s];
+        const uint32_t *rows = cdl__slot_rows(L, sl);
+        if (sl->state == CDL_SLOT_FREE) continue;
+        if (sl->state != CDL_SLOT_FILLING && sl->state != CDL_SLOT_READY) CDL_BROKEN("slot %u: state %d", s, sl->state);
+        if (sl->n == 0 || sl->n > L->slot_rows_cap) CDL_BROKEN("slot %u: %u rows (capacity %u)", s, sl->n, L->slot_rows_cap);
+        uint32_t marked = 0, done = 0;
+        for (uint32_t r = 0; r < sl->n; r++) {
+            marked += rows[r] != CDL_ROW_FREE;
+            done += rows[r] == CDL_ROW_DONE;
+            if (cdl__mark_stale(S, rows[r]))
+                CDL_BROKEN("slot %u row %u: mark %#x belongs to member %d generation %u, which is not in the group",
+                           s, r, rows[r], (int)(rows[r] & 63u) - 1, rows[r] >> 6);
+        }
+        if (marked != sl->rows_claimed) CDL_BROKEN("slot %u: %u rows claimed but %u marked", s, sl->rows_claimed, marked);
+        if (done != sl->rows_done) CDL_BROKEN("slot %u: %u rows done but %u marked done", s, sl->rows_done, done);
+        if (sl->state == CDL_SLOT_FILLING) {
+            inflight += marked - done;
+            continue;
+        }
+        if (done != sl->n) CDL_BROKEN("slot %u is READY with %u of %u rows done", s, done, sl->n);
+        if ((sl->need_mask | sl->taken_mask | sl->done_mask) & ~live)
+            CDL_BROKEN("slot %u: consumer bits %#x/%#x/%#x of members not in the group (%#x)", s, sl->need_mask,
+                       sl->taken_mask, sl->done_mask, live);
+        if ((sl->done_mask & sl->need_mask) == sl->need_mask)
+            CDL_BROKEN("slot %u is READY though every consumer released it", s);
+        if (sl->taken_mask & ~sl->done_mask & L->bit) held++;
+    }
+    if (inflight != S->inflight)
+        CDL_BROKEN("%u rows counted in flight, but claimed minus done is %llu", S->inflight, (unsigned long long)inflight);
+    if (L->me >= 0 && cdl__member_current(L) && held != L->held)
+        CDL_BROKEN("this consumer counts %u held batches, the slots say %u", L->held, held);
+#undef CDL_BROKEN
+    return 1;
 }
+
+#ifdef COORDL_DEBUG
+/* COORDL_DEBUG: a broken invariant stops the process here, where it broke,
+ * instead of as a wrong batch much later (release builds compile it out). */
+static void cdl__debug_assert(const coordl *L, int ok, const char *what) {
+    (void)L;
+    if (ok) return;
+    fprintf(stderr, "coordl (COORDL_DEBUG): %s\n", what);
+    abort();
+}
+
+static void cdl__stream_check(const coordl *L, const char *transition) {
+    char why[256], msg[320];
+    cdl__assert_locked(L);
+    if (!cdl__stream_invariants(L, why, sizeof why)) {
+        snprintf(msg, sizeof msg, "stream invariant broken after %s: %s", transition, why);
+        cdl__debug_assert(L, 0, msg);
+    }
+}
+#else
+#define cdl__stream_check(L, transition) ((void)0)
+#endif
+
+/* --- transitions ------------------------------------------------------- */
 
 #ifdef COORDL_MPI
 static void cdl__peer_request_slot(coordl *L, uint32_t s);
 #endif
 
-/* Carries out the recorded assignment S->assign (idempotent, so repair can
- * run it again after its holder died half-way). Under mu. */
+/* A claimed row: everything its worker needs, copied under the lock, so
+ * that it never reads the slot again before completing. */
+typedef struct cdl__claim {
+    uint32_t slot, row;
+    uint64_t slot_gen;    /* the slot's assignment the row belongs to      */
+    uint32_t mark;        /* this member generation's mark on the row      */
+    uint64_t epoch, pos;  /* the row is position pos of the epoch's share  */
+    size_t row_bytes;
+    size_t data_off, targets_off; /* the row's place in the ring arena    */
+} cdl__claim;
+
+/* What a worker made of its claimed row. */
+typedef struct cdl__row_result {
+    coordl_status status;
+    uint64_t id;                   /* item used (a substitute for a bad one) */
+    int32_t label;
+    const cdl__u8 *staged;         /* group: the row, copied in on complete */
+    const int32_t *staged_targets;
+    const char *errmsg;
+} cdl__row_result;
+
+/* Carries out the recorded assignment S->assign (idempotent: repair runs
+ * it again when its holder died half-way). Under mu. */
 static void cdl__slot_assign(coordl *L) {
     cdl__stream *S = L->S;
     cdl__slot *sl = &L->slots[S->assign.slot - 1];
+    sl->gen++;
     sl->epoch = S->assign.epoch;
     sl->pos = S->assign.pos;
     sl->index = S->assign.index;
@@ -3808,7 +4155,7 @@ static void cdl__slot_assign(coordl *L) {
     sl->status = COORDL_OK;
     sl->err_row = UINT32_MAX;
     sl->errmsg[0] = '\0';
-    memset(cdl__slot_rows(L, sl), CDL_ROW_FREE, L->slot_rows_cap);
+    memset(cdl__slot_rows(L, sl), 0, (size_t)L->slot_rows_cap * sizeof(uint32_t));
     sl->state = CDL_SLOT_FILLING;
     S->claim_epoch = S->assign.epoch;
     S->claim_pos = S->assign.pos + S->assign.n;
@@ -3842,13 +4189,14 @@ static cdl__slot *cdl__slot_to_fill(coordl *L) {
             end = cdl__epoch_end(L, epoch);
         }
         const uint64_t left = end - pos;
-        /* the intent first: a member killed in the middle of the assignment
-         * leaves it for cdl__stream_repair to finish */
-        S->assign.slot = s + 1;
+        /* the intent first, committed by setting assign.slot last: a member
+         * killed in the middle leaves either nothing or a whole intent for
+         * cdl__stream_repair to carry out */
         S->assign.epoch = epoch;
         S->assign.pos = pos;
         S->assign.index = index;
         S->assign.n = (uint32_t)(left < L->cfg.batch_size ? left : L->cfg.batch_size);
+        S->assign.slot = s + 1;
         cdl__slot_assign(L);
 #ifdef COORDL_MPI
         /* ask peers for their rows now, before any worker needs them */
@@ -3859,143 +4207,372 @@ static cdl__slot *cdl__slot_to_fill(coordl *L) {
     return NULL;
 }
 
-/* A slot whose every consumer has released it is free again. */
+/* Work a woken worker could claim now: an unclaimed row or a free slot. */
+static int cdl__stream_has_work(const coordl *L) {
+    for (uint32_t s = 0; s < L->nslots; s++) {
+        const cdl__slot *sl = &L->slots[s];
+        if (sl->state == CDL_SLOT_FREE || (sl->state == CDL_SLOT_FILLING && sl->rows_claimed < sl->n)) return 1;
+    }
+    return 0;
+}
+
+/* A slot whose every consumer has released it is free again, under a new
+ * generation. One waiting worker is woken, not all: the one that claims a
+ * row wakes the next while work remains (cdl__stream_claim). */
 static void cdl__slot_maybe_free(coordl *L, cdl__slot *sl) {
     if (sl->state == CDL_SLOT_READY && (sl->done_mask & sl->need_mask) == sl->need_mask) {
         sl->state = CDL_SLOT_FREE;
-        cdl__broadcast(L, &L->S->work_cv);
+        sl->gen++;
+        cdl__signal(L, &L->S->work_cv);
     }
 }
 
-static void *cdl__worker_main(void *arg) {
-    cdl__worker *W = arg;
-    coordl *L = W->L;
+/* Every row done: the batch goes to every member that consumes its epoch. */
+static void cdl__slot_ready(coordl *L, cdl__slot *sl) {
+    sl->state = CDL_SLOT_READY;
+    sl->need_mask = cdl__consumers_of(L, sl->epoch);
+    sl->taken_mask = sl->done_mask = 0;
+    cdl__broadcast(L, &L->S->ready_cv); /* every member's consumer, and workers waiting for peers */
+    cdl__slot_maybe_free(L, sl);        /* nobody left to consume it */
+}
+
+/* claim: waits for work, marks the next row as this member generation's,
+ * and fills c with a snapshot of everything the worker needs. Returns 0
+ * when the worker should exit. Under mu (the waits release it). */
+static int cdl__stream_claim(coordl *L, cdl__claim *c) {
     cdl__stream *S = L->S;
-    const uint8_t mark = (uint8_t)(L->me + 1);
-    cdl__worker_bind(W);
-    cdl__lock(L);
-    while (!L->stop) {
-        if (S->paused || S->broken || !S->started || !(S->live_mask & L->bit)) {
+    for (;;) {
+        if (L->stop) return 0;
+        if (S->paused || S->broken || !S->started || !cdl__member_current(L)) {
             cdl__wait(L, &S->work_cv);
             continue;
         }
         cdl__slot *sl = cdl__slot_to_fill(L);
         if (!sl) {
-            uint64_t t0 = cdl__now_ns();
+            const uint64_t t0 = cdl__now_ns();
             cdl__wait(L, &S->work_cv);
             L->st.wait_slot_ns += cdl__now_ns() - t0;
             continue;
         }
-        uint8_t *rows = cdl__slot_rows(L, sl);
+        uint32_t *rows = cdl__slot_rows(L, sl);
         uint32_t row = 0;
         while (rows[row] != CDL_ROW_FREE) row++; /* rows_claimed < n: one is free */
-        rows[row] = mark;
+        c->slot = (uint32_t)(sl - L->slots);
+        c->row = row;
+        c->slot_gen = sl->gen;
+        c->mark = cdl__mark_for(L->me, L->my_gen);
+        c->epoch = sl->epoch;
+        c->pos = sl->pos + row;
+        c->row_bytes = sl->row_bytes;
+        c->data_off = sl->data_off + (size_t)row * sl->row_bytes;
+        c->targets_off = sl->targets_off + (size_t)row * L->target_row_bytes;
+        rows[row] = c->mark;
         sl->rows_claimed++;
-        const uint64_t gen = S->gen;
         S->inflight++;
+        if (cdl__stream_has_work(L)) cdl__signal(L, &S->work_cv); /* pass the baton */
+        cdl__stream_check(L, "claim");
+        return 1;
+    }
+}
+
+/* complete: the row counts only if nothing reset it meanwhile: this member
+ * generation is still in the group and its mark still on the row, and the
+ * slot still holds that assignment. Otherwise a drop already put the row
+ * back (and took it out of the rows in flight), so nothing changes. The
+ * work is counted in the stats either way: it was done. Under mu. */
+static void cdl__stream_complete(coordl *L, const cdl__claim *c, const cdl__counters *counters,
+                                 const cdl__row_result *r) {
+    cdl__stream *S = L->S;
+    cdl__slot *sl = &L->slots[c->slot];
+    uint32_t *rows = cdl__slot_rows(L, sl);
+    cdl__counters_add(L, c->epoch, counters);
+    if (cdl__member_current(L) && sl->gen == c->slot_gen && sl->state == CDL_SLOT_FILLING && rows[c->row] == c->mark) {
+        if (r->staged) {
+            memcpy(L->ring_arena.base + c->data_off, r->staged, c->row_bytes);
+            if (r->staged_targets) memcpy(L->ring_arena.base + c->targets_off, r->staged_targets, L->target_row_bytes);
+        }
+        cdl__slot_ids(L, sl)[c->row] = r->id;
+        cdl__slot_labels(L, sl)[c->row] = r->label;
+        if (r->status != COORDL_OK && c->row < sl->err_row) {
+            sl->err_row = c->row;
+            sl->status = r->status;
+            snprintf(sl->errmsg, sizeof sl->errmsg, "%s", r->errmsg);
+        }
+        rows[c->row] = CDL_ROW_DONE; /* the marks are the truth repair reads: first */
+        S->inflight--;
+        if (++sl->rows_done == sl->n) cdl__slot_ready(L, sl);
+    }
+    if (S->paused && S->inflight == 0) cdl__broadcast(L, &S->idle_cv);
+    cdl__stream_check(L, "complete");
+}
+
+/* The READY slot holding this consumer's next batch, or -1. Under mu. */
+static int cdl__stream_find(const coordl *L) {
+    for (uint32_t s = 0; s < L->nslots; s++) {
+        const cdl__slot *c = &L->slots[s];
+        if (c->state == CDL_SLOT_READY && c->epoch == L->cur_epoch && c->pos == L->cur_pos &&
+            (c->need_mask & L->bit) && !(c->taken_mask & L->bit))
+            return (int)s;
+    }
+    return -1;
+}
+
+static void cdl__row_shape(const coordl *L, uint32_t out_w, uint32_t out_h, uint32_t *c, uint32_t *h,
+                           uint32_t *w);
+
+static void cdl__fill_batch(coordl *L, const cdl__slot *sl, uint32_t slot_index, coordl_batch *out) {
+    out->n = sl->n;
+    out->data = cdl__slot_data(L, sl);
+    out->data_bytes = (size_t)sl->n * sl->row_bytes;
+    out->labels = cdl__slot_labels(L, sl);
+    out->ids = cdl__slot_ids(L, sl);
+    out->targets = L->target_row_bytes ? (int32_t *)(void *)(L->ring_arena.base + sl->targets_off) : NULL;
+    out->epoch = sl->epoch;
+    out->index = sl->index;
+    cdl__row_shape(L, sl->out_w, sl->out_h, &out->c, &out->h, &out->w);
+    out->layout = L->cfg.layout;
+    out->slot_ = slot_index + 1; /* 0 marks a batch that holds no slot */
+    out->gen_ = (uint32_t)sl->gen;
+}
+
+/* take: the consumer takes its next batch from slot s. A batch whose rows
+ * failed is skipped (released at once) and its status returned. Under mu. */
+static coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *out) {
+    cdl__slot *sl = &L->slots[s];
+    L->cur_pos += sl->n;
+    L->cur_index++;
+    cdl__epoch_entry(L, sl->epoch)->s.batches++;
+    sl->taken_mask |= L->bit;
+    const coordl_status rc = sl->status;
+    if (rc != COORDL_OK) {
+        snprintf(L->errmsg, sizeof L->errmsg, "%s", sl->errmsg);
+        sl->done_mask |= L->bit;
+        cdl__slot_maybe_free(L, sl);
+    } else {
+        L->held++;
+        L->st.batches++;
+        cdl__fill_batch(L, sl, s, out);
+    }
+    cdl__stream_check(L, "take");
+    return rc;
+}
+
+/* release: only the batch the handle names, slot and generation; a stale
+ * copy of a released batch (the slot has moved on), a batch of a dropped
+ * member generation, or a second release is a no-op. Under mu. */
+static void cdl__stream_release(coordl *L, const coordl_batch *b) {
+    if (b->slot_ == 0 || b->slot_ > L->nslots) return;
+    cdl__slot *sl = &L->slots[b->slot_ - 1];
+    if (!cdl__member_current(L) || sl->state != CDL_SLOT_READY || (uint32_t)sl->gen != b->gen_ ||
+        !(sl->taken_mask & L->bit) || (sl->done_mask & L->bit))
+        return;
+    sl->done_mask |= L->bit;
+    L->held--;
+    cdl__slot_maybe_free(L, sl);
+    cdl__stream_check(L, "release");
+}
+
+/* Recomputes everything that follows from the marks and the member set:
+ * marks of member generations no longer in the group are freed, claimed,
+ * done and in-flight counts recounted, fully done slots made READY,
+ * consumer bits of departed members cleared and slots nobody needs freed.
+ * Idempotent; the core of drop and repair. Under mu. */
+static void cdl__stream_recount(coordl *L) {
+    cdl__stream *S = L->S;
+    const uint32_t live = atomic_load(&S->live_mask);
+    uint32_t inflight = 0;
+    for (uint32_t s = 0; s < L->nslots; s++) {
+        cdl__slot *sl = &L->slots[s];
+        sl->need_mask &= live;
+        sl->taken_mask &= live;
+        sl->done_mask &= live;
+        if (sl->state == CDL_SLOT_FILLING) {
+            uint32_t *rows = cdl__slot_rows(L, sl);
+            uint32_t claimed = 0, done = 0;
+            for (uint32_t r = 0; r < sl->n; r++) {
+                if (cdl__mark_stale(S, rows[r])) rows[r] = CDL_ROW_FREE;
+                claimed += rows[r] != CDL_ROW_FREE;
+                done += rows[r] == CDL_ROW_DONE;
+            }
+            sl->rows_claimed = claimed;
+            sl->rows_done = done;
+            inflight += claimed - done;
+            if (done == sl->n) cdl__slot_ready(L, sl);
+        } else {
+            cdl__slot_maybe_free(L, sl);
+        }
+    }
+    S->inflight = inflight;
+}
+
+/* drop: member m of generation gen leaves the stream (dropped by another
+ * member, or its own close). It gets a new generation and leaves the live
+ * set first, so its marks and handles are stale from then on; then the
+ * recount frees its claimed rows and clears its consumer bits. A process
+ * killed in the middle leaves nothing repair cannot finish. Under mu. */
+static void cdl__stream_drop_member(coordl *L, int m, uint64_t gen) {
+    cdl__stream *S = L->S;
+    if (!cdl__member_is(S, m, gen)) return;
+    atomic_fetch_add(&S->members[m].gen, 1);
+    atomic_fetch_and(&S->live_mask, ~(1u << m));
+    cdl__stream_recount(L);
+    cdl__broadcast(L, &S->work_cv);
+    cdl__broadcast(L, &S->ready_cv);
+    cdl__broadcast(L, &S->idle_cv);
+    cdl__stream_check(L, "drop member");
+}
+
+/* repair: the lock came back EOWNERDEAD. The dead holder's assignment is
+ * finished, the holder itself (if still that generation) dropped, and the
+ * rest recounted from the marks, which every transition writes first. */
+static void cdl__stream_repair(coordl *L, int dead, uint64_t dead_gen) {
+    cdl__stream *S = L->S;
+    if (S->assign.slot > 0 && S->assign.slot <= L->nslots) cdl__slot_assign(L);
+    S->assign.slot = 0;
+    if (dead >= 0 && cdl__member_is(S, dead, dead_gen)) {
+        cdl__stream_drop_member(L, dead, dead_gen);
+        return;
+    }
+    cdl__stream_recount(L);
+    cdl__broadcast(L, &S->work_cv);
+    cdl__broadcast(L, &S->ready_cv);
+    cdl__broadcast(L, &S->idle_cv);
+    cdl__stream_check(L, "repair");
+}
+
+/* pause: no new claims; waits until no row is in flight. Under mu. */
+static void cdl__stream_pause(coordl *L) {
+    L->S->paused = 1;
+    while (L->S->inflight > 0) cdl__wait(L, &L->S->idle_cv);
+    cdl__stream_check(L, "pause");
+}
+
+/* restart: frees every slot not held by the caller (a new generation for
+ * each) and restarts the claims at the consumer's position. Under mu,
+ * paused. */
+static void cdl__stream_restart(coordl *L) {
+    for (uint32_t s = 0; s < L->nslots; s++) {
+        cdl__slot *sl = &L->slots[s];
+        const int held = sl->state == CDL_SLOT_READY && (sl->taken_mask & ~sl->done_mask & L->bit);
+        if (!held && sl->state != CDL_SLOT_FREE) {
+            sl->state = CDL_SLOT_FREE;
+            sl->gen++;
+        }
+    }
+    L->S->claim_epoch = L->cur_epoch;
+    L->S->claim_pos = L->cur_pos;
+    L->S->claim_index = L->cur_index;
+    L->S->paused = 0;
+    cdl__broadcast(L, &L->S->work_cv);
+    cdl__stream_check(L, "restart");
+}
+
+/* A stream block with a robust mutex and monotonic condition variables;
+ * process-shared (with a liveness lock per member) in a group's object. */
+static coordl_status cdl__stream_init(cdl__stream *S, int pshared) {
+    pthread_mutexattr_t ma;
+    pthread_condattr_t ca;
+    memset(S, 0, sizeof *S);
+    if (pthread_mutexattr_init(&ma) != 0 || pthread_condattr_init(&ca) != 0)
+        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot initialise the stream's lock");
+    pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    if (pshared) {
+        pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+        pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
+    }
+    int e = pthread_mutex_init(&S->mu, &ma);
+    for (int m = 0; !e && pshared && m < CDL_MAX_MEMBERS; m++) e = pthread_mutex_init(&S->members[m].alive, &ma);
+    if (!e) e = pthread_cond_init(&S->work_cv.cv, &ca);
+    if (!e) e = pthread_cond_init(&S->ready_cv.cv, &ca);
+    if (!e) e = pthread_cond_init(&S->idle_cv.cv, &ca);
+    pthread_mutexattr_destroy(&ma);
+    pthread_condattr_destroy(&ca);
+    if (e) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot initialise the stream's lock: %s", strerror(e));
+    S->cut_epoch = UINT64_MAX;
+    S->lock_owner = -1;
+    return COORDL_OK;
+}
+
+/* --- workers ------------------------------------------------------------ */
+
+/* Prepare one row, substituting bad items when configured. Returns the
+ * row's status; sets *row_id to the item actually used. */
+static coordl_status cdl__prepare_row(cdl__worker *W, uint64_t epoch, uint64_t id, uint64_t pos,
+                                      void *dst, uint64_t *row_id) {
+    coordl *L = W->L;
+    coordl_status rc = cdl__prepare_item(W, epoch, id, dst);
+    *row_id = id;
+    if (rc == COORDL_OK || L->cfg.on_bad_sample != COORDL_BAD_SUBSTITUTE || rc == COORDL_ERR_NOMEM) return rc;
+    for (int attempt = 0; attempt < CDL_SUBSTITUTE_TRIES; attempt++) {
+        W->row.bad_samples++;
+        cdl__log(L, COORDL_LOG_WARN, "bad sample substituted: %s", W->err);
+        uint64_t sub = cdl__hash4(L->cfg.seed, CDL_STREAM_SUBST, epoch, pos * CDL_SUBSTITUTE_TRIES + (uint64_t)attempt) % L->num_items;
+        if (sub == id) sub = (sub + 1) % L->num_items;
+        if (sub == id) break; /* a one-item dataset has nothing to substitute */
+        rc = cdl__prepare_item(W, epoch, sub, dst);
+        *row_id = sub;
+        if (rc == COORDL_OK) return rc;
+    }
+    return rc;
+}
+
+/* Prepares a claimed row with no lock held: straight into its place in the
+ * ring for a private loader (nothing else touches a claimed row there), or
+ * into the worker's staging buffer in a group, copied in by complete only
+ * if the claim still holds (a member stopped mid-row, dropped and resumed
+ * would otherwise write into a slot that by then holds another batch). */
+static void cdl__worker_prepare(cdl__worker *W, const cdl__claim *c, cdl__row_result *r) {
+    coordl *L = W->L;
+    const int staged = L->cfg.group != NULL;
+    cdl__u8 *dst = staged ? W->stage : L->ring_arena.base + c->data_off;
+    int32_t *targets = NULL;
+    if (L->target_row_bytes)
+        targets = (int32_t *)(void *)(staged ? W->stage + c->row_bytes : L->ring_arena.base + c->targets_off);
+    memset(&W->row, 0, sizeof W->row);
+    W->row.items = 1;
+    W->targets = targets;
+    W->claim = c;
+    W->cur_epoch = c->epoch;
+    W->cur_slot = &L->slots[c->slot];
+    W->cur_row = c->row;
+    cdl__perm perm = cdl__perm_for(L, c->epoch);
+    const uint64_t id = cdl__item_at(L, &perm, c->pos);
+    r->status = cdl__prepare_row(W, c->epoch, id, c->pos, dst, &r->id);
+    if (r->status != COORDL_OK) { /* never hand out stale pixels */
+        memset(dst, 0, c->row_bytes);
+        if (targets) memset(targets, 0, L->target_row_bytes);
+    }
+    r->label = cdl__item_label(L, r->id);
+    r->staged = staged ? dst : NULL;
+    r->staged_targets = staged ? targets : NULL;
+    r->errmsg = W->err;
+}
+
+/* Names the worker so that tools (top -H, /proc/<pid>/task) show it. Its
+ * affinity was set at creation (cdl__pool_start), so it allocates its
+ * scratch already on its own node (first touch). */
+static void cdl__worker_bind(cdl__worker *W) {
+    char name[16];
+    snprintf(name, sizeof name, "coordl-w%d", W->index);
+    pthread_setname_np(pthread_self(), name);
+}
+
+/* A worker: claim, prepare with no lock held, complete. */
+static void *cdl__worker_main(void *arg) {
+    cdl__worker *W = arg;
+    coordl *L = W->L;
+    cdl__claim c;
+    cdl__row_result r;
+    cdl__worker_bind(W);
+    cdl__lock(L);
+    while (cdl__stream_claim(L, &c)) {
         cdl__unlock(L);
         cdl__test_hook(L, "row_claimed");
-
-        const uint64_t epoch = sl->epoch, pos = sl->pos + row;
-        const size_t row_bytes = sl->row_bytes;
-        cdl__perm perm = cdl__perm_for(L, epoch);
-        const uint64_t id = cdl__item_at(L, &perm, pos);
-        cdl__u8 *slot_dst = cdl__slot_data(L, sl) + (size_t)row * row_bytes;
-        int32_t *slot_targets = L->target_row_bytes
-            ? (int32_t *)(void *)(L->ring_arena.base + sl->targets_off + (size_t)row * L->target_row_bytes) : NULL;
-        /* In a group the row is prepared in private memory and copied in
-         * under the lock once the claim is confirmed still ours: a member
-         * stopped mid-row, dropped by the others and resumed later would
-         * otherwise write into a slot that by then holds another batch. */
-        const int staged = L->cfg.group != NULL;
-        cdl__u8 *dst = slot_dst;
-        int32_t *targets = slot_targets;
-        if (staged) {
-            if (!cdl__reserve(L, (void **)&W->stage, &W->stagecap, row_bytes + L->target_row_bytes + 16)) {
-                cdl__lock(L);
-                S->inflight--;
-                rows[row] = CDL_ROW_FREE; /* let another worker take it */
-                sl->rows_claimed--;
-                cdl__wait_ms(L, &S->work_cv, 10);
-                continue;
-            }
-            dst = W->stage;
-            targets = L->target_row_bytes ? (int32_t *)(void *)(W->stage + row_bytes) : NULL;
-        }
-        uint64_t used_id = id;
-        W->read_ns = W->read_cache_ns = W->read_storage_ns = W->decode_ns = W->augment_ns = 0;
-        W->hit = W->miss = W->hit_bytes = W->fetch_bytes = W->storage_bytes = W->bad = 0;
-        W->peer_hit = W->peer_bytes = W->peer_fallback = 0;
-        W->targets = targets;
-        W->cur_epoch = epoch;
-        W->cur_slot = sl;
-        W->cur_row = row;
-        coordl_status rc = cdl__prepare_row(W, epoch, id, pos, dst, &used_id);
-        if (rc != COORDL_OK) { /* never hand out stale pixels */
-            memset(dst, 0, row_bytes);
-            if (targets) memset(targets, 0, L->target_row_bytes);
-        }
-        const int32_t used_label = cdl__item_label(L, used_id);
-        if (!staged) {
-            cdl__slot_ids(L, sl)[row] = used_id;
-            cdl__slot_labels(L, sl)[row] = used_label;
-        }
+        cdl__worker_prepare(W, &c, &r);
         cdl__test_hook(L, "row_written");
-
         cdl__lock(L);
-        S->inflight--;
-        L->st.items++;
-        L->st.cache_hits += W->hit;
-        L->st.cache_misses += W->miss;
-        L->st.cache_hit_bytes += W->hit_bytes;
-        L->st.storage_bytes += W->storage_bytes;
-        L->st.storage_reads += W->miss;
-        L->st.bad_samples += W->bad;
-        L->st.read_ns += W->read_ns;
-        L->st.peer_hits += W->peer_hit;
-        L->st.peer_bytes += W->peer_bytes;
-        L->st.peer_fallbacks += W->peer_fallback;
-        L->st.read_cache_ns += W->read_cache_ns;
-        L->st.read_storage_ns += W->read_storage_ns;
-        L->st.decode_ns += W->decode_ns;
-        L->st.augment_ns += W->augment_ns;
-        cdl__epoch_counters *ec = cdl__epoch_entry(L, epoch);
-        ec->s.items++;
-        ec->s.cache_hits += W->hit;
-        ec->s.cache_misses += W->miss;
-        ec->s.cache_hit_bytes += W->hit_bytes;
-        ec->s.fetch_bytes += W->fetch_bytes;
-        ec->s.storage_bytes += W->storage_bytes;
-        ec->s.bad_samples += W->bad;
-        ec->s.read_cache_ns += W->read_cache_ns;
-        ec->s.read_storage_ns += W->read_storage_ns;
-        ec->s.decode_ns += W->decode_ns;
-        ec->s.augment_ns += W->augment_ns;
-        /* The row counts only if nothing reset it meanwhile: a seek (gen),
-         * or survivors that declared this member dead (the mark). */
-        if (gen == S->gen && sl->state == CDL_SLOT_FILLING && rows[row] == mark &&
-            sl->epoch == epoch && sl->pos + row == pos) {
-            if (staged) {
-                memcpy(slot_dst, dst, row_bytes);
-                if (slot_targets) memcpy(slot_targets, targets, L->target_row_bytes);
-                cdl__slot_ids(L, sl)[row] = used_id;
-                cdl__slot_labels(L, sl)[row] = used_label;
-            }
-            rows[row] = CDL_ROW_DONE;
-            if (rc != COORDL_OK && row < sl->err_row) {
-                sl->err_row = row;
-                sl->status = rc;
-                snprintf(sl->errmsg, sizeof sl->errmsg, "%s", W->err);
-            }
-            if (++sl->rows_done == sl->n) {
-                sl->state = CDL_SLOT_READY;
-                sl->need_mask = cdl__consumers_of(L, sl->epoch);
-                sl->taken_mask = sl->done_mask = 0;
-                cdl__slot_maybe_free(L, sl); /* nobody left to consume it */
-                cdl__broadcast(L, &S->ready_cv);
-            }
-        }
-        if (S->paused && S->inflight == 0) cdl__broadcast(L, &S->idle_cv);
+        cdl__stream_complete(L, &c, &W->row, &r);
     }
     cdl__unlock(L);
     return NULL;
@@ -4018,90 +4595,126 @@ static void cdl__worker_free(coordl *L, cdl__worker *W) {
 #endif
 }
 
-/* Bytes of one ring slot (data, labels, ids, targets), 64-byte aligned. */
-static size_t cdl__ring_slot_bytes(const coordl *L, size_t *data, size_t *labels, size_t *ids) {
-    const size_t B = L->slot_rows_cap, align = 64;
-    *data = cdl__round_up(L->slot_data_cap, align);
-    *labels = cdl__round_up(B * sizeof(int32_t), align);
-    *ids = cdl__round_up(B * sizeof(uint64_t), align);
-    return *data + *labels + *ids + cdl__round_up(B * L->target_row_bytes, align);
-}
-
-static void cdl__ring_layout(coordl *L) {
-    size_t data, labels, ids;
-    const size_t per_slot = cdl__ring_slot_bytes(L, &data, &labels, &ids);
-    for (uint32_t s = 0; s < L->nslots; s++) {
-        L->slots[s].data_off = s * per_slot;
-        L->slots[s].labels_off = s * per_slot + data;
-        L->slots[s].ids_off = s * per_slot + data + labels;
-        L->slots[s].targets_off = s * per_slot + data + labels + ids;
-        L->slots[s].state = CDL_SLOT_FREE;
+/* The PUs this process's workers use: all the chosen ones, or, for a
+ * member of a coordinated group with the default placement, its own slice
+ * of the physical cores (the members' workers together form one pool over
+ * the machine instead of k pools piled on the first cores). */
+static void cdl__pool_pus(const coordl *L, int *first, int *count) {
+    const cdl__placement *P = &L->place;
+    *first = 0;
+    *count = P->nworker_pus;
+    if (L->cfg.group && L->cfg.group_size > 1 && L->me >= 0 && !L->cfg.cpuset && L->cfg.numa_node < 0 &&
+        !L->cfg.pci_bus_id && P->ncores > 0) {
+        const int k = L->cfg.group_size, m = L->me % k;
+        int lo = P->ncores * m / k, hi = P->ncores * (m + 1) / k;
+        if (hi <= lo) { lo = m % P->ncores; hi = lo + 1; }
+        *first = lo;
+        *count = hi - lo; /* worker_pus starts with one PU per core, in core order */
     }
 }
 
-/* Maps the ring: nslots slots, each with room for slot_rows_cap rows of
- * slot_data_cap / slot_rows_cap bytes, their labels, ids and (tokens)
- * targets. coordl_set may call it again with larger capacities. */
-static coordl_status cdl__ring_create(coordl *L) {
-    size_t data, labels, ids;
-    const size_t per_slot = cdl__ring_slot_bytes(L, &data, &labels, &ids);
-    if (per_slot > SIZE_MAX / L->nslots) return cdl__open_fail(COORDL_ERR_INVALID, "batch ring too large");
-    if (!L->slots) {
-        L->slots = cdl__calloc(L, L->nslots, sizeof *L->slots);
-        if (!L->slots) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the ring");
+/* Starts a worker on its PU: binding at creation rather than from inside
+ * the thread means open returns with every worker placed, and no scratch
+ * page is ever touched elsewhere. */
+static int cdl__worker_start(cdl__worker *W, int bind, int *bound) {
+    int e = EINVAL;
+    *bound = 0;
+    if (bind && W->pu >= 0 && W->pu < CPU_SETSIZE) {
+        pthread_attr_t attr;
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(W->pu, &set);
+        if (pthread_attr_init(&attr) == 0) {
+            if (pthread_attr_setaffinity_np(&attr, sizeof set, &set) == 0)
+                e = pthread_create(&W->thread, &attr, cdl__worker_main, W);
+            pthread_attr_destroy(&attr);
+        }
+        *bound = e == 0;
     }
-    cdl__free(L, L->row_state);
-    L->row_state = cdl__calloc(L, L->nslots, L->slot_rows_cap);
-    if (!L->row_state) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the ring");
-    coordl_status rc = cdl__arena_map(L, &L->ring_arena, per_slot * L->nslots, 1, "batch ring");
-    if (rc != COORDL_OK) return rc;
-    cdl__ring_layout(L);
+    if (!*bound) e = pthread_create(&W->thread, NULL, cdl__worker_main, W);
+    return e;
+}
+
+static coordl_status cdl__pool_start(coordl *L) {
+    const cdl__placement *P = &L->place;
+    int first, count;
+    cdl__pool_pus(L, &first, &count);
+    int n = L->cfg.threads > 0 ? L->cfg.threads : (first || count != P->nworker_pus ? count : P->ncores);
+    if (n < 1) n = 1;
+    L->workers = cdl__calloc(L, (size_t)n, sizeof *L->workers);
+    if (!L->workers) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %d workers", n);
+    for (int i = 0; i < n; i++) {
+        cdl__worker *W = &L->workers[i];
+        W->L = L;
+        W->index = i;
+        W->pu = count > 0 ? P->worker_pus[first + i % count] : -1;
+        if (i < 64) L->st.worker_cpu[i] = W->pu;
+        /* a group stages each row (coordl_set cannot change its size) */
+        if (L->cfg.group && !cdl__reserve(L, (void **)&W->stage, &W->stagecap, L->row_bytes + L->target_row_bytes + 16))
+            return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the workers' staging rows");
+#ifndef COORDL_NO_JPEGTURBO
+        W->jd.err = jpeg_std_error(&W->jerr.pub);
+        W->jerr.pub.error_exit = cdl__jpeg_error_exit;
+        W->jerr.pub.emit_message = cdl__jpeg_emit_message;
+        jpeg_create_decompress(&W->jd);
+        W->jprogress.progress_monitor = cdl__jpeg_scan_limit;
+        W->jd.progress = &W->jprogress;
+        W->jd_ready = 1;
+#endif
+    }
+    for (int i = n; i < 64; i++) L->st.worker_cpu[i] = -1;
+    const int listed = n < count ? n : count;
+    cdl__format_pu_list(P->worker_pus + first, listed, L->st.placement_cpus, sizeof L->st.placement_cpus);
+    cdl__format_pu_list(P->reserved_pus, P->nreserved, L->st.reserved_cpus, sizeof L->st.reserved_cpus);
+    L->st.placement_node = P->node;
+    L->st.placement_nodes = (uint32_t)P->nnodes;
+    L->nworkers = n;
+    const int bind = L->cfg.bind && !P->simulate;
+    for (int i = 0; i < n; i++) {
+        int bound, e = cdl__worker_start(&L->workers[i], bind, &bound);
+        if (e != 0) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start worker thread %d: %s", i, strerror(e));
+        L->workers[i].started = 1;
+        L->st.threads_bound += (uint32_t)bound;
+    }
+    L->st.threads = (uint32_t)n;
     return COORDL_OK;
 }
 
-/* A stream block with a robust mutex and monotonic condition variables,
- * process-shared when it lives in a group's shm object. */
-static coordl_status cdl__stream_init(cdl__stream *S, int pshared) {
-    pthread_mutexattr_t ma;
-    pthread_condattr_t ca;
-    memset(S, 0, sizeof *S);
-    if (pthread_mutexattr_init(&ma) != 0 || pthread_condattr_init(&ca) != 0)
-        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot initialise the stream's lock");
-    pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    if (pshared) {
-        pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
-        pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
-    }
-    int e = pthread_mutex_init(&S->mu, &ma);
-    if (!e) e = pthread_cond_init(&S->work_cv.cv, &ca);
-    if (!e) e = pthread_cond_init(&S->ready_cv.cv, &ca);
-    if (!e) e = pthread_cond_init(&S->idle_cv.cv, &ca);
-    pthread_mutexattr_destroy(&ma);
-    pthread_condattr_destroy(&ca);
-    if (e) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot initialise the stream's lock: %s", strerror(e));
-    S->cut_epoch = UINT64_MAX;
-    S->lock_owner = -1;
-    return COORDL_OK;
+static void cdl__pool_stop(coordl *L) {
+    if (!L->workers) return;
+    cdl__lock(L);
+    L->stop = 1;
+    cdl__broadcast(L, &L->S->work_cv);
+    cdl__unlock(L);
+    for (int i = 0; i < L->nworkers; i++)
+        if (L->workers[i].started) pthread_join(L->workers[i].thread, NULL);
+    for (int i = 0; i < L->nworkers; i++) cdl__worker_free(L, &L->workers[i]);
+    cdl__free(L, L->workers);
+    L->workers = NULL;
 }
 
 /* ===================================================================== */
 /* 15. Coordinated group                                                 */
 /* Sibling processes that open with the same `group` share one stream:   */
-/* a POSIX shm object holds a header (layout version, the config fields  */
-/* that change batch content), the stream block (robust process-shared   */
-/* mutex, members with pid and heartbeat), the slots, the MinIO cache    */
-/* (entries and slab) and the ring. Every member's workers claim rows    */
-/* from it, so each batch is prepared once; every member consumes every  */
-/* batch; a slot is reused when all live members released it. A member   */
-/* that dies (pid gone) or falls silent (heartbeat older than            */
-/* group_timeout_ms) is dropped by whoever notices: its claimed rows go  */
-/* back to the pool and its references are released.                     */
+/* a POSIX shm object holds a header (layout version and geometry, the   */
+/* config fields that change batch content), the stream block (robust    */
+/* process-shared mutex, members), the slots, the row marks, the MinIO   */
+/* cache (entries and slab) and the ring. Every member's workers claim   */
+/* rows from it, so each batch is prepared once; every member consumes   */
+/* every batch; a slot is reused when all live members released it.      */
+/* A member is (index, generation). Its liveness is a robust mutex its   */
+/* member thread holds for its whole life (the kernel hands it over as   */
+/* EOWNERDEAD when the process dies, in any PID namespace) and a         */
+/* heartbeat that thread refreshes; that thread is also the one place    */
+/* where members that died or fell silent are dropped. The object is     */
+/* created with O_EXCL, mode 0600; an existing one is used only if it    */
+/* belongs to this user and cdl__group_validate accepts its bytes.        */
 /* ===================================================================== */
 
 #define CDL_GROUP_MAGIC 0x636f6f72646c4731ull /* "coordlG1" */
-#define CDL_GROUP_VERSION 1
-#define CDL_GROUP_FIELDS 48
+#define CDL_GROUP_VERSION 2
+#define CDL_GROUP_FIELDS 64
+#define CDL_GROUP_MAX_SLOTS 1024 /* prefetch_batches' bound */
 
 typedef struct cdl__group_field {
     char name[24];
@@ -4115,9 +4728,14 @@ typedef struct cdl__group_header {
     _Atomic uint32_t retired; /* unlinked (stale or last member gone): set
                                  and unlinked under the object's lock, so
                                  two processes never both unlink a name   */
-    uint64_t total_bytes;
     uint32_t nfields;
+    uint64_t total_bytes;
     cdl__group_field fields[CDL_GROUP_FIELDS];
+    /* geometry: what the parts below were sized from, and the sizes of
+     * this build's structures (a build with another layout is refused) */
+    uint64_t nslots, rows_cap, num_items, cache_bytes;
+    uint64_t slot_stride, slot_data_cap, row_bytes, target_row_bytes;
+    uint64_t stream_bytes, slot_bytes, entry_bytes;
     uint64_t stream_off, slots_off, rows_off, entries_off, slab_off, ring_off;
 } cdl__group_header;
 
@@ -4139,7 +4757,10 @@ static uint64_t cdl__float_bits(float f) {
 static uint32_t cdl__group_fields(const coordl *L, cdl__group_field *f) {
     const coordl_config *c = &L->cfg;
     uint32_t n = 0;
-#define CDL_F(nm, v) do { snprintf(f[n].name, sizeof f[n].name, "%s", nm); f[n].value = (uint64_t)(v); n++; } while (0)
+    /* more fields than the header holds would be a layout change: the
+     * test suite's groups fail on the bound (never a write past it) */
+#define CDL_F(nm, v) do { if (n < CDL_GROUP_FIELDS) { snprintf(f[n].name, sizeof f[n].name, "%s", nm); \
+                              f[n].value = (uint64_t)(v); } n++; } while (0)
     CDL_F("source", cdl__hash_bytes(c->source, strlen(c->source)));
     CDL_F("pipeline", c->pipeline); CDL_F("batch_size", c->batch_size); CDL_F("drop_last", c->drop_last);
     CDL_F("shuffle", c->shuffle); CDL_F("seed", c->seed); CDL_F("out_w", c->out_w); CDL_F("out_h", c->out_h);
@@ -4164,94 +4785,316 @@ static uint32_t cdl__group_fields(const coordl *L, cdl__group_field *f) {
     return n;
 }
 
-static int cdl__pid_dead(int32_t pid) {
-    if (pid <= 0) return 1;
-    if (kill(pid, 0) != 0 && errno == ESRCH) return 1;
-    /* a killed child its parent has not reaped yet still answers kill() */
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    buf[n] = '\0';
-    const char *rp = strrchr(buf, ')');
-    return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+/* The object this member would create: header, geometry and the parts'
+ * offsets, from the config (the same for every member, since the fields
+ * that decide them are compared). */
+static void cdl__group_want(const coordl *L, cdl__group_header *h) {
+    const size_t page = cdl__page_size();
+    size_t data, labels, ids;
+    memset(h, 0, sizeof *h);
+    h->magic = CDL_GROUP_MAGIC;
+    h->version = CDL_GROUP_VERSION;
+    h->nfields = cdl__group_fields(L, h->fields);
+    h->nslots = L->nslots;
+    h->rows_cap = L->slot_rows_cap;
+    h->num_items = L->num_items;
+    h->cache_bytes = L->cfg.cache_bytes;
+    h->slot_stride = cdl__ring_slot_bytes(L, L->slot_rows_cap, L->slot_data_cap, &data, &labels, &ids);
+    h->slot_data_cap = L->slot_data_cap;
+    h->row_bytes = L->row_bytes;
+    h->target_row_bytes = L->target_row_bytes;
+    h->stream_bytes = sizeof(cdl__stream);
+    h->slot_bytes = sizeof(cdl__slot);
+    h->entry_bytes = sizeof(cdl__cache_entry);
+    uint64_t at = cdl__round_up(sizeof *h, 64);
+    h->stream_off = at;
+    at = cdl__round_up(at + sizeof(cdl__stream), 64);
+    h->slots_off = at;
+    at = cdl__round_up(at + L->nslots * sizeof(cdl__slot), 64);
+    h->rows_off = at;
+    at = cdl__round_up(at + (uint64_t)L->nslots * L->slot_rows_cap * sizeof(uint32_t), 64);
+    h->entries_off = at;
+    at = cdl__round_up(at + (L->cfg.cache_bytes ? L->num_items * sizeof(cdl__cache_entry) : 0), page);
+    h->slab_off = at;
+    at = cdl__round_up(at + L->cfg.cache_bytes, page);
+    h->ring_off = at;
+    at = cdl__round_up(at + h->slot_stride * L->nslots, page);
+    h->total_bytes = at;
 }
 
-/* Drops member m: its claimed rows go back to the pool, its consumer
- * references are released. Under mu. */
-static void cdl__member_drop(coordl *L, int m) {
-    cdl__stream *S = L->S;
-    const uint32_t bit = 1u << m;
-    const uint8_t mark = (uint8_t)(m + 1);
-    S->live_mask &= ~bit;
-    for (uint32_t s = 0; s < L->nslots; s++) {
-        cdl__slot *sl = &L->slots[s];
-        if (sl->state == CDL_SLOT_FILLING) {
-            uint8_t *rows = cdl__slot_rows(L, sl);
-            for (uint32_t r = 0; r < sl->n; r++)
-                if (rows[r] == mark) { rows[r] = CDL_ROW_FREE; sl->rows_claimed--; S->inflight--; }
-        }
-        sl->need_mask &= ~bit;
-        sl->taken_mask &= ~bit;
-        sl->done_mask &= ~bit;
-        cdl__slot_maybe_free(L, sl);
+/* --- validation of a mapped object ------------------------------------- */
+
+/* [off, off + count x each) lies in [*end, size), aligned, with no
+ * overflow; *end moves past it (the parts are in order, disjoint). */
+static int cdl__group_region_ok(uint64_t off, uint64_t count, uint64_t each, uint64_t align, uint64_t size,
+                                uint64_t *end) {
+    uint64_t len;
+    if (__builtin_mul_overflow(count, each, &len)) return 0;
+    if (off % align != 0 || off < *end || off > size || len > size - off) return 0;
+    *end = off + len;
+    return 1;
+}
+
+static int cdl__group_field_value(const cdl__group_header *h, const char *name, uint64_t *v) {
+    for (uint32_t i = 0; i < h->nfields && i < CDL_GROUP_FIELDS; i++)
+        if (strcmp(h->fields[i].name, name) == 0) { *v = h->fields[i].value; return 1; }
+    return 0;
+}
+
+static int cdl__cstr_ok(const char *s, size_t cap) { return memchr(s, '\0', cap) != NULL; }
+
+/* The layout part: header, geometry and every part of the object. */
+static int cdl__group_validate_layout(const cdl__group_header *h, uint64_t size, char *why, size_t cap) {
+#define CDL_REJECT(...) do { snprintf(why, cap, __VA_ARGS__); return 0; } while (0)
+    if (h->magic != CDL_GROUP_MAGIC) CDL_REJECT("not a coordl group object (bad magic)");
+    if (h->version != CDL_GROUP_VERSION)
+        CDL_REJECT("layout version %u, this library uses %u", h->version, CDL_GROUP_VERSION);
+    if (h->total_bytes != size)
+        CDL_REJECT("the header says %llu bytes, the object has %llu", (unsigned long long)h->total_bytes,
+                   (unsigned long long)size);
+    if (h->nfields > CDL_GROUP_FIELDS) CDL_REJECT("%u config fields (at most %d)", h->nfields, CDL_GROUP_FIELDS);
+    for (uint32_t i = 0; i < h->nfields; i++)
+        if (!cdl__cstr_ok(h->fields[i].name, sizeof h->fields[i].name)) CDL_REJECT("config field %u has no name", i);
+    if (h->stream_bytes != sizeof(cdl__stream) || h->slot_bytes != sizeof(cdl__slot) ||
+        h->entry_bytes != sizeof(cdl__cache_entry))
+        CDL_REJECT("made by a build with other structure sizes");
+    if (h->nslots < 1 || h->nslots > CDL_GROUP_MAX_SLOTS) CDL_REJECT("%llu slots", (unsigned long long)h->nslots);
+    if (h->rows_cap < 1 || h->rows_cap > UINT32_MAX) CDL_REJECT("%llu rows per slot", (unsigned long long)h->rows_cap);
+    uint64_t rows_bytes, targets_bytes, need;
+    if (__builtin_mul_overflow(h->row_bytes, h->rows_cap, &rows_bytes) || rows_bytes > h->slot_data_cap)
+        CDL_REJECT("rows of %llu bytes do not fit a slot's %llu data bytes", (unsigned long long)h->row_bytes,
+                   (unsigned long long)h->slot_data_cap);
+    if (__builtin_mul_overflow(h->target_row_bytes, h->rows_cap, &targets_bytes) ||
+        __builtin_add_overflow(h->slot_data_cap, targets_bytes, &need) ||
+        __builtin_add_overflow(need, h->rows_cap * (sizeof(int32_t) + sizeof(uint64_t)), &need) ||
+        h->slot_stride < need)
+        CDL_REJECT("a ring slot of %llu bytes cannot hold its rows", (unsigned long long)h->slot_stride);
+    uint64_t end = sizeof *h;
+    if (!cdl__group_region_ok(h->stream_off, 1, sizeof(cdl__stream), 64, size, &end)) CDL_REJECT("stream block outside the object");
+    if (!cdl__group_region_ok(h->slots_off, h->nslots, sizeof(cdl__slot), 64, size, &end)) CDL_REJECT("slots outside the object");
+    if (!cdl__group_region_ok(h->rows_off, h->nslots * h->rows_cap, sizeof(uint32_t), 64, size, &end))
+        CDL_REJECT("row marks outside the object");
+    if (!cdl__group_region_ok(h->entries_off, h->cache_bytes ? h->num_items : 0, sizeof(cdl__cache_entry), 64, size, &end))
+        CDL_REJECT("cache entries outside the object");
+    if (!cdl__group_region_ok(h->slab_off, 1, h->cache_bytes, 64, size, &end)) CDL_REJECT("cache slab outside the object");
+    if (!cdl__group_region_ok(h->ring_off, h->nslots, h->slot_stride, 64, size, &end)) CDL_REJECT("ring outside the object");
+    return 1;
+}
+
+/* The contents part: every value later used as an index, a length or a
+ * loop bound. Under the object's lock when the object is live. */
+static int cdl__group_validate_contents(const cdl__u8 *b, const cdl__group_header *h, char *why, size_t cap) {
+    uint64_t world = 0, rank = 0;
+    if (!cdl__group_field_value(h, "world", &world) || !cdl__group_field_value(h, "rank", &rank) || world < 1 ||
+        rank >= world)
+        CDL_REJECT("no valid rank and world among the config fields");
+    const uint64_t share = h->num_items / world;
+    cdl__stream S;
+    memcpy(&S, b + h->stream_off, sizeof S);
+    if (S.assign.slot > h->nslots) CDL_REJECT("a pending assignment names slot %u", S.assign.slot);
+    if (S.assign.slot && (S.assign.n < 1 || S.assign.n > h->rows_cap || S.assign.pos > share ||
+                          S.assign.n > share - S.assign.pos))
+        CDL_REJECT("a pending assignment of %u rows at %llu", S.assign.n, (unsigned long long)S.assign.pos);
+    if (S.cut_pos > share) CDL_REJECT("batch size cut at %llu of %llu", (unsigned long long)S.cut_pos, (unsigned long long)share);
+    if (atomic_load(&S.cache_used) > h->cache_bytes) CDL_REJECT("cache use beyond its budget");
+    size_t data, labels, ids;
+    data = cdl__round_up((size_t)h->slot_data_cap, 64);
+    labels = cdl__round_up((size_t)h->rows_cap * sizeof(int32_t), 64);
+    ids = cdl__round_up((size_t)h->rows_cap * sizeof(uint64_t), 64);
+    for (uint64_t s = 0; s < h->nslots; s++) {
+        cdl__slot sl;
+        memcpy(&sl, b + h->slots_off + s * sizeof sl, sizeof sl);
+        const uint64_t base = s * h->slot_stride;
+        if (sl.data_off != base || sl.labels_off != base + data || sl.ids_off != base + data + labels ||
+            sl.targets_off != base + data + labels + ids)
+            CDL_REJECT("slot %llu points outside its part of the ring", (unsigned long long)s);
+        if (sl.state != CDL_SLOT_FREE && sl.state != CDL_SLOT_FILLING && sl.state != CDL_SLOT_READY)
+            CDL_REJECT("slot %llu is in state %d", (unsigned long long)s, sl.state);
+        if (sl.state == CDL_SLOT_FREE) continue;
+        if (sl.n < 1 || sl.n > h->rows_cap || sl.rows_claimed > sl.n || sl.rows_done > sl.n ||
+            sl.row_bytes != h->row_bytes || sl.pos > share || sl.n > share - sl.pos)
+            CDL_REJECT("slot %llu: %u rows of %llu bytes at %llu", (unsigned long long)s, sl.n,
+                       (unsigned long long)sl.row_bytes, (unsigned long long)sl.pos);
+        if (sl.status < COORDL_ERR_UNSUPPORTED || sl.status > COORDL_END_OF_EPOCH || !cdl__cstr_ok(sl.errmsg, sizeof sl.errmsg))
+            CDL_REJECT("slot %llu holds a bad status or message", (unsigned long long)s);
     }
-    cdl__broadcast(L, &S->work_cv);
-    cdl__broadcast(L, &S->ready_cv);
-    cdl__broadcast(L, &S->idle_cv);
+    for (uint64_t i = 0; h->cache_bytes && i < h->num_items; i++) {
+        const cdl__cache_entry *ce = (const cdl__cache_entry *)(const void *)(b + h->entries_off) + i;
+        uint32_t state, len;
+        uint64_t off;
+        memcpy(&state, (const cdl__u8 *)ce + offsetof(cdl__cache_entry, state), sizeof state);
+        memcpy(&len, (const cdl__u8 *)ce + offsetof(cdl__cache_entry, len), sizeof len);
+        memcpy(&off, (const cdl__u8 *)ce + offsetof(cdl__cache_entry, off), sizeof off);
+        if (state > CDL_CE_PRESENT) CDL_REJECT("cache entry %llu is in state %u", (unsigned long long)i, state);
+        if (state == CDL_CE_PRESENT && (len == 0 || off > h->cache_bytes || len > h->cache_bytes - off))
+            CDL_REJECT("cache entry %llu points outside the slab", (unsigned long long)i);
+    }
+    return 1;
+#undef CDL_REJECT
 }
 
-/* Heartbeat, and (every 50 ms at most) drop members that died or fell
- * silent. Under mu. */
-static void cdl__group_tick(coordl *L) {
-    if (!L->cfg.group || !L->S || L->me < 0) return;
+/* Checks a group object's bytes before anything in them is trusted: the
+ * header (magic, version, this build's structure sizes), every part
+ * (stream, slots, row marks, cache entries, slab, ring) inside `size`
+ * bytes, in order, without overflow; and with `contents`, every value the
+ * code later uses as an index, a length or a loop bound (slot states, row
+ * counts and offsets, the pending assignment, stream positions, cache
+ * entries, message strings). A pure function of the bytes: it takes no
+ * lock, writes nothing and needs no alignment, so a fuzz harness can call
+ * it on any input (#include "coordl.c"). Returns 1, or 0 with the first
+ * problem in why. */
+static int cdl__group_validate(const void *base, uint64_t size, int contents, char *why, size_t why_cap) {
+    cdl__group_header h;
+    if (!base || size < sizeof h) {
+        snprintf(why, why_cap, "%llu bytes: smaller than a group header", (unsigned long long)size);
+        return 0;
+    }
+    memcpy(&h, base, sizeof h);
+    if (!cdl__group_validate_layout(&h, size, why, why_cap)) return 0;
+    return !contents || cdl__group_validate_contents(base, &h, why, why_cap);
+}
+
+/* --- liveness ------------------------------------------------------------ */
+
+enum { CDL_MEMBER_ALIVE = 0, CDL_MEMBER_DEAD, CDL_MEMBER_SILENT };
+
+/* Whether member m lives. Its member thread holds members[m].alive for the
+ * member's whole life: a trylock that gets EOWNERDEAD means the holder
+ * died (the lock is made consistent and released, ready for the next
+ * member at this index); EBUSY means held; free means the member thread has
+ * not taken it yet (just joined), and the heartbeat decides. A heartbeat
+ * older than timeout_ns is silence (stopped or hung). Pids play no part:
+ * they mean nothing across PID namespaces. Takes no stream lock. */
+static int cdl__member_probe(cdl__stream *S, int m, uint64_t now, uint64_t timeout_ns, int patient) {
+    pthread_mutex_t *alive = &S->members[m].alive;
+    int e = pthread_mutex_trylock(alive);
+    /* EBUSY may be another prober's moment: where a wrong "alive" would
+     * cost (the stale check at open), look again a few times */
+    for (int again = 0; patient && e == EBUSY && again < 4; again++) {
+        usleep(200);
+        e = pthread_mutex_trylock(alive);
+    }
+    if (e == EOWNERDEAD) {
+        pthread_mutex_consistent(alive);
+        pthread_mutex_unlock(alive);
+        return CDL_MEMBER_DEAD;
+    }
+    if (e == ENOTRECOVERABLE) return CDL_MEMBER_DEAD;
+    if (e == 0) pthread_mutex_unlock(alive);
+    const uint64_t hb = atomic_load(&S->members[m].heartbeat_ns);
+    return now > hb && now - hb > timeout_ns ? CDL_MEMBER_SILENT : CDL_MEMBER_ALIVE;
+}
+
+static uint64_t cdl__group_timeout_ns(const coordl *L) { return (uint64_t)L->cfg.group_timeout_ms * 1000000ull; }
+
+/* Drops member m (of generation gen) if it is still that generation and
+ * still gone; logs why. Under mu. */
+static void cdl__group_drop_gone(coordl *L, int m, uint64_t gen, int how) {
     cdl__stream *S = L->S;
+    if (!cdl__member_is(S, m, gen)) return;
+    if (how == CDL_MEMBER_SILENT) { /* it may have spoken since the probe */
+        const uint64_t now = cdl__now_ns(), hb = atomic_load(&S->members[m].heartbeat_ns);
+        if (!(now > hb && now - hb > cdl__group_timeout_ns(L))) return;
+    }
+    cdl__log(L, COORDL_LOG_WARN, "group %s: member %d (pid %d) %s; its work is taken over", L->cfg.group, m,
+             (int)atomic_load(&S->members[m].pid),
+             how == CDL_MEMBER_DEAD ? "died" : "fell silent for longer than group_timeout_ms");
+    cdl__stream_drop_member(L, m, gen);
+}
+
+/* One round of the member thread: this member's heartbeat, then every
+ * other member that died or fell silent is dropped. The only place where
+ * members are reaped. */
+static void cdl__group_reap(coordl *L) {
+    cdl__stream *S = L->S;
+    if (!cdl__member_current(L)) return; /* a dropped member reaps nobody */
     const uint64_t now = cdl__now_ns();
     atomic_store(&S->members[L->me].heartbeat_ns, now);
-    if (now - L->last_reap_ns < 50000000ull) return;
-    L->last_reap_ns = now;
-    const uint64_t timeout = (uint64_t)L->cfg.group_timeout_ms * 1000000ull;
+    cdl__test_hook(L, "heartbeat");
     for (int m = 0; m < CDL_MAX_MEMBERS; m++) {
-        if (m == L->me || !(S->live_mask >> m & 1u)) continue;
-        uint64_t hb = atomic_load(&S->members[m].heartbeat_ns);
-        if (cdl__pid_dead(S->members[m].pid) || (now > hb && now - hb > timeout)) {
-            cdl__log(L, COORDL_LOG_WARN, "group %s: member %d (pid %d) is gone; its work is taken over",
-                     L->cfg.group, m, (int)S->members[m].pid);
-            cdl__member_drop(L, m);
-        }
+        if (m == L->me || !(atomic_load(&S->live_mask) >> m & 1u)) continue;
+        const uint64_t gen = atomic_load(&S->members[m].gen);
+        const int how = cdl__member_probe(S, m, now, cdl__group_timeout_ns(L), 0);
+        if (how == CDL_MEMBER_ALIVE) continue;
+        cdl__lock(L);
+        cdl__group_drop_gone(L, m, gen, how);
+        cdl__unlock(L);
     }
 }
 
-/* After EOWNERDEAD: recompute what a killed lock holder may have left
- * half-updated from the row marks, which are written first. */
-static void cdl__stream_repair(coordl *L) {
+/* The member thread: holds this member's liveness lock for the member's
+ * life and every period (a quarter of group_timeout_ms, at most 50 ms)
+ * beats and reaps. Once this member has been dropped it gives the lock up,
+ * so that its index can serve a new member. */
+static void *cdl__member_main(void *arg) {
+    coordl *L = arg;
     cdl__stream *S = L->S;
-    uint32_t inflight = 0;
-    if (S->assign.slot > 0 && S->assign.slot <= L->nslots) cdl__slot_assign(L); /* finish it */
-    for (uint32_t s = 0; s < L->nslots; s++) {
-        cdl__slot *sl = &L->slots[s];
-        if (sl->state != CDL_SLOT_FILLING) continue;
-        const uint8_t *rows = cdl__slot_rows(L, sl);
-        uint32_t claimed = 0, done = 0;
-        for (uint32_t r = 0; r < sl->n; r++) {
-            claimed += rows[r] != CDL_ROW_FREE;
-            done += rows[r] == CDL_ROW_DONE;
+    pthread_setname_np(pthread_self(), "coordl-member");
+    pthread_mutex_t *alive = &S->members[L->me].alive;
+    int e = pthread_mutex_lock(alive);
+    if (e == EOWNERDEAD) pthread_mutex_consistent(alive); /* a dead predecessor at this index */
+    int held = e == 0 || e == EOWNERDEAD;
+    long period_ms = L->cfg.group_timeout_ms / 4;
+    period_ms = period_ms < 1 ? 1 : period_ms > 50 ? 50 : period_ms;
+    pthread_mutex_lock(&L->member_mu);
+    L->member_running = 1; /* open waits for this: from now on a death is seen at once */
+    pthread_cond_broadcast(&L->member_cv);
+    while (!L->member_stop) {
+        pthread_mutex_unlock(&L->member_mu);
+        cdl__group_reap(L);
+        if (held && !cdl__member_current(L)) {
+            pthread_mutex_unlock(alive);
+            held = 0;
         }
-        sl->rows_claimed = claimed;
-        sl->rows_done = done;
-        inflight += claimed - done;
-        if (done == sl->n) {
-            sl->state = CDL_SLOT_READY;
-            sl->need_mask = cdl__consumers_of(L, sl->epoch);
-            sl->taken_mask = sl->done_mask = 0;
-        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += period_ms * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        pthread_mutex_lock(&L->member_mu);
+        if (!L->member_stop) pthread_cond_timedwait(&L->member_cv, &L->member_mu, &ts);
     }
-    S->inflight = inflight;
-    L->last_reap_ns = 0; /* look for the dead holder now */
+    pthread_mutex_unlock(&L->member_mu);
+    if (held) pthread_mutex_unlock(alive);
+    return NULL;
 }
+
+static coordl_status cdl__member_thread_start(coordl *L) {
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) != 0) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start the member thread");
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int e = pthread_mutex_init(&L->member_mu, NULL);
+    if (!e) e = pthread_cond_init(&L->member_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (e) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start the member thread: %s", strerror(e));
+    L->member_sync_ready = 1;
+    e = pthread_create(&L->member_thread, NULL, cdl__member_main, L);
+    if (e) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start the member thread: %s", strerror(e));
+    L->member_thread_started = 1;
+    /* until it holds the liveness lock, only the heartbeat would tell this
+     * member's death: open returns after that window, not within it */
+    pthread_mutex_lock(&L->member_mu);
+    while (!L->member_running) pthread_cond_wait(&L->member_cv, &L->member_mu);
+    pthread_mutex_unlock(&L->member_mu);
+    return COORDL_OK;
+}
+
+static void cdl__member_thread_stop(coordl *L) {
+    if (L->member_thread_started) {
+        pthread_mutex_lock(&L->member_mu);
+        L->member_stop = 1;
+        pthread_cond_signal(&L->member_cv);
+        pthread_mutex_unlock(&L->member_mu);
+        pthread_join(L->member_thread, NULL);
+        L->member_thread_started = 0;
+    }
+    if (L->member_sync_ready) {
+        pthread_mutex_destroy(&L->member_mu);
+        pthread_cond_destroy(&L->member_cv);
+        L->member_sync_ready = 0;
+    }
+}
+
+/* --- creating, finding and joining the object ------------------------- */
 
 /* Retires a mapped object: under its own lock, the first process to find
  * it not yet retired marks it and unlinks its name; anyone later sees the
@@ -4279,33 +5122,12 @@ static int cdl__group_name_ok(const char *g) {
     return g[0] != '.';
 }
 
-/* Sizes of the shm object's parts, from the config (same for every
- * member, since the fields that decide them are compared). */
-static void cdl__group_layout(const coordl *L, cdl__group_header *h) {
-    const size_t page = cdl__page_size();
-    size_t data, labels, ids;
-    const size_t per_slot = cdl__ring_slot_bytes(L, &data, &labels, &ids);
-    uint64_t at = cdl__round_up(sizeof *h, 64);
-    h->stream_off = at;
-    at = cdl__round_up(at + sizeof(cdl__stream), 64);
-    h->slots_off = at;
-    at = cdl__round_up(at + L->nslots * sizeof(cdl__slot), 64);
-    h->rows_off = at;
-    at = cdl__round_up(at + (uint64_t)L->nslots * L->slot_rows_cap, 64);
-    h->entries_off = at;
-    at = cdl__round_up(at + (L->cfg.cache_bytes ? L->num_items * sizeof(cdl__cache_entry) : 0), page);
-    h->slab_off = at;
-    at = cdl__round_up(at + L->cfg.cache_bytes, page);
-    h->ring_off = at;
-    at = cdl__round_up(at + per_slot * L->nslots, page);
-    h->total_bytes = at;
-}
-
+/* Points the handle at the parts of a mapped object. */
 static void cdl__group_attach(coordl *L, cdl__group_header *h) {
     cdl__u8 *base = (cdl__u8 *)h;
     L->S = (cdl__stream *)(void *)(base + h->stream_off);
     L->slots = (cdl__slot *)(void *)(base + h->slots_off);
-    L->row_state = base + h->rows_off;
+    L->row_state = (uint32_t *)(void *)(base + h->rows_off);
     if (L->cfg.cache_bytes) {
         L->cache_entries = (cdl__cache_entry *)(void *)(base + h->entries_off);
         L->cache_arena.base = base + h->slab_off;
@@ -4317,6 +5139,316 @@ static void cdl__group_attach(coordl *L, cdl__group_header *h) {
     L->ring_arena.borrowed = 1;
 }
 
+static void cdl__group_detach(coordl *L, void *p, uint64_t bytes) {
+    munmap(p, bytes);
+    L->S = NULL;
+    L->slots = NULL;
+    L->row_state = NULL;
+    L->cache_entries = NULL;
+    memset(&L->cache_arena, 0, sizeof L->cache_arena);
+    memset(&L->ring_arena, 0, sizeof L->ring_arena);
+}
+
+/* Joins the stream as a new generation of a free index: one not in the
+ * group whose liveness lock nobody holds (a dropped member's process may
+ * still be alive, stopped, and hold its own). Under mu. */
+static coordl_status cdl__group_join(coordl *L, uint64_t start_epoch) {
+    cdl__stream *S = L->S;
+    int me = -1;
+    for (int m = 0; m < CDL_MAX_MEMBERS && me < 0; m++) {
+        if (atomic_load(&S->live_mask) >> m & 1u) continue;
+        const int e = pthread_mutex_trylock(&S->members[m].alive);
+        if (e == EOWNERDEAD) pthread_mutex_consistent(&S->members[m].alive);
+        if (e == 0 || e == EOWNERDEAD) {
+            pthread_mutex_unlock(&S->members[m].alive);
+            me = m;
+        }
+    }
+    if (me < 0)
+        return cdl__open_fail(COORDL_ERR_GROUP, "group %s: full (%d members, and no free member index)",
+                              L->cfg.group, __builtin_popcount(atomic_load(&S->live_mask)));
+    cdl__member *M = &S->members[me];
+    L->me = me;
+    L->bit = 1u << me;
+    L->my_gen = atomic_load(&M->gen) + 1;
+    atomic_store(&M->gen, L->my_gen);
+    atomic_store(&M->pid, (int32_t)getpid());
+    atomic_store(&M->heartbeat_ns, cdl__now_ns());
+    M->start_epoch = start_epoch;
+    atomic_fetch_or(&S->live_mask, L->bit);
+    /* from here a death holding the lock drops this member at once */
+    S->lock_owner = me;
+    S->lock_owner_gen = L->my_gen;
+    L->cur_epoch = start_epoch;
+    return COORDL_OK;
+}
+
+/* Creates the object with O_EXCL (never opening one another process made)
+ * and joins it as its first member before publishing it (ready = 1), so a
+ * visible object with no live member is always a stale one. *exists: the
+ * name is taken. On success the object is mapped and attached. */
+static coordl_status cdl__group_create(coordl *L, const cdl__group_header *want, int *exists) {
+    const char *g = L->cfg.group;
+    *exists = 0;
+    int fd = shm_open(L->shm_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        if (errno == EEXIST) { *exists = 1; return COORDL_OK; }
+        return cdl__open_fail(COORDL_ERR_IO, "group %s: shm_open %s: %s", g, L->shm_name, strerror(errno));
+    }
+    struct statvfs vs;
+    if (statvfs("/dev/shm", &vs) == 0 && (uint64_t)vs.f_bavail * vs.f_frsize < want->total_bytes) {
+        close(fd);
+        shm_unlink(L->shm_name);
+        return cdl__open_fail(COORDL_ERR_NOMEM, "group %s: needs %llu bytes of /dev/shm (cache %llu, ring %llu, "
+                              "tables %llu) but %llu are free; lower cache_bytes or enlarge /dev/shm", g,
+                              (unsigned long long)want->total_bytes, (unsigned long long)L->cfg.cache_bytes,
+                              (unsigned long long)(want->total_bytes - want->ring_off),
+                              (unsigned long long)want->slab_off,
+                              (unsigned long long)((uint64_t)vs.f_bavail * vs.f_frsize));
+    }
+    void *p = MAP_FAILED;
+    if (ftruncate(fd, (off_t)want->total_bytes) == 0)
+        p = mmap(NULL, want->total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int e = errno;
+    close(fd);
+    if (p == MAP_FAILED) {
+        shm_unlink(L->shm_name);
+        return cdl__open_fail(COORDL_ERR_NOMEM, "group %s: cannot size or map %llu bytes of shared memory: %s",
+                              g, (unsigned long long)want->total_bytes, strerror(e));
+    }
+    cdl__group_header *h = p;
+    *h = *want;
+    cdl__group_attach(L, h);
+    coordl_status rc = cdl__stream_init(L->S, 1);
+    if (rc != COORDL_OK) {
+        cdl__group_detach(L, h, want->total_bytes);
+        shm_unlink(L->shm_name);
+        return rc;
+    }
+    cdl__ring_layout(L);
+    L->shm_base = h;
+    L->shm_bytes = want->total_bytes;
+    rc = cdl__group_join(L, 0);
+    if (rc != COORDL_OK) return rc;
+    L->S->lock_owner = -1;
+    L->S->started = L->cfg.group_size == 1;
+    atomic_store(&h->ready, 1u);
+    return COORDL_OK;
+}
+
+/* Opens and maps the existing object once its creator has published it.
+ * Refuses an object of another user, or not a regular file, or open to
+ * other users: such an object was not made by this user's coordl, and its
+ * contents cannot be trusted. *retry: it vanished, or its creator died
+ * while setting it up (then its name is unlinked if it still names it). */
+static coordl_status cdl__group_map_existing(coordl *L, uint64_t deadline, void **out, uint64_t *bytes, int *retry) {
+    const char *g = L->cfg.group;
+    *retry = 0;
+    *out = NULL;
+    int fd = shm_open(L->shm_name, O_RDWR | O_CLOEXEC, 0); /* glibc adds O_NOFOLLOW */
+    if (fd < 0) {
+        if (errno == ENOENT) { *retry = 1; return COORDL_OK; }
+        return cdl__open_fail(COORDL_ERR_GROUP, "group %s: cannot open /dev/shm%s: %s", g, L->shm_name, strerror(errno));
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid() || (sb.st_mode & 077)) {
+        const int bad_owner = sb.st_uid != geteuid();
+        close(fd);
+        if (bad_owner)
+            return cdl__open_fail(COORDL_ERR_GROUP, "group %s: /dev/shm%s belongs to uid %u, not to this process's uid %u: "
+                                  "another user made it, and coordl does not use another user's object; remove it "
+                                  "(as its owner or root) or pick another group name", g, L->shm_name,
+                                  (unsigned)sb.st_uid, (unsigned)geteuid());
+        return cdl__open_fail(COORDL_ERR_GROUP, "group %s: /dev/shm%s is not a private regular file (mode %04o); "
+                              "coordl did not make it: remove it or pick another group name", g, L->shm_name,
+                              (unsigned)(sb.st_mode & 07777));
+    }
+    void *p = MAP_FAILED;
+    for (;;) {
+        if (fstat(fd, &sb) == 0 && (uint64_t)sb.st_size >= sizeof(cdl__group_header)) {
+            p = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            if (p != MAP_FAILED && atomic_load(&((cdl__group_header *)p)->ready)) break;
+            if (p != MAP_FAILED) munmap(p, (size_t)sb.st_size);
+            p = MAP_FAILED;
+        }
+        if (cdl__now_ns() > deadline) break;
+        usleep(2000);
+    }
+    close(fd);
+    if (p == MAP_FAILED) { /* its creator died while setting it up */
+        struct stat now_sb;
+        int fd2 = shm_open(L->shm_name, O_RDWR | O_CLOEXEC, 0);
+        if (fd2 >= 0) {
+            if (fstat(fd2, &now_sb) == 0 && now_sb.st_ino == sb.st_ino) shm_unlink(L->shm_name);
+            close(fd2);
+        }
+        *retry = 1;
+        return COORDL_OK;
+    }
+    *out = p;
+    *bytes = (uint64_t)sb.st_size;
+    return COORDL_OK;
+}
+
+/* Live members of an attached object, probed without its lock and
+ * without dropping anyone. */
+static int cdl__group_probe_alive(coordl *L) {
+    const uint64_t now = cdl__now_ns();
+    int alive = 0;
+    for (int m = 0; m < CDL_MAX_MEMBERS; m++)
+        if ((atomic_load(&L->S->live_mask) >> m & 1u) &&
+            cdl__member_probe(L->S, m, now, cdl__group_timeout_ns(L), 1) == CDL_MEMBER_ALIVE)
+            alive++;
+    return alive;
+}
+
+/* Under the object's lock: drops every recorded member that is gone;
+ * returns how many live. */
+static int cdl__group_count_alive(coordl *L) {
+    cdl__stream *S = L->S;
+    const uint64_t now = cdl__now_ns();
+    int alive = 0;
+    for (int m = 0; m < CDL_MAX_MEMBERS; m++) {
+        if (!(atomic_load(&S->live_mask) >> m & 1u)) continue;
+        const uint64_t gen = atomic_load(&S->members[m].gen);
+        const int how = cdl__member_probe(S, m, now, cdl__group_timeout_ns(L), 1);
+        if (how == CDL_MEMBER_ALIVE) alive++;
+        else cdl__group_drop_gone(L, m, gen, how);
+    }
+    return alive;
+}
+
+/* The object's settings equal this member's (a config field by name), and
+ * so does its geometry. */
+static coordl_status cdl__group_compare(coordl *L, const cdl__group_header *got, const cdl__group_header *want) {
+    const char *g = L->cfg.group;
+    for (uint32_t i = 0; i < want->nfields; i++)
+        if (i >= got->nfields || strcmp(got->fields[i].name, want->fields[i].name) != 0 ||
+            got->fields[i].value != want->fields[i].value)
+            return cdl__open_fail(COORDL_ERR_GROUP, "group %s: %s differs from the group's (this member %llu, the "
+                                  "group %llu); members must open with the same settings", g, want->fields[i].name,
+                                  (unsigned long long)want->fields[i].value,
+                                  (unsigned long long)(i < got->nfields ? got->fields[i].value : 0));
+    const size_t geometry = sizeof *want - offsetof(cdl__group_header, nslots);
+    if (got->total_bytes != want->total_bytes ||
+        memcmp((const cdl__u8 *)got + offsetof(cdl__group_header, nslots),
+               (const cdl__u8 *)want + offsetof(cdl__group_header, nslots), geometry) != 0)
+        return cdl__open_fail(COORDL_ERR_GROUP, "group %s: the shared layout differs (%llu bytes, expected %llu)", g,
+                              (unsigned long long)got->total_bytes, (unsigned long long)want->total_bytes);
+    return COORDL_OK;
+}
+
+/* Attaches to the existing object: validated (layout, then contents under
+ * its lock), stale members dropped (an object none of whose members lives
+ * is retired: *retry), settings compared. Returns with the lock held and
+ * the object attached, ready for cdl__group_join. */
+static coordl_status cdl__group_attach_existing(coordl *L, const cdl__group_header *want, uint64_t deadline,
+                                                int *retry) {
+    const char *g = L->cfg.group;
+    void *p = NULL;
+    uint64_t bytes = 0;
+    char why[200];
+    coordl_status rc = cdl__group_map_existing(L, deadline, &p, &bytes, retry);
+    if (rc != COORDL_OK || *retry) return rc;
+    if (!cdl__group_validate(p, bytes, 0, why, sizeof why)) {
+        munmap(p, bytes);
+        return cdl__open_fail(COORDL_ERR_GROUP, "group %s: /dev/shm%s is not a usable coordl group object (%s); "
+                              "if no process uses it, remove it (rm /dev/shm%s) or pick another group name", g,
+                              L->shm_name, why, L->shm_name);
+    }
+    cdl__group_header *h = p;
+    cdl__group_attach(L, h);
+    L->me = -1;
+    if (h->nslots != L->nslots || h->rows_cap != L->slot_rows_cap || h->num_items != L->num_items ||
+        h->cache_bytes != L->cfg.cache_bytes) {
+        /* Another geometry: this member's repair and recount would index the
+         * object wrongly, so it neither locks nor drops anyone; an object
+         * with no member alive is retired, else the settings differ. */
+        if (cdl__group_probe_alive(L) == 0) {
+            cdl__log(L, COORDL_LOG_WARN, "group %s: %s was left by a crashed run; replacing it", g, L->shm_name);
+            cdl__group_retire(L->shm_name, h, L->S);
+            cdl__group_detach(L, p, bytes);
+            *retry = 1;
+            return COORDL_OK;
+        }
+        rc = cdl__group_compare(L, h, want);
+        cdl__group_detach(L, p, bytes);
+        return rc;
+    }
+    /* the contents are checked under the lock, before repair may act on
+     * them after a holder died */
+    int e = pthread_mutex_lock(&L->S->mu);
+    if (!cdl__group_validate(p, bytes, 1, why, sizeof why)) {
+        if (e == EOWNERDEAD) pthread_mutex_consistent(&L->S->mu);
+        pthread_mutex_unlock(&L->S->mu);
+        cdl__group_detach(L, p, bytes);
+        return cdl__open_fail(COORDL_ERR_GROUP, "group %s: /dev/shm%s is not a usable coordl group object (%s); "
+                              "if no process uses it, remove it (rm /dev/shm%s) or pick another group name", g,
+                              L->shm_name, why, L->shm_name);
+    }
+    cdl__lock_acquired(L, e);
+    /* stale first: an object whose every recorded member is gone is
+     * replaced whatever settings it was made with */
+    if (cdl__group_count_alive(L) == 0 || atomic_load(&h->retired)) {
+        if (!atomic_load(&h->retired))
+            cdl__log(L, COORDL_LOG_WARN, "group %s: %s was left by a crashed run; replacing it", g, L->shm_name);
+        if (!atomic_load(&h->retired)) {
+            atomic_store(&h->retired, 1u);
+            shm_unlink(L->shm_name);
+        }
+        cdl__unlock(L);
+        cdl__group_detach(L, p, bytes);
+        *retry = 1;
+        return COORDL_OK;
+    }
+    rc = cdl__group_compare(L, h, want);
+    if (rc != COORDL_OK) {
+        cdl__unlock(L);
+        cdl__group_detach(L, p, bytes);
+        return rc;
+    }
+    L->shm_base = h;
+    L->shm_bytes = bytes;
+    return COORDL_OK;
+}
+
+/* Waits (bounded by the deadline) until group_size members have joined. */
+static coordl_status cdl__group_wait_started(coordl *L, uint64_t deadline) {
+    cdl__stream *S = L->S;
+    while (!S->started) {
+        if (!cdl__member_current(L))
+            return cdl__open_fail(COORDL_ERR_GROUP, "group %s: dropped while waiting for the other members",
+                                  L->cfg.group);
+        if (cdl__now_ns() > deadline) {
+            const int have = __builtin_popcount(atomic_load(&S->live_mask));
+            cdl__stream_drop_member(L, L->me, L->my_gen);
+            return cdl__open_fail(COORDL_ERR_TIMEOUT, "group %s: only %d of group_size %d members joined within "
+                                  "group_timeout_ms (%d ms)", L->cfg.group, have, L->cfg.group_size,
+                                  L->cfg.group_timeout_ms);
+        }
+        cdl__wait(L, &S->ready_cv);
+    }
+    return COORDL_OK;
+}
+
+/* Page-locks the mapping per cache_pin and registers its cache slab and
+ * ring with the pin callback (once per process; unregistered before the
+ * unmap). */
+static void cdl__group_pin(coordl *L) {
+    cdl__group_header *h = L->shm_base;
+    if (L->cfg.cache_pin != COORDL_PIN_OFF) {
+#ifdef MLOCK_ONFAULT
+        if (mlock2(h, L->shm_bytes, MLOCK_ONFAULT) == 0) L->st.pinned_bytes = L->shm_bytes;
+#endif
+    }
+    if (L->cfg.cache_bytes)
+        cdl__arena_borrow(L, &L->cache_arena, (cdl__u8 *)h + h->slab_off, (size_t)L->cfg.cache_bytes, "cache slab");
+    cdl__arena_borrow(L, &L->ring_arena, (cdl__u8 *)h + h->ring_off, (size_t)(h->total_bytes - h->ring_off),
+                      "batch ring");
+}
+
+/* Creates or joins the group's object, starts the member thread and waits
+ * for group_size members. */
 static coordl_status cdl__group_open(coordl *L) {
     const char *g = L->cfg.group;
     if (!cdl__group_name_ok(g))
@@ -4326,347 +5458,89 @@ static coordl_status cdl__group_open(coordl *L) {
         return cdl__open_fail(COORDL_ERR_UNSUPPORTED, "group: cache_policy LRU cannot be shared; use MinIO");
     snprintf(L->shm_name, sizeof L->shm_name, "/coordl-%s", g);
     cdl__group_header want;
-    memset(&want, 0, sizeof want);
-    want.nfields = cdl__group_fields(L, want.fields);
-    cdl__group_layout(L, &want);
-    const uint64_t deadline = cdl__now_ns() + (uint64_t)L->cfg.group_timeout_ms * 1000000ull;
-    cdl__group_header *h = NULL;
-    int creator = 0;
+    cdl__group_want(L, &want);
+    const uint64_t deadline = cdl__now_ns() + cdl__group_timeout_ns(L);
+    int creator = 0, attached = 0;
     /* members racing to replace a stale object retry until one of them
      * has created the new one; bounded by group_timeout_ms */
-    for (int attempt = 0; !h && (attempt < 8 || cdl__now_ns() < deadline) && attempt < 100000; attempt++) {
-        int fd = shm_open(L->shm_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd >= 0) {
-            struct statvfs vs;
-            if (statvfs("/dev/shm", &vs) == 0 && (uint64_t)vs.f_bavail * vs.f_frsize < want.total_bytes) {
-                close(fd);
-                shm_unlink(L->shm_name);
-                return cdl__open_fail(COORDL_ERR_NOMEM, "group %s: needs %llu bytes of /dev/shm (cache %llu, ring %llu, "
-                                      "tables %llu) but %llu are free; lower cache_bytes or enlarge /dev/shm", g,
-                                      (unsigned long long)want.total_bytes, (unsigned long long)L->cfg.cache_bytes,
-                                      (unsigned long long)(want.total_bytes - want.ring_off),
-                                      (unsigned long long)want.slab_off,
-                                      (unsigned long long)((uint64_t)vs.f_bavail * vs.f_frsize));
-            }
-            void *p = MAP_FAILED;
-            if (ftruncate(fd, (off_t)want.total_bytes) == 0)
-                p = mmap(NULL, want.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-            int e = errno;
-            close(fd);
-            if (p == MAP_FAILED) {
-                shm_unlink(L->shm_name);
-                return cdl__open_fail(COORDL_ERR_NOMEM, "group %s: cannot size or map %llu bytes of shared memory: %s",
-                                      g, (unsigned long long)want.total_bytes, strerror(e));
-            }
-            h = p;
-            *h = want;
-            h->magic = CDL_GROUP_MAGIC;
-            h->version = CDL_GROUP_VERSION;
-            cdl__group_attach(L, h);
-            coordl_status rc = cdl__stream_init(L->S, 1);
-            if (rc != COORDL_OK) {
-                munmap(h, want.total_bytes);
-                shm_unlink(L->shm_name);
-                return rc;
-            }
-            cdl__ring_layout(L);
-            /* the creator is member 0 before anyone can see the object, so
-             * a visible object with no live member is always a stale one */
-            L->me = 0;
-            L->bit = 1;
-            L->S->members[0].pid = (int32_t)getpid();
-            atomic_store(&L->S->members[0].heartbeat_ns, cdl__now_ns());
-            L->S->live_mask = 1;
-            L->S->started = L->cfg.group_size == 1;
-            atomic_store(&h->ready, 1u);
-            creator = 1;
+    for (int attempt = 0; !attached && (attempt < 8 || cdl__now_ns() < deadline) && attempt < 100000; attempt++) {
+        int exists = 0, retry = 0;
+        coordl_status rc = cdl__group_create(L, &want, &exists);
+        if (rc != COORDL_OK) return rc;
+        if (!exists) {
+            creator = attached = 1;
             break;
         }
-        if (errno != EEXIST)
-            return cdl__open_fail(COORDL_ERR_IO, "group %s: shm_open %s: %s", g, L->shm_name, strerror(errno));
-        fd = shm_open(L->shm_name, O_RDWR | O_CLOEXEC, 0);
-        if (fd < 0) continue; /* removed meanwhile: create it */
-        /* wait for the creator to finish, then compare the config */
-        struct stat sb;
-        void *p = MAP_FAILED;
-        int stale = 0;
-        for (;;) {
-            if (fstat(fd, &sb) == 0 && (uint64_t)sb.st_size >= sizeof(cdl__group_header)) {
-                p = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-                if (p != MAP_FAILED && atomic_load(&((cdl__group_header *)p)->ready)) break;
-                if (p != MAP_FAILED) munmap(p, (size_t)sb.st_size);
-                p = MAP_FAILED;
-            }
-            if (cdl__now_ns() > deadline) { stale = 1; break; }
-            usleep(2000);
-        }
-        close(fd);
-        if (stale) { /* its creator died while setting it up: unlink the
-                      * name only if it still names that same object */
-            struct stat now_sb;
-            int fd2 = shm_open(L->shm_name, O_RDWR | O_CLOEXEC, 0);
-            if (fd2 >= 0) {
-                if (fstat(fd2, &now_sb) == 0 && now_sb.st_ino == sb.st_ino) shm_unlink(L->shm_name);
-                close(fd2);
-            }
+        rc = cdl__group_attach_existing(L, &want, deadline, &retry);
+        if (rc != COORDL_OK) return rc;
+        if (retry) {
+            usleep(1000);
             continue;
         }
-        cdl__group_header *got = p;
-        /* stale first: an object whose every recorded member is gone is
-         * replaced whatever settings it was made with */
-        if (got->magic == CDL_GROUP_MAGIC && got->stream_off + sizeof(cdl__stream) <= (uint64_t)sb.st_size) {
-            const cdl__stream *os = (const cdl__stream *)(const void *)((const cdl__u8 *)p + got->stream_off);
-            const uint64_t now = cdl__now_ns(), tmo = (uint64_t)L->cfg.group_timeout_ms * 1000000ull;
-            int alive = 0;
-            for (int m = 0; m < CDL_MAX_MEMBERS; m++) {
-                if (!(os->live_mask >> m & 1u)) continue;
-                uint64_t hb = atomic_load(&os->members[m].heartbeat_ns);
-                if (!cdl__pid_dead(os->members[m].pid) && !(now > hb && now - hb > tmo)) alive++;
-            }
-            if (!alive || atomic_load(&got->retired)) {
-                if (!atomic_load(&got->retired))
-                    cdl__log(L, COORDL_LOG_WARN, "group %s: %s was left by a crashed run; replacing it", g, L->shm_name);
-                cdl__group_retire(L->shm_name, got, (cdl__stream *)(void *)((cdl__u8 *)p + got->stream_off));
-                munmap(p, (size_t)sb.st_size);
-                usleep(1000);
-                continue;
-            }
-        }
-        if (got->magic != CDL_GROUP_MAGIC || got->version != CDL_GROUP_VERSION) {
-            munmap(p, (size_t)sb.st_size);
-            return cdl__open_fail(COORDL_ERR_GROUP, "group %s: %s holds another layout version; remove it or pick another "
-                                  "name", g, L->shm_name);
-        }
-        for (uint32_t i = 0; i < want.nfields; i++)
-            if (i >= got->nfields || strcmp(got->fields[i].name, want.fields[i].name) != 0 ||
-                got->fields[i].value != want.fields[i].value) {
-                char field[32];
-                snprintf(field, sizeof field, "%s", want.fields[i].name);
-                unsigned long long mine = want.fields[i].value, theirs = i < got->nfields ? got->fields[i].value : 0;
-                munmap(p, (size_t)sb.st_size);
-                return cdl__open_fail(COORDL_ERR_GROUP, "group %s: %s differs from the group's (this member %llu, the "
-                                      "group %llu); members must open with the same settings", g, field, mine, theirs);
-            }
-        if (got->total_bytes != want.total_bytes || (uint64_t)sb.st_size != want.total_bytes) {
-            munmap(p, (size_t)sb.st_size);
-            return cdl__open_fail(COORDL_ERR_GROUP, "group %s: the shared layout differs (%llu bytes, expected %llu)", g,
-                                  (unsigned long long)sb.st_size, (unsigned long long)want.total_bytes);
-        }
-        h = got;
-        cdl__group_attach(L, h);
-        /* a stale object: every recorded member is gone */
-        L->me = -1;
-        cdl__lock(L);
-        uint64_t now = cdl__now_ns();
-        uint32_t alive = 0;
-        for (int m = 0; m < CDL_MAX_MEMBERS; m++) {
-            if (!(L->S->live_mask >> m & 1u)) continue;
-            uint64_t hb = atomic_load(&L->S->members[m].heartbeat_ns);
-            if (cdl__pid_dead(L->S->members[m].pid) || (now > hb && now - hb > (uint64_t)L->cfg.group_timeout_ms * 1000000ull))
-                cdl__member_drop(L, m);
-            else
-                alive++;
-        }
-        int empty = alive == 0 || atomic_load(&h->retired);
-        cdl__unlock(L);
-        if (empty) {
-            cdl__group_retire(L->shm_name, h, L->S);
-            munmap(h, want.total_bytes);
-            h = NULL;
-            L->S = NULL;
-            continue;
-        }
-        /* joined below, under the lock; if the object is retired between
-         * here and there, start over */
-        cdl__lock(L);
-        int retired = atomic_load(&h->retired);
-        if (!retired) break; /* keep the lock for the join */
-        cdl__unlock(L);
-        munmap(h, want.total_bytes);
-        h = NULL;
-        L->S = NULL;
+        attached = 1; /* holding the lock */
     }
-    if (!h) return cdl__open_fail(COORDL_ERR_GROUP, "group %s: could not create or join %s", g, L->shm_name);
-    L->shm_base = h;
-    L->shm_bytes = want.total_bytes;
-    if (L->cfg.cache_pin != COORDL_PIN_OFF) {
-#ifdef MLOCK_ONFAULT
-        if (mlock2(h, want.total_bytes, MLOCK_ONFAULT) == 0) L->st.pinned_bytes = want.total_bytes;
-#endif
-    }
-
-    /* join (the creator joined before publishing the object; a joiner
-     * arrives here holding the lock) */
-    if (creator) cdl__lock(L);
+    if (!attached) return cdl__open_fail(COORDL_ERR_GROUP, "group %s: could not create or join %s", g, L->shm_name);
+    cdl__group_pin(L);
     cdl__stream *S = L->S;
-    if (!creator) {
-        if (S->started && !L->cfg.group_late_join) {
-            cdl__unlock(L);
-            return cdl__open_fail(COORDL_ERR_GROUP, "group %s: already started with %d members; set group_late_join "
-                                  "to join at the next epoch", g, __builtin_popcount(S->live_mask));
-        }
-        int me = -1;
-        for (int m = 0; m < CDL_MAX_MEMBERS && me < 0; m++)
-            if (!(S->live_mask >> m & 1u)) me = m;
-        if (me < 0 || (!S->started && __builtin_popcount(S->live_mask) >= L->cfg.group_size)) {
-            cdl__unlock(L);
-            return cdl__open_fail(COORDL_ERR_GROUP, "group %s: full (%d members)", g, __builtin_popcount(S->live_mask));
-        }
-        L->me = me;
-        L->bit = 1u << me;
-        S->members[me].pid = (int32_t)getpid();
-        atomic_store(&S->members[me].heartbeat_ns, cdl__now_ns());
+    coordl_status rc = COORDL_OK;
+    if (creator) {
+        cdl__lock(L);
+    } else if (S->started && !L->cfg.group_late_join) {
+        rc = cdl__open_fail(COORDL_ERR_GROUP, "group %s: already started with %d members; set group_late_join "
+                            "to join at the next epoch", g, __builtin_popcount(atomic_load(&S->live_mask)));
+    } else if (!S->started && __builtin_popcount(atomic_load(&S->live_mask)) >= L->cfg.group_size) {
+        rc = cdl__open_fail(COORDL_ERR_GROUP, "group %s: full (%d members)", g,
+                            __builtin_popcount(atomic_load(&S->live_mask)));
+    } else {
         /* a late member starts with the first epoch nobody has begun */
-        S->members[me].start_epoch = S->started ? S->claim_epoch + 1 : 0;
-        S->live_mask |= L->bit;
-        L->cur_epoch = S->members[me].start_epoch;
-        if (!S->started && __builtin_popcount(S->live_mask) >= L->cfg.group_size) S->started = 1;
+        rc = cdl__group_join(L, S->started ? S->claim_epoch + 1 : 0);
+        if (rc == COORDL_OK && !S->started && __builtin_popcount(atomic_load(&S->live_mask)) >= L->cfg.group_size)
+            S->started = 1;
         cdl__broadcast(L, &S->ready_cv);
         cdl__broadcast(L, &S->work_cv);
     }
-    cdl__test_hook(L, "joined");
-    while (!S->started) {
-        if (cdl__now_ns() > deadline) {
-            int have = __builtin_popcount(S->live_mask);
-            cdl__member_drop(L, L->me);
-            cdl__unlock(L);
-            return cdl__open_fail(COORDL_ERR_TIMEOUT, "group %s: only %d of group_size %d members joined within "
-                                  "group_timeout_ms (%d ms)", g, have, L->cfg.group_size, L->cfg.group_timeout_ms);
-        }
-        cdl__wait(L, &S->ready_cv);
+    if (rc == COORDL_OK) {
+        cdl__test_hook(L, "joined");
+        rc = cdl__member_thread_start(L);
     }
+    if (rc == COORDL_OK) rc = cdl__group_wait_started(L, deadline);
+    if (rc == COORDL_OK) cdl__stream_check(L, "join");
     cdl__unlock(L);
-    cdl__log(L, COORDL_LOG_INFO, "group %s: %s as member %d of %d", g, creator ? "created" : "joined", L->me,
-             L->cfg.group_size);
-    return COORDL_OK;
+    if (rc == COORDL_OK)
+        cdl__log(L, COORDL_LOG_INFO, "group %s: %s as member %d of %d", g, creator ? "created" : "joined", L->me,
+                 L->cfg.group_size);
+    return rc;
 }
 
-/* Leaves the group; the last member out removes the object. */
+/* Leaves the group (if still in it); the last member out removes the
+ * object; then the member thread stops and the mapping goes. */
 static void cdl__group_leave(coordl *L) {
-    if (!L->shm_base) return;
     cdl__group_header *h = L->shm_base;
+    if (!h) return;
     if (L->S && L->me >= 0) {
         cdl__lock(L);
-        if (L->S->live_mask & L->bit) cdl__member_drop(L, L->me);
+        if (cdl__member_current(L)) {
+            cdl__stream_drop_member(L, L->me, L->my_gen);
+            /* members that died since the last round are not "still in" */
+            const uint64_t now = cdl__now_ns();
+            for (int m = 0; m < CDL_MAX_MEMBERS; m++) {
+                if (!(atomic_load(&L->S->live_mask) >> m & 1u)) continue;
+                const uint64_t gen = atomic_load(&L->S->members[m].gen);
+                const int how = cdl__member_probe(L->S, m, now, cdl__group_timeout_ns(L), 0);
+                if (how != CDL_MEMBER_ALIVE) cdl__group_drop_gone(L, m, gen, how);
+            }
+        }
         /* the last one out retires the name under the lock, so a process
          * joining right now sees `retired` and starts over */
-        if (L->S->live_mask == 0 && !atomic_load(&h->retired)) {
+        if (atomic_load(&L->S->live_mask) == 0 && !atomic_load(&h->retired)) {
             atomic_store(&h->retired, 1u);
             shm_unlink(L->shm_name);
         }
         cdl__unlock(L);
     }
-    munmap(L->shm_base, L->shm_bytes);
+    cdl__member_thread_stop(L);
+    cdl__group_detach(L, h, L->shm_bytes);
     L->shm_base = NULL;
-    L->S = NULL;
-}
-
-/* Stops new claims and waits until no row is being prepared; rows in
- * flight are dropped by the generation check. Called with mu held. */
-static void cdl__stream_pause(coordl *L) {
-    L->S->gen++;
-    L->S->paused = 1;
-    while (L->S->inflight > 0) cdl__wait(L, &L->S->idle_cv);
-}
-
-/* Drops every prepared batch not held by the caller and restarts the
- * workers at the consumer's position. Called with mu held, paused. */
-static void cdl__stream_restart(coordl *L) {
-    for (uint32_t s = 0; s < L->nslots; s++) {
-        cdl__slot *sl = &L->slots[s];
-        int held = sl->state == CDL_SLOT_READY && (sl->taken_mask & ~sl->done_mask & L->bit);
-        if (!held) sl->state = CDL_SLOT_FREE;
-    }
-    L->S->claim_epoch = L->cur_epoch;
-    L->S->claim_pos = L->cur_pos;
-    L->S->claim_index = L->cur_index;
-    L->S->paused = 0;
-    cdl__broadcast(L, &L->S->work_cv);
-}
-
-static coordl_status cdl__pool_start(coordl *L) {
-    const cdl__placement *P = &L->place;
-    /* The PUs this process's workers use: all the chosen ones, or, for a
-     * member of a coordinated group with the default placement, its own
-     * slice of the physical cores (the members' workers together form one
-     * pool over the machine instead of k pools piled on the first cores). */
-    int first = 0, count = P->nworker_pus;
-    if (L->cfg.group && L->cfg.group_size > 1 && L->me >= 0 && !L->cfg.cpuset && L->cfg.numa_node < 0 &&
-        !L->cfg.pci_bus_id && P->ncores > 0) {
-        const int k = L->cfg.group_size, m = L->me % k;
-        int lo = P->ncores * m / k, hi = P->ncores * (m + 1) / k;
-        if (hi <= lo) { lo = m % P->ncores; hi = lo + 1; }
-        first = lo;
-        count = hi - lo; /* worker_pus starts with one PU per core, in core order */
-    }
-    int n = L->cfg.threads > 0 ? L->cfg.threads : (first || count != P->nworker_pus ? count : P->ncores);
-    if (n < 1) n = 1;
-    L->workers = cdl__calloc(L, (size_t)n, sizeof *L->workers);
-    if (!L->workers) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %d workers", n);
-    for (int i = 0; i < n; i++) {
-        cdl__worker *W = &L->workers[i];
-        W->L = L;
-        W->index = i;
-        W->pu = count > 0 ? P->worker_pus[first + i % count] : -1;
-        if (i < 64) L->st.worker_cpu[i] = W->pu;
-#ifndef COORDL_NO_JPEGTURBO
-        W->jd.err = jpeg_std_error(&W->jerr.pub);
-        W->jerr.pub.error_exit = cdl__jpeg_error_exit;
-        W->jerr.pub.emit_message = cdl__jpeg_emit_message;
-        jpeg_create_decompress(&W->jd);
-        W->jprogress.progress_monitor = cdl__jpeg_scan_limit;
-        W->jd.progress = &W->jprogress;
-        W->jd_ready = 1;
-#endif
-    }
-    for (int i = n; i < 64; i++) L->st.worker_cpu[i] = -1;
-    {
-        int listed = n < count ? n : count;
-        cdl__format_pu_list(P->worker_pus + first, listed, L->st.placement_cpus, sizeof L->st.placement_cpus);
-        cdl__format_pu_list(P->reserved_pus, P->nreserved, L->st.reserved_cpus, sizeof L->st.reserved_cpus);
-        L->st.placement_node = P->node;
-        L->st.placement_nodes = (uint32_t)P->nnodes;
-    }
-    L->nworkers = n;
-    const int bind = L->cfg.bind && !P->simulate;
-    for (int i = 0; i < n; i++) {
-        cdl__worker *W = &L->workers[i];
-        int e = EINVAL, bound = 0;
-        if (bind && W->pu >= 0 && W->pu < CPU_SETSIZE) {
-            /* The thread starts on its PU: binding at creation rather than
-             * from inside the thread means open returns with every worker
-             * placed, and no scratch page is ever touched elsewhere. */
-            pthread_attr_t attr;
-            cpu_set_t set;
-            CPU_ZERO(&set);
-            CPU_SET(W->pu, &set);
-            if (pthread_attr_init(&attr) == 0) {
-                if (pthread_attr_setaffinity_np(&attr, sizeof set, &set) == 0)
-                    e = pthread_create(&W->thread, &attr, cdl__worker_main, W);
-                pthread_attr_destroy(&attr);
-            }
-            bound = e == 0;
-        }
-        if (!bound) e = pthread_create(&W->thread, NULL, cdl__worker_main, W);
-        if (e != 0) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start worker thread %d: %s", i, strerror(e));
-        W->started = 1;
-        L->st.threads_bound += (uint32_t)bound;
-    }
-    L->st.threads = (uint32_t)n;
-    return COORDL_OK;
-}
-
-static void cdl__pool_stop(coordl *L) {
-    if (!L->workers) return;
-    cdl__lock(L);
-    L->stop = 1;
-    cdl__broadcast(L, &L->S->work_cv);
-    cdl__unlock(L);
-    for (int i = 0; i < L->nworkers; i++)
-        if (L->workers[i].started) pthread_join(L->workers[i].thread, NULL);
-    for (int i = 0; i < L->nworkers; i++) cdl__worker_free(L, &L->workers[i]);
-    cdl__free(L, L->workers);
-    L->workers = NULL;
 }
 
 /* ===================================================================== */
@@ -4745,6 +5619,13 @@ static coordl_status cdl__validate(const coordl_config *c) {
     if (c->batch_size == 0) CDL_BAD("batch_size: must be at least 1");
     if (c->out_w == 0 || c->out_h == 0) CDL_BAD("out_w/out_h: output size %ux%u must be at least 1x1", c->out_w, c->out_h);
     if ((uint64_t)c->out_w * c->out_h > (1u << 26)) CDL_BAD("out_w/out_h: output size %ux%u is too large", c->out_w, c->out_h);
+    /* the ring is sized for the largest output coordl_set may ask for:
+     * bounded like out_w/out_h (and coordl_set), so the row size cannot wrap */
+    if (c->max_out_w > 65535 || c->max_out_h > 65535)
+        CDL_BAD("max_out_w/max_out_h: %ux%u is out of range (0 = out_w/out_h, else up to 65535)", c->max_out_w, c->max_out_h);
+    if ((uint64_t)(c->max_out_w > c->out_w ? c->max_out_w : c->out_w) * (c->max_out_h > c->out_h ? c->max_out_h : c->out_h) > (1u << 26))
+        CDL_BAD("max_out_w/max_out_h: largest output size %ux%u is too large", c->max_out_w > c->out_w ? c->max_out_w : c->out_w,
+                c->max_out_h > c->out_h ? c->max_out_h : c->out_h);
     if (c->layout < COORDL_F32_NCHW || c->layout > COORDL_F32) CDL_BAD("layout: %d is not a known layout", (int)c->layout);
     for (int i = 0; i < 3; i++) {
         if (!(c->std[i] > 0.0f) && !(c->std[i] < 0.0f)) CDL_BAD("std[%d]: must be non-zero", i);
@@ -4798,13 +5679,9 @@ static coordl_status cdl__validate(const coordl_config *c) {
     return COORDL_OK;
 }
 
-static coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
-    cdl__open_errmsg[0] = '\0';
-    if (out) *out = NULL;
-    if (!cfg || !out) return cdl__open_fail(COORDL_ERR_INVALID, "coordl_open: cfg and out must not be NULL");
-    coordl_status rc = cdl__validate(cfg);
-    if (rc != COORDL_OK) return rc;
-
+/* Copies the config and its strings (the caller's may go away after
+ * open) into a fresh handle. */
+static coordl_status cdl__open_handle(const coordl_config *cfg, coordl **out) {
     coordl_allocator a = cfg->allocator;
     if (!a.malloc_fn) {
         a.malloc_fn = cdl__default_malloc;
@@ -4818,32 +5695,122 @@ static coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
     L->cfg = *cfg;
     L->io = cfg->io ? cfg->io : &cdl__posix_io;
     L->me = -1;
+    *out = L;
     /* limits added after 0.3.0: 0 (a caller that predates them) = default */
     if (!L->cfg.max_decode_bytes) L->cfg.max_decode_bytes = CDL_DEFAULT_MAX_DECODE_BYTES;
     if (!L->cfg.max_audio_samples) L->cfg.max_audio_samples = CDL_DEFAULT_MAX_AUDIO_SAMPLES;
     /* Strings are copied: the caller's config may go away after open. */
     size_t slen = strlen(cfg->source);
     L->source_copy = cdl__malloc(L, slen + 1);
-    if (!L->source_copy) { coordl_close(L); return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory"); }
+    if (!L->source_copy) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
     memcpy(L->source_copy, cfg->source, slen + 1);
     while (slen > 1 && L->source_copy[slen - 1] == '/') L->source_copy[--slen] = '\0';
     L->cfg.source = L->source_copy;
     if (cfg->group) {
         size_t glen = strlen(cfg->group);
         L->group_copy = cdl__malloc(L, glen + 1);
-        if (!L->group_copy) { coordl_close(L); return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory"); }
+        if (!L->group_copy) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
         memcpy(L->group_copy, cfg->group, glen + 1);
         L->cfg.group = L->group_copy;
     }
     if (cfg->topology) { /* kept: coordl_get_config says what the cpuset indexes */
         size_t tlen = strlen(cfg->topology);
         L->topology_copy = cdl__malloc(L, tlen + 1);
-        if (!L->topology_copy) { coordl_close(L); return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory"); }
+        if (!L->topology_copy) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
         memcpy(L->topology_copy, cfg->topology, tlen + 1);
         L->cfg.topology = L->topology_copy;
     }
+    return COORDL_OK;
+}
 
-    if (L->cfg.mpi_comm) {
+/* From the indexed dataset: the rank's share, batches per epoch, the row
+ * sizes and the ring's capacity (the largest sizes coordl_set may ask for
+ * without reallocating it). */
+static coordl_status cdl__open_geometry(coordl *L) {
+    /* Token windows are copies: one worker keeps up with any trainer, and
+     * one per core would compete with the trainer's OpenMP threads. */
+    if (L->cfg.pipeline == COORDL_PIPE_TOKENS && L->cfg.threads == 0) L->cfg.threads = 1;
+    L->share = L->llmc ? L->llmc->total * L->cfg.batch_size : L->num_items / (uint64_t)L->cfg.world;
+    L->bpe = cdl__batches_for(L, L->cfg.batch_size);
+    if (L->share == 0)
+        return cdl__open_fail(COORDL_ERR_INVALID, "world: %d ranks but only %llu items; every rank needs at least "
+                              "one item per epoch", L->cfg.world, (unsigned long long)L->num_items);
+    if (L->bpe == 0)
+        return cdl__open_fail(COORDL_ERR_INVALID, "batch_size: %u is larger than this rank's %llu items per epoch "
+                              "with drop_last; lower batch_size", L->cfg.batch_size, (unsigned long long)L->share);
+    if (L->cfg.pipeline == COORDL_PIPE_TOKENS) L->cfg.layout = COORDL_I32;
+    if (L->cfg.pipeline == COORDL_PIPE_AUDIO) L->cfg.layout = COORDL_F32;
+    L->elem_bytes = (L->cfg.layout == COORDL_U8_NHWC || L->cfg.layout == COORDL_U8_NCHW) ? 1 : 4;
+    uint32_t rc_, rh, rw;
+    cdl__row_shape(L, L->cfg.out_w, L->cfg.out_h, &rc_, &rh, &rw);
+    L->row_bytes = (size_t)rc_ * rh * rw * L->elem_bytes;
+    L->target_row_bytes = L->cfg.pipeline == COORDL_PIPE_TOKENS ? (size_t)L->cfg.seq_len * sizeof(int32_t) : 0;
+    const uint32_t mw = L->cfg.max_out_w > L->cfg.out_w ? L->cfg.max_out_w : L->cfg.out_w;
+    const uint32_t mh = L->cfg.max_out_h > L->cfg.out_h ? L->cfg.max_out_h : L->cfg.out_h;
+    L->slot_rows_cap = L->cfg.max_batch_size > L->cfg.batch_size ? L->cfg.max_batch_size : L->cfg.batch_size;
+    size_t max_row = L->row_bytes;
+    if (L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL)
+        max_row = cdl__image_row_bytes(L, mw, mh); /* mw x mh <= 2^26 (cdl__validate) */
+    if (max_row > SIZE_MAX / L->slot_rows_cap)
+        return cdl__open_fail(COORDL_ERR_INVALID, "max_batch_size: %u rows of %zu bytes do not fit this platform",
+                              L->slot_rows_cap, max_row);
+    L->slot_data_cap = (size_t)L->slot_rows_cap * max_row;
+    if (L->cfg.train_crop == COORDL_CROP_DARKNET) { /* Darknet's parse_net_options defaults */
+        if (L->cfg.min_crop == 0) L->cfg.min_crop = L->cfg.out_w;
+        if (L->cfg.max_crop == 0) L->cfg.max_crop = 2 * L->cfg.out_w > L->cfg.min_crop ? 2 * L->cfg.out_w : L->cfg.min_crop;
+        L->crop_min_ratio = (float)L->cfg.min_crop / (float)L->cfg.out_w;
+        L->crop_max_ratio = (float)L->cfg.max_crop / (float)L->cfg.out_w;
+    }
+    for (int c = 0; c < 3; c++) {
+        L->norm_scale[c] = 1.0f / (255.0f * L->cfg.std[c]);
+        L->norm_bias[c] = -L->cfg.mean[c] / L->cfg.std[c];
+    }
+    L->nslots = L->cfg.prefetch_batches;
+    L->st.dataset_bytes = L->dataset_bytes;
+    L->st.cache_bytes_budget = L->cfg.cache_bytes;
+    return COORDL_OK;
+}
+
+/* A private stream: this process is the only member (index 0). */
+static coordl_status cdl__open_private_stream(coordl *L) {
+    L->S = cdl__calloc(L, 1, sizeof *L->S);
+    coordl_status rc = L->S ? cdl__stream_init(L->S, 0) : cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+    if (rc != COORDL_OK) return rc;
+    L->me = 0;
+    L->bit = 1;
+    L->my_gen = 1;
+    atomic_store(&L->S->members[0].gen, 1);
+    atomic_store(&L->S->members[0].pid, (int32_t)getpid());
+    atomic_store(&L->S->live_mask, 1u);
+    L->S->started = 1;
+    rc = cdl__cache_create(L);
+    if (rc == COORDL_OK) rc = cdl__ring_alloc(L, L->slot_rows_cap, L->slot_data_cap);
+    return rc;
+}
+
+static void cdl__open_log(coordl *L) {
+    cdl__log(L, COORDL_LOG_INFO, "opened %s: %llu items, %u classes, %llu batches/epoch, %d workers, "
+             "cache %llu bytes", L->cfg.source, (unsigned long long)L->num_items, L->num_classes,
+             (unsigned long long)L->bpe, L->nworkers, (unsigned long long)L->cfg.cache_bytes);
+    char node[32];
+    if (L->place.node >= 0) snprintf(node, sizeof node, "node %d", L->place.node);
+    else snprintf(node, sizeof node, "%d nodes (interleaved)", L->place.nnodes);
+    cdl__log(L, COORDL_LOG_INFO, "placement%s: workers on PUs %s%s%s; memory on %s, %s; "
+             "%llu bytes page-locked", L->place.simulate ? " (simulated topology, nothing bound)" : "",
+             L->st.placement_cpus, L->st.reserved_cpus[0] ? "; reserved for the trainer: PUs " : "",
+             L->st.reserved_cpus, node, L->st.memory_bound ? "bound" : "not bound",
+             (unsigned long long)L->st.pinned_bytes);
+}
+
+static coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
+    cdl__open_errmsg[0] = '\0';
+    if (out) *out = NULL;
+    if (!cfg || !out) return cdl__open_fail(COORDL_ERR_INVALID, "coordl_open: cfg and out must not be NULL");
+    coordl_status rc = cdl__validate(cfg);
+    if (rc != COORDL_OK) return rc;
+    coordl *L = NULL;
+    rc = cdl__open_handle(cfg, &L);
+    if (rc == COORDL_OK && L->cfg.mpi_comm) {
 #ifdef COORDL_MPI
         rc = cdl__peer_open(L);
 #else
@@ -4854,52 +5821,8 @@ static coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
     if (rc == COORDL_OK) rc = cdl__index_source(L);
     if (rc == COORDL_OK && L->cfg.pipeline == COORDL_PIPE_TOKENS && L->cfg.token_order == COORDL_TOKENS_LLMC)
         rc = cdl__llmc_init(L);
-    /* Token windows are copies: one worker keeps up with any trainer, and
-     * one per core would compete with the trainer's OpenMP threads. */
-    if (L->cfg.pipeline == COORDL_PIPE_TOKENS && L->cfg.threads == 0) L->cfg.threads = 1;
-    if (rc == COORDL_OK) {
-        L->share = L->llmc ? L->llmc->total * L->cfg.batch_size : L->num_items / (uint64_t)L->cfg.world;
-        L->bpe = cdl__batches_for(L, L->cfg.batch_size);
-        if (L->share == 0)
-            rc = cdl__open_fail(COORDL_ERR_INVALID, "world: %d ranks but only %llu items; every rank "
-                                "needs at least one item per epoch", L->cfg.world,
-                                (unsigned long long)L->num_items);
-        else if (L->bpe == 0)
-            rc = cdl__open_fail(COORDL_ERR_INVALID, "batch_size: %u is larger than this rank's %llu items "
-                                "per epoch with drop_last; lower batch_size", L->cfg.batch_size,
-                                (unsigned long long)L->share);
-    }
-    if (rc == COORDL_OK) {
-        if (L->cfg.pipeline == COORDL_PIPE_TOKENS) L->cfg.layout = COORDL_I32;
-        if (L->cfg.pipeline == COORDL_PIPE_AUDIO) L->cfg.layout = COORDL_F32;
-        L->elem_bytes = (L->cfg.layout == COORDL_U8_NHWC || L->cfg.layout == COORDL_U8_NCHW) ? 1 : 4;
-        uint32_t rc_, rh, rw;
-        cdl__row_shape(L, L->cfg.out_w, L->cfg.out_h, &rc_, &rh, &rw);
-        L->row_bytes = (size_t)rc_ * rh * rw * L->elem_bytes;
-        L->target_row_bytes = L->cfg.pipeline == COORDL_PIPE_TOKENS ? (size_t)L->cfg.seq_len * sizeof(int32_t) : 0;
-        /* ring capacity: the largest sizes coordl_set may ask for */
-        uint32_t mw = L->cfg.max_out_w > L->cfg.out_w ? L->cfg.max_out_w : L->cfg.out_w;
-        uint32_t mh = L->cfg.max_out_h > L->cfg.out_h ? L->cfg.max_out_h : L->cfg.out_h;
-        L->slot_rows_cap = L->cfg.max_batch_size > L->cfg.batch_size ? L->cfg.max_batch_size : L->cfg.batch_size;
-        size_t max_row = L->row_bytes;
-        if (L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL)
-            max_row = cdl__image_row_bytes(L, mw, mh);
-        L->slot_data_cap = (size_t)L->slot_rows_cap * max_row;
-        if (L->cfg.train_crop == COORDL_CROP_DARKNET) { /* Darknet's parse_net_options defaults */
-            if (L->cfg.min_crop == 0) L->cfg.min_crop = L->cfg.out_w;
-            if (L->cfg.max_crop == 0) L->cfg.max_crop = 2 * L->cfg.out_w > L->cfg.min_crop ? 2 * L->cfg.out_w : L->cfg.min_crop;
-            L->crop_min_ratio = (float)L->cfg.min_crop / (float)L->cfg.out_w;
-            L->crop_max_ratio = (float)L->cfg.max_crop / (float)L->cfg.out_w;
-        }
-        for (int c = 0; c < 3; c++) {
-            L->norm_scale[c] = 1.0f / (255.0f * L->cfg.std[c]);
-            L->norm_bias[c] = -L->cfg.mean[c] / L->cfg.std[c];
-        }
-        L->nslots = L->cfg.prefetch_batches;
-        L->st.dataset_bytes = L->dataset_bytes;
-        L->st.cache_bytes_budget = L->cfg.cache_bytes;
-        rc = cdl__placement_choose(L, &L->place);
-    }
+    if (rc == COORDL_OK) rc = cdl__open_geometry(L);
+    if (rc == COORDL_OK) rc = cdl__placement_choose(L, &L->place);
     if (rc == COORDL_OK) {
         L->memory_bound_all = L->cfg.bind && !L->place.simulate;
         if (L->cfg.cache_policy == COORDL_CACHE_MINIO) rc = cdl__cache_clamp(L);
@@ -4907,18 +5830,9 @@ static coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
     if (rc == COORDL_OK && L->cfg.group) {
         L->memory_bound_all = 0; /* the shm object is placed by first touch */
         rc = cdl__group_open(L);
+        if (rc == COORDL_OK) rc = cdl__ring_alloc(L, L->slot_rows_cap, L->slot_data_cap); /* private arrays */
     } else if (rc == COORDL_OK) {
-        L->S = cdl__calloc(L, 1, sizeof *L->S);
-        rc = L->S ? cdl__stream_init(L->S, 0) : cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
-        if (rc == COORDL_OK) {
-            L->me = 0;
-            L->bit = 1;
-            L->S->members[0].pid = (int32_t)getpid();
-            L->S->live_mask = 1;
-            L->S->started = 1;
-            rc = cdl__cache_create(L);
-        }
-        if (rc == COORDL_OK) rc = cdl__ring_create(L);
+        rc = cdl__open_private_stream(L);
     }
     if (rc == COORDL_OK) {
         L->st.memory_bound = L->memory_bound_all;
@@ -4937,17 +5851,7 @@ static coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
         memcpy(cdl__open_errmsg, keep, sizeof keep);
         return rc;
     }
-    cdl__log(L, COORDL_LOG_INFO, "opened %s: %llu items, %u classes, %llu batches/epoch, %d workers, "
-             "cache %llu bytes", L->cfg.source, (unsigned long long)L->num_items, L->num_classes,
-             (unsigned long long)L->bpe, L->nworkers, (unsigned long long)L->cfg.cache_bytes);
-    char node[32];
-    if (L->place.node >= 0) snprintf(node, sizeof node, "node %d", L->place.node);
-    else snprintf(node, sizeof node, "%d nodes (interleaved)", L->place.nnodes);
-    cdl__log(L, COORDL_LOG_INFO, "placement%s: workers on PUs %s%s%s; memory on %s, %s; "
-             "%llu bytes page-locked", L->place.simulate ? " (simulated topology, nothing bound)" : "",
-             L->st.placement_cpus, L->st.reserved_cpus[0] ? "; reserved for the trainer: PUs " : "",
-             L->st.reserved_cpus, node, L->st.memory_bound ? "bound" : "not bound",
-             (unsigned long long)L->st.pinned_bytes);
+    cdl__open_log(L);
     L->last_return_ns = 0;
     /* the placement strings were consumed by open; drop the caller's
      * pointers so nothing can read them after the caller frees them (the
@@ -4957,25 +5861,25 @@ static coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
     return COORDL_OK;
 }
 
-static void cdl__fill_batch(coordl *L, cdl__slot *sl, uint32_t slot_index, coordl_batch *out) {
-    out->n = sl->n;
-    out->data = cdl__slot_data(L, sl);
-    out->data_bytes = (size_t)sl->n * sl->row_bytes;
-    out->labels = cdl__slot_labels(L, sl);
-    out->ids = cdl__slot_ids(L, sl);
-    out->targets = L->target_row_bytes ? (int32_t *)(void *)(L->ring_arena.base + sl->targets_off) : NULL;
-    out->epoch = sl->epoch;
-    out->index = sl->index;
-    cdl__row_shape(L, sl->out_w, sl->out_h, &out->c, &out->h, &out->w);
-    out->layout = L->cfg.layout;
-    out->slot_ = slot_index + 1; /* 0 marks a batch that holds no slot */
+/* The consumer's time inside every coordl call (next, next_into, release,
+ * seek, set) counts as stall; the time between the end of one call and
+ * the start of the next as compute. The stall also goes to `epoch`'s
+ * counters. At the end of each such call, under mu. */
+static void cdl__consumer_time(coordl *L, uint64_t t_enter, uint64_t epoch) {
+    const uint64_t now = cdl__now_ns();
+    if (L->last_return_ns && t_enter > L->last_return_ns) L->st.compute_ns += t_enter - L->last_return_ns;
+    L->st.stall_ns += now - t_enter;
+    cdl__epoch_entry(L, epoch)->s.stall_ns += now - t_enter;
+    L->last_return_ns = now;
 }
 
-static coordl_status cdl__next(coordl *L, coordl_batch *out) {
-    if (!L || !out) return COORDL_ERR_INVALID;
-    uint64_t t_enter = cdl__now_ns();
+/* coordl_next under mu: the end of an epoch, or the next batch in order
+ * (waiting for it). *epoch: the epoch the call's time belongs to. */
+static coordl_status cdl__consumer_next(coordl *L, coordl_batch *out, uint64_t *epoch) {
+    cdl__stream *S = L->S;
     memset(out, 0, sizeof *out);
     L->errmsg[0] = '\0';
+    *epoch = L->cur_epoch;
     if (L->cur_pos >= cdl__epoch_end(L, L->cur_epoch)) {
         out->epoch = L->cur_epoch;
         L->cur_epoch++;
@@ -4983,75 +5887,46 @@ static coordl_status cdl__next(coordl *L, coordl_batch *out) {
         L->cur_index = 0;
         return COORDL_END_OF_EPOCH;
     }
-    cdl__lock(L);
-    if (L->S->broken) {
-        cdl__unlock(L);
+    if (S->broken) {
         snprintf(L->errmsg, sizeof L->errmsg, "the batch ring could not be reallocated by coordl_set; "
                  "close this handle");
         return COORDL_ERR_NOMEM;
     }
-    if (L->last_return_ns) L->st.compute_ns += t_enter - L->last_return_ns;
     if (L->held >= L->nslots) {
-        cdl__unlock(L);
         snprintf(L->errmsg, sizeof L->errmsg, "all %u batch slots are held; release a batch before "
                  "asking for the next (or raise prefetch_batches)", L->nslots);
         return COORDL_ERR_INVALID;
     }
-    int found = -1;
     for (;;) {
-        for (uint32_t s = 0; s < L->nslots; s++) {
-            const cdl__slot *c = &L->slots[s];
-            if (c->state == CDL_SLOT_READY && c->epoch == L->cur_epoch && c->pos == L->cur_pos &&
-                (c->need_mask & L->bit) && !(c->taken_mask & L->bit)) {
-                found = (int)s;
-                break;
-            }
-        }
-        if (found >= 0) break;
-        if (!(L->S->live_mask & L->bit)) {
-            cdl__unlock(L);
+        if (!cdl__member_current(L)) {
             snprintf(L->errmsg, sizeof L->errmsg, "group %s: this member was dropped from the group "
                      "(no heartbeat within group_timeout_ms); close and reopen", L->cfg.group ? L->cfg.group : "");
             return COORDL_ERR_GROUP;
         }
-        cdl__wait(L, &L->S->ready_cv);
+        const int s = cdl__stream_find(L);
+        if (s >= 0) return cdl__stream_take(L, (uint32_t)s, out);
+        cdl__wait(L, &S->ready_cv);
     }
-    cdl__slot *sl = &L->slots[found];
-    L->cur_pos += sl->n;
-    L->cur_index++;
-    uint64_t now = cdl__now_ns();
-    L->st.stall_ns += now - t_enter;
-    {
-        cdl__epoch_counters *ec = cdl__epoch_entry(L, sl->epoch);
-        ec->s.stall_ns += now - t_enter;
-        ec->s.batches++;
-    }
-    L->last_return_ns = now;
-    sl->taken_mask |= L->bit;
-    if (sl->status != COORDL_OK) {
-        coordl_status st = sl->status;
-        snprintf(L->errmsg, sizeof L->errmsg, "%s", sl->errmsg);
-        sl->done_mask |= L->bit; /* the failed batch is skipped */
-        cdl__slot_maybe_free(L, sl);
-        cdl__unlock(L);
-        return st;
-    }
-    L->held++;
-    L->st.batches++;
+}
+
+static coordl_status cdl__next(coordl *L, coordl_batch *out) {
+    if (!L || !out) return COORDL_ERR_INVALID;
+    const uint64_t t0 = cdl__now_ns();
+    uint64_t epoch;
+    cdl__lock(L);
+    const coordl_status rc = cdl__consumer_next(L, out, &epoch);
+    cdl__consumer_time(L, t0, epoch);
     cdl__unlock(L);
-    cdl__fill_batch(L, sl, (uint32_t)found, out);
-    return COORDL_OK;
+    return rc;
 }
 
 void coordl_release(coordl *L, coordl_batch *b) {
-    if (!L || !b || b->slot_ == 0 || b->slot_ > L->nslots) return;
+    if (!L || !b || b->slot_ == 0) return;
+    const uint64_t t0 = cdl__now_ns();
+    cdl__test_hook(L, "release");
     cdl__lock(L);
-    cdl__slot *sl = &L->slots[b->slot_ - 1];
-    if (sl->state == CDL_SLOT_READY && (sl->taken_mask & L->bit) && !(sl->done_mask & L->bit)) {
-        sl->done_mask |= L->bit;
-        L->held--;
-        cdl__slot_maybe_free(L, sl);
-    }
+    cdl__stream_release(L, b);
+    cdl__consumer_time(L, t0, b->epoch);
     cdl__unlock(L);
     b->slot_ = 0;
 }
@@ -5059,6 +5934,11 @@ void coordl_release(coordl *L, coordl_batch *b) {
 coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes, void *labels_or_targets,
                                size_t label_bytes) {
     if (!L || !data) return COORDL_ERR_INVALID;
+    const uint64_t t0 = cdl__now_ns();
+    uint64_t epoch = L->cur_epoch;
+    coordl_batch b;
+    coordl_status rc = COORDL_OK;
+    cdl__lock(L);
     const uint64_t end = cdl__epoch_end(L, L->cur_epoch);
     if (L->cur_pos < end) {
         /* Check sizes against the batch that comes next, before taking it,
@@ -5071,18 +5951,27 @@ coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes, void *l
             snprintf(L->errmsg, sizeof L->errmsg, "coordl_next_into: the next batch needs %zu data bytes "
                      "and %zu %s bytes; got %zu and %zu", need_data, need_labels,
                      L->target_row_bytes ? "target" : "label", data_bytes, label_bytes);
-            return COORDL_ERR_INVALID;
+            rc = COORDL_ERR_INVALID;
         }
     }
-    coordl_batch b;
-    coordl_status rc = coordl_next(L, &b);
-    if (rc != COORDL_OK) return rc;
+    if (rc == COORDL_OK) rc = cdl__consumer_next(L, &b, &epoch);
+    if (rc != COORDL_OK) {
+        cdl__consumer_time(L, t0, epoch);
+        cdl__unlock(L);
+        return rc;
+    }
+    /* the batch is held: its slot cannot be reused while it is copied,
+     * and the workers need not wait for the copy */
+    cdl__unlock(L);
     memcpy(data, b.data, b.data_bytes);
     if (labels_or_targets) {
         if (b.targets) memcpy(labels_or_targets, b.targets, (size_t)b.n * L->target_row_bytes);
         else memcpy(labels_or_targets, b.labels, (size_t)b.n * sizeof(int32_t));
     }
-    coordl_release(L, &b);
+    cdl__lock(L);
+    cdl__stream_release(L, &b);
+    cdl__consumer_time(L, t0, epoch);
+    cdl__unlock(L);
     return COORDL_OK;
 }
 
@@ -5093,12 +5982,14 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
                  "seek alone");
         return COORDL_ERR_UNSUPPORTED;
     }
+    const uint64_t t0 = cdl__now_ns();
+    cdl__lock(L);
     if (batch >= L->bpe) {
         snprintf(L->errmsg, sizeof L->errmsg, "coordl_seek: batch %llu is not below batches_per_epoch (%llu)",
                  (unsigned long long)batch, (unsigned long long)L->bpe);
+        cdl__unlock(L);
         return COORDL_ERR_INVALID;
     }
-    cdl__lock(L);
     cdl__stream_pause(L);
     L->cur_epoch = epoch;
     L->cur_pos = batch * L->cfg.batch_size;
@@ -5106,6 +5997,7 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
     L->S->cut_epoch = UINT64_MAX; /* whole epochs of the current size again */
     L->S->cut_pos = 0;
     cdl__stream_restart(L);
+    cdl__consumer_time(L, t0, epoch);
     cdl__unlock(L);
     return COORDL_OK;
 }
@@ -5133,15 +6025,9 @@ coordl_status coordl_to_llmc(const coordl *L, uint64_t epoch, uint64_t batch, ui
     return COORDL_OK;
 }
 
-coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
-    if (!L) return COORDL_ERR_INVALID;
-    if (L->cfg.group) {
-        snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: a coordinated group shares one stream; set the sizes "
-                 "at open");
-        return COORDL_ERR_UNSUPPORTED;
-    }
+/* coordl_set's checks: the new (w, h, B) for parameter p, or an error. */
+static coordl_status cdl__set_sizes(coordl *L, coordl_param p, int64_t value, uint32_t *w, uint32_t *h, uint32_t *B) {
     const int image = L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL;
-    uint32_t w = L->cfg.out_w, h = L->cfg.out_h, B = L->cfg.batch_size;
     switch (p) {
     case COORDL_PARAM_OUT_W:
     case COORDL_PARAM_OUT_H:
@@ -5152,13 +6038,13 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
                      : "out size", (long long)value);
             return COORDL_ERR_INVALID;
         }
-        if (p != COORDL_PARAM_OUT_H) w = (uint32_t)value;
-        if (p != COORDL_PARAM_OUT_W) h = (uint32_t)value;
-        if ((uint64_t)w * h > (1u << 26)) {
-            snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: output size %ux%u is too large", w, h);
+        if (p != COORDL_PARAM_OUT_H) *w = (uint32_t)value;
+        if (p != COORDL_PARAM_OUT_W) *h = (uint32_t)value;
+        if ((uint64_t)*w * *h > (1u << 26)) {
+            snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: output size %ux%u is too large", *w, *h);
             return COORDL_ERR_INVALID;
         }
-        break;
+        return COORDL_OK;
     case COORDL_PARAM_BATCH_SIZE:
         if (L->llmc) {
             snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: llm.c's token order cuts every shard into "
@@ -5170,46 +6056,56 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
                      (long long)value, (unsigned long long)(L->cfg.drop_last ? L->share : UINT32_MAX));
             return COORDL_ERR_INVALID;
         }
-        B = (uint32_t)value;
-        break;
+        *B = (uint32_t)value;
+        return COORDL_OK;
     default:
         snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: unknown parameter %d", (int)p);
         return COORDL_ERR_INVALID;
     }
+}
+
+/* Grows the ring for B rows of row_bytes (paused, nothing held): through
+ * the ring allocator, falling back to the old size when the new one cannot
+ * be mapped; the handle is broken only when not even that maps again. */
+static coordl_status cdl__set_grow_ring(coordl *L, uint32_t B, size_t row_bytes) {
+    const size_t old_cap = L->slot_data_cap;
+    const uint32_t old_rows = L->slot_rows_cap;
+    const uint32_t rows = B > old_rows ? B : old_rows;
+    if (row_bytes > SIZE_MAX / rows) {
+        snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: %u rows of %zu bytes do not fit this platform", rows, row_bytes);
+        return COORDL_ERR_INVALID;
+    }
+    const size_t cap = (size_t)rows * row_bytes > old_cap ? (size_t)rows * row_bytes : old_cap;
+    if (cdl__ring_alloc(L, rows, cap) == COORDL_OK) return COORDL_OK;
+    snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: %.400s", cdl__open_errmsg);
+    if (cdl__ring_alloc(L, old_rows, old_cap) != COORDL_OK) L->S->broken = 1;
+    return COORDL_ERR_NOMEM;
+}
+
+coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
+    if (!L) return COORDL_ERR_INVALID;
+    if (L->cfg.group) {
+        snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: a coordinated group shares one stream; set the sizes "
+                 "at open");
+        return COORDL_ERR_UNSUPPORTED;
+    }
+    const uint64_t t0 = cdl__now_ns();
+    const int image = L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL;
+    uint32_t w = L->cfg.out_w, h = L->cfg.out_h, B = L->cfg.batch_size;
+    coordl_status rc = cdl__set_sizes(L, p, value, &w, &h, &B);
+    if (rc != COORDL_OK) return rc;
     const size_t row_bytes = image ? cdl__image_row_bytes(L, w, h) : L->row_bytes;
     const int grow = B > L->slot_rows_cap || (size_t)B * row_bytes > L->slot_data_cap;
-    coordl_status rc = COORDL_OK;
     cdl__lock(L);
     if (grow && L->held > 0) {
-        cdl__unlock(L);
         snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: %ux%u x %u rows needs a bigger ring while %u "
                  "batch(es) are held; release them first, or set max_out_w/max_out_h/max_batch_size at "
                  "open", w, h, B, L->held);
+        cdl__unlock(L);
         return COORDL_ERR_INVALID;
     }
     cdl__stream_pause(L);
-    if (grow) {
-        size_t old_cap = L->slot_data_cap;
-        uint32_t old_rows = L->slot_rows_cap;
-        if (L->ring_arena.locked) L->st.pinned_bytes -= L->ring_arena.bytes;
-        cdl__arena_unmap(L, &L->ring_arena);
-        if (B > L->slot_rows_cap) L->slot_rows_cap = B;
-        if ((size_t)L->slot_rows_cap * row_bytes > L->slot_data_cap) L->slot_data_cap = (size_t)L->slot_rows_cap * row_bytes;
-        if (cdl__ring_create(L) != COORDL_OK) {
-            /* keep the handle usable: fall back to the old size */
-            snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: %.400s", cdl__open_errmsg);
-            L->slot_data_cap = old_cap;
-            L->slot_rows_cap = old_rows;
-            rc = COORDL_ERR_NOMEM;
-            if (cdl__ring_create(L) != COORDL_OK) {
-                /* not even the old size maps again: the handle stays
-                 * paused and every later coordl_next reports it */
-                L->S->broken = 1;
-                cdl__unlock(L);
-                return rc;
-            }
-        }
-    }
+    if (grow) rc = cdl__set_grow_ring(L, B, row_bytes);
     if (rc == COORDL_OK) {
         L->cfg.out_w = w;
         L->cfg.out_h = h;
@@ -5221,11 +6117,15 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
         L->row_bytes = row_bytes;
         L->bpe = cdl__batches_for(L, B);
     }
-    cdl__stream_restart(L);
+    /* a broken handle stays paused and every later coordl_next reports it */
+    if (!L->S->broken) cdl__stream_restart(L);
+    cdl__consumer_time(L, t0, L->cur_epoch);
     cdl__unlock(L);
     return rc;
 }
 
+/* Queries ("any thread") read what workers and coordl_set write under the
+ * stream's lock, so they take it too. */
 static void cdl__get_stats(const coordl *L, coordl_stats *out) {
     if (!out) return;
     memset(out, 0, sizeof *out);
@@ -5233,6 +6133,7 @@ static void cdl__get_stats(const coordl *L, coordl_stats *out) {
     coordl *M = (coordl *)L; /* the mutex is the only thing touched */
     cdl__lock(M);
     *out = L->st;
+    out->group_members = (uint32_t)__builtin_popcount(atomic_load(&M->S->live_mask));
     cdl__unlock(M);
     if (L->cache_entries) {
         out->cache_bytes_used = atomic_load(&M->S->cache_used);
@@ -5244,11 +6145,6 @@ static void cdl__get_stats(const coordl *L, coordl_stats *out) {
         pthread_mutex_unlock(&L->lru->mu);
     }
     out->items_prepared = out->items;
-    if (M->S) {
-        cdl__lock(M);
-        out->group_members = (uint32_t)__builtin_popcount(M->S->live_mask);
-        cdl__unlock(M);
-    }
     if (out->read_storage_ns) out->storage_mb_per_s = out->storage_bytes / 1e6 / (out->read_storage_ns / 1e9);
     if (out->items) {
         out->bytes_per_item = (double)(out->cache_hit_bytes + out->storage_bytes) / (double)out->items;
@@ -5288,7 +6184,16 @@ static void cdl__get_config(const coordl *L, coordl_config *out) {
 }
 
 uint64_t coordl_num_items(const coordl *L) { return L ? L->num_items : 0; }
-uint64_t coordl_batches_per_epoch(const coordl *L) { return L ? L->bpe : 0; }
+
+uint64_t coordl_batches_per_epoch(const coordl *L) {
+    if (!L) return 0;
+    coordl *M = (coordl *)L;
+    cdl__lock(M);
+    const uint64_t bpe = L->bpe; /* coordl_set changes it */
+    cdl__unlock(M);
+    return bpe;
+}
+
 uint32_t coordl_num_classes(const coordl *L) { return L ? L->num_classes : 0; }
 
 const char *coordl_item_path(const coordl *L, uint64_t id) {
@@ -5365,7 +6270,9 @@ static coordl_status cdl__sample_transform(coordl *L, uint64_t epoch, uint64_t i
     }
     if (rc == COORDL_OK) {
         cdl__geom g;
+        cdl__lock(L); /* the plan reads the output size coordl_set writes */
         cdl__plan(L, epoch, id, iw, ih, &g);
+        cdl__unlock(L);
         out->image_w = (uint32_t)iw;
         out->image_h = (uint32_t)ih;
         out->x = g.x0; out->y = g.y0; out->w = g.sw; out->h = g.sh;
@@ -5402,25 +6309,22 @@ const char *coordl_strerror(coordl_status s) {
 
 void coordl_close(coordl *L) {
     if (!L) return;
-    cdl__pool_stop(L);
+    if (L->S) cdl__pool_stop(L);
 #ifdef COORDL_MPI
     cdl__peer_close(L);
 #endif
     cdl__cache_destroy(L);
+    cdl__ring_free(L); /* before the group is left: it knows which arrays are shared */
     if (L->shm_base) {
         cdl__group_leave(L);
-    } else {
-        cdl__arena_unmap(L, &L->ring_arena);
-        cdl__free(L, L->slots);
-        cdl__free(L, L->row_state);
-        if (L->S) {
-            pthread_mutex_destroy(&L->S->mu);
-            pthread_cond_destroy(&L->S->work_cv.cv);
-            pthread_cond_destroy(&L->S->ready_cv.cv);
-            pthread_cond_destroy(&L->S->idle_cv.cv);
-            cdl__free(L, L->S);
-        }
+    } else if (L->S) {
+        pthread_mutex_destroy(&L->S->mu);
+        pthread_cond_destroy(&L->S->work_cv.cv);
+        pthread_cond_destroy(&L->S->ready_cv.cv);
+        pthread_cond_destroy(&L->S->idle_cv.cv);
+        cdl__free(L, L->S);
     }
+    cdl__member_thread_stop(L); /* a group whose open failed before it was left */
     cdl__free(L, L->items);
     cdl__llmc_free(L);
     cdl__free(L, L->shards);
@@ -5476,44 +6380,44 @@ size_t coordl_stats_json(const coordl *L, char *buf, size_t cap) {
     cdl__json j = {buf, buf ? cap : 0, 0};
     coordl_stats s;
     coordl_get_stats(L, &s);
-#define CDL_U(name) cdl__jsonf(&j, "\"" #name "\":%llu,", (unsigned long long)s.name)
+    /* the kept epochs, copied under the lock the workers write them under */
+    cdl__epoch_counters epochs[CDL_EPOCH_STATS_KEPT];
+    memset(epochs, 0, sizeof epochs);
+    if (L) {
+        coordl *M = (coordl *)L;
+        cdl__lock(M);
+        memcpy(epochs, L->epochs, sizeof epochs);
+        cdl__unlock(M);
+    }
     cdl__jsonf(&j, "{");
-    CDL_U(stall_ns); CDL_U(compute_ns); CDL_U(batches); CDL_U(items); CDL_U(cache_hits);
-    CDL_U(cache_misses); CDL_U(cache_hit_bytes); CDL_U(cache_bytes_used); CDL_U(cache_items);
-    CDL_U(cache_bytes_budget); CDL_U(dataset_bytes); CDL_U(storage_bytes); CDL_U(storage_reads);
-    CDL_U(bad_samples); CDL_U(read_ns); CDL_U(read_cache_ns); CDL_U(read_storage_ns); CDL_U(decode_ns);
-    CDL_U(augment_ns); CDL_U(wait_slot_ns); CDL_U(threads); CDL_U(pinned_bytes); CDL_U(threads_bound);
+#define CDL_JSON_STAT(name, row, stats, epoch) \
+    CDL_IF_##stats(cdl__jsonf(&j, "\"" #name "\":%llu,", (unsigned long long)s.name);)
+    CDL_COUNTERS(CDL_JSON_STAT)
+#undef CDL_JSON_STAT
     cdl__jsonf(&j, "\"placement_cpus\":\"%s\",\"reserved_cpus\":\"%s\",\"placement_node\":%d,"
                "\"placement_nodes\":%u,\"memory_bound\":%d,", s.placement_cpus, s.reserved_cpus,
                s.placement_node, s.placement_nodes, s.memory_bound);
     cdl__json_num(&j, "storage_mb_per_s", s.storage_mb_per_s, 1);
     cdl__json_num(&j, "bytes_per_item", s.bytes_per_item, 1);
     cdl__json_num(&j, "prep_us_per_item", s.prep_us_per_item, 1);
-#undef CDL_U
     cdl__jsonf(&j, "\"epochs\":[");
+    /* oldest first */
+    uint64_t newest = 0;
+    for (int k = 0; k < CDL_EPOCH_STATS_KEPT; k++)
+        if (epochs[k].used && epochs[k].epoch > newest) newest = epochs[k].epoch;
+    const uint64_t from = newest >= CDL_EPOCH_STATS_KEPT ? newest - CDL_EPOCH_STATS_KEPT + 1 : 0;
     int first = 1;
-    if (L) {
-        /* oldest first */
-        uint64_t newest = 0;
-        for (int k = 0; k < CDL_EPOCH_STATS_KEPT; k++)
-            if (L->epochs[k].used && L->epochs[k].epoch > newest) newest = L->epochs[k].epoch;
-        uint64_t from = newest >= CDL_EPOCH_STATS_KEPT ? newest - CDL_EPOCH_STATS_KEPT + 1 : 0;
-        for (uint64_t e = from; e <= newest; e++) {
-            coordl_epoch_stats es;
-            if (coordl_get_epoch_stats(L, e, &es) != COORDL_OK) continue;
-            cdl__jsonf(&j, "%s{\"epoch\":%llu,\"items\":%llu,\"batches\":%llu,\"cache_hits\":%llu,"
-                       "\"cache_misses\":%llu,\"cache_hit_bytes\":%llu,\"fetch_bytes\":%llu,"
-                       "\"storage_bytes\":%llu,\"bad_samples\":%llu,\"read_cache_ns\":%llu,"
-                       "\"read_storage_ns\":%llu,\"decode_ns\":%llu,\"augment_ns\":%llu,\"stall_ns\":%llu}",
-                       first ? "" : ",", (unsigned long long)es.epoch, (unsigned long long)es.items,
-                       (unsigned long long)es.batches, (unsigned long long)es.cache_hits,
-                       (unsigned long long)es.cache_misses, (unsigned long long)es.cache_hit_bytes,
-                       (unsigned long long)es.fetch_bytes, (unsigned long long)es.storage_bytes,
-                       (unsigned long long)es.bad_samples, (unsigned long long)es.read_cache_ns,
-                       (unsigned long long)es.read_storage_ns, (unsigned long long)es.decode_ns,
-                       (unsigned long long)es.augment_ns, (unsigned long long)es.stall_ns);
-            first = 0;
-        }
+    for (uint64_t e = from; e <= newest; e++) {
+        const cdl__epoch_counters *ec = &epochs[e % CDL_EPOCH_STATS_KEPT];
+        if (!ec->used || ec->epoch != e) continue;
+        const coordl_epoch_stats *es = &ec->s;
+        cdl__jsonf(&j, "%s{\"epoch\":%llu", first ? "" : ",", (unsigned long long)es->epoch);
+#define CDL_JSON_EPOCH(name, row, stats, epoch) \
+    CDL_IF_##epoch(cdl__jsonf(&j, ",\"" #name "\":%llu", (unsigned long long)es->name);)
+        CDL_COUNTERS(CDL_JSON_EPOCH)
+#undef CDL_JSON_EPOCH
+        cdl__jsonf(&j, "}");
+        first = 0;
     }
     cdl__jsonf(&j, "]}");
     return cdl__json_finish(&j);

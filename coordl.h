@@ -234,7 +234,8 @@ typedef enum {
     COORDL_LOG_DEBUG = 3
 } coordl_log_level;
 
-/* Log callback. Called from the consumer thread and from worker threads,
+/* Log callback. Called from the consumer thread, worker threads and
+ * coordl's own threads (a group's member thread, the MPI peer thread),
  * possibly concurrently; msg is valid only during the call. */
 typedef void (*coordl_log_fn)(void *user, coordl_log_level level,
                               const char *msg);
@@ -258,7 +259,12 @@ typedef struct {
 /* Called once per arena (cache slab, batch ring) after it is mapped, so that
  * the trainer can register it with its accelerator runtime (for example
  * cudaHostRegister). Return 0 on success; a non-zero return is logged and the
- * open goes on. Called again with register_it = 0 just before unmapping. */
+ * open goes on. Called again with register_it = 0 just before the arena is
+ * unmapped: every registration is matched by exactly one unregistration.
+ * In a coordinated group the arenas are the cache slab and the ring inside
+ * the shared object, registered once by each member (each maps them at its
+ * own address). coordl_set growing the ring replaces the ring arena: the old
+ * one is unregistered, then the new one registered (batch.data moves). */
 typedef int (*coordl_pin_fn)(void *user, void *addr, size_t bytes,
                              int register_it);
 
@@ -414,10 +420,14 @@ typedef struct coordl_config {
     int group_late_join;  /* 1: a member opening after the group started
                              joins at the next epoch boundary; 0 (default):
                              COORDL_ERR_GROUP                              */
-    void (*test_hook)(void *user, const char *point); /* called by worker
-                             threads at named points of the protocol
-                             ("row_claimed", "row_written", "admitting",
-                             "joined"), for fault-injection tests; NULL    */
+    void (*test_hook)(void *user, const char *point); /* called at named
+                             points of the protocol, for fault-injection
+                             tests: by worker threads ("row_claimed",
+                             "row_written", "admitting"), by the opening
+                             thread holding the group's lock ("joined"),
+                             by a group's member thread each round
+                             ("heartbeat") and by the consumer on entering
+                             coordl_release ("release"); NULL            */
     void *test_hook_user;
 
     /* --- distributed (plain ints; rank in [0, world)) ------------------ */
@@ -500,13 +510,19 @@ typedef struct coordl_batch {
     uint32_t c, h, w;     /* shape of one row                               */
     coordl_layout layout; /* element type and order of data                 */
     uint32_t slot_;       /* internal: ring slot, do not change             */
+    uint32_t gen_;        /* internal: the slot's generation when handed
+                             out, so a stale copy releases nothing; it
+                             fills what was tail padding: the struct keeps
+                             its size and every offset                      */
 } coordl_batch;
 
 /* Counters since open. Times are nanoseconds of monotonic clock. Worker
  * times are summed over all workers. */
 typedef struct coordl_stats {
-    uint64_t stall_ns;        /* caller blocked inside coordl_next          */
-    uint64_t compute_ns;      /* caller's time between coordl_next calls    */
+    uint64_t stall_ns;        /* caller's time inside coordl calls (next,
+                                 next_into, release, seek, set): blocked
+                                 waiting, and the calls' own work         */
+    uint64_t compute_ns;      /* caller's time between those calls          */
     uint64_t batches;         /* batches returned by coordl_next            */
     uint64_t items;           /* rows prepared by the workers               */
     uint64_t cache_hits;      /* item fetches served by the cache           */
@@ -563,7 +579,7 @@ typedef struct coordl_epoch_stats {
     uint64_t storage_bytes;
     uint64_t bad_samples;
     uint64_t read_cache_ns, read_storage_ns, decode_ns, augment_ns; /* worker time */
-    uint64_t stall_ns;        /* caller blocked in coordl_next for it      */
+    uint64_t stall_ns;        /* caller's time inside coordl calls for it  */
     uint64_t batches;         /* batches of it handed out                  */
 } coordl_epoch_stats;
 
@@ -612,9 +628,12 @@ COORDL_API coordl_status coordl_next_sized(coordl *L, coordl_batch *out, size_t 
 #define coordl_next(L, out) coordl_next_sized((L), (out), sizeof(coordl_batch))
 
 /* Returns a batch's slot to the ring so the workers can refill it. Batches
- * may be released in any order. Releasing a batch twice, or a zeroed batch,
- * is a no-op. Reads and clears only slot_ (a 0.3.0 field), so it takes no
- * size. Thread safety: the consumer thread of L only. */
+ * may be released in any order. Releasing a batch twice, a zeroed batch, or
+ * a stale copy of a batch already released (its slot has moved on: the
+ * handle carries the slot's generation in gen_) is a no-op. Reads slot_ and
+ * gen_ (gen_ sits in what 0.3.0 left as tail padding, inside any release's
+ * coordl_batch) and clears slot_, so it takes no size. Wakes at most one
+ * worker. Thread safety: the consumer thread of L only. */
 COORDL_API void coordl_release(coordl *L, coordl_batch *b);
 
 /* Copies the next batch into caller-owned buffers (ggml-opt's

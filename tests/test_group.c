@@ -976,13 +976,14 @@ static void test_creator_killed_holding_the_lock_at_join(void **state)
  * others finish. The victim has one worker and a consumer thread parked
  * outside the library from the start; its worker, in the cache admission
  * of its first row (the survivors' workers wait at their first claims
- * until it gets there), blocks on a pipe: nothing of the victim touches
- * the group any more. Once the survivors have finished 2 epochs without
- * it and the ring holds epoch 2, the worker resumes: the row it was
- * preparing must not land in the slot, which by then holds another batch.
- * Then the victim's consumer learns that it was dropped (COORDL_ERR_GROUP)
- * and it closes cleanly; the survivors consume epoch 2 and must see the
- * single loader's batches. */
+ * until it gets there), blocks on a pipe, and the parent stops the whole
+ * process (SIGSTOP: its member thread no longer beats either). Once the
+ * survivors have finished 2 epochs without it and the ring holds epoch 2,
+ * it continues and the worker resumes: the row it was preparing must not
+ * land in the slot, which by then holds another batch. Then the victim's
+ * consumer learns that it was dropped (COORDL_ERR_GROUP) and it closes
+ * cleanly; the survivors consume epoch 2 and must see the single loader's
+ * batches. */
 static void test_silent_member_is_dropped_and_cannot_corrupt(void **state)
 {
     (void)state;
@@ -1018,10 +1019,12 @@ static void test_silent_member_is_dropped_and_cannot_corrupt(void **state)
     expect_byte(j2[0], 'J', "survivor 2 joined");
     pid_t pv = spawn(&v);
     expect_byte(hv[0], 'H', "the victim's worker in the cache admission");
+    assert_int_equal(kill(pv, SIGSTOP), 0);
     /* the survivors drop it after T ms of silence and finish 2 epochs */
     expect_byte(pz1[0], 'P', "survivor 1 finished 2 epochs without the silent member");
     expect_byte(pz2[0], 'P', "survivor 2 finished 2 epochs without the silent member");
     sleep_ms(200); /* the ring fills with epoch 2 */
+    assert_int_equal(kill(pv, SIGCONT), 0);
     char ch = 'R';
     assert_int_equal(write(resume[1], &ch, 1), 1);
     expect_byte(hv[0], 'W', "the victim's worker finished its stale row");
