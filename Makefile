@@ -33,7 +33,7 @@ TEST_SRCS := $(filter-out tests/test_util.c,$(sort $(wildcard tests/test_*.c)))
 TESTS     := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 EXAMPLES  := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all lib examples tools analyze-check test run-tests test-sanitize test-tsan run-tsan demo bench clean deps
+.PHONY: all lib examples tools analyze-check test run-tests test-sanitize test-tsan run-tsan demo bench clean deps check-darknet-patch
 all: lib examples tools
 lib: $(BUILD)/libcoordl.a $(BUILD)/libcoordl.so
 examples: $(EXAMPLES)
@@ -212,6 +212,12 @@ test-packaging: deps lib tools
 	BUILD="$(BUILD)" LIBS="$(LIBS)" bash tests/packaging/header.sh
 	bash tests/packaging/install.sh
 	bash tests/packaging/recipes.sh run all
+
+# examples/darknet/train_classifier.patch applied to Darknet's tree and built
+# with its stock Makefile, then a short training run (DARKNET_SRC: a checkout
+# or bare git dir; skipped, saying so, when there is none)
+check-darknet-patch:
+	bash tools/check-darknet-patch.sh
 
 clean:
 	rm -rf build build-san build-nohwloc build-san-nohwloc build-tsan

@@ -15,12 +15,13 @@
  *     loss = train_network(net, train);        (here: train_batch below)
  *     free_data(train);                        (here: coordl_dn_free)
  *
- * Darknet's classifier augmentation comes from coordl's options (hue 0.1,
- * saturation 1.5, exposure 1.5, a few degrees of rotation, aspect 1.15, on
- * top of the random crop and flip), and Darknet's `random = 1` input
- * resizing from coordl_dn_resize: every --resize-every batches the input
- * side is drawn from 32, 40 and 48 (max_out_w/max_out_h = 48, so the ring
- * never has to grow while batches are held).
+ * Darknet's classifier augmentation comes from its [net] values through
+ * coordl_dn_config (Darknet's crop with min_crop 32 and max_crop 48, hue
+ * 0.1, saturation 1.5, exposure 1.5, 7 degrees of rotation, aspect 1.15,
+ * the flip), and Darknet's `random = 1` input resizing from
+ * coordl_dn_resize: every --resize-every batches the input side is drawn
+ * from 32, 40 and 48 (random_max = 48 sizes the ring for it, so it never
+ * has to grow while batches are held).
  *
  * The network, Darknet-style, forward and backward by hand, the batch split
  * over OpenMP threads:
@@ -607,20 +608,30 @@ int main(int argc, char **argv)
 
     if (check && check_list(workdir, CLASSES, (int)per_class) != 0) return 1;
 
-    /* Darknet's load_args for the classifier, as coordl options: the input
-     * size (net->w, net->h), imgs = net->batch * net->subdivisions, and the
-     * augmentation of the [net] section. */
+    /* Darknet's load_args for the classifier, as coordl options, from the
+     * [net] section (coordl_dn_net_of(net, ngpus) fills this from a real
+     * Darknet network): the input size, imgs = batch * subdivisions, and
+     * the augmentation, with Darknet's crop and rand_scale semantics. */
+    coordl_dn_net dn_net;
+    memset(&dn_net, 0, sizeof dn_net);
+    dn_net.w = dn_net.h = 32;  /* width = 32, height = 32 */
+    dn_net.batch = (int)batch_size;
+    dn_net.subdivisions = 1;
+    dn_net.min_ratio = 1.0f;   /* min_crop = 32   */
+    dn_net.max_ratio = 1.5f;   /* max_crop = 48   */
+    dn_net.angle = 7.0f;       /* angle = 7       */
+    dn_net.aspect = 1.15f;     /* aspect = 1.15   */
+    dn_net.hue = 0.1f;         /* hue = .1        */
+    dn_net.saturation = 1.5f;  /* saturation = 1.5 */
+    dn_net.exposure = 1.5f;    /* exposure = 1.5  */
+    dn_net.random = 1;         /* random = 1, sides up to MAX_SIDE */
+    dn_net.random_max = MAX_SIDE;
     coordl_config cfg = coordl_config_default();
+    if (coordl_dn_config(&cfg, &dn_net) != COORDL_OK) {
+        fprintf(stderr, "darknet_train: coordl_dn_config refused the [net] values\n");
+        return 1;
+    }
     cfg.source = images;
-    cfg.batch_size = (uint32_t)batch_size;
-    cfg.out_w = cfg.out_h = 32;
-    cfg.max_out_w = cfg.max_out_h = MAX_SIDE; /* the largest random size: the ring fits it */
-    cfg.scale_min = 0.25f;
-    cfg.hue = 0.1f;         /* hue = .1       */
-    cfg.saturation = 1.5f;  /* saturation = 1.5 */
-    cfg.exposure = 1.5f;    /* exposure = 1.5 */
-    cfg.rotate_deg = 7.0f;  /* angle = 7      */
-    cfg.aspect = 1.15f;     /* aspect = 1.15  */
     cfg.cache_bytes = bytes; /* all of it: epochs after the first never touch the disk */
     cfg.threads = (int)threads;
     cfg.seed = seed;

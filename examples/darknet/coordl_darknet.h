@@ -7,16 +7,20 @@
  *
  *     coordl_dn dn;
  *     coordl_config cfg = coordl_config_default();
- *     cfg.source = "data/imagenet/train";  cfg.batch_size = imgs;
- *     cfg.out_w = net->w;  cfg.out_h = net->h;
- *     cfg.hue = net->hue;  cfg.saturation = net->saturation;  ...
- *     if (coordl_dn_open(&dn, &cfg) != COORDL_OK) error(coordl_dn_errmsg(&dn));
+ *     coordl_dn_net n = coordl_dn_net_of(net, ngpus);   // Darknet's [net] section
+ *     coordl_dn_config(&cfg, &n);     // size, imgs, crop, angle, aspect, hue, ...
+ *     cfg.source = "coordl_train.list";                 // see coordl_dn_write_list
+ *     if (coordl_dn_open(&dn, &cfg) != COORDL_OK) { fprintf(stderr, ...); exit(1); }
  *     while (get_current_batch(net) < net->max_batches) {
- *         coordl_dn_load(&dn, classes, &train, COORDL_DN_SHALLOW);
+ *         if (coordl_dn_load(&dn, classes, &train, COORDL_DN_SHALLOW) != COORDL_OK)
+ *             break;                  // the adapter printed the file and the reason
  *         float loss = train_network(net, train);
  *         free_data(train);
  *     }
  *     coordl_dn_close(&dn);
+ *
+ * train_classifier.patch (beside this file) makes exactly this change to
+ * pjreddie/darknet's examples/classifier.c and Makefile.
  *
  * Data semantics are Darknet's classifier data: X has one row per image,
  * CHW planar floats in [0, 1] (RGB), X.cols = 3 * h * w; y has one row per
@@ -44,6 +48,16 @@
  *                      free_data or coordl_dn_free; the data outlives the
  *                      adapter.
  *
+ * Bad items. With cfg.on_bad_sample = COORDL_BAD_FAIL (coordl's default) a
+ * batch holding an unreadable or corrupt image is not handed out:
+ * coordl_dn_load prints "coordl_dn_load: <file>: <reason>" (to dn.report,
+ * stderr unless set to NULL after open) and returns the error with *out
+ * zeroed; stop there, as Darknet stops on an image it cannot load (a data
+ * struct of zero rows must not reach train_network: its loss is 0/0). With
+ * COORDL_BAD_SUBSTITUTE coordl fills the row from a deterministic substitute
+ * item, counts it (coordl_get_stats bad_samples) and logs the file and the
+ * reason through cfg.log, and coordl_dn_load returns COORDL_OK.
+ *
  * Random input sizes (Darknet's `random = 1`): coordl_dn_resize(&dn, w, h)
  * wraps coordl_set(COORDL_PARAM_OUT_W / OUT_H). The new size applies from the
  * next coordl_dn_load on: batches coordl prepared ahead at the old size are
@@ -53,6 +67,10 @@
  * ring, which coordl can only map while no batch is held, so it fails with
  * COORDL_ERR_INVALID while the adapter holds batches (call
  * coordl_dn_release first, which ends the validity of shallow loads).
+ * coordl_dn_config sizes max_out_w/max_out_h from the network: net->w x
+ * net->h, or the largest size the random resize draws when random = 1 (not
+ * a fixed 448 for every network: the ring holds prefetch_batches x imgs
+ * rows of that size).
  *
  * Darknet's types: this header declares stand-ins for `matrix` and `data`
  * with Darknet's layout (include/darknet.h:
@@ -97,11 +115,110 @@ typedef enum {
     COORDL_DN_COPY = 1     /* rows are owned copies */
 } coordl_dn_mode;
 
-/* The adapter. Read L (for coordl_get_stats ...), epoch and index; the
- * rest is internal. */
+/* What coordl needs of a Darknet network's [net] section (parse_net_options
+ * in src/parser.c), in Darknet's units. coordl_dn_net_of fills it from a
+ * `network *` when darknet.h is included; a trainer without Darknet's types
+ * fills it by hand. */
+typedef struct coordl_dn_net {
+    int w, h;               /* net->w, net->h: the input size               */
+    int batch;              /* net->batch: images per subdivision (Darknet
+                               divides the cfg's batch by subdivisions)     */
+    int subdivisions;       /* net->subdivisions                            */
+    int ngpus;              /* train_classifier's ngpus; 0 counts as 1      */
+    float min_ratio, max_ratio; /* net->min_ratio, net->max_ratio: the crop
+                               range over w (min_crop / w, max_crop / w)   */
+    float angle;            /* net->angle, degrees                          */
+    float aspect;           /* net->aspect                                  */
+    float hue, saturation, exposure; /* net->hue, ->saturation, ->exposure  */
+    int random;             /* net->random: train_classifier resizes the
+                               input every 40 batches                       */
+    int random_max;         /* the largest side that resize draws: (rand() %
+                               11 + 4) * 32 = 448 in train_classifier; 0
+                               means that                                   */
+    int center;             /* net->center: Darknet's center_crop_image
+                               instead of the random crop (not offered)     */
+} coordl_dn_net;
+
+#if defined(DARKNET_API) || defined(COORDL_DN_HAVE_DARKNET)
+/* The fields of coordl_dn_net from a loaded Darknet network. */
+static inline coordl_dn_net coordl_dn_net_of(const network *net, int ngpus)
+{
+    coordl_dn_net n;
+    memset(&n, 0, sizeof n);
+    n.w = net->w;
+    n.h = net->h;
+    n.batch = net->batch;
+    n.subdivisions = net->subdivisions;
+    n.ngpus = ngpus;
+    n.min_ratio = net->min_ratio;
+    n.max_ratio = net->max_ratio;
+    n.angle = net->angle;
+    n.aspect = net->aspect;
+    n.hue = net->hue;
+    n.saturation = net->saturation;
+    n.exposure = net->exposure;
+    n.random = net->random;
+    n.random_max = 448;
+    n.center = net->center;
+    return n;
+}
+#endif
+
+/* Fills the fields of *cfg that train_classifier's load_args carried, from
+ * the network, with Darknet's semantics:
+ *   out_w x out_h = w x h; batch_size = batch x subdivisions x ngpus
+ *     (train_classifier's imgs);
+ *   train_crop = COORDL_CROP_DARKNET with min_crop = (int)(min_ratio x w),
+ *     max_crop = (int)(max_ratio x w) (train_classifier's args.min/max;
+ *     after a resize coordl scales them as it does);
+ *   rotate_deg = angle, aspect, hue, saturation, exposure as given (rand_scale
+ *     semantics: 0.75 is the range 0.75..1.33), flip = 1 (Darknet flips
+ *     every classifier image with p = 0.5);
+ *   max_out_w = max_out_h = w x h, or with random the largest size the
+ *     resize draws (random_max, 448 when 0) if larger: the ring is sized for
+ *     it, no bigger;
+ *   prefetch_batches = 3: the adapter holds two loads, so one batch is
+ *     prepared ahead, as Darknet's loader thread keeps one.
+ * Everything else (source, threads, cache_bytes, seed, on_bad_sample, ...)
+ * is left as it is. Returns COORDL_OK; COORDL_ERR_INVALID for a size or
+ * batch below 1; COORDL_ERR_UNSUPPORTED for center = 1 (no counterpart),
+ * *cfg untouched then. */
+static inline coordl_status coordl_dn_config(coordl_config *cfg, const coordl_dn_net *n)
+{
+    if (!cfg || !n || n->w < 1 || n->h < 1 || n->batch < 1 || n->subdivisions < 1 || n->ngpus < 0)
+        return COORDL_ERR_INVALID;
+    if (n->center) return COORDL_ERR_UNSUPPORTED;
+    cfg->out_w = (uint32_t)n->w;
+    cfg->out_h = (uint32_t)n->h;
+    cfg->batch_size = (uint32_t)n->batch * (uint32_t)n->subdivisions * (uint32_t)(n->ngpus ? n->ngpus : 1);
+    cfg->train_crop = COORDL_CROP_DARKNET;
+    cfg->min_crop = n->min_ratio > 0 ? (uint32_t)(n->min_ratio * n->w) : 0;
+    cfg->max_crop = n->max_ratio > 0 ? (uint32_t)(n->max_ratio * n->w) : 0;
+    cfg->rotate_deg = n->angle;
+    cfg->aspect = n->aspect;
+    cfg->hue = n->hue;
+    cfg->saturation = n->saturation;
+    cfg->exposure = n->exposure;
+    cfg->flip = 1;
+    int mw = n->w, mh = n->h;
+    if (n->random) {
+        int rmax = n->random_max > 0 ? n->random_max : 448;
+        if (rmax > mw) mw = rmax;
+        if (rmax > mh) mh = rmax;
+    }
+    cfg->max_out_w = (uint32_t)mw;
+    cfg->max_out_h = (uint32_t)mh;
+    cfg->prefetch_batches = 3;
+    return COORDL_OK;
+}
+
+/* The adapter. Read L (for coordl_get_stats ...), epoch and index; report
+ * may be changed after coordl_dn_open; the rest is internal. */
 typedef struct coordl_dn {
     coordl *L;             /* the loader */
     uint64_t epoch, index; /* coordl's epoch and batch index of the last load */
+    FILE *report;          /* where coordl_dn_load prints a bad batch's file
+                              and reason; stderr after open, NULL: quiet */
     coordl_batch held_[2]; /* SHALLOW: the batches the last two loads point into */
     float *onehot_[2];     /* their y rows */
     size_t onehot_cap_[2]; /* floats */
@@ -128,7 +245,7 @@ static inline void coordl_dn_seterr_(coordl_dn *dn, const char *fmt, ...)
 
 /* Opens a loader with Darknet classifier semantics: cfg is copied and its
  * layout, mean, std and drop_last are overridden (see the top of this file);
- * prefetch_batches is raised to at least 4 (the adapter holds two). Every
+ * prefetch_batches is raised to at least 3 (the adapter holds two). Every
  * other field is the caller's: source, batch_size (net->batch *
  * net->subdivisions * ngpus), out_w/out_h (net->w/h), max_out_w/max_out_h,
  * hue, saturation, exposure, rotate_deg (net->angle), aspect, threads,
@@ -144,7 +261,7 @@ static inline coordl_status coordl_dn_open(coordl_dn *dn, const coordl_config *c
         c.std[i] = 1.0f;
     }
     c.drop_last = 1;
-    if (c.prefetch_batches < 4) c.prefetch_batches = 4;
+    if (c.prefetch_batches < 3) c.prefetch_batches = 3;
     coordl_status rc = coordl_open(&c, &dn->L);
     if (rc != COORDL_OK) {
         dn->L = NULL;
@@ -152,6 +269,7 @@ static inline coordl_status coordl_dn_open(coordl_dn *dn, const coordl_config *c
     }
     dn->w_ = (int)c.out_w;
     dn->h_ = (int)c.out_h;
+    dn->report = stderr;
     return rc;
 }
 
@@ -168,7 +286,9 @@ static inline void coordl_dn_release(coordl_dn *dn)
  * bad item (with on_bad_sample = COORDL_BAD_FAIL; call again for the batch
  * after it, or open with COORDL_BAD_SUBSTITUTE); COORDL_ERR_INVALID for a
  * label outside [0, classes); COORDL_ERR_NOMEM. On an error *out is zeroed
- * (free_data on it is harmless). */
+ * (free_data on it is harmless, train_network on it is not: it divides by
+ * its zero rows) and the reason, naming the file, is printed to dn->report
+ * and kept for coordl_dn_errmsg. */
 static inline coordl_status coordl_dn_load(coordl_dn *dn, int classes, data *out,
                                            coordl_dn_mode mode)
 {
@@ -189,9 +309,14 @@ static inline coordl_status coordl_dn_load(coordl_dn *dn, int classes, data *out
     if (rc == COORDL_END_OF_EPOCH) rc = coordl_next(dn->L, &b); /* Darknet's stream is endless */
     if (rc == COORDL_END_OF_EPOCH) {
         coordl_dn_seterr_(dn, "coordl_dn_load: an epoch has no full batch");
-        return COORDL_ERR_INVALID;
+        rc = COORDL_ERR_INVALID;
     }
-    if (rc != COORDL_OK) return rc;
+    if (rc != COORDL_OK) {
+        if (!dn->err_[0]) /* coordl's message names the file and the reason */
+            coordl_dn_seterr_(dn, "coordl_dn_load: %s (%s)", coordl_errmsg(dn->L), coordl_strerror(rc));
+        if (dn->report) fprintf(dn->report, "%s\n", dn->err_);
+        return rc;
+    }
 
     const int n = (int)b.n, cols = (int)(b.c * b.h * b.w);
     for (int i = 0; i < n; i++)
@@ -200,6 +325,7 @@ static inline coordl_status coordl_dn_load(coordl_dn *dn, int classes, data *out
                               coordl_item_path(dn->L, b.ids[i]) ? coordl_item_path(dn->L, b.ids[i])
                                                                 : "?",
                               (int)b.labels[i], classes);
+            if (dn->report) fprintf(dn->report, "%s\n", dn->err_);
             coordl_release(dn->L, &b);
             return COORDL_ERR_INVALID;
         }
@@ -260,6 +386,7 @@ static inline coordl_status coordl_dn_load(coordl_dn *dn, int classes, data *out
         free(d.y.vals);
         coordl_release(dn->L, &b);
         coordl_dn_seterr_(dn, "coordl_dn_load: out of memory for %d rows", n);
+        if (dn->report) fprintf(dn->report, "%s\n", dn->err_);
         return COORDL_ERR_NOMEM;
     }
     dn->epoch = b.epoch;

@@ -1,0 +1,289 @@
+/*
+ * test_darknet_adapter.c - examples/darknet/coordl_darknet.h: the config
+ * helper, checked by value against Darknet's train_classifier, and the
+ * adapter's handling of a bad batch.
+ *
+ * train_classifier (pjreddie/darknet examples/classifier.c) builds its
+ * load_args from the network: w, h = net->w, net->h; n = imgs =
+ * net->batch * net->subdivisions * ngpus; min = net->min_ratio * net->w,
+ * max = net->max_ratio * net->w (truncated to int); angle, aspect, hue,
+ * saturation, exposure as given; with net->random the size changes every
+ * 40 batches to (rand() % 11 + 4) * 32. coordl_dn_config must give the same
+ * numbers, Darknet's crop, and a ring sized from the network (not 448 for
+ * every network). The adapter must never hand a bad batch to the trainer
+ * silently: it prints the file and the reason and returns the error with
+ * an empty data struct (under COORDL_BAD_FAIL), or substitutes the row
+ * (COORDL_BAD_SUBSTITUTE).
+ */
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../examples/darknet/coordl_darknet.h"
+
+static char *g_dir;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    g_dir = tu_mkdtemp();
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    tu_rmtree(g_dir);
+    free(g_dir);
+    return 0;
+}
+
+/* darknet19.cfg's [net]: batch=128 subdivisions=1 (Darknet: net->batch =
+ * 128 / 1), 224 x 224, max_crop=448 min_crop... here min_crop 256 max_crop
+ * 448 (ratios over w as parse_net_options computes them), angle 7, hue .1,
+ * saturation .75, exposure .75, aspect .75, random 0. */
+static coordl_dn_net darknet19(void)
+{
+    coordl_dn_net n;
+    memset(&n, 0, sizeof n);
+    n.w = n.h = 224;
+    n.batch = 32;
+    n.subdivisions = 4;
+    n.ngpus = 2;
+    n.min_ratio = (float)256 / 224;
+    n.max_ratio = (float)448 / 224;
+    n.angle = 7;
+    n.aspect = .75f;
+    n.hue = .1f;
+    n.saturation = .75f;
+    n.exposure = .75f;
+    return n;
+}
+
+static void test_config_from_network_by_value(void **state)
+{
+    (void)state;
+    coordl_config cfg = coordl_config_default();
+    cfg.source = "keep";
+    cfg.threads = 3;
+    coordl_dn_net n = darknet19();
+    assert_int_equal(coordl_dn_config(&cfg, &n), COORDL_OK);
+    assert_int_equal(cfg.out_w, 224);
+    assert_int_equal(cfg.out_h, 224);
+    assert_int_equal(cfg.batch_size, 32 * 4 * 2); /* imgs */
+    assert_int_equal(cfg.train_crop, COORDL_CROP_DARKNET);
+    assert_int_equal(cfg.min_crop, (int)(n.min_ratio * 224)); /* args.min */
+    assert_int_equal(cfg.min_crop, 256);
+    assert_int_equal(cfg.max_crop, 448);
+    assert_true(cfg.rotate_deg == 7.0f);
+    assert_true(cfg.aspect == .75f && cfg.hue == .1f && cfg.saturation == .75f && cfg.exposure == .75f);
+    assert_int_equal(cfg.flip, 1);
+    assert_int_equal(cfg.max_out_w, 224); /* random = 0: the network's size, not 448 */
+    assert_int_equal(cfg.max_out_h, 224);
+    assert_int_equal(cfg.prefetch_batches, 3);
+    assert_string_equal(cfg.source, "keep"); /* the rest is the caller's */
+    assert_int_equal(cfg.threads, 3);
+
+    /* random: the largest size the resize draws, or the network's if larger */
+    n.random = 1;
+    assert_int_equal(coordl_dn_config(&cfg, &n), COORDL_OK);
+    assert_int_equal(cfg.max_out_w, 448);
+    assert_int_equal(cfg.max_out_h, 448);
+    n.w = n.h = 608;
+    assert_int_equal(coordl_dn_config(&cfg, &n), COORDL_OK);
+    assert_int_equal(cfg.max_out_w, 608);
+    n.w = n.h = 64;
+    n.random_max = 96;
+    assert_int_equal(coordl_dn_config(&cfg, &n), COORDL_OK);
+    assert_int_equal(cfg.max_out_w, 96);
+    /* a ratio from the cfg that is not k / w truncates as Darknet does */
+    n.min_ratio = 0.87f;
+    n.max_ratio = 1.5f;
+    assert_int_equal(coordl_dn_config(&cfg, &n), COORDL_OK);
+    assert_int_equal(cfg.min_crop, (int)(0.87f * 64));
+    assert_int_equal(cfg.max_crop, 96);
+    /* ngpus 0 counts as one */
+    n.ngpus = 0;
+    assert_int_equal(coordl_dn_config(&cfg, &n), COORDL_OK);
+    assert_int_equal(cfg.batch_size, 32 * 4);
+}
+
+static void test_config_refusals(void **state)
+{
+    (void)state;
+    coordl_config cfg = coordl_config_default(), before;
+    coordl_dn_net n = darknet19();
+    n.center = 1;
+    before = cfg;
+    assert_int_equal(coordl_dn_config(&cfg, &n), COORDL_ERR_UNSUPPORTED);
+    assert_memory_equal(&cfg, &before, sizeof cfg);
+    n = darknet19();
+    n.batch = 0;
+    assert_int_equal(coordl_dn_config(&cfg, &n), COORDL_ERR_INVALID);
+    assert_int_equal(coordl_dn_config(NULL, &n), COORDL_ERR_INVALID);
+}
+
+/* a list file of JPEGs labelled by path, one of them cut short */
+static char *make_list(const char *name, int count, int bad_index)
+{
+    char *dir = tu_join(g_dir, "%s", name);
+    char *list = tu_join(dir, "train.list");
+    tu_mkdirs(dir);
+    FILE *f = fopen(list, "w");
+    assert_non_null(f);
+    for (int i = 0; i < count; i++) {
+        uint8_t colour[3];
+        tu_class_colour(i % 2, colour);
+        uint8_t *pix = tu_textured_rgb(48, 40, colour, (uint64_t)i);
+        char *p = tu_join(dir, "img_%03d_%s.jpg", i, i % 2 ? "dog" : "cat");
+        tu_write_jpeg(p, pix, 48, 40, 3, NULL);
+        if (i == bad_index) { /* truncated: the scan stops half way */
+            size_t n;
+            uint8_t *bytes = tu_read_file(p, &n);
+            tu_write_file(p, bytes, n / 2);
+            free(bytes);
+        }
+        fprintf(f, "img_%03d_%s.jpg\t%d\n", i, i % 2 ? "dog" : "cat", i % 2);
+        free(p);
+        free(pix);
+    }
+    fclose(f);
+    free(dir);
+    return list;
+}
+
+static coordl_config small_config(const char *list, coordl_bad_policy policy)
+{
+    coordl_config cfg = tu_config(list);
+    coordl_dn_net n;
+    memset(&n, 0, sizeof n);
+    n.w = n.h = 24;
+    n.batch = 4;
+    n.subdivisions = 2;
+    n.min_ratio = 1;
+    n.max_ratio = 1.5f;
+    n.saturation = n.exposure = .75f;
+    n.random = 1;
+    n.random_max = 40;
+    assert_int_equal(coordl_dn_config(&cfg, &n), COORDL_OK);
+    cfg.on_bad_sample = policy;
+    cfg.shuffle = 0;
+    return cfg;
+}
+
+/* Under COORDL_BAD_FAIL the batch holding the cut JPEG is not handed out:
+ * coordl_dn_load prints "<file>: <reason>" to dn.report, returns
+ * COORDL_ERR_CORRUPT with a zeroed data struct (no rows to train on), and
+ * the next load is the batch after it. Every batch handed out is finite
+ * and in [0, 1]. */
+static void test_bad_batch_is_reported_not_trained_on(void **state)
+{
+    (void)state;
+    char *list = make_list("fail", 24, 11); /* batch 1 of 3 (8 per batch) */
+    coordl_config cfg = small_config(list, COORDL_BAD_FAIL);
+    coordl_dn dn;
+    assert_int_equal(coordl_dn_open(&dn, &cfg), COORDL_OK);
+    char *report_path = tu_join(g_dir, "report.txt");
+    FILE *report = fopen(report_path, "w+");
+    assert_non_null(report);
+    dn.report = report;
+    data d;
+    int bad = 0, good = 0;
+    for (int k = 0; k < 6; k++) { /* two epochs */
+        coordl_status rc = coordl_dn_load(&dn, 2, &d, COORDL_DN_SHALLOW);
+        if (rc != COORDL_OK) {
+            assert_int_equal(rc, COORDL_ERR_CORRUPT);
+            assert_int_equal(d.X.rows, 0);
+            assert_null(d.X.vals);
+            assert_non_null(strstr(coordl_dn_errmsg(&dn), "img_011_dog.jpg"));
+            bad++;
+            continue;
+        }
+        good++;
+        assert_int_equal(d.X.rows, 8);
+        assert_int_equal(d.X.cols, 3 * 24 * 24);
+        for (int i = 0; i < d.X.rows; i++)
+            for (int j = 0; j < d.X.cols; j++)
+                assert_true(d.X.vals[i][j] >= 0.0f && d.X.vals[i][j] <= 1.0f);
+        coordl_dn_free(&d);
+    }
+    assert_int_equal(bad, 2);
+    assert_int_equal(good, 4);
+    fflush(report);
+    rewind(report);
+    char text[2048] = {0};
+    size_t got = fread(text, 1, sizeof text - 1, report);
+    assert_true(got > 0);
+    const char *line = strstr(text, "img_011_dog.jpg");
+    if (!line || !strstr(text, "JPEG"))
+        fail_msg("the report does not name the file and the reason: \"%s\"", text);
+    fclose(report);
+    free(report_path);
+    coordl_dn_close(&dn);
+    free(list);
+}
+
+/* Under COORDL_BAD_SUBSTITUTE every load succeeds, the rows are finite,
+ * and the substitution is counted once per epoch. */
+static void test_bad_item_substituted_under_policy(void **state)
+{
+    (void)state;
+    char *list = make_list("subst", 24, 11);
+    coordl_config cfg = small_config(list, COORDL_BAD_SUBSTITUTE);
+    coordl_dn dn;
+    assert_int_equal(coordl_dn_open(&dn, &cfg), COORDL_OK);
+    data d;
+    for (int k = 0; k < 6; k++) {
+        assert_int_equal(coordl_dn_load(&dn, 2, &d, COORDL_DN_COPY), COORDL_OK);
+        for (int i = 0; i < d.X.rows; i++)
+            for (int j = 0; j < d.X.cols; j++) assert_true(isfinite(d.X.vals[i][j]));
+        coordl_dn_free(&d);
+    }
+    coordl_stats st;
+    coordl_get_stats(dn.L, &st);
+    assert_int_equal(st.bad_samples, 2);
+    coordl_dn_close(&dn);
+    free(list);
+}
+
+/* The ring is sized from the network: with random_max 40 a resize to 40
+ * needs no bigger ring while two loads are held; 48 would (refused while
+ * held). */
+static void test_ring_sized_from_network(void **state)
+{
+    (void)state;
+    char *list = make_list("ring", 16, -1);
+    coordl_config cfg = small_config(list, COORDL_BAD_FAIL);
+    coordl_dn dn;
+    assert_int_equal(coordl_dn_open(&dn, &cfg), COORDL_OK);
+    data a, b;
+    assert_int_equal(coordl_dn_load(&dn, 2, &a, COORDL_DN_SHALLOW), COORDL_OK);
+    assert_int_equal(coordl_dn_load(&dn, 2, &b, COORDL_DN_SHALLOW), COORDL_OK);
+    dn.report = NULL;
+    assert_int_equal(coordl_dn_resize(&dn, 48, 48), COORDL_ERR_INVALID);
+    assert_int_equal(coordl_dn_resize(&dn, 40, 40), COORDL_OK);
+    coordl_dn_free(&a);
+    coordl_dn_free(&b);
+    assert_int_equal(coordl_dn_load(&dn, 2, &a, COORDL_DN_SHALLOW), COORDL_OK);
+    assert_int_equal(a.w, 40);
+    assert_int_equal(a.X.cols, 3 * 40 * 40);
+    coordl_dn_free(&a);
+    coordl_dn_close(&dn);
+    free(list);
+}
+
+int main(void)
+{
+    tu_main_init(120);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_config_from_network_by_value),
+        cmocka_unit_test(test_config_refusals),
+        cmocka_unit_test(test_bad_batch_is_reported_not_trained_on),
+        cmocka_unit_test(test_bad_item_substituted_under_policy),
+        cmocka_unit_test(test_ring_sized_from_network),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
