@@ -452,6 +452,8 @@ struct coordl {
     /* consumer */
     uint64_t cur_epoch, cur_pos, cur_index; /* next batch to hand out      */
     uint64_t last_return_ns; /* when the consumer's last coordl call ended */
+    _Atomic uint64_t stall_tail_ns; /* its time after the last counted point */
+    uint64_t stall_tail_epoch;
 
     /* stats (under mu) */
     coordl_stats st;
@@ -580,6 +582,21 @@ static void cdl__wake(coordl *L, cdl__cond *c, int all) {
 
 static void cdl__broadcast(coordl *L, cdl__cond *c) { cdl__wake(L, c, 1); }
 static void cdl__signal(coordl *L, cdl__cond *c) { cdl__wake(L, c, 0); }
+
+/* Wakes at most one waiter of c after the caller has unlocked (a state
+ * change made under the lock): a waiter that checked the state before the
+ * change either sees the new sequence word and does not sleep, or sleeps
+ * and is woken; one that locks after the change sees it. */
+static void cdl__signal_unlocked(coordl *L, cdl__cond *c) {
+    if (L->cfg.group) {
+        atomic_fetch_add(&c->seq, 1u);
+#ifdef __linux__
+        syscall(SYS_futex, (uint32_t *)&c->seq, FUTEX_WAKE, 1, NULL, NULL, 0);
+#endif
+    } else {
+        pthread_cond_signal(&c->cv);
+    }
+}
 
 static void cdl__test_hook(coordl *L, const char *point) {
     if (L->cfg.test_hook) L->cfg.test_hook(L->cfg.test_hook_user, point);
@@ -815,9 +832,9 @@ static void cdl__placement_free(coordl *L, cdl__placement *P) {
     cdl__free(L, P->reserved_pus);
 }
 #else
-static coordl_status cdl__placement_choose(coordl *L, cdl__placement *P) {
-    memset(P, 0, sizeof *P);
-    P->node = -1;
+/* Loads the topology: this machine's, or the configured XML/synthetic one
+ * (then nothing is bound: P->simulate). */
+static coordl_status cdl__place_load_topology(coordl *L, cdl__placement *P) {
     P->simulate = L->cfg.topology != NULL;
     if (hwloc_topology_init(&P->topo) != 0) {
         P->topo = NULL;
@@ -833,24 +850,28 @@ static coordl_status cdl__placement_choose(coordl *L, cdl__placement *P) {
     if (hwloc_topology_load(P->topo) != 0)
         return cdl__open_fail(COORDL_ERR_INVALID, "topology: hwloc cannot load %s",
                               L->cfg.topology ? L->cfg.topology : "this machine's topology");
-    unsigned char allowed[CDL_MAX_PUS], chosen[CDL_MAX_PUS];
-    if (P->simulate) {
-        memset(allowed, 0, sizeof allowed);
-        hwloc_const_cpuset_t all = hwloc_topology_get_topology_cpuset(P->topo);
-        int i;
-        hwloc_bitmap_foreach_begin(i, all) if (i < CDL_MAX_PUS) allowed[i] = 1;
-        hwloc_bitmap_foreach_end();
-    } else {
-        coordl_status rc = cdl__allowed_pus(allowed);
-        if (rc != COORDL_OK) return rc;
-    }
-    P->nodeset = hwloc_bitmap_alloc();
-    hwloc_bitmap_t set = hwloc_bitmap_alloc();
-    if (!P->nodeset || !set) {
-        hwloc_bitmap_free(set);
-        return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
-    }
+    return COORDL_OK;
+}
+
+/* The PUs the placement may choose from: every PU of a simulated
+ * topology, else those this process may run on. */
+static coordl_status cdl__place_allowed(const cdl__placement *P, unsigned char *allowed) {
+    if (!P->simulate) return cdl__allowed_pus(allowed);
+    memset(allowed, 0, CDL_MAX_PUS);
+    hwloc_const_cpuset_t all = hwloc_topology_get_topology_cpuset(P->topo);
+    int i;
+    hwloc_bitmap_foreach_begin(i, all) if (i < CDL_MAX_PUS) allowed[i] = 1;
+    hwloc_bitmap_foreach_end();
+    return COORDL_OK;
+}
+
+/* The chosen PUs (set) and memory nodes (P->nodeset), by precedence:
+ * cpuset, numa_node, pci_bus_id, else every allowed PU; never outside the
+ * allowed ones. */
+static coordl_status cdl__place_choose_set(coordl *L, cdl__placement *P, const unsigned char *allowed,
+                                           hwloc_bitmap_t set) {
     coordl_status rc = COORDL_OK;
+    unsigned char chosen[CDL_MAX_PUS];
     if (L->cfg.cpuset) {
         rc = cdl__check_cpuset(L, allowed, chosen);
         for (int i = 0; rc == COORDL_OK && i < CDL_MAX_PUS; i++)
@@ -858,77 +879,86 @@ static coordl_status cdl__placement_choose(coordl *L, cdl__placement *P) {
         if (rc == COORDL_OK) hwloc_cpuset_to_nodeset(P->topo, set, P->nodeset);
     } else if (L->cfg.numa_node >= 0) {
         hwloc_obj_t node = hwloc_get_numanode_obj_by_os_index(P->topo, (unsigned)L->cfg.numa_node);
-        if (!node) {
-            rc = cdl__open_fail(COORDL_ERR_INVALID, "numa_node: node %d does not exist (this topology has %d)",
-                                L->cfg.numa_node, hwloc_get_nbobjs_by_type(P->topo, HWLOC_OBJ_NUMANODE));
-        } else {
-            hwloc_bitmap_copy(set, node->cpuset);
-            hwloc_bitmap_only(P->nodeset, (unsigned)L->cfg.numa_node);
-        }
+        if (!node)
+            return cdl__open_fail(COORDL_ERR_INVALID, "numa_node: node %d does not exist (this topology has %d)",
+                                  L->cfg.numa_node, hwloc_get_nbobjs_by_type(P->topo, HWLOC_OBJ_NUMANODE));
+        hwloc_bitmap_copy(set, node->cpuset);
+        hwloc_bitmap_only(P->nodeset, (unsigned)L->cfg.numa_node);
     } else if (L->cfg.pci_bus_id) {
         unsigned dom = 0, bus, dev, fn;
         char tail;
         const char *id = L->cfg.pci_bus_id;
         int ok = sscanf(id, "%x:%x:%x.%x%c", &dom, &bus, &dev, &fn, &tail) == 4 ||
                  (dom = 0, sscanf(id, "%x:%x.%x%c", &bus, &dev, &fn, &tail) == 3);
-        hwloc_obj_t pci = ok ? hwloc_get_pcidev_by_busidstring(P->topo, id) : NULL;
-        if (!ok) {
-            rc = cdl__open_fail(COORDL_ERR_INVALID, "pci_bus_id: \"%s\" is not a PCI address like \"0000:3b:00.0\"", id);
-        } else if (!pci) {
-            rc = cdl__open_fail(COORDL_ERR_INVALID, "pci_bus_id: no PCI device %s in %s", id,
-                                L->cfg.topology ? L->cfg.topology : "this machine");
-        } else {
-            hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(P->topo, pci);
-            hwloc_bitmap_copy(set, anc->cpuset);
-            hwloc_bitmap_copy(P->nodeset, anc->nodeset);
-        }
+        if (!ok)
+            return cdl__open_fail(COORDL_ERR_INVALID, "pci_bus_id: \"%s\" is not a PCI address like \"0000:3b:00.0\"", id);
+        hwloc_obj_t pci = hwloc_get_pcidev_by_busidstring(P->topo, id);
+        if (!pci)
+            return cdl__open_fail(COORDL_ERR_INVALID, "pci_bus_id: no PCI device %s in %s", id,
+                                  L->cfg.topology ? L->cfg.topology : "this machine");
+        hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(P->topo, pci);
+        hwloc_bitmap_copy(set, anc->cpuset);
+        hwloc_bitmap_copy(P->nodeset, anc->nodeset);
     } else {
         for (int i = 0; i < CDL_MAX_PUS; i++)
             if (allowed[i]) hwloc_bitmap_set(set, (unsigned)i);
         hwloc_cpuset_to_nodeset(P->topo, set, P->nodeset);
     }
-    if (rc == COORDL_OK) {
-        /* never outside what the process may use */
-        for (int i = 0; i < CDL_MAX_PUS; i++)
-            if (!allowed[i]) hwloc_bitmap_clr(set, (unsigned)i);
-        if (hwloc_bitmap_iszero(set))
-            rc = cdl__open_fail(COORDL_ERR_INVALID, "%s: the chosen PUs are not among those this process may use",
-                                L->cfg.cpuset ? "cpuset" : L->cfg.numa_node >= 0 ? "numa_node" : "pci_bus_id");
+    if (rc != COORDL_OK) return rc;
+    for (int i = 0; i < CDL_MAX_PUS; i++)
+        if (!allowed[i]) hwloc_bitmap_clr(set, (unsigned)i);
+    if (hwloc_bitmap_iszero(set))
+        return cdl__open_fail(COORDL_ERR_INVALID, "%s: the chosen PUs are not among those this process may use",
+                              L->cfg.cpuset ? "cpuset" : L->cfg.numa_node >= 0 ? "numa_node" : "pci_bus_id");
+    return COORDL_OK;
+}
+
+/* The set's PUs core by core in topology order (PUs not under a core
+ * count as cores of their own), handed to cdl__place_from_cores. */
+static coordl_status cdl__place_by_cores(coordl *L, cdl__placement *P, hwloc_const_bitmap_t set) {
+    int *pus = cdl__malloc(L, CDL_MAX_PUS * sizeof(int));
+    int *starts = cdl__malloc(L, (CDL_MAX_PUS + 1) * sizeof(int));
+    coordl_status rc = pus && starts ? COORDL_OK : cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+    unsigned char seen[CDL_MAX_PUS];
+    memset(seen, 0, sizeof seen);
+    int n = 0, ncores = 0, i;
+    for (hwloc_obj_t core = NULL; rc == COORDL_OK &&
+         (core = hwloc_get_next_obj_by_type(P->topo, HWLOC_OBJ_CORE, core)) != NULL;) {
+        const int first = n;
+        hwloc_bitmap_foreach_begin(i, core->cpuset)
+            if (i < CDL_MAX_PUS && hwloc_bitmap_isset(set, (unsigned)i) && !seen[i]) { pus[n++] = i; seen[i] = 1; }
+        hwloc_bitmap_foreach_end();
+        if (n > first) starts[ncores++] = first;
     }
     if (rc == COORDL_OK) {
-        /* cores in topology order; PUs of the set not under a core count
-         * as cores of their own */
-        int *pus = cdl__malloc(L, CDL_MAX_PUS * sizeof(int));
-        int *starts = cdl__malloc(L, (CDL_MAX_PUS + 1) * sizeof(int));
-        unsigned char seen[CDL_MAX_PUS];
-        memset(seen, 0, sizeof seen);
-        int n = 0, ncores = 0;
-        if (!pus || !starts) rc = cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
-        for (hwloc_obj_t core = NULL; rc == COORDL_OK &&
-             (core = hwloc_get_next_obj_by_type(P->topo, HWLOC_OBJ_CORE, core)) != NULL;) {
-            int first = n, i;
-            hwloc_bitmap_foreach_begin(i, core->cpuset)
-                if (i < CDL_MAX_PUS && hwloc_bitmap_isset(set, (unsigned)i) && !seen[i]) { pus[n++] = i; seen[i] = 1; }
-            hwloc_bitmap_foreach_end();
-            if (n > first) starts[ncores++] = first;
-        }
-        int i;
-        if (rc == COORDL_OK) {
-            hwloc_bitmap_foreach_begin(i, set)
-                if (i < CDL_MAX_PUS && !seen[i]) { starts[ncores++] = n; pus[n++] = i; seen[i] = 1; }
-            hwloc_bitmap_foreach_end();
-            starts[ncores] = n;
-            rc = cdl__place_from_cores(L, P, pus, starts, ncores);
-        }
-        cdl__free(L, pus);
-        cdl__free(L, starts);
+        hwloc_bitmap_foreach_begin(i, set)
+            if (i < CDL_MAX_PUS && !seen[i]) { starts[ncores++] = n; pus[n++] = i; seen[i] = 1; }
+        hwloc_bitmap_foreach_end();
+        starts[ncores] = n;
+        rc = cdl__place_from_cores(L, P, pus, starts, ncores);
     }
+    cdl__free(L, pus);
+    cdl__free(L, starts);
+    return rc;
+}
+
+static coordl_status cdl__placement_choose(coordl *L, cdl__placement *P) {
+    memset(P, 0, sizeof *P);
+    P->node = -1;
+    coordl_status rc = cdl__place_load_topology(L, P);
+    unsigned char allowed[CDL_MAX_PUS];
+    if (rc == COORDL_OK) rc = cdl__place_allowed(P, allowed);
+    if (rc != COORDL_OK) return rc;
+    P->nodeset = hwloc_bitmap_alloc();
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    rc = P->nodeset && set ? cdl__place_choose_set(L, P, allowed, set) : cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+    if (rc == COORDL_OK) rc = cdl__place_by_cores(L, P, set);
     if (rc == COORDL_OK) {
         P->nnodes = hwloc_bitmap_weight(P->nodeset);
         if (P->nnodes < 0) P->nnodes = 0;
         P->node = P->nnodes == 1 ? hwloc_bitmap_first(P->nodeset) : -1;
     }
-    hwloc_bitmap_free(set);
+    if (set) hwloc_bitmap_free(set);
     return rc;
 }
 
@@ -4218,14 +4248,19 @@ static int cdl__stream_has_work(const coordl *L) {
 
 /* A slot whose every consumer has released it is free again, under a new
  * generation. One waiting worker is woken, not all: the one that claims a
- * row wakes the next while work remains (cdl__stream_claim). */
-static void cdl__slot_maybe_free(coordl *L, cdl__slot *sl) {
-    if (sl->state == CDL_SLOT_READY && (sl->done_mask & sl->need_mask) == sl->need_mask) {
-        sl->state = CDL_SLOT_FREE;
-        sl->gen++;
-        cdl__signal(L, &L->S->work_cv);
-    }
+ * row wakes the next while work remains (cdl__stream_claim). With wake = 0
+ * the caller wakes it after unlocking (cdl__signal_unlocked), so the woken
+ * worker does not block at once on the lock its waker still holds. Returns
+ * 1 when the slot was freed. */
+static int cdl__slot_free_if_done(coordl *L, cdl__slot *sl, int wake) {
+    if (sl->state != CDL_SLOT_READY || (sl->done_mask & sl->need_mask) != sl->need_mask) return 0;
+    sl->state = CDL_SLOT_FREE;
+    sl->gen++;
+    if (wake) cdl__signal(L, &L->S->work_cv);
+    return 1;
 }
+
+static void cdl__slot_maybe_free(coordl *L, cdl__slot *sl) { (void)cdl__slot_free_if_done(L, sl, 1); }
 
 /* Every row done: the batch goes to every member that consumes its epoch. */
 static void cdl__slot_ready(coordl *L, cdl__slot *sl) {
@@ -4359,17 +4394,20 @@ static coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *out) 
 
 /* release: only the batch the handle names, slot and generation; a stale
  * copy of a released batch (the slot has moved on), a batch of a dropped
- * member generation, or a second release is a no-op. Under mu. */
-static void cdl__stream_release(coordl *L, const coordl_batch *b) {
-    if (b->slot_ == 0 || b->slot_ > L->nslots) return;
+ * member generation, or a second release is a no-op. Returns 1 when it
+ * freed the slot: the caller then wakes one worker once it has unlocked
+ * (cdl__signal_unlocked). Under mu. */
+static int cdl__stream_release(coordl *L, const coordl_batch *b) {
+    if (b->slot_ == 0 || b->slot_ > L->nslots) return 0;
     cdl__slot *sl = &L->slots[b->slot_ - 1];
     if (!cdl__member_current(L) || sl->state != CDL_SLOT_READY || (uint32_t)sl->gen != b->gen_ ||
         !(sl->taken_mask & L->bit) || (sl->done_mask & L->bit))
-        return;
+        return 0;
     sl->done_mask |= L->bit;
     L->held--;
-    cdl__slot_maybe_free(L, sl);
+    const int freed = cdl__slot_free_if_done(L, sl, 0);
     cdl__stream_check(L, "release");
+    return freed;
 }
 
 /* Recomputes everything that follows from the marks and the member set:
@@ -5096,11 +5134,29 @@ static void cdl__member_thread_stop(coordl *L) {
 
 /* --- creating, finding and joining the object ------------------------- */
 
+/* Locks an object's stream mutex waiting at most until deadline_ns
+ * (cdl__now_ns): the first lock of an object found in /dev/shm, whose
+ * lock word may say "held" forever (damaged, or a holder stopped). Returns
+ * pthread's result (0, EOWNERDEAD, ETIMEDOUT, ...). */
+static int cdl__group_lock_until(pthread_mutex_t *mu, uint64_t deadline_ns) {
+    /* polled: timedlock/clocklock would do, but ThreadSanitizer does not
+     * follow their EOWNERDEAD; this runs once per open, and a lock held
+     * for microseconds is had within one retry */
+    for (int tries = 0;; tries++) {
+        const int e = pthread_mutex_trylock(mu);
+        if (e != EBUSY) return e;
+        if (cdl__now_ns() > deadline_ns) return ETIMEDOUT;
+        if (tries < 16) sched_yield();
+        else usleep(500);
+    }
+}
+
 /* Retires a mapped object: under its own lock, the first process to find
  * it not yet retired marks it and unlinks its name; anyone later sees the
- * mark and leaves the name alone (it may already be a new object's). */
+ * mark and leaves the name alone (it may already be a new object's). A
+ * lock not had within a second is left alone (the object stays). */
 static void cdl__group_retire(const char *name, cdl__group_header *h, cdl__stream *os) {
-    int e = pthread_mutex_lock(&os->mu);
+    int e = cdl__group_lock_until(&os->mu, cdl__now_ns() + 1000000000ull);
     if (e == EOWNERDEAD) pthread_mutex_consistent(&os->mu);
     if (e == 0 || e == EOWNERDEAD) {
         if (!atomic_load(&h->retired)) {
@@ -5376,8 +5432,15 @@ static coordl_status cdl__group_attach_existing(coordl *L, const cdl__group_head
         return rc;
     }
     /* the contents are checked under the lock, before repair may act on
-     * them after a holder died */
-    int e = pthread_mutex_lock(&L->S->mu);
+     * them after a holder died; the lock is waited for within the open's
+     * deadline (a damaged object's may never come free) */
+    int e = cdl__group_lock_until(&L->S->mu, deadline);
+    if (e != 0 && e != EOWNERDEAD) {
+        cdl__group_detach(L, p, bytes);
+        return cdl__open_fail(COORDL_ERR_TIMEOUT, "group %s: the lock of /dev/shm%s did not come free within "
+                              "group_timeout_ms (%d ms): a member may be stopped while holding it, or the object "
+                              "is damaged (%s)", g, L->shm_name, L->cfg.group_timeout_ms, strerror(e));
+    }
     if (!cdl__group_validate(p, bytes, 1, why, sizeof why)) {
         if (e == EOWNERDEAD) pthread_mutex_consistent(&L->S->mu);
         pthread_mutex_unlock(&L->S->mu);
@@ -5864,13 +5927,29 @@ static coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
 /* The consumer's time inside every coordl call (next, next_into, release,
  * seek, set) counts as stall; the time between the end of one call and
  * the start of the next as compute. The stall also goes to `epoch`'s
- * counters. At the end of each such call, under mu. */
-static void cdl__consumer_time(coordl *L, uint64_t t_enter, uint64_t epoch) {
+ * counters. cdl__consumer_time, at the end of each such call under mu,
+ * counts up to now and returns now; cdl__consumer_done, after the unlock,
+ * keeps the rest (the unlock, a wake-up, the thread preempted meanwhile:
+ * on a busy machine most of a release) as the tail that the next call
+ * moves into the counters (coordl_get_stats adds it meanwhile). */
+static uint64_t cdl__consumer_time(coordl *L, uint64_t t_enter, uint64_t epoch) {
     const uint64_t now = cdl__now_ns();
+    const uint64_t tail = atomic_exchange(&L->stall_tail_ns, 0);
+    if (tail) {
+        L->st.stall_ns += tail;
+        cdl__epoch_entry(L, L->stall_tail_epoch)->s.stall_ns += tail;
+    }
     if (L->last_return_ns && t_enter > L->last_return_ns) L->st.compute_ns += t_enter - L->last_return_ns;
     L->st.stall_ns += now - t_enter;
     cdl__epoch_entry(L, epoch)->s.stall_ns += now - t_enter;
-    L->last_return_ns = now;
+    return now;
+}
+
+static void cdl__consumer_done(coordl *L, uint64_t counted_until, uint64_t epoch) {
+    const uint64_t end = cdl__now_ns();
+    L->stall_tail_epoch = epoch;
+    atomic_store(&L->stall_tail_ns, end > counted_until ? end - counted_until : 0);
+    L->last_return_ns = end;
 }
 
 /* coordl_next under mu: the end of an epoch, or the next batch in order
@@ -5915,8 +5994,9 @@ static coordl_status cdl__next(coordl *L, coordl_batch *out) {
     uint64_t epoch;
     cdl__lock(L);
     const coordl_status rc = cdl__consumer_next(L, out, &epoch);
-    cdl__consumer_time(L, t0, epoch);
+    const uint64_t counted = cdl__consumer_time(L, t0, epoch);
     cdl__unlock(L);
+    cdl__consumer_done(L, counted, epoch);
     return rc;
 }
 
@@ -5925,9 +6005,11 @@ void coordl_release(coordl *L, coordl_batch *b) {
     const uint64_t t0 = cdl__now_ns();
     cdl__test_hook(L, "release");
     cdl__lock(L);
-    cdl__stream_release(L, b);
-    cdl__consumer_time(L, t0, b->epoch);
+    const int freed = cdl__stream_release(L, b);
+    const uint64_t counted = cdl__consumer_time(L, t0, b->epoch);
     cdl__unlock(L);
+    if (freed) cdl__signal_unlocked(L, &L->S->work_cv);
+    cdl__consumer_done(L, counted, b->epoch);
     b->slot_ = 0;
 }
 
@@ -5956,8 +6038,9 @@ coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes, void *l
     }
     if (rc == COORDL_OK) rc = cdl__consumer_next(L, &b, &epoch);
     if (rc != COORDL_OK) {
-        cdl__consumer_time(L, t0, epoch);
+        const uint64_t counted = cdl__consumer_time(L, t0, epoch);
         cdl__unlock(L);
+        cdl__consumer_done(L, counted, epoch);
         return rc;
     }
     /* the batch is held: its slot cannot be reused while it is copied,
@@ -5969,9 +6052,11 @@ coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes, void *l
         else memcpy(labels_or_targets, b.labels, (size_t)b.n * sizeof(int32_t));
     }
     cdl__lock(L);
-    cdl__stream_release(L, &b);
-    cdl__consumer_time(L, t0, epoch);
+    const int freed = cdl__stream_release(L, &b);
+    const uint64_t counted = cdl__consumer_time(L, t0, epoch);
     cdl__unlock(L);
+    if (freed) cdl__signal_unlocked(L, &L->S->work_cv);
+    cdl__consumer_done(L, counted, epoch);
     return COORDL_OK;
 }
 
@@ -5997,8 +6082,9 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
     L->S->cut_epoch = UINT64_MAX; /* whole epochs of the current size again */
     L->S->cut_pos = 0;
     cdl__stream_restart(L);
-    cdl__consumer_time(L, t0, epoch);
+    const uint64_t counted = cdl__consumer_time(L, t0, epoch);
     cdl__unlock(L);
+    cdl__consumer_done(L, counted, epoch);
     return COORDL_OK;
 }
 
@@ -6119,8 +6205,9 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
     }
     /* a broken handle stays paused and every later coordl_next reports it */
     if (!L->S->broken) cdl__stream_restart(L);
-    cdl__consumer_time(L, t0, L->cur_epoch);
+    const uint64_t epoch = L->cur_epoch, counted = cdl__consumer_time(L, t0, epoch);
     cdl__unlock(L);
+    cdl__consumer_done(L, counted, epoch);
     return rc;
 }
 
@@ -6133,6 +6220,7 @@ static void cdl__get_stats(const coordl *L, coordl_stats *out) {
     coordl *M = (coordl *)L; /* the mutex is the only thing touched */
     cdl__lock(M);
     *out = L->st;
+    out->stall_ns += atomic_load(&M->stall_tail_ns); /* the consumer's last call, not yet moved in */
     out->group_members = (uint32_t)__builtin_popcount(atomic_load(&M->S->live_mask));
     cdl__unlock(M);
     if (L->cache_entries) {
