@@ -39,6 +39,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -271,6 +272,13 @@ typedef struct {
                             consume)                                       */
     int start_flag;      /* > 0: spin until flag start_flag - 1 is set
                             before opening (to start members together)  */
+    int close_after_pause; /* after pause_after batches and the go byte:
+                            close at once (consume nothing more)          */
+    int monitor;         /* after open: a thread polls coordl_get_stats;
+                            the consumer waits (15 s at most) for the
+                            message that a member is gone, notes the
+                            thread that logged it, writes 'M' to
+                            pause_fd, and closes                          */
     char report[512];    /* where the child writes its report             */
 } member_spec;
 
@@ -289,6 +297,9 @@ typedef struct {
     size_t nbatches;
     uint64_t hash[MAXB], epoch[MAXB], index[MAXB];
     unsigned ends;
+    int32_t pid;         /* getpid() in the member's own PID namespace */
+    int gone_logged;     /* monitor: a "member gone" message was logged */
+    char gone_thread[32]; /* ... by the thread of this name            */
 } member_report;
 
 static void member_write_report(const char *path, const member_report *R)
@@ -314,6 +325,36 @@ static void child_init(void)
     alarm(30);
 }
 
+/* ---- monitor members: who logs that a member is gone ------------------- */
+
+static atomic_int g_gone_logged;
+static char g_gone_thread[32];
+
+static void gone_log(void *user, coordl_log_level level, const char *msg)
+{
+    (void)user;
+    (void)level;
+    if ((strstr(msg, " died") || strstr(msg, "is gone") || strstr(msg, "fell silent")) &&
+        !atomic_load(&g_gone_logged)) {
+        pthread_getname_np(pthread_self(), g_gone_thread, sizeof g_gone_thread);
+        atomic_store(&g_gone_logged, 1);
+    }
+}
+
+static atomic_int g_poll_stop;
+
+static void *poll_stats(void *arg)
+{
+    coordl *L = arg;
+    while (!atomic_load(&g_poll_stop)) {
+        coordl_stats st;
+        coordl_get_stats(L, &st);
+        struct timespec ts = {0, 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
 /* The child's whole life: open, consume, report, close, _exit. */
 static void member_main(member_spec *ms)
 {
@@ -329,6 +370,11 @@ static void member_main(member_spec *ms)
     if (ms->start_flag)
         while (!atomic_load(&g_flags[ms->start_flag - 1]))
             ;
+    if (ms->monitor) {
+        ms->cfg.log = gone_log;
+        ms->cfg.log_level = COORDL_LOG_WARN;
+    }
+    R.pid = (int32_t)getpid();
     coordl *L = NULL;
     R.open_rc = coordl_open(&ms->cfg, &L);
     snprintf(R.errmsg, sizeof R.errmsg, "%s", coordl_errmsg(NULL));
@@ -350,6 +396,23 @@ static void member_main(member_spec *ms)
         char c;
         ssize_t k = read(ms->park_fd, &c, 1);
         (void)k;
+    }
+    if (ms->monitor) {
+        pthread_t th;
+        if (pthread_create(&th, NULL, poll_stats, L) != 0)
+            _exit(92);
+        for (int waited = 0; waited < 15000 && !atomic_load(&g_gone_logged); waited += 5)
+            usleep(5000);
+        atomic_store(&g_poll_stop, 1);
+        pthread_join(th, NULL);
+        R.gone_logged = atomic_load(&g_gone_logged);
+        snprintf(R.gone_thread, sizeof R.gone_thread, "%s", g_gone_thread);
+        char c = 'M';
+        ssize_t k = write(ms->pause_fd, &c, 1);
+        (void)k;
+        coordl_close(L);
+        member_write_report(ms->report, &R);
+        _exit(0);
     }
     int consumed = 0;
     while (R.ends < ms->epochs) {
@@ -376,6 +439,8 @@ static void member_main(member_spec *ms)
             ssize_t k = write(ms->pause_fd, &c, 1);
             k = read(ms->go_fd, &c, 1);
             (void)k;
+            if (ms->close_after_pause)
+                break;
         }
     }
     coordl_get_stats(L, &st);
@@ -1261,6 +1326,528 @@ static void test_late_join_refused_without_flag(void **state)
     late_join(0);
 }
 
+/* ---- identity: a dropped member that resumes, and a late joiner -------- */
+
+/* Member A is stopped (SIGSTOP) while the ring is full and nobody holds the
+ * group's lock; after group_timeout_ms member S drops it and goes on. A late
+ * joiner B opens; then A continues and closes. A was dropped: its close
+ * must not drop B (the old code identified members by index only, B got
+ * A's index, and A's close dropped B). S and B must see the single
+ * loader's batches. */
+static void test_resumed_member_does_not_drop_the_late_joiner(void **state)
+{
+    (void)state;
+    const char *g = group_name("zombie");
+    int js[2], jb[2], pa[2], ga[2], ps_[2], gs[2];
+    int *fds[] = {js, jb, pa, ga, ps_, gs};
+    for (int i = 0; i < 6; i++)
+        make_pipe(fds[i]);
+    const int T = 600;
+    member_spec s, a, b;
+    spec_init(&s, g, 2, T, REF_EPOCHS, "zo-s");
+    spec_init(&a, g, 2, T, REF_EPOCHS, "zo-a");
+    s.cfg.group_late_join = a.cfg.group_late_join = 1;
+    spec_hook(&s, "joined", 1, 'J', 0, js[1]);
+    a.pause_after = 2;
+    a.pause_fd = pa[1];
+    a.go_fd = ga[0];
+    a.close_after_pause = 1;
+    s.pause_after = BPE + 2; /* only possible once A is dropped (a ring of 4) */
+    s.pause_fd = ps_[1];
+    s.go_fd = gs[0];
+    pid_t pid_s = spawn(&s);
+    expect_byte(js[0], 'J', "S joined");
+    pid_t pid_a = spawn(&a);
+    expect_byte(pa[0], 'P', "A consumed 2 batches");
+    sleep_ms(300); /* the ring fills; every worker waits, none holds the lock */
+    assert_int_equal(kill(pid_a, SIGSTOP), 0);
+    expect_byte(ps_[0], 'P', "S went on without the stopped member");
+    spec_init(&b, g, 2, T, 1, "zo-b");
+    b.cfg.group_late_join = 1;
+    spec_hook(&b, "joined", 1, 'J', 0, jb[1]);
+    pid_t pid_b = spawn(&b);
+    expect_byte(jb[0], 'J', "the late joiner B joined");
+    assert_int_equal(kill(pid_a, SIGCONT), 0);
+    char go = 'G';
+    assert_int_equal(write(ga[1], &go, 1), 1); /* A closes */
+    reap(pid_a, "the resumed member A");
+    assert_int_equal(write(gs[1], &go, 1), 1);
+    reap(pid_b, "the late joiner B");
+    reap(pid_s, "member S");
+    member_report RS, RB;
+    read_report(&s, &RS);
+    read_report(&b, &RB);
+    assert_matches_ref(&RS, "member S", 0, REF_EPOCHS);
+    if (RB.run_rc != COORDL_OK)
+        fail_msg("the late joiner's coordl_next = %d (%s): the resumed member's close dropped it", RB.run_rc,
+                 RB.run_errmsg);
+    assert_matches_ref(&RB, "the late joiner B", (unsigned)RB.epoch[0], 1);
+    assert_int_equal(RB.index[0], 0);
+    assert_false(shm_exists(g));
+    for (int i = 0; i < 6; i++) {
+        close(fds[i][0]);
+        close(fds[i][1]);
+    }
+}
+
+/* ---- liveness across PID namespaces ----------------------------------- */
+
+static char g_self[4096];
+
+/* `test_group --member GROUP SIZE TIMEOUT_MS EPOCHS REPORT ROOT BYTES`: one
+ * plain member, for a process started by exec (the PID-namespace test). */
+static int member_mode(int argc, char **argv)
+{
+    if (argc != 9)
+        return 2;
+    g_root = argv[7];
+    g_bytes = strtoull(argv[8], NULL, 10);
+    static member_spec ms;
+    memset(&ms, 0, sizeof ms);
+    ms.cfg = base_config();
+    ms.cfg.group = argv[2];
+    ms.cfg.group_size = atoi(argv[3]);
+    ms.cfg.group_timeout_ms = atoi(argv[4]);
+    ms.epochs = (unsigned)atoi(argv[5]);
+    ms.park_fd = ms.pause_fd = ms.go_fd = -1;
+    snprintf(ms.report, sizeof ms.report, "%s", argv[6]);
+    member_main(&ms); /* does not return */
+    return 3;
+}
+
+/* A member in another PID namespace (a container sharing /dev/shm) joins a
+ * group made in this one: each sees the other alive (the old liveness test
+ * was kill(pid, 0), and the host's pid does not exist in the new
+ * namespace: the guest took the live group for a stale one, replaced it and
+ * both timed out). Needs root (or CAP_SYS_ADMIN) for unshare; skipped, with
+ * the reason printed, where that is not allowed. */
+static void test_member_in_another_pid_namespace(void **state)
+{
+    (void)state;
+    char *err = NULL;
+    int rc = tu_run_capture("unshare --pid --fork true", NULL, &err);
+    if (rc != 0) {
+        print_message("[  SKIPPED ] test_member_in_another_pid_namespace: `unshare --pid --fork` is not permitted "
+                      "here (exit %d: %s); it needs root or CAP_SYS_ADMIN\n", rc, err ? err : "");
+        free(err);
+        skip();
+    }
+    free(err);
+    const char *g = group_name("pidns");
+    member_spec host, guest;
+    spec_init(&host, g, 2, 10000, 2, "ns-host");
+    spec_init(&guest, g, 2, 10000, 2, "ns-guest");
+    pid_t ph = spawn(&host);
+    char size[16], tmo[16], epochs[16], bytes[32];
+    snprintf(size, sizeof size, "%d", 2);
+    snprintf(tmo, sizeof tmo, "%d", 10000);
+    snprintf(epochs, sizeof epochs, "%d", 2);
+    snprintf(bytes, sizeof bytes, "%llu", (unsigned long long)g_bytes);
+    fflush(NULL);
+    pid_t pg = fork();
+    assert_true(pg >= 0);
+    if (pg == 0) {
+        execlp("unshare", "unshare", "--pid", "--fork", g_self, "--member", g, size, tmo, epochs, guest.report,
+               g_root, bytes, (char *)NULL);
+        _exit(127);
+    }
+    track_kid(pg);
+    reap(pg, "the member in another PID namespace");
+    reap(ph, "the member in this namespace");
+    member_report RH, RG;
+    read_report(&host, &RH);
+    read_report(&guest, &RG);
+    assert_int_equal(RG.pid, 1); /* it did run as the first process of a new namespace */
+    assert_matches_ref(&RH, "the member in this namespace", 0, 2);
+    assert_matches_ref(&RG, "the member in another PID namespace", 0, 2);
+    assert_int_equal(RH.members_at_open, 2);
+    assert_int_equal(RG.members_at_open, 2);
+    assert_false(shm_exists(g));
+}
+
+/* ---- hostile objects --------------------------------------------------- */
+
+/* Starts a member of a group of 2 that waits at open for the second, and
+ * returns once its object is published. */
+static pid_t spawn_waiting_holder(const char *g, member_spec *h, const char *tag)
+{
+    int jp[2];
+    make_pipe(jp);
+    spec_init(h, g, 2, 30000, 1, tag);
+    spec_hook(h, "joined", 1, 'J', 0, jp[1]);
+    pid_t pid = spawn(h);
+    expect_byte(jp[0], 'J', "the holder joined");
+    close(jp[0]);
+    close(jp[1]);
+    sleep_ms(100); /* published (ready) right after joined */
+    return pid;
+}
+
+/* An object of the group's name made by another user (or open to other
+ * users) is refused with a message naming the owner, not joined: its
+ * contents are not this user's coordl's. Root only (chown). */
+static void test_object_of_another_user_is_refused(void **state)
+{
+    (void)state;
+    if (geteuid() != 0) {
+        print_message("[  SKIPPED ] test_object_of_another_user_is_refused: needs root to give an object to "
+                      "another user (euid %d)\n", (int)geteuid());
+        skip();
+    }
+    const char *g = group_name("owner");
+    member_spec h;
+    pid_t ph = spawn_waiting_holder(g, &h, "own-h");
+    char p[512];
+    shm_path(g, p, sizeof p);
+    assert_int_equal(chown(p, 65534, 65534), 0);
+    coordl_config cfg = base_config();
+    cfg.group = g;
+    cfg.group_size = 2;
+    cfg.group_timeout_ms = 3000;
+    expect_open_fails(&cfg, COORDL_ERR_GROUP, "uid 65534");
+    assert_int_equal(chown(p, 0, 0), 0);
+    assert_int_equal(chmod(p, 0644), 0);
+    expect_open_fails(&cfg, COORDL_ERR_GROUP, "mode 0644");
+    kill_kid(ph);
+}
+
+/* A live group's object, with a few 8-byte words of its header tail and
+ * stream block overwritten, is offered to a new member under another name,
+ * 48 times: the opening process must end cleanly every time (an open
+ * error, or a working group), never crash or hang. The old code trusted
+ * slots_off, rows_off, ... and a wrapped stream_off. */
+static void test_damaged_objects_never_crash_a_member(void **state)
+{
+    (void)state;
+    const char *g = group_name("dmg-src");
+    const char *g2 = group_name("dmg");
+    member_spec h;
+    pid_t ph = spawn_waiting_holder(g, &h, "dmg-h");
+    char src[512], dst[512];
+    shm_path(g, src, sizeof src);
+    shm_path(g2, dst, sizeof dst);
+    uint64_t rng = 0x5eed;
+    int crashed = 0, hung = 0;
+    for (int it = 0; it < 48 && !crashed && !hung; it++) {
+        size_t n = 0;
+        uint8_t *obj = tu_read_file(src, &n); /* fresh: the holder's heartbeat is recent */
+        assert_true(n > 4096);
+        const size_t lo = 1536, hi = 2304; /* header tails (old and new layouts) and stream starts */
+        for (int j = 0; j < 2; j++) {
+            const size_t at = lo + (tu_rand(&rng) % ((hi - lo) / 8)) * 8;
+            uint64_t v;
+            switch (tu_rand(&rng) % 6) {
+            case 0: v = tu_rand(&rng); break;
+            case 1: v = 0; break;
+            case 2: v = UINT64_MAX; break;
+            case 3: v = n; break;
+            case 4: v = (uint64_t)n * 4; break;
+            default: v = UINT64_MAX - (tu_rand(&rng) % 4096); break;
+            }
+            memcpy(obj + at, &v, sizeof v);
+        }
+        int fd = open(dst, O_RDWR | O_CREAT | O_EXCL, 0600);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, obj, n), (ssize_t)n);
+        close(fd);
+        free(obj);
+        fflush(NULL);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            child_init();
+            coordl_config cfg = base_config();
+            cfg.group = g2;
+            cfg.group_size = 2;
+            cfg.group_timeout_ms = 1000;
+            coordl *L = NULL;
+            if (coordl_open(&cfg, &L) == COORDL_OK)
+                coordl_close(L);
+            _exit(0);
+        }
+        track_kid(pid);
+        int status = 0;
+        const double deadline = now_ms() + 10000;
+        pid_t r;
+        while ((r = waitpid(pid, &status, WNOHANG)) == 0 && now_ms() < deadline)
+            sleep_ms(5);
+        if (r == 0) {
+            hung = 1;
+            kill_kid(pid);
+        } else {
+            untrack_kid(pid);
+            crashed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+        }
+        if (crashed || hung)
+            fail_msg("round %d: a member opening a damaged object %s", it,
+                     hung ? "hung" : WIFSIGNALED(status) ? "was killed by a signal" : "exited abnormally");
+        shm_unlink(dst + strlen("/dev/shm"));
+    }
+    kill_kid(ph);
+}
+
+/* ---- reaping happens in one place -------------------------------------- */
+
+/* Member S only polls coordl_get_stats from a monitoring thread (its one
+ * worker is parked in a hook, its consumer waits); member V is killed. S
+ * must learn that V is gone from its member thread ("coordl-member"), not
+ * from the monitoring thread's query (the old lock reaped on every
+ * acquisition, whoever took it). */
+static void test_a_query_never_reaps(void **state)
+{
+    (void)state;
+    const char *g = group_name("reap");
+    int js[2], jv[2], ms_[2], blk[2];
+    make_pipe(js);
+    make_pipe(jv);
+    make_pipe(ms_);
+    make_pipe(blk);
+    member_spec s, v;
+    spec_init(&s, g, 2, 800, 1, "reap-s");
+    spec_init(&v, g, 2, 800, 1, "reap-v");
+    s.cfg.threads = 1;
+    s.monitor = 1;
+    s.pause_fd = ms_[1];
+    spec_hook(&s, "joined", 1, 'J', 0, js[1]);
+    spec_hook(&s, "row_claimed", 1, 0, 0, -1)->block_fd = blk[0];
+    v.park_fd = -1;
+    spec_hook(&v, "joined", 1, 'J', 0, jv[1]);
+    int vpark[2];
+    make_pipe(vpark);
+    v.park_fd = vpark[0];
+    pid_t pid_s = spawn(&s);
+    expect_byte(js[0], 'J', "S joined");
+    pid_t pid_v = spawn(&v);
+    expect_byte(jv[0], 'J', "V joined");
+    sleep_ms(200);
+    kill_kid(pid_v);
+    expect_byte(ms_[0], 'M', "S saw V gone");
+    char c = 'U';
+    assert_int_equal(write(blk[1], &c, 1), 1); /* unpark S's worker so S can close */
+    reap(pid_s, "member S");
+    member_report RS;
+    read_report(&s, &RS);
+    assert_int_equal(RS.open_rc, COORDL_OK);
+    if (!RS.gone_logged)
+        fail_msg("S never logged that V is gone");
+    if (strcmp(RS.gone_thread, "coordl-member") != 0)
+        fail_msg("V's departure was handled by thread \"%s\", not S's member thread: a query reaped",
+                 RS.gone_thread);
+    int *fds[] = {js, jv, ms_, blk, vpark};
+    for (int i = 0; i < 5; i++) {
+        close(fds[i][0]);
+        close(fds[i][1]);
+    }
+}
+
+/* ---- stress: members stopped, continued, killed, and joining ---------- */
+
+#define STRESS_KIDS 20
+#define STRESS_RECS 8192
+
+typedef struct {
+    uint64_t epoch, index, hash;
+} stress_rec;
+
+typedef struct {
+    atomic_int nrec;
+    atomic_int state; /* 0 running, 1 closed after the stop flag, 2 dropped
+                         (COORDL_ERR_GROUP), 3 another error */
+    int rc;
+    char msg[256];
+    stress_rec rec[STRESS_RECS];
+} stress_log;
+
+static stress_log *g_stress; /* MAP_SHARED: survives the members' deaths */
+
+static void stress_member(int k, const char *g, int seconds)
+{
+    child_init();
+    alarm((unsigned)seconds + 60);
+    stress_log *lg = &g_stress[k];
+    coordl_config cfg = base_config();
+    cfg.group = g;
+    cfg.group_size = 1;
+    cfg.group_late_join = 1;
+    cfg.group_timeout_ms = 300;
+    cfg.threads = 1;
+    coordl *L = NULL;
+    coordl_status rc = coordl_open(&cfg, &L);
+    if (rc != COORDL_OK) {
+        lg->rc = rc;
+        snprintf(lg->msg, sizeof lg->msg, "open: %s", coordl_errmsg(NULL));
+        atomic_store(&lg->state, 3);
+        _exit(0);
+    }
+    while (!atomic_load(&g_flags[7])) {
+        coordl_batch b;
+        rc = coordl_next(L, &b);
+        if (rc == COORDL_END_OF_EPOCH)
+            continue;
+        if (rc != COORDL_OK) {
+            lg->rc = rc;
+            snprintf(lg->msg, sizeof lg->msg, "next: %s", coordl_errmsg(L));
+            atomic_store(&lg->state, rc == COORDL_ERR_GROUP ? 2 : 3);
+            break;
+        }
+        const int n = atomic_load(&lg->nrec);
+        if (n < STRESS_RECS) {
+            lg->rec[n].epoch = b.epoch;
+            lg->rec[n].index = b.index;
+            lg->rec[n].hash = tu_batch_hash(&b);
+            atomic_store(&lg->nrec, n + 1);
+        }
+        coordl_release(L, &b);
+    }
+    if (atomic_load(&lg->state) == 0)
+        atomic_store(&lg->state, 1);
+    coordl_close(L);
+    _exit(0);
+}
+
+/* For a fixed time (COORDL_STRESS_SECONDS, default 3), members of one
+ * group are stopped (SIGSTOP, for 50..700 ms against a 300 ms timeout, so
+ * some are dropped and some are not), continued, killed (SIGKILL), and late
+ * joiners are started. Every batch any member got must be the single
+ * loader's batch of that (epoch, index); each member's batches must follow
+ * each other without a gap from the start of the epoch it began with; no
+ * member may crash (a COORDL_DEBUG build asserts the stream's invariants
+ * after every transition: a broken one aborts the member); the group must
+ * make progress. */
+static void test_stress_stop_kill_and_join(void **state)
+{
+    (void)state;
+    const char *env = getenv("COORDL_STRESS_SECONDS");
+    const int seconds = env && atoi(env) > 0 ? atoi(env) : 3;
+    if (seconds > 250)
+        alarm((unsigned)seconds + 120); /* the binary's own watchdog */
+#ifdef COORDL_DEBUG
+    print_message("stress: %d s, the stream's invariants checked after every transition (COORDL_DEBUG)\n", seconds);
+#else
+    print_message("stress: %d s; invariant checks are off in this build (the COORDL_DEBUG pass of make test runs "
+                  "them)\n", seconds);
+#endif
+    flags_reset();
+    const size_t bytes = sizeof(stress_log) * STRESS_KIDS;
+    g_stress = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(g_stress != MAP_FAILED);
+    memset(g_stress, 0, bytes);
+    const char *g = group_name("stress");
+    pid_t pid[STRESS_KIDS];
+    int dead[STRESS_KIDS] = {0};
+    double cont_at[STRESS_KIDS] = {0}; /* > 0: stopped until then */
+    int nkids = 0, stops = 0, kills = 0, joins = 0;
+    uint64_t rng = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull;
+    print_message("stress: seed %llu\n", (unsigned long long)rng);
+    for (; nkids < 3; nkids++) {
+        fflush(NULL);
+        pid[nkids] = fork();
+        assert_true(pid[nkids] >= 0);
+        if (pid[nkids] == 0)
+            stress_member(nkids, g, seconds);
+        track_kid(pid[nkids]);
+        sleep_ms(50);
+    }
+    const double end = now_ms() + seconds * 1000.0;
+    while (now_ms() < end) {
+        sleep_ms(30 + (int)(tu_rand(&rng) % 90));
+        const double now = now_ms();
+        int alive = 0;
+        for (int k = 0; k < nkids; k++) {
+            if (!dead[k] && cont_at[k] > 0 && now >= cont_at[k]) {
+                kill(pid[k], SIGCONT);
+                cont_at[k] = 0;
+            }
+            alive += !dead[k];
+        }
+        const int k = nkids ? (int)(tu_rand(&rng) % (uint64_t)nkids) : 0;
+        switch (tu_rand(&rng) % 10) {
+        case 0: case 1: case 2: case 3:
+            if (!dead[k] && cont_at[k] == 0) {
+                kill(pid[k], SIGSTOP);
+                cont_at[k] = now + 50 + (double)(tu_rand(&rng) % 650);
+                stops++;
+            }
+            break;
+        case 4:
+            if (!dead[k] && alive >= 2) {
+                kill_kid(pid[k]);
+                dead[k] = 1;
+                kills++;
+            }
+            break;
+        case 5: case 6:
+            if (alive < 5 && nkids < STRESS_KIDS) {
+                fflush(NULL);
+                pid[nkids] = fork();
+                assert_true(pid[nkids] >= 0);
+                if (pid[nkids] == 0)
+                    stress_member(nkids, g, seconds);
+                track_kid(pid[nkids]);
+                nkids++;
+                joins++;
+            }
+            break;
+        default:
+            break;
+        }
+    }
+    for (int k = 0; k < nkids; k++)
+        if (!dead[k] && cont_at[k] > 0)
+            kill(pid[k], SIGCONT);
+    atomic_store(&g_flags[7], 1);
+    for (int k = 0; k < nkids; k++)
+        if (!dead[k])
+            reap_within(pid[k], "a stress member", 30000); /* must exit 0: no crash, no abort */
+    /* the reference, as far as any member got */
+    uint64_t max_epoch = 0;
+    size_t total = 0;
+    int dropped = 0, closed = 0;
+    for (int k = 0; k < nkids; k++) {
+        const stress_log *lg = &g_stress[k];
+        const int n = atomic_load(&lg->nrec);
+        total += (size_t)n;
+        for (int i = 0; i < n; i++)
+            if (lg->rec[i].epoch > max_epoch)
+                max_epoch = lg->rec[i].epoch;
+        dropped += atomic_load(&lg->state) == 2;
+        closed += atomic_load(&lg->state) == 1;
+        if (!dead[k] && atomic_load(&lg->state) == 3)
+            fail_msg("stress member %d: %s (%d)", k, lg->msg, lg->rc);
+    }
+    coordl_config cfg = base_config();
+    coordl *R = tu_open(&cfg);
+    tu_run ref;
+    memset(&ref, 0, sizeof ref);
+    assert_int_equal(tu_run_epochs(R, (unsigned)max_epoch + 1, &ref), COORDL_OK);
+    coordl_close(R);
+    for (int k = 0; k < nkids; k++) {
+        const stress_log *lg = &g_stress[k];
+        const int n = atomic_load(&lg->nrec);
+        for (int i = 0; i < n; i++) {
+            const stress_rec *r = &lg->rec[i];
+            const size_t at = (size_t)r->epoch * BPE + (size_t)r->index;
+            if (r->index >= BPE || at >= ref.nbatches || ref.hash[at] != r->hash)
+                fail_msg("stress member %d, its batch %d (epoch %llu, index %llu) is not the single loader's", k,
+                         i, (unsigned long long)r->epoch, (unsigned long long)r->index);
+            if (i == 0 ? r->index != 0
+                       : !((r->epoch == r[-1].epoch && r->index == r[-1].index + 1) ||
+                           (r->epoch == r[-1].epoch + 1 && r->index == 0 && r[-1].index == BPE - 1)))
+                fail_msg("stress member %d: batch %d is epoch %llu index %llu after epoch %llu index %llu (a gap "
+                         "or a repeat)", k, i, (unsigned long long)r->epoch, (unsigned long long)r->index,
+                         i ? (unsigned long long)r[-1].epoch : 0ull, i ? (unsigned long long)r[-1].index : 0ull);
+        }
+    }
+    tu_run_free(&ref);
+    print_message("stress: %d members (%d joined late), %d stops, %d kills, %d dropped, %d closed at the end; "
+                  "%zu batches checked, up to epoch %llu\n", nkids, joins, stops, kills, dropped, closed, total,
+                  (unsigned long long)max_epoch);
+    if (total < 2 * BPE)
+        fail_msg("stress: only %zu batches consumed in %d s: the group made no progress", total, seconds);
+    munmap(g_stress, bytes);
+    g_stress = NULL;
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 static int group_setup(void **state)
@@ -1300,8 +1887,12 @@ static int group_teardown(void **state)
 
 #define T(f) cmocka_unit_test_setup_teardown(f, test_setup, test_teardown)
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--member") == 0)
+        return member_mode(argc, argv);
+    ssize_t len = readlink("/proc/self/exe", g_self, sizeof g_self - 1);
+    g_self[len > 0 ? len : 0] = '\0';
     tu_main_init(300);
     signal(SIGALRM, watchdog_cleanup);
     signal(SIGTERM, watchdog_cleanup);
@@ -1328,6 +1919,12 @@ int main(void)
         T(test_stale_object_then_group_restarts_at_once),
         T(test_late_join_at_next_epoch),
         T(test_late_join_refused_without_flag),
+        T(test_resumed_member_does_not_drop_the_late_joiner),
+        T(test_member_in_another_pid_namespace),
+        T(test_object_of_another_user_is_refused),
+        T(test_damaged_objects_never_crash_a_member),
+        T(test_a_query_never_reaps),
+        T(test_stress_stop_kill_and_join),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
