@@ -6596,10 +6596,33 @@ static coordl_status cdl__timed_run(coordl *L, cdl__stepper *st, uint64_t batche
     return rc == COORDL_END_OF_EPOCH ? COORDL_OK : rc;
 }
 
-static double cdl__memcpy_mb_per_s(void) {
+/* The analyzer has no handle between its runs: it allocates through the
+ * config's hooks directly (the defaults when none are set). */
+static coordl_allocator cdl__analyze_allocator(const coordl_config *c) {
+    coordl_allocator a = c->allocator;
+    if (!a.malloc_fn || !a.realloc_fn || !a.free_fn) {
+        a.malloc_fn = cdl__default_malloc;
+        a.realloc_fn = cdl__default_realloc;
+        a.free_fn = cdl__default_free;
+    }
+    return a;
+}
+static void *cdl__amalloc(const coordl_allocator *a, size_t n) { return a->malloc_fn(a->user, n ? n : 1); }
+static void cdl__afree(const coordl_allocator *a, void *p) {
+    if (p) a->free_fn(a->user, p);
+}
+
+/* The report's whatif array carries, in front of it, the allocator that
+ * coordl_report_free must return it to. */
+typedef union cdl__whatif_head {
+    coordl_allocator alloc;
+    max_align_t align_;
+} cdl__whatif_head;
+
+static double cdl__memcpy_mb_per_s(const coordl_allocator *al) {
     const size_t n = 32u << 20;
-    char *a = malloc(n), *b = malloc(n);
-    if (!a || !b) { free(a); free(b); return 0.0; }
+    char *a = cdl__amalloc(al, n), *b = cdl__amalloc(al, n);
+    if (!a || !b) { cdl__afree(al, a); cdl__afree(al, b); return 0.0; }
     memset(a, 1, n);
     memset(b, 2, n); /* first touch outside the timing */
     uint64_t t0 = cdl__now_ns();
@@ -6607,8 +6630,8 @@ static double cdl__memcpy_mb_per_s(void) {
     double secs = (cdl__now_ns() - t0) / 1e9;
     volatile char sink = b[n - 1];
     (void)sink;
-    free(a);
-    free(b);
+    cdl__afree(al, a);
+    cdl__afree(al, b);
     return secs > 0 ? 4.0 * n / 1e6 / secs : 0.0;
 }
 
@@ -6655,6 +6678,7 @@ static coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_
     if (!(o.synthetic_step_ms > 0)) o.synthetic_step_ms = 10.0;
     cdl__stepper st = {step_fn, user, o.synthetic_step_ms, 0};
     coordl_config c = *cfg;
+    const coordl_allocator al = cdl__analyze_allocator(cfg);
     coordl *L = NULL;
     coordl_status rc;
 
@@ -6669,11 +6693,11 @@ static coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_
     }
     coordl_batch fake = b0;
     size_t tbytes = b0.targets ? (size_t)b0.n * L->target_row_bytes : 0;
-    void *data = malloc(b0.data_bytes + 1), *targets = malloc(tbytes + 1);
-    int32_t *labels = malloc(b0.n * sizeof(int32_t) + 1);
-    uint64_t *ids = malloc(b0.n * sizeof(uint64_t) + 1);
+    void *data = cdl__amalloc(&al, b0.data_bytes), *targets = cdl__amalloc(&al, tbytes);
+    int32_t *labels = cdl__amalloc(&al, b0.n * sizeof(int32_t));
+    uint64_t *ids = cdl__amalloc(&al, b0.n * sizeof(uint64_t));
     if (!data || !labels || !ids || !targets) {
-        free(data); free(labels); free(ids); free(targets);
+        cdl__afree(&al, data); cdl__afree(&al, labels); cdl__afree(&al, ids); cdl__afree(&al, targets);
         coordl_close(L);
         return cdl__open_fail(COORDL_ERR_NOMEM, "coordl_analyze: out of memory");
     }
@@ -6708,7 +6732,7 @@ static coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_
         r->cores_for_prep = usable - busy;
         if (r->cores_for_prep < 0.5) r->cores_for_prep = 0.5;
     }
-    free(data); free(labels); free(ids); free(targets);
+    cdl__afree(&al, data); cdl__afree(&al, labels); cdl__afree(&al, ids); cdl__afree(&al, targets);
     cdl__progress(&o, "synthetic: %.1f images/s (the trainer alone)", r->synthetic.images_per_s);
 
     /* (2) warm: the timed batches' items all in the cache */
@@ -6734,7 +6758,7 @@ static coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_
     cdl__progress(&o, "warm: %.1f images/s, stall %.1f%%", r->warm.images_per_s, 100 * r->warm.stall_fraction);
 
     /* (3) cold: page cache dropped, no coordl cache */
-    r->memory_mb_per_s = cdl__memcpy_mb_per_s();
+    r->memory_mb_per_s = cdl__memcpy_mb_per_s(&al);
     if (!o.skip_cold) {
         c.cache_bytes = 0;
         if ((rc = coordl_open(&c, &L)) != COORDL_OK) return rc;
@@ -6790,8 +6814,12 @@ static coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_
         for (int t = 1; t <= 2 * usable && nth < 64; t++) default_threads[nth++] = t;
         th = default_threads;
     }
-    r->whatif = calloc(nfr * nth + 1, sizeof *r->whatif);
-    if (!r->whatif) return cdl__open_fail(COORDL_ERR_NOMEM, "coordl_analyze: out of memory");
+    if (nfr * nth > (SIZE_MAX - sizeof(cdl__whatif_head)) / sizeof *r->whatif)
+        return cdl__open_fail(COORDL_ERR_INVALID, "coordl_analyze: too many what-if points");
+    cdl__whatif_head *head = cdl__amalloc(&al, sizeof *head + nfr * nth * sizeof *r->whatif);
+    if (!head) return cdl__open_fail(COORDL_ERR_NOMEM, "coordl_analyze: out of memory");
+    head->alloc = al;
+    r->whatif = (coordl_whatif *)(void *)(head + 1);
     r->recommend_threads = -1;
     r->recommend_cache_fraction = -1;
     for (size_t t = 0; t < nth; t++)
@@ -6859,7 +6887,11 @@ static size_t cdl__report_json(const coordl_report *r, char *buf, size_t cap) {
 
 static void cdl__report_free(coordl_report *r) {
     if (!r) return;
-    free(r->whatif);
+    if (r->whatif) {
+        cdl__whatif_head *head = (cdl__whatif_head *)(void *)r->whatif - 1;
+        const coordl_allocator al = head->alloc;
+        al.free_fn(al.user, head);
+    }
     r->whatif = NULL;
     r->n_whatif = 0;
 }

@@ -241,14 +241,15 @@ typedef void (*coordl_log_fn)(void *user, coordl_log_level level,
                               const char *msg);
 
 /* Allocation hooks for the library's ordinary allocations (handle, index,
- * per-worker scratch, and every allocation of stb_image while it decodes a
- * PNG, BMP, PPM/PGM or TGA). All three or none. They may be called from
- * worker threads concurrently, and from the thread calling
- * coordl_sample_transform. The large arenas (cache slab, batch ring) are
- * mapped with mmap so that they can be page-locked and NUMA-placed; they do
- * not go through these hooks. libjpeg allocates with malloc (it has no
- * hook); its memory is bounded by max_decode_bytes through its memory
- * manager. */
+ * per-worker scratch, every allocation of stb_image while it decodes a PNG,
+ * BMP, PPM/PGM or TGA, DS-Analyzer's buffers and the report's whatif array,
+ * which coordl_report_free returns to the same hooks). All three or none.
+ * They may be called from worker threads concurrently, and from the thread
+ * calling coordl_sample_transform. The large arenas (cache slab, batch
+ * ring) are mapped with mmap so that they can be page-locked and
+ * NUMA-placed; they do not go through these hooks. libjpeg allocates with
+ * malloc (it has no hook); its memory is bounded by max_decode_bytes
+ * through its memory manager. */
 typedef struct {
     void *(*malloc_fn)(void *user, size_t bytes);
     void *(*realloc_fn)(void *user, void *ptr, size_t bytes);
