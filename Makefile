@@ -116,19 +116,40 @@ test-abi: lib examples
 # The examples' own checks: each runs small and exits non-zero when its
 # check fails (loss did not go down, a size check failed, ...).
 EXAMPLE_CHECKS := $(filter llm_tokens ggml_loop darknet_train sealed_reader,$(patsubst examples/%.c,%,$(wildcard examples/*.c)))
-# OpenMPI refuses root unless told; CI runs as root.
-MPIRUN := mpirun --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root,)
+# OpenMPI refuses root unless told; CI runs as root. Each mpirun is
+# bounded: a hang fails the suite instead of stalling it (the tests also
+# carry their own watchdogs, which name the step that hung).
+MPIRUN := timeout -k 10 300 mpirun --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root,)
 MPI_TESTS := $(if $(filter 1,$(MPI)),$(patsubst tests/mpi/%.c,$(BUILD)/tests/mpi/%,$(wildcard tests/mpi/*.c)),)
-$(BUILD)/tests/mpi/%: tests/mpi/%.c $(BUILD)/libcoordl.a
+# mpi_hooks counts the calls coordl.c makes to the C library's allocator,
+# mpi_exchange fails some of them:
+# --wrap redirects exactly those (shared libraries keep their own).
+MPI_LDFLAGS_mpi_exchange := -Wl,--wrap=calloc
+MPI_LDFLAGS_mpi_hooks := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=reallocarray \
+	-Wl,--wrap=strdup,--wrap=strndup,--wrap=posix_memalign,--wrap=aligned_alloc
+$(BUILD)/tests/mpi/%: tests/mpi/%.c $(wildcard tests/mpi/*.h) $(BUILD)/libcoordl.a
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -I. $< $(BUILD)/libcoordl.a $(LIBS) -o $@
+	$(CC) $(ALL_CFLAGS) -I. $< $(BUILD)/libcoordl.a $(MPI_LDFLAGS_$*) $(LIBS) -o $@
+# The peer-bookkeeping tests also run built with ASan + UBSan (an overflow
+# of a per-slot array shows only there), once: not in the no-hwloc pass,
+# nor when the whole suite is already sanitized.
+MPI_SAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+MPI_SAN_TESTS := $(if $(and $(filter 1,$(MPI)),$(HWLOC_LIB),$(if $(findstring sanitize,$(EXTRA_CFLAGS)),,1)),\
+	$(BUILD)/tests/mpi-san/mpi_set $(BUILD)/tests/mpi-san/mpi_hooks,)
+$(BUILD)/tests/mpi-san/coordl.o: coordl.c coordl.h
+	@mkdir -p $(@D)
+	$(CC) $(STD) $(WARN) $(MPI_SAN_FLAGS) $(CPPFLAGS) -c coordl.c -o $@
+$(BUILD)/tests/mpi-san/%: tests/mpi/%.c $(wildcard tests/mpi/*.h) $(BUILD)/tests/mpi-san/coordl.o
+	$(CC) $(STD) $(WARN) $(MPI_SAN_FLAGS) $(CPPFLAGS) -I. $< $(BUILD)/tests/mpi-san/coordl.o $(MPI_LDFLAGS_$*) $(LIBS) -o $@
 
-run-tests: $(TESTS) examples tools $(MPI_TESTS)
+run-tests: $(TESTS) examples tools $(MPI_TESTS) $(MPI_SAN_TESTS)
 	@fail=0; for t in $(TESTS); do echo "== $$t"; $$t || fail=1; done; \
 	 for e in $(EXAMPLE_CHECKS); do echo "== example $$e --check"; \
 	   $(BUILD)/examples/$$e --check --workdir $(BUILD)/example-$$e || fail=1; done; \
 	 for t in $(MPI_TESTS); do for np in 2 4; do echo "== $(MPIRUN) -np $$np $$t"; \
 	   $(MPIRUN) -np $$np $$t $(BUILD)/mpi-data || fail=1; done; done; \
+	 for t in $(MPI_SAN_TESTS); do for np in 2 4; do echo "== (ASan+UBSan) $(MPIRUN) -np $$np $$t"; \
+	   ASAN_OPTIONS=detect_leaks=0 $(MPIRUN) -x ASAN_OPTIONS -np $$np $$t $(BUILD)/mpi-data || fail=1; done; done; \
 	 if [ $$fail -ne 0 ]; then echo "make test: FAILED"; exit 1; fi; echo "make test: all test binaries passed"
 
 test-sanitize:

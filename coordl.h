@@ -242,8 +242,9 @@ typedef void (*coordl_log_fn)(void *user, coordl_log_level level,
 
 /* Allocation hooks for the library's ordinary allocations (handle, index,
  * per-worker scratch, every allocation of stb_image while it decodes a PNG,
- * BMP, PPM/PGM or TGA, DS-Analyzer's buffers and the report's whatif array,
- * which coordl_report_free returns to the same hooks). All three or none.
+ * BMP, PPM/PGM or TGA, the MPI peer thread's send and reply buffers and its
+ * cache map, DS-Analyzer's buffers and the report's whatif array, which
+ * coordl_report_free returns to the same hooks). All three or none.
  * They may be called from worker threads concurrently, and from the thread
  * calling coordl_sample_transform. The large arenas (cache slab, batch
  * ring) are mapped with mmap so that they can be page-locked and
@@ -427,8 +428,10 @@ typedef struct coordl_config {
                              "row_written", "admitting"), by the opening
                              thread holding the group's lock ("joined"),
                              by a group's member thread each round
-                             ("heartbeat") and by the consumer on entering
-                             coordl_release ("release"); NULL            */
+                             ("heartbeat"), by the consumer on entering
+                             coordl_release ("release") and by the MPI
+                             peer thread before it serves a request
+                             ("peer_serve"); NULL                          */
     void *test_hook_user;
 
     /* --- distributed (plain ints; rank in [0, world)) ------------------ */
@@ -441,7 +444,12 @@ typedef struct coordl_config {
      * MPI_COMM_WORLD. It needs MPI_THREAD_MULTIPLE (its own thread serves
      * peers while the trainer may call MPI), else coordl_open fails with
      * COORDL_ERR_UNSUPPORTED. coordl_open and coordl_close are collective
-     * over the communicator. NULL (default): no peers. */
+     * over the communicator (open fails with COORDL_ERR_PEER on every rank
+     * when the ranks index different datasets). Each rank caches its share
+     * of the first whole epoch it trains: epoch 0, or, after coordl_seek
+     * (resuming from a checkpoint), the epoch sought, or the one after it
+     * when the seek lands mid-epoch; then one map exchange, and nothing
+     * more is admitted. NULL (default): no peers. */
     void *mpi_comm;
     int peer_timeout_ms; /* bound on waiting for a peer's items before
                             reading them from storage; default 2000         */
@@ -677,6 +685,9 @@ COORDL_API coordl_status coordl_set(coordl *L, coordl_param p, int64_t value);
 /* Repositions the stream so that the next coordl_next returns batch `batch`
  * of epoch `epoch` (O(1): no batch is replayed). Batches prepared ahead are
  * dropped; batches the caller still holds stay valid until released.
+ * With mpi_comm, a seek before the cache map was exchanged (a resume right
+ * after open) moves what the rank caches to its share of the first whole
+ * epoch from there (see mpi_comm).
  * Returns COORDL_ERR_INVALID when batch >= coordl_batches_per_epoch(L).
  * Thread safety: the consumer thread of L only. */
 COORDL_API coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch);
@@ -823,7 +834,10 @@ COORDL_API const char *coordl_errmsg(const coordl *L);
 COORDL_API const char *coordl_strerror(coordl_status s);
 
 /* Stops the workers, unmaps everything and frees the handle. Batches still
- * held become invalid. NULL is a no-op. Thread safety: consumer thread. */
+ * held become invalid. NULL is a no-op. With mpi_comm it is collective:
+ * it returns once every rank has closed (this rank serves its peers until
+ * then), whenever each rank closes (before, during or after any epoch).
+ * Thread safety: consumer thread. */
 COORDL_API void coordl_close(coordl *L);
 
 /* COORDL_VERSION_NUMBER of the compiled library. Thread safety: any. */

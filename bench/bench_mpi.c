@@ -18,7 +18,7 @@
  *                hand): its MinIO cache admits whatever it reads, in every
  *                epoch until full, and never asks a peer;
  *   partitioned  cfg.mpi_comm = &comm: epoch 0 admits each rank's own share,
- *                one allgather of the cached-items bitmaps, then the items a
+ *                one exchange of the cache map (an allreduce), then the items a
  *                peer holds come from that peer.
  * Before every epoch the ranks meet at a barrier, the first rank of each
  * node drops the page cache for every dataset file (posix_fadvise

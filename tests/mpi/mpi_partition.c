@@ -7,69 +7,9 @@
  *  - a peer that stops answering makes the others fall back to storage
  *    within peer_timeout_ms, with the same batches.
  * Prints "N passed, M failed" on rank 0; exit status non-zero on failure. */
-#include <mpi.h>
-#include <stdio.h>
-#include <jpeglib.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include "coordl.h"
+#include "mpi_common.h"
 
 #define EPOCHS 3
-static int g_rank, g_world, g_pass, g_fail;
-
-static void check(int ok, const char *what) {
-    int all_ok = 0;
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-    if (g_rank == 0) printf("  %s: %s\n", all_ok ? "ok  " : "FAIL", what);
-    if (all_ok) g_pass++; else g_fail++;
-}
-
-static void write_jpeg(const char *path, int w, int h, unsigned seed) {
-    struct jpeg_compress_struct c;
-    struct jpeg_error_mgr e;
-    FILE *f = fopen(path, "wb");
-    if (!f) { perror(path); MPI_Abort(MPI_COMM_WORLD, 2); }
-    c.err = jpeg_std_error(&e);
-    jpeg_create_compress(&c);
-    jpeg_stdio_dest(&c, f);
-    c.image_width = (JDIMENSION)w; c.image_height = (JDIMENSION)h; c.input_components = 3; c.in_color_space = JCS_RGB;
-    jpeg_set_defaults(&c);
-    jpeg_set_quality(&c, 90, TRUE);
-    jpeg_start_compress(&c, TRUE);
-    unsigned char *row = malloc((size_t)w * 3);
-    while (c.next_scanline < c.image_height) {
-        for (int x = 0; x < w; x++) {
-            unsigned v = (unsigned)(x * 7 + (int)c.next_scanline * 3) * (seed | 1u);
-            row[3 * x] = (unsigned char)(v >> 3); row[3 * x + 1] = (unsigned char)(v >> 7); row[3 * x + 2] = (unsigned char)seed;
-        }
-        JSAMPROW r = row;
-        jpeg_write_scanlines(&c, &r, 1);
-    }
-    free(row);
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
-    fclose(f);
-}
-
-static void make_dataset(const char *root, int classes, int per_class) {
-    if (g_rank == 0) {
-        mkdir(root, 0700);
-        for (int k = 0; k < classes; k++) {
-            char dir[512];
-            snprintf(dir, sizeof dir, "%s/c%02d", root, k);
-            mkdir(dir, 0700);
-            for (int i = 0; i < per_class; i++) {
-                char path[600];
-                snprintf(path, sizeof path, "%s/img%03d.jpg", dir, i);
-                write_jpeg(path, 40 + (i * 13 + k * 7) % 40, 40 + (i * 5 + k) % 30, (unsigned)(k * 1000 + i));
-            }
-        }
-    }
-    MPI_Barrier(MPI_COMM_WORLD);
-}
 
 typedef struct run_out {
     unsigned long long hash[EPOCHS];
@@ -79,8 +19,6 @@ typedef struct run_out {
     uint64_t dataset_bytes, cache_used, items;
     coordl_stats st;
 } run_out;
-
-static void silent_log(void *u, coordl_log_level l, const char *m) { (void)u; (void)l; (void)m; }
 
 static int g_hang_once;
 static void hang_peer(void *u, const char *point) {
@@ -211,7 +149,5 @@ int main(int argc, char **argv) {
     check(same, "a silent peer: same batches");
     check(fallbacks > 0, "a silent peer: requests fell back to storage");
     free(a.ids); free(b.ids); free(c.ids);
-    if (g_rank == 0) printf("%d passed, %d failed\n", g_pass, g_fail);
-    MPI_Finalize();
-    return g_fail ? 1 : 0;
+    return finish();
 }
