@@ -324,7 +324,24 @@ typedef struct coordl_config {
                                  line). Only regular files are read: a FIFO
                                  or device in place of an item, shard or
                                  list file is refused (COORDL_ERR_IO), never
-                                 waited on.                                  */
+                                 waited on.
+                                 Or WebDataset-style tar shards: a .tar file,
+                                 a folder holding .tar files and no
+                                 subfolder, a glob ("/data/train-*.tar",
+                                 for a path that does not exist as such), or
+                                 a list file whose lines are .tar paths.
+                                 Members are grouped by key (the path up to
+                                 the first dot of its last component); an
+                                 item is a sample's first image (audio:
+                                 .wav) member; its label is the sample's
+                                 .cls text, or, when no sample has a .cls,
+                                 the first folder of its key numbered as an
+                                 ImageFolder numbers classes (and items in an
+                                 ImageFolder's order, so a tar of a tree
+                                 gives the tree's batches). A corrupt or
+                                 truncated shard fails coordl_open
+                                 (COORDL_ERR_CORRUPT naming shard and
+                                 offset). The item path is "shard:member". */
     coordl_pipeline pipeline; /* default COORDL_PIPE_TRAIN                   */
 
     /* --- batches ------------------------------------------------------ */
@@ -775,7 +792,8 @@ COORDL_API uint64_t coordl_num_items(const coordl *L);
  * Thread safety: any thread. */
 COORDL_API uint64_t coordl_batches_per_epoch(const coordl *L);
 
-/* Path of item `id` (as indexed), or NULL when id is out of range. The
+/* Path of item `id` (as indexed; for a tar shard's member
+ * "<shard path>:<member name>"), or NULL when id is out of range. The
  * string lives as long as the handle. Thread safety: any thread. */
 COORDL_API const char *coordl_item_path(const coordl *L, uint64_t id);
 
@@ -783,7 +801,8 @@ COORDL_API const char *coordl_item_path(const coordl *L, uint64_t id);
  * Thread safety: any thread. */
 COORDL_API int32_t coordl_item_label(const coordl *L, uint64_t id);
 
-/* Number of classes (ImageFolder: class folders; list file: max label + 1).
+/* Number of classes (ImageFolder, tar shards without .cls: class folders;
+ * list file, tar shards with .cls: max label + 1).
  * Thread safety: any thread. */
 COORDL_API uint32_t coordl_num_classes(const coordl *L);
 
