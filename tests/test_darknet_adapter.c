@@ -227,7 +227,7 @@ static void test_bad_batch_is_reported_not_trained_on(void **state)
 }
 
 /* Under COORDL_BAD_SUBSTITUTE every load succeeds, the rows are finite,
- * and the substitution is counted once per epoch. */
+ * and the substitution is counted once in each epoch. */
 static void test_bad_item_substituted_under_policy(void **state)
 {
     (void)state;
@@ -242,9 +242,14 @@ static void test_bad_item_substituted_under_policy(void **state)
             for (int j = 0; j < d.X.cols; j++) assert_true(isfinite(d.X.vals[i][j]));
         coordl_dn_free(&d);
     }
-    coordl_stats st;
-    coordl_get_stats(dn.L, &st);
-    assert_int_equal(st.bad_samples, 2);
+    /* Six loads of 8 rows are epochs 0 and 1 of 24 items. The workers may
+     * already be preparing epoch 2 (its substitution is counted there), so
+     * the two consumed epochs are checked, not the running total. */
+    for (uint64_t e = 0; e < 2; e++) {
+        coordl_epoch_stats es;
+        assert_int_equal(coordl_get_epoch_stats(dn.L, e, &es), COORDL_OK);
+        assert_int_equal(es.bad_samples, 1);
+    }
     coordl_dn_close(&dn);
     free(list);
 }
