@@ -5937,7 +5937,8 @@ static int cdl__member_probe(cdl__stream *S, int m, uint64_t now, uint64_t timeo
     pthread_mutex_t *alive = &S->members[m].alive;
     int e = pthread_mutex_trylock(alive);
     /* EBUSY may be another prober's moment: where a wrong "alive" would
-     * cost (the stale check at open), look again a few times */
+     * cost (the lock-free stale check of an object of other settings,
+     * which several openers may run at once), look again a few times */
     for (int again = 0; patient && e == EBUSY && again < 4; again++) {
         usleep(200);
         e = pthread_mutex_trylock(alive);
@@ -6297,7 +6298,10 @@ static int cdl__group_count_alive(coordl *L) {
     for (int m = 0; m < CDL_MAX_MEMBERS; m++) {
         if (!(atomic_load(&S->live_mask) >> m & 1u)) continue;
         const uint64_t gen = atomic_load(&S->members[m].gen);
-        const int how = cdl__member_probe(S, m, now, cdl__group_timeout_ns(L), 1);
+        /* not patient: under the lock only member threads probe at the
+         * same moment, and they belong to a live group anyway; a wait here
+         * would hold up every member's workers */
+        const int how = cdl__member_probe(S, m, now, cdl__group_timeout_ns(L), 0);
         if (how == CDL_MEMBER_ALIVE) alive++;
         else cdl__group_drop_gone(L, m, gen, how);
     }

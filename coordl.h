@@ -434,8 +434,12 @@ typedef struct coordl_config {
                              one stream, one ring and one MinIO cache in a
                              POSIX shm object /coordl-<group> (mode 0600) */
     int group_size;       /* members to wait for at open; default 1        */
-    int group_timeout_ms; /* bound on waiting for members at open, and on a
-                             member's silence before it is dropped; 10000  */
+    int group_timeout_ms; /* bound on waiting for members (and for the
+                             group's lock) at open, and on a member's
+                             silence (stopped, hung) before the others drop
+                             it; a dropped member loses the batches it held
+                             (their slots are refilled) and its next
+                             coordl_next returns COORDL_ERR_GROUP; 10000  */
     int group_late_join;  /* 1: a member opening after the group started
                              joins at the next epoch boundary; 0 (default):
                              COORDL_ERR_GROUP                              */

@@ -1652,10 +1652,8 @@ typedef struct {
 typedef struct {
     atomic_int nrec;
     atomic_int state; /* 0 running, 1 closed after the stop flag, 2 dropped
-                         (COORDL_ERR_GROUP), 3 another error, 4 could not
-                         join: a stopped member held the lock for longer
-                         than group_timeout_ms (COORDL_ERR_TIMEOUT at open,
-                         the documented answer) */
+                         (COORDL_ERR_GROUP), 3 another error, 4 open timed
+                         out (a stopped member held the group's lock) */
     int rc;
     char msg[256];
     stress_rec rec[STRESS_RECS];
@@ -1805,7 +1803,7 @@ static void test_stress_stop_kill_and_join(void **state)
     /* the reference, as far as any member got */
     uint64_t max_epoch = 0;
     size_t total = 0;
-    int dropped = 0, closed = 0, refused = 0;
+    int dropped = 0, closed = 0, timed_out = 0, lost = 0;
     for (int k = 0; k < nkids; k++) {
         const stress_log *lg = &g_stress[k];
         const int n = atomic_load(&lg->nrec);
@@ -1815,7 +1813,7 @@ static void test_stress_stop_kill_and_join(void **state)
                 max_epoch = lg->rec[i].epoch;
         dropped += atomic_load(&lg->state) == 2;
         closed += atomic_load(&lg->state) == 1;
-        refused += atomic_load(&lg->state) == 4;
+        timed_out += atomic_load(&lg->state) == 4;
         if (!dead[k] && atomic_load(&lg->state) == 3)
             fail_msg("stress member %d: %s (%d)", k, lg->msg, lg->rc);
     }
@@ -1831,9 +1829,20 @@ static void test_stress_stop_kill_and_join(void **state)
         for (int i = 0; i < n; i++) {
             const stress_rec *r = &lg->rec[i];
             const size_t at = (size_t)r->epoch * BPE + (size_t)r->index;
-            if (r->index >= BPE || at >= ref.nbatches || ref.hash[at] != r->hash)
-                fail_msg("stress member %d, its batch %d (epoch %llu, index %llu) is not the single loader's", k,
-                         i, (unsigned long long)r->epoch, (unsigned long long)r->index);
+            const int mstate = atomic_load(&lg->state);
+            if (r->index >= BPE || at >= ref.nbatches) fail_msg("stress member %d: batch %d is out of range", k, i);
+            if (ref.hash[at] != r->hash) {
+                /* a member dropped while it held its last batch lost it
+                 * (the group reuses the slot; its next call says
+                 * COORDL_ERR_GROUP): only that batch may differ */
+                if (i == n - 1 && (mstate == 2 || dead[k])) {
+                    lost++;
+                    continue;
+                }
+                fail_msg("stress member %d, its batch %d of %d (epoch %llu, index %llu) is not the single loader's "
+                         "(member state %d, killed %d)", k, i, n, (unsigned long long)r->epoch,
+                         (unsigned long long)r->index, mstate, dead[k]);
+            }
             if (i == 0 ? r->index != 0
                        : !((r->epoch == r[-1].epoch && r->index == r[-1].index + 1) ||
                            (r->epoch == r[-1].epoch + 1 && r->index == 0 && r[-1].index == BPE - 1)))
@@ -1843,10 +1852,10 @@ static void test_stress_stop_kill_and_join(void **state)
         }
     }
     tu_run_free(&ref);
-    print_message("stress: %d members (%d joined late, %d of them timed out at open behind a stopped lock holder), "
-                  "%d stops, %d kills, %d dropped, %d closed at the end; %zu batches checked, up to epoch %llu\n",
-                  nkids, joins, refused, stops, kills, dropped, closed, total,
-                  (unsigned long long)max_epoch);
+    print_message("stress: %d members (%d joined late, %d of them timed out at open behind a stopped member), "
+                  "%d stops, %d kills, %d dropped, %d closed at the end; %zu batches checked, up to epoch %llu (%d "
+                  "held by a member while it was dropped)\n", nkids, joins, timed_out, stops, kills, dropped, closed,
+                  total, (unsigned long long)max_epoch, lost);
     if (total < 2 * BPE)
         fail_msg("stress: only %zu batches consumed in %d s: the group made no progress", total, seconds);
     munmap(g_stress, bytes);
