@@ -7606,24 +7606,16 @@ static coordl_whatif cdl__report_predict(const coordl_report *r, double f, int t
     return w;
 }
 
-static coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_fn, void *user,
-                                  const coordl_analyze_opts *opts_in, coordl_report *r) {
-    if (!cfg || !r) return cdl__open_fail(COORDL_ERR_INVALID, "coordl_analyze: cfg and report must not be NULL");
-    memset(r, 0, sizeof *r);
-    coordl_analyze_opts o;
-    memset(&o, 0, sizeof o);
-    if (opts_in) o = *opts_in;
-    if (o.batches == 0) o.batches = 50;
-    if (!(o.synthetic_step_ms > 0)) o.synthetic_step_ms = 10.0;
-    cdl__stepper st = {step_fn, user, o.synthetic_step_ms, 0};
+/* (1) synthetic: one real batch, copied out of a loader of its own, then
+ * stepped over o->batches times (the trainer with no data stall). Also
+ * fills the dataset's figures and *usable (cores the placement offers). */
+static coordl_status cdl__analyze_synthetic(const coordl_config *cfg, const coordl_allocator *al, cdl__stepper *st,
+                                            const coordl_analyze_opts *o, coordl_report *r, int *usable) {
     coordl_config c = *cfg;
-    const coordl_allocator al = cdl__analyze_allocator(cfg);
     coordl *L = NULL;
     coordl_status rc;
-
-    /* (1) synthetic: one real batch, copied out, stepped over repeatedly */
     c.cache_bytes = 0;
-    cdl__progress(&o, "synthetic: preparing one batch");
+    cdl__progress(o, "synthetic: preparing one batch");
     if ((rc = coordl_open(&c, &L)) != COORDL_OK) return rc;
     coordl_batch b0;
     if ((rc = coordl_next(L, &b0)) != COORDL_OK) {
@@ -7632,11 +7624,11 @@ static coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_
     }
     coordl_batch fake = b0;
     size_t tbytes = b0.targets ? (size_t)b0.n * L->target_row_bytes : 0;
-    void *data = cdl__amalloc(&al, b0.data_bytes), *targets = cdl__amalloc(&al, tbytes);
-    int32_t *labels = cdl__amalloc(&al, b0.n * sizeof(int32_t));
-    uint64_t *ids = cdl__amalloc(&al, b0.n * sizeof(uint64_t));
+    void *data = cdl__amalloc(al, b0.data_bytes), *targets = cdl__amalloc(al, tbytes);
+    int32_t *labels = cdl__amalloc(al, b0.n * sizeof(int32_t));
+    uint64_t *ids = cdl__amalloc(al, b0.n * sizeof(uint64_t));
     if (!data || !labels || !ids || !targets) {
-        cdl__afree(&al, data); cdl__afree(&al, labels); cdl__afree(&al, ids); cdl__afree(&al, targets);
+        cdl__afree(al, data); cdl__afree(al, labels); cdl__afree(al, ids); cdl__afree(al, targets);
         coordl_close(L);
         return cdl__open_fail(COORDL_ERR_NOMEM, "coordl_analyze: out of memory");
     }
@@ -7651,84 +7643,91 @@ static coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_
     r->dataset_bytes = L->dataset_bytes;
     r->mean_item_bytes = L->num_items ? (double)L->dataset_bytes / (double)L->num_items : 0.0;
     r->threads = L->nworkers;
-    int usable = L->place.ncores > 0 ? L->place.ncores + L->place.nreserved : 1;
+    *usable = L->place.ncores > 0 ? L->place.ncores + L->place.nreserved : 1;
     coordl_close(L);
-    L = NULL;
-    {
-        uint64_t t0 = cdl__now_ns(), images = 0;
-        st.cpu_ns = 0;
-        for (uint64_t i = 0; i < o.batches; i++) {
-            images += fake.n;
-            if (cdl__step(&st, &fake)) break;
-        }
-        double secs = (cdl__now_ns() - t0) / 1e9;
-        r->synthetic.seconds = secs;
-        r->synthetic.images = images;
-        r->synthetic.images_per_s = secs > 0 ? images / secs : 0.0;
-        r->synthetic.stall_fraction = 0.0;
-        /* the step's own CPU use: a CPU-bound step holds a core */
-        double busy = secs > 0 ? st.cpu_ns / 1e9 / secs : 0.0;
-        r->cores_for_prep = usable - busy;
-        if (r->cores_for_prep < 0.5) r->cores_for_prep = 0.5;
+    uint64_t t0 = cdl__now_ns(), images = 0;
+    st->cpu_ns = 0;
+    for (uint64_t i = 0; i < o->batches; i++) {
+        images += fake.n;
+        if (cdl__step(st, &fake)) break;
     }
-    cdl__afree(&al, data); cdl__afree(&al, labels); cdl__afree(&al, ids); cdl__afree(&al, targets);
-    cdl__progress(&o, "synthetic: %.1f images/s (the trainer alone)", r->synthetic.images_per_s);
+    double secs = (cdl__now_ns() - t0) / 1e9;
+    r->synthetic.seconds = secs;
+    r->synthetic.images = images;
+    r->synthetic.images_per_s = secs > 0 ? images / secs : 0.0;
+    r->synthetic.stall_fraction = 0.0;
+    /* the step's own CPU use: a CPU-bound step holds a core */
+    double busy = secs > 0 ? st->cpu_ns / 1e9 / secs : 0.0;
+    r->cores_for_prep = *usable - busy;
+    if (r->cores_for_prep < 0.5) r->cores_for_prep = 0.5;
+    cdl__afree(al, data); cdl__afree(al, labels); cdl__afree(al, ids); cdl__afree(al, targets);
+    cdl__progress(o, "synthetic: %.1f images/s (the trainer alone)", r->synthetic.images_per_s);
+    return COORDL_OK;
+}
 
-    /* (2) warm: the timed batches' items all in the cache */
+/* (2) warm: every timed batch's items in the cache (a first pass fills
+ * it, a seek goes back); measures the prep rate per core. */
+static coordl_status cdl__analyze_warm(const coordl_config *cfg, cdl__stepper *st, const coordl_analyze_opts *o,
+                                       coordl_report *r) {
+    coordl_config c = *cfg;
+    coordl *L = NULL;
+    coordl_status rc;
     c.cache_bytes = r->dataset_bytes + (1u << 20);
-    cdl__progress(&o, "warm: filling the cache");
+    cdl__progress(o, "warm: filling the cache");
     if ((rc = coordl_open(&c, &L)) != COORDL_OK) return rc;
-    {
-        coordl_run_report fill;
-        rc = cdl__timed_run(L, &st, o.batches, cdl__now_ns(), &fill);
-        if (rc == COORDL_OK) rc = coordl_seek(L, 0, 0);
-        coordl_stats s0, s1;
-        coordl_get_stats(L, &s0);
-        uint64_t t0 = cdl__now_ns();
-        if (rc == COORDL_OK) rc = cdl__timed_run(L, &st, o.batches, t0, &r->warm);
-        coordl_get_stats(L, &s1);
-        uint64_t worker_ns = (s1.read_ns - s0.read_ns) + (s1.decode_ns - s0.decode_ns) + (s1.augment_ns - s0.augment_ns);
-        uint64_t items = s1.items - s0.items;
-        r->prep_images_per_s_per_core = worker_ns ? items / (worker_ns / 1e9) : 0.0;
-    }
+    coordl_run_report fill;
+    rc = cdl__timed_run(L, st, o->batches, cdl__now_ns(), &fill);
+    if (rc == COORDL_OK) rc = coordl_seek(L, 0, 0);
+    coordl_stats s0, s1;
+    coordl_get_stats(L, &s0);
+    uint64_t t0 = cdl__now_ns();
+    if (rc == COORDL_OK) rc = cdl__timed_run(L, st, o->batches, t0, &r->warm);
+    coordl_get_stats(L, &s1);
+    uint64_t worker_ns = (s1.read_ns - s0.read_ns) + (s1.decode_ns - s0.decode_ns) + (s1.augment_ns - s0.augment_ns);
+    uint64_t items = s1.items - s0.items;
+    r->prep_images_per_s_per_core = worker_ns ? items / (worker_ns / 1e9) : 0.0;
     coordl_close(L);
-    L = NULL;
     if (rc != COORDL_OK) return cdl__open_fail(rc, "coordl_analyze: warm run failed");
-    cdl__progress(&o, "warm: %.1f images/s, stall %.1f%%", r->warm.images_per_s, 100 * r->warm.stall_fraction);
+    cdl__progress(o, "warm: %.1f images/s, stall %.1f%%", r->warm.images_per_s, 100 * r->warm.stall_fraction);
+    return COORDL_OK;
+}
 
-    /* (3) cold: page cache dropped, no coordl cache */
-    r->memory_mb_per_s = cdl__memcpy_mb_per_s(&al);
-    if (!o.skip_cold) {
-        c.cache_bytes = 0;
-        if ((rc = coordl_open(&c, &L)) != COORDL_OK) return rc;
-        /* the workers started at open; pause them while the page cache is
-         * dropped, so nothing they read stays cached */
-        cdl__lock(L);
-        cdl__stream_pause(L);
-        cdl__unlock(L);
-        cdl__progress(&o, "cold: dropping the page cache for %llu items", (unsigned long long)L->num_items);
-        cdl__drop_page_cache(L);
-        cdl__lock(L);
-        cdl__stream_restart(L);
-        cdl__unlock(L);
-        coordl_stats s0, s1;
-        coordl_get_stats(L, &s0);
-        rc = cdl__timed_run(L, &st, o.batches, cdl__now_ns(), &r->cold);
-        coordl_get_stats(L, &s1);
-        uint64_t sb = s1.storage_bytes - s0.storage_bytes, sns = s1.read_storage_ns - s0.read_storage_ns;
-        r->reader_mb_per_s = sns ? sb / 1e6 / (sns / 1e9) : 0.0;
-        /* aggregate: every worker reading at once */
-        r->storage_mb_per_s = r->reader_mb_per_s * L->nworkers;
-        coordl_close(L);
-        L = NULL;
-        if (rc != COORDL_OK) return cdl__open_fail(rc, "coordl_analyze: cold run failed");
-        cdl__progress(&o, "cold: %.1f images/s, stall %.1f%%, storage %.1f MB/s per reader",
-                      r->cold.images_per_s, 100 * r->cold.stall_fraction, r->reader_mb_per_s);
-    } else {
-        r->cold = r->warm;
-    }
+/* (3) cold: the page cache dropped for the dataset's files, no coordl
+ * cache; measures one reader's storage bandwidth. */
+static coordl_status cdl__analyze_cold(const coordl_config *cfg, cdl__stepper *st, const coordl_analyze_opts *o,
+                                       coordl_report *r) {
+    coordl_config c = *cfg;
+    coordl *L = NULL;
+    coordl_status rc;
+    c.cache_bytes = 0;
+    if ((rc = coordl_open(&c, &L)) != COORDL_OK) return rc;
+    /* the workers started at open; pause them while the page cache is
+     * dropped, so nothing they read stays cached */
+    cdl__lock(L);
+    cdl__stream_pause(L);
+    cdl__unlock(L);
+    cdl__progress(o, "cold: dropping the page cache for %llu items", (unsigned long long)L->num_items);
+    cdl__drop_page_cache(L);
+    cdl__lock(L);
+    cdl__stream_restart(L);
+    cdl__unlock(L);
+    coordl_stats s0, s1;
+    coordl_get_stats(L, &s0);
+    rc = cdl__timed_run(L, st, o->batches, cdl__now_ns(), &r->cold);
+    coordl_get_stats(L, &s1);
+    uint64_t sb = s1.storage_bytes - s0.storage_bytes, sns = s1.read_storage_ns - s0.read_storage_ns;
+    r->reader_mb_per_s = sns ? sb / 1e6 / (sns / 1e9) : 0.0;
+    /* aggregate: every worker reading at once */
+    r->storage_mb_per_s = r->reader_mb_per_s * L->nworkers;
+    coordl_close(L);
+    if (rc != COORDL_OK) return cdl__open_fail(rc, "coordl_analyze: cold run failed");
+    cdl__progress(o, "cold: %.1f images/s, stall %.1f%%, storage %.1f MB/s per reader",
+                  r->cold.images_per_s, 100 * r->cold.stall_fraction, r->reader_mb_per_s);
+    return COORDL_OK;
+}
 
-    /* the paper's split: time per batch of each run */
+/* The paper's split of the stall, from the time per image of each run. */
+static void cdl__analyze_split(coordl_report *r) {
     const double ts = r->synthetic.images_per_s > 0 ? 1.0 / r->synthetic.images_per_s : 0.0;
     const double tw = r->warm.images_per_s > 0 ? 1.0 / r->warm.images_per_s : 0.0;
     const double tc = r->cold.images_per_s > 0 ? 1.0 / r->cold.images_per_s : 0.0;
@@ -7740,14 +7739,18 @@ static coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_
         r->fetch_stall_fraction = fetch;
     }
     r->ingest_images_per_s = r->synthetic.images_per_s;
+}
 
-    /* what-if grid */
+/* The what-if grid (cache fractions x thread counts) and the smallest
+ * cache, then the fewest threads, whose predicted stall is under 3%. */
+static coordl_status cdl__analyze_whatif(const coordl_allocator *al, const coordl_analyze_opts *o, int usable,
+                                         coordl_report *r) {
     static const double default_fractions[] = {0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0};
-    const double *fr = o.whatif_cache_fractions ? o.whatif_cache_fractions : default_fractions;
-    size_t nfr = o.whatif_cache_fractions ? o.n_whatif_cache_fractions : 11;
+    const double *fr = o->whatif_cache_fractions ? o->whatif_cache_fractions : default_fractions;
+    size_t nfr = o->whatif_cache_fractions ? o->n_whatif_cache_fractions : 11;
     int default_threads[64];
-    size_t nth = o.n_whatif_threads;
-    const int *th = o.whatif_threads;
+    size_t nth = o->n_whatif_threads;
+    const int *th = o->whatif_threads;
     if (!th) {
         nth = 0;
         for (int t = 1; t <= 2 * usable && nth < 64; t++) default_threads[nth++] = t;
@@ -7755,9 +7758,9 @@ static coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_
     }
     if (nfr * nth > (SIZE_MAX - sizeof(cdl__whatif_head)) / sizeof *r->whatif)
         return cdl__open_fail(COORDL_ERR_INVALID, "coordl_analyze: too many what-if points");
-    cdl__whatif_head *head = cdl__amalloc(&al, sizeof *head + nfr * nth * sizeof *r->whatif);
+    cdl__whatif_head *head = cdl__amalloc(al, sizeof *head + nfr * nth * sizeof *r->whatif);
     if (!head) return cdl__open_fail(COORDL_ERR_NOMEM, "coordl_analyze: out of memory");
-    head->alloc = al;
+    head->alloc = *al;
     r->whatif = (coordl_whatif *)(void *)(head + 1);
     r->recommend_threads = -1;
     r->recommend_cache_fraction = -1;
@@ -7765,7 +7768,6 @@ static coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_
         for (size_t k = 0; k < nfr; k++) {
             coordl_whatif w = cdl__report_predict(r, fr[k], th[t], 0);
             r->whatif[r->n_whatif++] = w;
-            /* the smallest cache that removes the stall, then the fewest threads */
             if (w.predicted_stall_fraction < 0.03 &&
                 (r->recommend_threads < 0 || fr[k] < r->recommend_cache_fraction ||
                  (fr[k] == r->recommend_cache_fraction && th[t] < r->recommend_threads))) {
@@ -7774,6 +7776,30 @@ static coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_
             }
         }
     return COORDL_OK;
+}
+
+/* The differential protocol: synthetic, warm, cold, then the split and the
+ * what-if model fitted on them. */
+static coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_fn, void *user,
+                                  const coordl_analyze_opts *opts_in, coordl_report *r) {
+    if (!cfg || !r) return cdl__open_fail(COORDL_ERR_INVALID, "coordl_analyze: cfg and report must not be NULL");
+    memset(r, 0, sizeof *r);
+    coordl_analyze_opts o;
+    memset(&o, 0, sizeof o);
+    if (opts_in) o = *opts_in;
+    if (o.batches == 0) o.batches = 50;
+    if (!(o.synthetic_step_ms > 0)) o.synthetic_step_ms = 10.0;
+    cdl__stepper st = {step_fn, user, o.synthetic_step_ms, 0};
+    const coordl_allocator al = cdl__analyze_allocator(cfg);
+    int usable = 1;
+    coordl_status rc = cdl__analyze_synthetic(cfg, &al, &st, &o, r, &usable);
+    if (rc == COORDL_OK) rc = cdl__analyze_warm(cfg, &st, &o, r);
+    if (rc != COORDL_OK) return rc;
+    r->memory_mb_per_s = cdl__memcpy_mb_per_s(&al);
+    if (o.skip_cold) r->cold = r->warm;
+    else if ((rc = cdl__analyze_cold(cfg, &st, &o, r)) != COORDL_OK) return rc;
+    cdl__analyze_split(r);
+    return cdl__analyze_whatif(&al, &o, usable, r);
 }
 
 static size_t cdl__report_json(const coordl_report *r, char *buf, size_t cap) {
