@@ -9,6 +9,9 @@
 #   make install [PREFIX=/usr/local] [DESTDIR=]   header, libraries, pkg-config,
 #                   CMake package, coordl-analyze; make uninstall reverses it
 #   make test-packaging   install/uninstall checked, README's build commands run
+#   make fuzz [FUZZ_SECONDS=30]   every libFuzzer target in tests/fuzz (clang,
+#                   ASan + UBSan) for FUZZ_SECONDS each; make test replays their
+#                   seed corpus and tests/fuzz/regress/ without libFuzzer
 MPI     ?= 0
 ifeq ($(MPI),1)
 CC      := mpicc
@@ -142,8 +145,9 @@ $(BUILD)/tests/mpi-san/coordl.o: coordl.c coordl.h
 $(BUILD)/tests/mpi-san/%: tests/mpi/%.c $(wildcard tests/mpi/*.h) $(BUILD)/tests/mpi-san/coordl.o
 	$(CC) $(STD) $(WARN) $(MPI_SAN_FLAGS) $(CPPFLAGS) -I. $< $(BUILD)/tests/mpi-san/coordl.o $(MPI_LDFLAGS_$*) $(LIBS) -o $@
 
-run-tests: $(TESTS) examples tools $(MPI_TESTS) $(MPI_SAN_TESTS)
+run-tests: $(TESTS) examples tools $(MPI_TESTS) $(MPI_SAN_TESTS) fuzz-replay
 	@fail=0; for t in $(TESTS); do echo "== $$t"; $$t || fail=1; done; \
+	 for t in $(FUZZ_TARGETS); do echo "== fuzz replay $$t"; $(call FUZZ_REPLAY_RUN,$$t) || fail=1; done; \
 	 for e in $(EXAMPLE_CHECKS); do echo "== example $$e --check"; \
 	   $(BUILD)/examples/$$e --check --workdir $(BUILD)/example-$$e || fail=1; done; \
 	 for t in $(MPI_TESTS); do for np in 2 4; do echo "== $(MPIRUN) -np $$np $$t"; \
@@ -240,5 +244,51 @@ test-packaging: deps lib tools
 check-darknet-patch:
 	bash tools/check-darknet-patch.sh
 
+# ---- fuzzing (tests/fuzz) ------------------------------------------------
+# One libFuzzer harness per parser; each #includes coordl.c to reach its
+# static functions. Their seed corpus is generated at build time by
+# gen_seeds (no blobs). make test builds every harness with $(CC) against
+# tests/fuzz/replay.c (no libFuzzer, so gcc and sanitizer builds replay
+# too) and runs the seeds and every file under tests/fuzz/regress/<target>/
+# (crash inputs found by fuzzing, kept). make fuzz builds them with clang's
+# libFuzzer + ASan + UBSan into $(FUZZ_BUILD) and runs each for
+# FUZZ_SECONDS on a corpus kept in $(FUZZ_BUILD)/corpus/<target>; a crash
+# fails it and leaves the input in $(FUZZ_BUILD)/crashes/<target>/ (copy it
+# to tests/fuzz/regress/<target>/ once fixed). FUZZ_ARGS adds libFuzzer
+# options (e.g. FUZZ_ARGS=-runs=1000000).
+FUZZ_TARGETS := $(sort $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c)))
+FUZZ_SECONDS ?= 30
+FUZZ_CC      ?= clang
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_FLAGS   ?= -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_SEEDS    = $(BUILD)/fuzz-seeds
+FUZZ_REPLAY_RUN = $(BUILD)/fuzz-replay/$(1) $(FUZZ_SEEDS)/$(1) $$(test -d tests/fuzz/regress/$(1) && echo tests/fuzz/regress/$(1)) \
+  >$(BUILD)/fuzz-replay/$(1).log 2>&1 && tail -1 $(BUILD)/fuzz-replay/$(1).log \
+  || { tail -40 $(BUILD)/fuzz-replay/$(1).log; false; }
+.PHONY: fuzz fuzz-replay
+fuzz-replay: $(patsubst %,$(BUILD)/fuzz-replay/%,$(FUZZ_TARGETS)) $(FUZZ_SEEDS)/.done
+$(BUILD)/fuzz-replay/gen_seeds: tests/fuzz/gen_seeds.c tests/hostile.h
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $< -ljpeg -lm -o $@
+$(BUILD)/fuzz-replay/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/replay.c coordl.c coordl.h
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -Wno-unused-function -I. $< tests/fuzz/replay.c $(LIBS) -o $@
+$(FUZZ_SEEDS)/.done: $(BUILD)/fuzz-replay/gen_seeds
+	rm -rf $(FUZZ_SEEDS) && $< $(FUZZ_SEEDS) && touch $@
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h coordl.c coordl.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(STD) $(WARN) -Wno-unused-function $(FUZZ_FLAGS) $(CPPFLAGS) -DCOORDL_NO_HWLOC -I. $< -ljpeg -lpthread -lm -o $@
+fuzz: deps $(patsubst %,$(FUZZ_BUILD)/%,$(FUZZ_TARGETS)) $(FUZZ_SEEDS)/.done
+	@fail=0; for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/crashes/$$t; \
+	  echo "== fuzz $$t for $(FUZZ_SECONDS) s"; \
+	  $(FUZZ_BUILD)/$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_BUILD)/crashes/$$t/ $(FUZZ_ARGS) $(FUZZ_BUILD)/corpus/$$t $(FUZZ_SEEDS)/$$t \
+	    >$(FUZZ_BUILD)/$$t.log 2>&1 || { fail=1; tail -60 $(FUZZ_BUILD)/$$t.log; \
+	    echo "fuzz $$t: FAILED; input in $(FUZZ_BUILD)/crashes/$$t/"; }; \
+	  grep -E '^#[0-9]+' $(FUZZ_BUILD)/$$t.log | tail -1; \
+	  grep -E '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' $(FUZZ_BUILD)/$$t.log | tr '\n' ' '; echo; \
+	done; if [ $$fail -ne 0 ]; then echo "make fuzz: FAILED"; exit 1; fi; echo "make fuzz: no crash in any target"
+
 clean:
-	rm -rf build build-san build-nohwloc build-san-nohwloc build-tsan
+	rm -rf build build-san build-nohwloc build-san-nohwloc build-tsan build-fuzz

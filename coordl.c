@@ -2293,10 +2293,12 @@ static coordl_status cdl__index_tokens(coordl *L) {
         rc = cdl__io_read(L, f, src, head, sizeof head, 0, &got, err, sizeof err);
         cdl__io_close(L, f);
         if (rc != COORDL_OK) return cdl__open_fail(rc, "source: %s", err);
-        if (memchr(head, 0, (size_t)got)) return cdl__add_shard(L, src, &cap);
-        char *text;
-        size_t len, at = 0;
-        rc = cdl__io_slurp(L, src, "shard list", &text, &len);
+        char *text = NULL;
+        size_t len = 0, at = 0;
+        /* one shard still goes through the checks below (no window at all;
+         * num_classes) */
+        if (memchr(head, 0, (size_t)got)) rc = cdl__add_shard(L, src, &cap);
+        else rc = cdl__io_slurp(L, src, "shard list", &text, &len);
         if (rc != COORDL_OK) return rc;
         const char *slash = strrchr(src, '/');
         const int dir_len = slash ? (int)(slash - src) : 0;
@@ -4316,11 +4318,15 @@ static int cdl__stb_grant(cdl__stb_budget *b, size_t more) {
     return 1;
 }
 
+/* Blocks are zeroed: stb leaves the rows of a truncated uncompressed TGA
+ * unwritten (fuzz_image found it), and uninitialized heap must never reach
+ * a batch. Zeros make such an image the same on every run. */
 static void *cdl__stb_malloc(size_t n) {
     cdl__stb_budget *b = cdl__stb_active;
     if (!b || !cdl__stb_grant(b, n)) return NULL;
     cdl__stb_block *k = cdl__malloc(b->L, sizeof *k + n);
     if (!k) return NULL;
+    memset(k + 1, 0, n);
     k->h.size = n;
     k->h.L = b->L;
     b->used += n;
@@ -4343,26 +4349,29 @@ static void *cdl__stb_realloc(void *p, size_t n) {
     if (!b || (n > old && !cdl__stb_grant(b, n - old))) return NULL;
     cdl__stb_block *nk = cdl__realloc(b->L, k, sizeof *nk + n);
     if (!nk) return NULL;
+    if (n > old) memset((cdl__u8 *)(nk + 1) + old, 0, n - old);
     nk->h.size = n;
     b->used = b->used - old + n;
     if (b->used > b->peak) b->peak = b->used;
     return nk + 1;
 }
 
-/* The size in an stb-decodable header, checked; refuses formats coordl
- * does not decode. */
-static coordl_status cdl__stb_header(cdl__worker *W, const char *path, const cdl__bytes *in, int *iw, int *ih) {
+/* The size (and channels, if comp is not NULL) in an stb-decodable
+ * header, checked; refuses formats coordl does not decode. */
+static coordl_status cdl__stb_header(cdl__worker *W, const char *path, const cdl__bytes *in, int *iw, int *ih,
+                                     int *comp) {
     const char *other = cdl__unsupported_format(in->p, in->len);
     if (other)
         return cdl__worker_error(W, COORDL_ERR_UNSUPPORTED, "%s: %s images are not decoded (coordl reads JPEG, PNG, "
                                  "BMP, binary PPM/PGM and TGA)", path, other);
     if (in->len > INT_MAX) return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: too large for stb_image", path);
     cdl__stb_budget b;
-    int comp = 0, ok;
+    int channels = 0, ok;
     *iw = *ih = 0;
     cdl__stb_enter(&b, W->L, W->L->cfg.max_decode_bytes);
-    ok = stbi_info_from_memory(in->p, (int)in->len, iw, ih, &comp);
+    ok = stbi_info_from_memory(in->p, (int)in->len, iw, ih, &channels);
     cdl__stb_leave();
+    if (comp) *comp = channels;
     if (!ok)
         return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: not a recognised image (%s)", path,
                                  stbi_failure_reason());
@@ -4564,6 +4573,32 @@ static coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cd
 }
 #endif
 
+/* stb's pixels in the file's own channel count (1 gray, 2 gray + alpha,
+ * 3 RGB, 4 RGBA) to RGB, in place, growing the block through the budget:
+ * gray is replicated, alpha dropped. coordl asks stb for the file's own
+ * channels and converts here because stb 2.27's conversion of 16-bit PGM
+ * to another channel count reads past its buffer (fuzz_image found it). */
+static cdl__u8 *cdl__stb_to_rgb(cdl__u8 *img, size_t pixels, int comp) {
+    if (comp == 4) { /* shrinks: forward */
+        for (size_t i = 0; i < pixels; i++) {
+            img[3 * i] = img[4 * i];
+            img[3 * i + 1] = img[4 * i + 1];
+            img[3 * i + 2] = img[4 * i + 2];
+        }
+        return img;
+    }
+    cdl__u8 *p = cdl__stb_realloc(img, pixels * 3);
+    if (!p) {
+        cdl__stb_free(img);
+        return NULL;
+    }
+    for (size_t i = pixels; i-- > 0;) { /* grows: backward, so no source byte is overwritten before it is read */
+        const cdl__u8 v = p[(size_t)comp * i];
+        p[3 * i] = p[3 * i + 1] = p[3 * i + 2] = v;
+    }
+    return p;
+}
+
 /* PNG, BMP, binary PPM/PGM, TGA (and JPEG without libjpeg): the header is
  * checked and the crop drawn first; stb then decodes the whole image into
  * a buffer it allocates under the budget left after coordl's window. */
@@ -4571,27 +4606,30 @@ static coordl_status cdl__decode_stb(cdl__worker *W, const char *path, const cdl
                                      uint64_t epoch, uint64_t id, void *dst) {
     coordl *L = W->L;
     const uint64_t t0 = cdl__now_ns();
-    int iw, ih;
-    coordl_status rc = cdl__stb_header(W, path, in, &iw, &ih);
+    int iw, ih, channels;
+    coordl_status rc = cdl__stb_header(W, path, in, &iw, &ih, &channels);
     if (rc != COORDL_OK) return rc;
     cdl__geom g;
     cdl__plan(L, epoch, id, iw, ih, &g);
     cdl__axis ax, ay;
     rc = cdl__tables_for(W, &g, &ax, &ay);
     if (rc != COORDL_OK) return cdl__name_error(W, path, rc);
-    const uint64_t window = cdl__window_bytes(L, &ax, &ay), image = (uint64_t)iw * (uint64_t)ih * 3;
+    /* stb's output in the file's channels, then RGB when that differs */
+    const uint64_t pixels = (uint64_t)iw * (uint64_t)ih, window = cdl__window_bytes(L, &ax, &ay);
+    const uint64_t image = pixels * (uint64_t)(channels > 0 ? channels : 3) + (channels != 3 ? pixels * 3 : 0);
     if (image + window > L->cfg.max_decode_bytes) return cdl__over_decode_limit(W, path, "at least ", image + window);
     cdl__stb_budget b;
     int w2 = 0, h2 = 0, comp = 0;
     cdl__stb_enter(&b, L, L->cfg.max_decode_bytes - window);
-    cdl__u8 *img = stbi_load_from_memory(in->p, (int)in->len, &w2, &h2, &comp, 3);
-    if (img && (w2 != iw || h2 != ih)) { /* cannot happen with stb's parsers; never resample past the buffer */
+    cdl__u8 *img = stbi_load_from_memory(in->p, (int)in->len, &w2, &h2, &comp, 0);
+    if (img && (w2 != iw || h2 != ih || comp < 1 || comp > 4)) { /* never resample past the buffer */
         stbi_image_free(img);
         img = NULL;
         b.refused = 0;
-        rc = cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: the decoder gave %dx%d for a %dx%d header", path, w2, h2,
-                               iw, ih);
+        rc = cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: the decoder gave %dx%d x %d for a %dx%d header", path, w2,
+                               h2, comp, iw, ih);
     }
+    if (img && comp != 3) img = cdl__stb_to_rgb(img, (size_t)pixels, comp);
     cdl__stb_leave();
     if (!img) {
         if (rc != COORDL_OK) return rc;
@@ -4784,20 +4822,78 @@ static coordl_status cdl__decode_wav(cdl__worker *W, const char *path, const cdl
     return COORDL_OK;
 }
 
+static int cdl__is_jpeg(const cdl__bytes *in) {
+#ifndef COORDL_NO_JPEGTURBO
+    return in->len >= 3 && in->p[0] == 0xFF && in->p[1] == 0xD8 && in->p[2] == 0xFF;
+#else
+    (void)in;
+    return 0; /* stb's JPEG decoder takes them */
+#endif
+}
+
+/* The size an image's header gives, checked like a decode would (format,
+ * sides, max_pixels); for coordl_sample_transform. */
+static coordl_status cdl__image_size(cdl__worker *W, const char *path, const cdl__bytes *in, int *iw, int *ih) {
+    *iw = *ih = 0;
+#ifndef COORDL_NO_JPEGTURBO
+    if (cdl__is_jpeg(in)) {
+        /* the JPEG header, with a throwaway decompressor */
+        struct jpeg_decompress_struct jd;
+        coordl_status rc;
+        jd.err = jpeg_std_error(&W->jerr.pub);
+        W->jerr.pub.error_exit = cdl__jpeg_error_exit;
+        jpeg_create_decompress(&jd);
+        if (setjmp(W->jerr.jump) == 0) {
+            jpeg_mem_src(&jd, in->p, (unsigned long)in->len);
+            jpeg_read_header(&jd, TRUE);
+            *iw = (int)jd.image_width;
+            *ih = (int)jd.image_height;
+            rc = cdl__check_image_size(W, path, *iw, *ih);
+        } else {
+            rc = cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: not a decodable JPEG: %s", path, W->jerr.msg);
+        }
+        jpeg_destroy_decompress(&jd);
+        return rc;
+    }
+#endif
+    return cdl__stb_header(W, path, in, iw, ih, NULL);
+}
+
+/* Decode and augment the bytes of item `id` (named path) into dst. */
+static coordl_status cdl__decode_item(cdl__worker *W, const char *path, uint64_t epoch, uint64_t id,
+                                      const cdl__bytes *in, void *dst) {
+    switch (W->L->cfg.pipeline) {
+    case COORDL_PIPE_TOKENS: return cdl__decode_tokens(W, in, dst);
+    case COORDL_PIPE_AUDIO: return cdl__decode_wav(W, path, in, epoch, id, dst);
+    default: break;
+    }
+#ifndef COORDL_NO_JPEGTURBO
+    if (cdl__is_jpeg(in)) return cdl__decode_jpeg(W, path, in, epoch, id, dst);
+#endif
+    return cdl__decode_stb(W, path, in, epoch, id, dst);
+}
+
+/* The worker's JPEG decompressor, created once and reused. */
+static void cdl__worker_decoder_init(cdl__worker *W) {
+#ifndef COORDL_NO_JPEGTURBO
+    W->jd.err = jpeg_std_error(&W->jerr.pub);
+    W->jerr.pub.error_exit = cdl__jpeg_error_exit;
+    W->jerr.pub.emit_message = cdl__jpeg_emit_message;
+    jpeg_create_decompress(&W->jd);
+    W->jprogress.progress_monitor = cdl__jpeg_scan_limit;
+    W->jd.progress = &W->jprogress;
+    W->jd_ready = 1;
+#else
+    (void)W;
+#endif
+}
+
 /* Fetch, decode and augment item `id` into dst. */
 static coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint64_t id, void *dst) {
-    coordl *L = W->L;
     cdl__bytes in = {NULL, 0};
     coordl_status rc = cdl__fetch(W, id, &in);
     if (rc != COORDL_OK) return rc;
-    if (L->cfg.pipeline == COORDL_PIPE_TOKENS) return cdl__decode_tokens(W, &in, dst);
-    const char *path = cdl__item_path(L, id);
-    if (L->cfg.pipeline == COORDL_PIPE_AUDIO) return cdl__decode_wav(W, path, &in, epoch, id, dst);
-#ifndef COORDL_NO_JPEGTURBO
-    if (in.len >= 3 && in.p[0] == 0xFF && in.p[1] == 0xD8 && in.p[2] == 0xFF)
-        return cdl__decode_jpeg(W, path, &in, epoch, id, dst);
-#endif
-    return cdl__decode_stb(W, path, &in, epoch, id, dst);
+    return cdl__decode_item(W, cdl__item_path(W->L, id), epoch, id, &in, dst);
 }
 
 /* ===================================================================== */
@@ -5620,15 +5716,7 @@ static coordl_status cdl__pool_start(coordl *L) {
         /* a group stages each row (coordl_set cannot change its size) */
         if (L->cfg.group && !cdl__reserve(L, (void **)&W->stage, &W->stagecap, L->row_bytes + L->target_row_bytes + 16))
             return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the workers' staging rows");
-#ifndef COORDL_NO_JPEGTURBO
-        W->jd.err = jpeg_std_error(&W->jerr.pub);
-        W->jerr.pub.error_exit = cdl__jpeg_error_exit;
-        W->jerr.pub.emit_message = cdl__jpeg_emit_message;
-        jpeg_create_decompress(&W->jd);
-        W->jprogress.progress_monitor = cdl__jpeg_scan_limit;
-        W->jd.progress = &W->jprogress;
-        W->jd_ready = 1;
-#endif
+        cdl__worker_decoder_init(W);
     }
     for (int i = n; i < 64; i++) L->st.worker_cpu[i] = -1;
     const int listed = n < count ? n : count;
@@ -6598,6 +6686,30 @@ static coordl_config cdl__config_default(void) {
     return c;
 }
 
+/* What a row looks like, derived from a validated config: layout forced by
+ * the pipeline, element and row sizes, Darknet crop ratios, normalization.
+ * coordl_open runs it; so do the fuzz harnesses, to prepare rows exactly as
+ * a worker does. */
+static void cdl__output_setup(coordl *L) {
+    if (L->cfg.pipeline == COORDL_PIPE_TOKENS) L->cfg.layout = COORDL_I32;
+    if (L->cfg.pipeline == COORDL_PIPE_AUDIO) L->cfg.layout = COORDL_F32;
+    L->elem_bytes = (L->cfg.layout == COORDL_U8_NHWC || L->cfg.layout == COORDL_U8_NCHW) ? 1 : 4;
+    uint32_t rc_, rh, rw;
+    cdl__row_shape(L, L->cfg.out_w, L->cfg.out_h, &rc_, &rh, &rw);
+    L->row_bytes = (size_t)rc_ * rh * rw * L->elem_bytes;
+    L->target_row_bytes = L->cfg.pipeline == COORDL_PIPE_TOKENS ? (size_t)L->cfg.seq_len * sizeof(int32_t) : 0;
+    if (L->cfg.train_crop == COORDL_CROP_DARKNET) { /* Darknet's parse_net_options defaults */
+        if (L->cfg.min_crop == 0) L->cfg.min_crop = L->cfg.out_w;
+        if (L->cfg.max_crop == 0) L->cfg.max_crop = 2 * L->cfg.out_w > L->cfg.min_crop ? 2 * L->cfg.out_w : L->cfg.min_crop;
+        L->crop_min_ratio = (float)L->cfg.min_crop / (float)L->cfg.out_w;
+        L->crop_max_ratio = (float)L->cfg.max_crop / (float)L->cfg.out_w;
+    }
+    for (int c = 0; c < 3; c++) {
+        L->norm_scale[c] = 1.0f / (255.0f * L->cfg.std[c]);
+        L->norm_bias[c] = -L->cfg.mean[c] / L->cfg.std[c];
+    }
+}
+
 static coordl_status cdl__validate(const coordl_config *c) {
 #define CDL_BAD(...) return cdl__open_fail(COORDL_ERR_INVALID, __VA_ARGS__)
     if (!c->source || !c->source[0]) CDL_BAD("source: not set; give an ImageFolder root or a list file");
@@ -6735,13 +6847,7 @@ static coordl_status cdl__open_geometry(coordl *L) {
     if (L->bpe == 0)
         return cdl__open_fail(COORDL_ERR_INVALID, "batch_size: %u is larger than this rank's %llu items per epoch "
                               "with drop_last; lower batch_size", L->cfg.batch_size, (unsigned long long)L->share);
-    if (L->cfg.pipeline == COORDL_PIPE_TOKENS) L->cfg.layout = COORDL_I32;
-    if (L->cfg.pipeline == COORDL_PIPE_AUDIO) L->cfg.layout = COORDL_F32;
-    L->elem_bytes = (L->cfg.layout == COORDL_U8_NHWC || L->cfg.layout == COORDL_U8_NCHW) ? 1 : 4;
-    uint32_t rc_, rh, rw;
-    cdl__row_shape(L, L->cfg.out_w, L->cfg.out_h, &rc_, &rh, &rw);
-    L->row_bytes = (size_t)rc_ * rh * rw * L->elem_bytes;
-    L->target_row_bytes = L->cfg.pipeline == COORDL_PIPE_TOKENS ? (size_t)L->cfg.seq_len * sizeof(int32_t) : 0;
+    cdl__output_setup(L);
     const uint32_t mw = L->cfg.max_out_w > L->cfg.out_w ? L->cfg.max_out_w : L->cfg.out_w;
     const uint32_t mh = L->cfg.max_out_h > L->cfg.out_h ? L->cfg.max_out_h : L->cfg.out_h;
     L->slot_rows_cap = L->cfg.max_batch_size > L->cfg.batch_size ? L->cfg.max_batch_size : L->cfg.batch_size;
@@ -6752,16 +6858,6 @@ static coordl_status cdl__open_geometry(coordl *L) {
         return cdl__open_fail(COORDL_ERR_INVALID, "max_batch_size: %u rows of %zu bytes do not fit this platform",
                               L->slot_rows_cap, max_row);
     L->slot_data_cap = (size_t)L->slot_rows_cap * max_row;
-    if (L->cfg.train_crop == COORDL_CROP_DARKNET) { /* Darknet's parse_net_options defaults */
-        if (L->cfg.min_crop == 0) L->cfg.min_crop = L->cfg.out_w;
-        if (L->cfg.max_crop == 0) L->cfg.max_crop = 2 * L->cfg.out_w > L->cfg.min_crop ? 2 * L->cfg.out_w : L->cfg.min_crop;
-        L->crop_min_ratio = (float)L->cfg.min_crop / (float)L->cfg.out_w;
-        L->crop_max_ratio = (float)L->cfg.max_crop / (float)L->cfg.out_w;
-    }
-    for (int c = 0; c < 3; c++) {
-        L->norm_scale[c] = 1.0f / (255.0f * L->cfg.std[c]);
-        L->norm_bias[c] = -L->cfg.mean[c] / L->cfg.std[c];
-    }
     L->nslots = L->cfg.prefetch_batches;
     L->st.dataset_bytes = L->dataset_bytes;
     L->st.cache_bytes_budget = L->cfg.cache_bytes;
@@ -7267,27 +7363,7 @@ static coordl_status cdl__sample_transform(coordl *L, uint64_t epoch, uint64_t i
         return rc;
     }
     int iw = 0, ih = 0;
-    const char *path = cdl__item_path(L, id);
-#ifndef COORDL_NO_JPEGTURBO
-    if (in.len >= 3 && in.p[0] == 0xFF && in.p[1] == 0xD8 && in.p[2] == 0xFF) {
-        /* the JPEG header, with a throwaway decompressor */
-        struct jpeg_decompress_struct jd;
-        jd.err = jpeg_std_error(&W.jerr.pub);
-        W.jerr.pub.error_exit = cdl__jpeg_error_exit;
-        jpeg_create_decompress(&jd);
-        if (setjmp(W.jerr.jump) == 0) {
-            jpeg_mem_src(&jd, in.p, (unsigned long)in.len);
-            jpeg_read_header(&jd, TRUE);
-            iw = (int)jd.image_width;
-            ih = (int)jd.image_height;
-            rc = cdl__check_image_size(&W, path, iw, ih);
-        } else {
-            rc = cdl__worker_error(&W, COORDL_ERR_CORRUPT, "%s: not a decodable JPEG: %s", path, W.jerr.msg);
-        }
-        jpeg_destroy_decompress(&jd);
-    } else
-#endif
-        rc = cdl__stb_header(&W, path, &in, &iw, &ih);
+    rc = cdl__image_size(&W, cdl__item_path(L, id), &in, &iw, &ih);
     if (rc != COORDL_OK) {
         cdl__free(L, W.readbuf);
         return rc;

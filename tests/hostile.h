@@ -27,13 +27,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void hostile_le(uint8_t *p, uint64_t v, int bytes)
+static inline void hostile_le(uint8_t *p, uint64_t v, int bytes)
 {
     for (int i = 0; i < bytes; i++)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
-static void hostile_be32(uint8_t *p, uint32_t v)
+static inline void hostile_be32(uint8_t *p, uint32_t v)
 {
     p[0] = (uint8_t)(v >> 24);
     p[1] = (uint8_t)(v >> 16);
@@ -41,7 +41,7 @@ static void hostile_be32(uint8_t *p, uint32_t v)
     p[3] = (uint8_t)v;
 }
 
-static uint8_t *hostile_bmp(int32_t w, int32_t h, size_t pixels, size_t *n)
+static inline uint8_t *hostile_bmp(int32_t w, int32_t h, size_t pixels, size_t *n)
 {
     *n = 54 + pixels;
     uint8_t *b = calloc(1, *n);
@@ -62,7 +62,7 @@ static uint8_t *hostile_bmp(int32_t w, int32_t h, size_t pixels, size_t *n)
     return b;
 }
 
-static uint8_t *hostile_ppm(uint32_t w, uint32_t h, size_t pixels, size_t *n)
+static inline uint8_t *hostile_ppm(uint32_t w, uint32_t h, size_t pixels, size_t *n)
 {
     char head[64];
     int k = snprintf(head, sizeof head, "P6\n%u %u\n255\n", w, h);
@@ -76,7 +76,7 @@ static uint8_t *hostile_ppm(uint32_t w, uint32_t h, size_t pixels, size_t *n)
     return b;
 }
 
-static uint8_t *hostile_tga(uint16_t w, uint16_t h, size_t pixels, size_t *n)
+static inline uint8_t *hostile_tga(uint16_t w, uint16_t h, size_t pixels, size_t *n)
 {
     *n = 18 + pixels;
     uint8_t *b = calloc(1, *n);
@@ -91,7 +91,7 @@ static uint8_t *hostile_tga(uint16_t w, uint16_t h, size_t pixels, size_t *n)
     return b;
 }
 
-static uint8_t *hostile_gif_1x1(size_t *n)
+static inline uint8_t *hostile_gif_1x1(size_t *n)
 {
     static const uint8_t gif[] = {
         0x47, 0x49, 0x46, 0x38, 0x39, 0x61, 0x01, 0x00, 0x01, 0x00, 0x80,
@@ -107,7 +107,7 @@ static uint8_t *hostile_gif_1x1(size_t *n)
 
 /* ---- PNG -------------------------------------------------------------- */
 
-static uint32_t hostile_crc32(const uint8_t *p, size_t n)
+static inline uint32_t hostile_crc32(const uint8_t *p, size_t n)
 {
     uint32_t c = 0xffffffffu;
     for (size_t i = 0; i < n; i++) {
@@ -126,7 +126,7 @@ typedef struct {
     int failed;
 } hostile_buf;
 
-static void hostile_put(hostile_buf *b, const void *data, size_t n)
+static inline void hostile_put(hostile_buf *b, const void *data, size_t n)
 {
     if (b->failed || n == 0)
         return;
@@ -148,7 +148,7 @@ static void hostile_put(hostile_buf *b, const void *data, size_t n)
 
 /* deflate packs bits from the least significant end; Huffman codes go in
  * from their most significant bit */
-static void hostile_bits(hostile_buf *b, uint32_t v, int n)
+static inline void hostile_bits(hostile_buf *b, uint32_t v, int n)
 {
     for (int i = 0; i < n; i++) {
         b->bitbuf |= (uint64_t)((v >> i) & 1u) << b->nbits;
@@ -161,13 +161,13 @@ static void hostile_bits(hostile_buf *b, uint32_t v, int n)
     }
 }
 
-static void hostile_code(hostile_buf *b, uint32_t code, int n)
+static inline void hostile_code(hostile_buf *b, uint32_t code, int n)
 {
     for (int i = n - 1; i >= 0; i--)
         hostile_bits(b, (code >> i) & 1u, 1);
 }
 
-static void hostile_chunk(hostile_buf *b, const char *type, const uint8_t *data, size_t n)
+static inline void hostile_chunk(hostile_buf *b, const char *type, const uint8_t *data, size_t n)
 {
     uint8_t len[4], crc[4];
     hostile_be32(len, (uint32_t)n);
@@ -181,7 +181,7 @@ static void hostile_chunk(hostile_buf *b, const char *type, const uint8_t *data,
     hostile_put(b, crc, 4);
 }
 
-static uint8_t *hostile_png_zero_bomb(uint32_t w, uint32_t h, size_t *n)
+static inline uint8_t *hostile_png_zero_bomb(uint32_t w, uint32_t h, size_t *n)
 {
     const uint64_t raw = (uint64_t)h * (1 + 3 * (uint64_t)w); /* filter byte + RGB */
     hostile_buf z = {0};
@@ -232,7 +232,7 @@ static uint8_t *hostile_png_zero_bomb(uint32_t w, uint32_t h, size_t *n)
 
 /* Sets the size in the first SOF marker (baseline, extended, progressive,
  * lossless, arithmetic); returns 0 if there is none. */
-static int hostile_jpeg_set_size(uint8_t *jpg, size_t n, uint16_t w, uint16_t h)
+static inline int hostile_jpeg_set_size(uint8_t *jpg, size_t n, uint16_t w, uint16_t h)
 {
     size_t i = 2;
     while (i + 9 < n) {

@@ -725,6 +725,37 @@ static void test_audio_work_over_max_audio_samples_is_corrupt(void **state)
     free(root);
 }
 
+
+/* Found by fuzz_image: stb converts a 16-bit PGM to RGB as if it were
+ * 8-bit and then reads twice its buffer; coordl now asks stb for the
+ * file's own channels and makes RGB itself. */
+static void test_sixteen_bit_pgm_decodes_to_its_grey(void **state)
+{
+    (void)state;
+    enum { W = 6, H = 5 };
+    char head[32];
+    int k = snprintf(head, sizeof head, "P5\n%d %d\n65535\n", W, H);
+    uint8_t file[64 + 2 * W * H];
+    memcpy(file, head, (size_t)k);
+    for (int i = 0; i < W * H; i++) { /* big-endian 16-bit grey 77 * 257 */
+        file[k + 2 * i] = 77;
+        file[k + 2 * i + 1] = 77;
+    }
+    tree t = make_tree(file, (size_t)k + 2 * W * H);
+    coordl_config cfg = tree_config(&t, COORDL_PIPE_EVAL, COORDL_BAD_FAIL);
+    cfg.batch_size = N_ITEMS;
+    coordl *L = tu_open(&cfg);
+    coordl_batch b;
+    assert_int_equal(coordl_next(L, &b), COORDL_OK);
+    const uint8_t *row = (const uint8_t *)b.data + (size_t)VICTIM * 12 * 12 * 3;
+    for (int i = 0; i < 12 * 12 * 3; i++)
+        if (row[i] != 77)
+            fail_msg("byte %d is %d, expected 77", i, row[i]);
+    coordl_release(L, &b);
+    coordl_close(L);
+    free_tree(&t);
+}
+
 int main(void)
 {
     tu_main_init(240);
@@ -741,6 +772,7 @@ int main(void)
         cmocka_unit_test(test_progressive_coefficients_count_in_the_limit),
         cmocka_unit_test(test_max_decode_bytes_zero_means_the_default),
         cmocka_unit_test(test_jpeg_with_more_than_500_scans_is_corrupt),
+        cmocka_unit_test(test_sixteen_bit_pgm_decodes_to_its_grey),
         cmocka_unit_test(test_wav_at_1hz_converts_only_the_kept_window),
         cmocka_unit_test(test_audio_work_over_max_audio_samples_is_corrupt),
     };

@@ -674,6 +674,32 @@ static void test_shard_negative_or_huge_count_is_corrupt(void **state)
     check_shard_count_refused(65, "truncated");
 }
 
+
+/* Found by fuzz_shard: a source naming one shard file skipped the index's
+ * last checks, so it counted 0 classes and a shard too short for one
+ * window opened as "0 items" instead of saying why. */
+static void test_single_shard_file_is_checked_like_a_list(void **state)
+{
+    (void)state;
+    char *dir = tu_join(g_dir, "oneshard");
+    char *a = tu_join(dir, "a.bin");
+    write_shard(a); /* 64 tokens */
+    coordl_config cfg = tu_config(a);
+    cfg.pipeline = COORDL_PIPE_TOKENS;
+    cfg.seq_len = 4;
+    coordl *L = tu_open(&cfg);
+    assert_int_equal(coordl_num_items(L), 15); /* (64 - 1) / 4 */
+    assert_int_equal(coordl_num_classes(L), 1);
+    coordl_close(L);
+    cfg.seq_len = 64; /* needs 65 tokens */
+    L = NULL;
+    assert_int_equal(coordl_open(&cfg, &L), COORDL_ERR_INVALID);
+    if (!strstr(coordl_errmsg(NULL), "no window of seq_len + 1"))
+        fail_msg("\"%s\" does not say the shard is too short", coordl_errmsg(NULL));
+    free(a);
+    free(dir);
+}
+
 int main(void)
 {
     tu_main_init(240);
@@ -698,6 +724,7 @@ int main(void)
         cmocka_unit_test(test_item_turned_into_symlink_loop_is_io_error),
         cmocka_unit_test(test_item_truncated_after_open_is_corrupt),
         cmocka_unit_test(test_shard_negative_or_huge_count_is_corrupt),
+        cmocka_unit_test(test_single_shard_file_is_checked_like_a_list),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

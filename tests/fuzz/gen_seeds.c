@@ -1,0 +1,413 @@
+/*
+ * gen_seeds.c - writes the seed corpus of every fuzz target, generated at
+ * build time (no downloaded or committed blobs):
+ *   gen_seeds OUTDIR   ->  OUTDIR/{fuzz_image,fuzz_wav,fuzz_shard,fuzz_list}/NNN-name
+ * Each seed is the target's parameter bytes followed by a file: valid
+ * files of every kind the parser reads (JPEG baseline, progressive,
+ * arithmetic-coded, restart intervals, grayscale, CMYK; PNG, BMP, TGA,
+ * PPM/PGM; WAV PCM16, float, extensible, with LIST and odd chunks; token
+ * shards of both versions and a shard list; list files with CRLF, tabs,
+ * odd labels) and the hostile ones of issue #12 (zero-sized BMP, GIF, a
+ * progressive JPEG declaring 10000x10000, a PNG zlib bomb, a 1 Hz WAV).
+ */
+#include "../hostile.h"
+
+#include <errno.h>
+#include <jpeglib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wshadow"
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#endif
+#define STB_IMAGE_WRITE_STATIC
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#include <stb/stb_image_write.h>
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+
+static const char *g_out;
+static int g_serial;
+
+static void die(const char *what)
+{
+    fprintf(stderr, "gen_seeds: %s: %s\n", what, strerror(errno));
+    exit(1);
+}
+
+static void seed(const char *target, const char *name, const uint8_t *params, size_t np, const void *file,
+                 size_t n)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", g_out, target);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/%s/%03d-%s", g_out, target, g_serial++, name);
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        die(path);
+    if ((np && fwrite(params, 1, np, f) != np) || (n && fwrite(file, 1, n, f) != n))
+        die(path);
+    fclose(f);
+}
+
+/* ---- images ------------------------------------------------------------ */
+
+typedef struct {
+    uint8_t *p;
+    size_t n, cap;
+} mem;
+
+static void mem_write(void *ctx, void *data, int size)
+{
+    mem *m = ctx;
+    if (m->n + (size_t)size > m->cap) {
+        m->cap = (m->n + (size_t)size) * 2;
+        m->p = realloc(m->p, m->cap);
+        if (!m->p)
+            die("realloc");
+    }
+    memcpy(m->p + m->n, data, (size_t)size);
+    m->n += (size_t)size;
+}
+
+static uint8_t *pattern(int w, int h, int comps)
+{
+    uint8_t *p = malloc((size_t)w * (size_t)h * (size_t)comps + 1);
+    if (!p)
+        die("malloc");
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            for (int c = 0; c < comps; c++)
+                p[((size_t)y * (size_t)w + (size_t)x) * (size_t)comps + (size_t)c] =
+                    (uint8_t)(x * 9 + y * 5 + c * 80 + (x ^ y) * 3);
+    return p;
+}
+
+typedef struct {
+    int comps, progressive, arith, restart, sub420, quality;
+} jpeg_kind;
+
+static uint8_t *jpeg(int w, int h, const jpeg_kind *k, size_t *n)
+{
+    struct jpeg_compress_struct c;
+    struct jpeg_error_mgr err;
+    c.err = jpeg_std_error(&err);
+    jpeg_create_compress(&c);
+    unsigned char *out = NULL;
+    unsigned long size = 0;
+    jpeg_mem_dest(&c, &out, &size);
+    c.image_width = (JDIMENSION)w;
+    c.image_height = (JDIMENSION)h;
+    c.input_components = k->comps;
+    c.in_color_space = k->comps == 1 ? JCS_GRAYSCALE : k->comps == 4 ? JCS_CMYK : JCS_RGB;
+    jpeg_set_defaults(&c);
+    if (k->comps == 4)
+        jpeg_set_colorspace(&c, JCS_CMYK);
+    jpeg_set_quality(&c, k->quality ? k->quality : 85, TRUE);
+    if (k->comps == 3) {
+        c.comp_info[0].h_samp_factor = c.comp_info[0].v_samp_factor = k->sub420 ? 2 : 1;
+    }
+    if (k->progressive)
+        jpeg_simple_progression(&c);
+    c.arith_code = k->arith ? TRUE : FALSE;
+    c.restart_interval = (unsigned)k->restart;
+    uint8_t *pix = pattern(w, h, k->comps);
+    jpeg_start_compress(&c, TRUE);
+    while (c.next_scanline < c.image_height) {
+        JSAMPROW row = pix + (size_t)c.next_scanline * (size_t)w * (size_t)k->comps;
+        jpeg_write_scanlines(&c, &row, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    free(pix);
+    *n = size;
+    return out;
+}
+
+static void image_seed(const char *name, uint8_t flags, uint8_t ow, uint8_t oh, const uint8_t *file, size_t n)
+{
+    /* flags; out 1 + ow % 48 x 1 + oh % 48; scale 0.08..1; ratio 3/4..4/3;
+     * epoch 1, id 7; 16 MiB, 256 Ki pixels; Darknet crop defaults; jitter 9 */
+    const uint8_t params[16] = {flags, ow, oh, 19, 255, 115, 26, 1, 7, 0, 10, 12, 0, 0, 9, 3};
+    seed("fuzz_image", name, params, sizeof params, file, n);
+}
+
+static void images(void)
+{
+    static const struct {
+        const char *name;
+        int w, h;
+        jpeg_kind k;
+        uint8_t flags;
+    } jpegs[] = {
+        {"jpeg-baseline-444", 24, 16, {3, 0, 0, 0, 0, 90}, 0x00},
+        {"jpeg-420-eval", 33, 17, {3, 0, 0, 0, 1, 75}, 0x01},
+        {"jpeg-progressive", 40, 24, {3, 1, 0, 0, 1, 80}, 0x02},
+        {"jpeg-arith", 16, 16, {3, 0, 1, 0, 0, 85}, 0x04},
+        {"jpeg-restart", 48, 32, {3, 0, 0, 1, 1, 85}, 0x08},
+        {"jpeg-gray", 20, 20, {1, 0, 0, 0, 0, 90}, 0x12},
+        {"jpeg-cmyk", 16, 16, {4, 0, 0, 0, 0, 90}, 0x40},
+        {"jpeg-progressive-darknet-rot", 64, 40, {3, 1, 0, 0, 0, 70}, 0xF0},
+    };
+    for (size_t i = 0; i < sizeof jpegs / sizeof jpegs[0]; i++) {
+        size_t n;
+        uint8_t *j = jpeg(jpegs[i].w, jpegs[i].h, &jpegs[i].k, &n);
+        image_seed(jpegs[i].name, jpegs[i].flags, 15, 11, j, n);
+        if (i == 2) { /* the same progressive file declaring 10000 x 10000 */
+            hostile_jpeg_set_size(j, n, 10000, 10000);
+            image_seed("jpeg-progressive-declares-10000x10000", 0, 15, 11, j, n);
+        }
+        if (i == 0) /* cut in its scan data */
+            image_seed("jpeg-truncated", 0, 15, 11, j, n * 2 / 3);
+        free(j);
+    }
+    const int formats[][3] = {{24, 16, 3}, {9, 13, 4}, {17, 5, 1}, {8, 8, 2}};
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
+        const int w = formats[i][0], h = formats[i][1], comps = formats[i][2];
+        uint8_t *pix = pattern(w, h, comps);
+        char name[64];
+        mem m = {0};
+        stbi_write_png_to_func(mem_write, &m, w, h, comps, pix, w * comps);
+        snprintf(name, sizeof name, "png-%dx%dx%d", w, h, comps);
+        image_seed(name, (uint8_t)(i * 0x21), 13, 9, m.p, m.n);
+        m.n = 0;
+        stbi_write_bmp_to_func(mem_write, &m, w, h, comps, pix);
+        snprintf(name, sizeof name, "bmp-%dx%dx%d", w, h, comps);
+        image_seed(name, (uint8_t)(i * 0x13), 7, 12, m.p, m.n);
+        m.n = 0;
+        stbi_write_tga_to_func(mem_write, &m, w, h, comps, pix);
+        snprintf(name, sizeof name, "tga-rle-%dx%dx%d", w, h, comps);
+        image_seed(name, (uint8_t)(i * 0x0b), 12, 7, m.p, m.n);
+        free(m.p);
+        free(pix);
+    }
+    {
+        uint8_t *pix = pattern(11, 7, 3);
+        char head[32];
+        int k = snprintf(head, sizeof head, "P6\n11 7\n255\n");
+        mem m = {0};
+        mem_write(&m, head, k);
+        mem_write(&m, pix, 11 * 7 * 3);
+        image_seed("ppm-p6", 0x01, 10, 10, m.p, m.n);
+        m.n = 0;
+        k = snprintf(head, sizeof head, "P5\n# comment\n11 7\n255\n");
+        mem_write(&m, head, k);
+        mem_write(&m, pix, 11 * 7);
+        image_seed("pgm-p5", 0x00, 5, 20, m.p, m.n);
+        free(m.p);
+        free(pix);
+    }
+    size_t n;
+    uint8_t *p;
+    p = hostile_bmp(0, 16, 3 * 16 * 16, &n);
+    image_seed("bmp-zero-width", 0x00, 15, 11, p, n);
+    free(p);
+    p = hostile_bmp(16, 0, 3 * 16 * 16, &n);
+    image_seed("bmp-zero-height-eval", 0x01, 15, 11, p, n);
+    free(p);
+    p = hostile_bmp(4, -4, 3 * 4 * 4 + 4, &n); /* top-down */
+    image_seed("bmp-top-down", 0x00, 3, 3, p, n);
+    free(p);
+    p = hostile_tga(6, 5, 6 * 5 * 3, &n);
+    image_seed("tga-raw", 0x02, 4, 4, p, n);
+    free(p);
+    p = hostile_gif_1x1(&n);
+    image_seed("gif-1x1", 0x00, 15, 11, p, n);
+    free(p);
+    p = hostile_png_zero_bomb(300, 200, &n);
+    image_seed("png-zero-bomb-300x200", 0x00, 15, 11, p, n);
+    free(p);
+    const char ascii[] = "P3\n2 1\n255\n0 0 0 255 255 255\n";
+    image_seed("ppm-ascii", 0x00, 2, 2, (const uint8_t *)ascii, sizeof ascii - 1);
+    const uint8_t junk[] = {0x42, 0x4d, 0x00, 0x01, 0x02, 0x03, 0x04};
+    image_seed("garbage", 0x00, 2, 2, junk, sizeof junk);
+}
+
+/* ---- WAV ---------------------------------------------------------------- */
+
+static void le(mem *m, uint64_t v, int bytes)
+{
+    uint8_t b[8];
+    hostile_le(b, v, bytes);
+    mem_write(m, b, bytes);
+}
+
+static uint8_t *wav(int format, int ext, int ch, uint32_t rate, int bits, size_t frames, int extra_chunks,
+                    size_t *n)
+{
+    mem m = {0};
+    const size_t data = frames * (size_t)ch * (size_t)(bits / 8);
+    mem_write(&m, "RIFF", 4);
+    le(&m, 0, 4); /* patched below */
+    mem_write(&m, "WAVE", 4);
+    if (extra_chunks) {
+        mem_write(&m, "LIST", 4);
+        le(&m, 4, 4);
+        mem_write(&m, "INFO", 4);
+    }
+    mem_write(&m, "fmt ", 4);
+    le(&m, ext ? 40 : 16, 4);
+    le(&m, ext ? 0xFFFE : (uint64_t)format, 2);
+    le(&m, (uint64_t)ch, 2);
+    le(&m, rate, 4);
+    le(&m, (uint64_t)rate * (uint64_t)ch * (uint64_t)(bits / 8), 4);
+    le(&m, (uint64_t)ch * (uint64_t)(bits / 8), 2);
+    le(&m, (uint64_t)bits, 2);
+    if (ext) {
+        le(&m, 22, 2);
+        le(&m, (uint64_t)bits, 2);
+        le(&m, 0, 4);
+        le(&m, (uint64_t)format, 2); /* GUID: format code, then the fixed tail */
+        mem_write(&m, "\x00\x00\x00\x00\x10\x00\x80\x00\x00\xaa\x00\x38\x9b\x71", 14);
+    }
+    if (extra_chunks) {
+        mem_write(&m, "junk", 4);
+        le(&m, 3, 4);
+        mem_write(&m, "abc\0", 4); /* odd size plus its pad byte */
+    }
+    mem_write(&m, "data", 4);
+    le(&m, data, 4);
+    for (size_t i = 0; i < frames * (size_t)ch; i++) {
+        if (bits == 16) {
+            le(&m, (uint16_t)(int16_t)((i * 7919) % 60000 - 30000), 2);
+        } else {
+            float v = (float)((int)(i % 200) - 100) / 100.0f;
+            uint32_t u;
+            memcpy(&u, &v, 4);
+            le(&m, u, 4);
+        }
+    }
+    hostile_le(m.p + 4, m.n - 8, 4);
+    *n = m.n;
+    return m.p;
+}
+
+static void wav_seed(const char *name, uint8_t rate_sel, const uint8_t *file, size_t n)
+{
+    /* audio_samples 1 + 300; rate from the table; epoch 2, id 5; 2^26 work */
+    const uint8_t params[8] = {44, 1, rate_sel, 2, 5, 0, 18, 1};
+    seed("fuzz_wav", name, params, sizeof params, file, n);
+}
+
+static void wavs(void)
+{
+    size_t n;
+    uint8_t *w;
+    w = wav(1, 0, 1, 16000, 16, 400, 0, &n);
+    wav_seed("pcm16-mono-16k", 0, w, n);
+    wav_seed("pcm16-mono-16k-to-44k", 7, w, n);
+    free(w);
+    w = wav(1, 0, 2, 44100, 16, 500, 1, &n);
+    wav_seed("pcm16-stereo-44k-chunks-to-16k", 5, w, n);
+    free(w);
+    w = wav(3, 0, 1, 22050, 32, 300, 0, &n);
+    wav_seed("float-mono-22k", 6, w, n);
+    free(w);
+    w = wav(3, 1, 3, 48000, 32, 200, 1, &n);
+    wav_seed("extensible-float-3ch-48k", 5, w, n);
+    free(w);
+    w = wav(1, 0, 1, 1, 16, 2000, 0, &n);
+    wav_seed("pcm16-1hz-to-16k-bomb", 5, w, n);
+    free(w);
+    w = wav(1, 0, 2, 8000, 16, 100, 0, &n);
+    wav_seed("pcm16-truncated", 3, w, n - 50);
+    free(w);
+    w = wav(1, 0, 1, 8000, 8, 100, 0, &n);
+    wav_seed("pcm8-unsupported", 0, w, n);
+    free(w);
+}
+
+/* ---- token shards ------------------------------------------------------- */
+
+static uint8_t *shard(int32_t magic, int32_t version, int32_t count, uint32_t ntok, int tb, size_t *n)
+{
+    *n = 1024 + (size_t)ntok * (size_t)tb;
+    uint8_t *b = calloc(1, *n);
+    if (!b)
+        die("calloc");
+    hostile_le(b, (uint32_t)magic, 4);
+    hostile_le(b + 4, (uint32_t)version, 4);
+    hostile_le(b + 8, (uint32_t)count, 4);
+    for (uint32_t i = 0; i < ntok; i++)
+        hostile_le(b + 1024 + (size_t)i * (size_t)tb, (i * 40503u) % 50257u, tb);
+    return b;
+}
+
+static void shards(void)
+{
+    static const struct {
+        const char *name;
+        int32_t magic, version, count;
+        uint32_t ntok;
+        int tb;
+        uint8_t mode;
+    } s[] = {
+        {"u16-v1", 20240520, 1, 100, 100, 2, 0},
+        {"u32-v7-llmc", 20240801, 7, 90, 90, 4, 4},
+        {"u16-glob", 20240520, 1, 50, 50, 2, 1},
+        {"u16-folder-llmc", 20240520, 1, 70, 70, 2, 6},
+        {"negative-count", 20240520, 1, -5, 10, 2, 0},
+        {"huge-count", 20240520, 1, 0x7fffffff, 10, 2, 0},
+        {"bad-magic", 12345, 1, 10, 10, 2, 0},
+    };
+    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
+        size_t n;
+        uint8_t *b = shard(s[i].magic, s[i].version, s[i].count, s[i].ntok, s[i].tb, &n);
+        const uint8_t params[8] = {7, s[i].mode, 1, 0, 3, 9, 0, 1};
+        seed("fuzz_shard", s[i].name, params, sizeof params, b, n);
+        free(b);
+    }
+    const uint8_t params[8] = {4, 0, 1, 0, 2, 1, 0, 0};
+    const char list[] = "a.bin\r\nc.bin\n\n./a.bin\n";
+    seed("fuzz_shard", "text-list", params, sizeof params, list, sizeof list - 1);
+    const char hostile[] = "a.bin\np\nloop\n../null\n";
+    seed("fuzz_shard", "text-list-fifo-loop", params, sizeof params, hostile, sizeof hostile - 1);
+    const uint8_t short_header[100] = {0x28, 0x0e, 0x35, 0x01};
+    seed("fuzz_shard", "short-header", params, sizeof params, short_header, sizeof short_header);
+}
+
+/* ---- list files --------------------------------------------------------- */
+
+static void lists(void)
+{
+    static const struct {
+        const char *name;
+        const char *text;
+        size_t n;
+    } l[] = {
+        {"plain", "a.jpg\t0\nb c.png\t1\nsub/d.bmp\t2\n", 0},
+        {"crlf-empty-lines", "a.jpg\t3\r\n\r\nt\tab.jpg\t1\r\n", 0},
+        {"absolute-and-dotdot", "../coordl-fuzz-none/x.jpg\t0\nsub/../a.jpg\t7\n", 0},
+        {"labels-edge", "a.jpg\t2147483646\na.jpg\t2147483647\na.jpg\t007\n", 0},
+        {"labels-junk", "a.jpg\t+7\na.jpg\t 7\na.jpg\t-1\na.jpg\t1e3\n", 0},
+        {"fifo-loop-null-dir", "p\t0\nloop\t1\nnull\t2\nsub\t3\n", 0},
+        {"nul-in-label", "a.jpg\t0\0junk\n", 14},
+        {"no-tab", "a.jpg 0\n", 0},
+        {"no-final-newline", "a.jpg\t0\nb c.png\t5", 0},
+    };
+    for (size_t i = 0; i < sizeof l / sizeof l[0]; i++)
+        seed("fuzz_list", l[i].name, NULL, 0, l[i].text, l[i].n ? l[i].n : strlen(l[i].text));
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: gen_seeds OUTDIR\n");
+        return 2;
+    }
+    g_out = argv[1];
+    mkdir(g_out, 0755);
+    images();
+    wavs();
+    shards();
+    lists();
+    printf("gen_seeds: %d seeds in %s\n", g_serial, g_out);
+    return 0;
+}
