@@ -3604,6 +3604,15 @@ static void cdl__plan_colour(const coordl *L, cdl__rng *rng, cdl__geom *g) {
     if (cdl__scale_on(L->cfg.exposure)) g->dexp = (float)cdl__rand_scale(rng, L->cfg.exposure);
 }
 
+/* A crop side from a double: rounded, and clamped into int range first,
+ * since an extreme ratio range (any finite ratio_min/ratio_max is valid)
+ * gives sides far beyond it and converting those is undefined; anything
+ * out of range is then rejected like any too-large side. */
+static int cdl__side(double v) {
+    v = nearbyint(v);
+    return v >= (double)INT_MAX ? INT_MAX : v <= 0.0 || v != v ? 0 : (int)v;
+}
+
 /* torchvision RandomResizedCrop.get_params, then RandomHorizontalFlip. */
 static void cdl__plan_train(const coordl *L, cdl__rng *rng, int W, int H, cdl__geom *g) {
     const double area = (double)W * H;
@@ -3612,8 +3621,8 @@ static void cdl__plan_train(const coordl *L, cdl__rng *rng, int W, int H, cdl__g
     for (int attempt = 0; attempt < 10 && !found; attempt++) {
         double target = area * (L->cfg.scale_min + (L->cfg.scale_max - L->cfg.scale_min) * cdl__rng_uniform(rng));
         double aspect = exp(lr0 + (lr1 - lr0) * cdl__rng_uniform(rng));
-        int w = (int)nearbyint(sqrt(target * aspect));
-        int h = (int)nearbyint(sqrt(target / aspect));
+        int w = cdl__side(sqrt(target * aspect));
+        int h = cdl__side(sqrt(target / aspect));
         if (w > 0 && h > 0 && w <= W && h <= H) {
             cy = (int)cdl__rng_below(rng, (uint64_t)(H - h + 1));
             cx = (int)cdl__rng_below(rng, (uint64_t)(W - w + 1));
@@ -3626,10 +3635,10 @@ static void cdl__plan_train(const coordl *L, cdl__rng *rng, int W, int H, cdl__g
         double in_ratio = (double)W / H;
         if (in_ratio < L->cfg.ratio_min) {
             cw = W;
-            ch = (int)nearbyint(W / L->cfg.ratio_min);
+            ch = cdl__side(W / L->cfg.ratio_min);
         } else if (in_ratio > L->cfg.ratio_max) {
             ch = H;
-            cw = (int)nearbyint(H * L->cfg.ratio_max);
+            cw = cdl__side(H * L->cfg.ratio_max);
         } else {
             cw = W;
             ch = H;
@@ -4356,6 +4365,29 @@ static void *cdl__stb_realloc(void *p, size_t n) {
     return nk + 1;
 }
 
+/* stb 2.27 reads the numbers of a PNM header into an int with no overflow
+ * check (undefined behaviour from the tenth digit; fuzz_image found it).
+ * The header's three numbers are scanned here first, token for token as
+ * stb scans them (whitespace, '#' comments to the end of the line), and a
+ * number of more than 9 digits is refused before stb sees it. */
+static int cdl__pnm_numbers_fit(const cdl__u8 *p, size_t n) {
+    if (n < 2 || p[0] != 'P' || (p[1] != '5' && p[1] != '6')) return 1; /* not a PNM stb reads */
+    size_t i = 2;
+    for (int k = 0; k < 3; k++) {
+        for (;;) {
+            while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\v' || p[i] == '\f' ||
+                             p[i] == '\r'))
+                i++;
+            if (i >= n || p[i] != '#') break;
+            while (i < n && p[i] != '\n' && p[i] != '\r') i++;
+        }
+        size_t digits = 0;
+        while (i < n && p[i] >= '0' && p[i] <= '9') i++, digits++;
+        if (digits > 9) return 0;
+    }
+    return 1;
+}
+
 /* The size (and channels, if comp is not NULL) in an stb-decodable
  * header, checked; refuses formats coordl does not decode. */
 static coordl_status cdl__stb_header(cdl__worker *W, const char *path, const cdl__bytes *in, int *iw, int *ih,
@@ -4365,6 +4397,8 @@ static coordl_status cdl__stb_header(cdl__worker *W, const char *path, const cdl
         return cdl__worker_error(W, COORDL_ERR_UNSUPPORTED, "%s: %s images are not decoded (coordl reads JPEG, PNG, "
                                  "BMP, binary PPM/PGM and TGA)", path, other);
     if (in->len > INT_MAX) return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: too large for stb_image", path);
+    if (!cdl__pnm_numbers_fit(in->p, in->len))
+        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: PPM/PGM header number of more than 9 digits", path);
     cdl__stb_budget b;
     int channels = 0, ok;
     *iw = *ih = 0;

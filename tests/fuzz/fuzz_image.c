@@ -15,7 +15,8 @@
  *      crop, bit 5 rotation, bit 6 colour jitter, bit 7 aspect jitter
  *   1, 2  out_w, out_h: 1 + b % 48
  *   3, 4  scale_min = (1 + b3) / 256, scale_max between it and 1
- *   5, 6  ratio_min = 2^((b5 - 128) / 32), ratio_max = ratio_min x 2^(b6 / 64)
+ *   5, 6  ratio_min = 2^((b5 - 128) / 32), ratio_max = ratio_min x 2^(b6 / 64);
+ *         with bit 7 of b6, extreme ranges: 2^((b5 - 128) / 2) and x 2^b6
  *   7     epoch; 8, 9 item id (the random draws)
  *   10    max_decode_bytes = 16 KiB << (b % 11)   (16 KiB .. 16 MiB)
  *   11    max_pixels = 2^(6 + b % 13)             (64 .. 256 Ki)
@@ -41,8 +42,13 @@ static int fz_image_config(const uint8_t *b, coordl_config *c)
     c->out_h = 1u + b[2] % 48u;
     c->scale_min = (float)(1 + b[3]) / 256.0f;
     c->scale_max = c->scale_min + (1.0f - c->scale_min) * (float)b[4] / 255.0f;
-    c->ratio_min = exp2f(((float)b[5] - 128.0f) / 32.0f);
-    c->ratio_max = c->ratio_min * exp2f((float)b[6] / 64.0f);
+    if (b[6] & 128) { /* any finite range is a valid config */
+        c->ratio_min = exp2f(((float)b[5] - 128.0f) / 2.0f);
+        c->ratio_max = c->ratio_min * exp2f((float)(b[6] & 127));
+    } else {
+        c->ratio_min = exp2f(((float)b[5] - 128.0f) / 32.0f);
+        c->ratio_max = c->ratio_min * exp2f((float)b[6] / 64.0f);
+    }
     c->seed = b[15];
     c->max_decode_bytes = (uint64_t)16384 << (b[10] % 11);
     c->max_pixels = (uint64_t)1 << (6 + b[11] % 13);
