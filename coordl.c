@@ -4388,6 +4388,23 @@ static int cdl__pnm_numbers_fit(const cdl__u8 *p, size_t n) {
     return 1;
 }
 
+/* stb 2.27 computes idata + 0 on a null idata when a PNG's first IDAT
+ * chunk is empty (undefined behaviour; fuzz_image found it). Real encoders
+ * do not write one; the chunks are walked as stb walks them (length, type,
+ * data, CRC) up to the first IDAT, and a file whose first IDAT is empty is
+ * refused. */
+static int cdl__png_first_idat_ok(const cdl__u8 *p, size_t n) {
+    static const cdl__u8 sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    if (n < 8 || memcmp(p, sig, 8) != 0) return 1;
+    for (size_t at = 8; at + 8 <= n;) {
+        const uint64_t len = (uint64_t)p[at] << 24 | (uint64_t)p[at + 1] << 16 | (uint64_t)p[at + 2] << 8 | p[at + 3];
+        if (memcmp(p + at + 4, "IDAT", 4) == 0) return len != 0;
+        if (len > n - at - 8) return 1; /* cut short: stb fails on its own */
+        at += 12 + (size_t)len;
+    }
+    return 1;
+}
+
 /* The size (and channels, if comp is not NULL) in an stb-decodable
  * header, checked; refuses formats coordl does not decode. */
 static coordl_status cdl__stb_header(cdl__worker *W, const char *path, const cdl__bytes *in, int *iw, int *ih,
@@ -4399,6 +4416,8 @@ static coordl_status cdl__stb_header(cdl__worker *W, const char *path, const cdl
     if (in->len > INT_MAX) return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: too large for stb_image", path);
     if (!cdl__pnm_numbers_fit(in->p, in->len))
         return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: PPM/PGM header number of more than 9 digits", path);
+    if (!cdl__png_first_idat_ok(in->p, in->len))
+        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: PNG whose first IDAT chunk is empty", path);
     cdl__stb_budget b;
     int channels = 0, ok;
     *iw = *ih = 0;
@@ -4633,6 +4652,101 @@ static cdl__u8 *cdl__stb_to_rgb(cdl__u8 *img, size_t pixels, int comp) {
     return p;
 }
 
+/* stb 2.27 keeps the palette of a PNG or BMP in an uninitialized stack
+ * array and looks pixel indices up in it unchecked: an index past the
+ * file's palette copies stack contents into the image (fuzz_image found it;
+ * a 2-entry PLTE and index 255 gave 0xAA bytes from an earlier call). An
+ * index past the palette is an error by both formats' specifications, and
+ * encoders often write short palettes for images that never use them. So a
+ * paletted PNG or BMP with fewer than 256 entries is handed to stb with its
+ * palette padded to 256 black entries: the same pixels for every valid
+ * file, and black, the same on every run, for an index past the palette.
+ * Returns a padded copy from the stb budget (stbi_image_free it), NULL when
+ * the file needs none (*refused: the budget refused the copy). */
+static uint32_t cdl__le32(const cdl__u8 *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint16_t cdl__le16(const cdl__u8 *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+static uint32_t cdl__crc32(const cdl__u8 *p, size_t n) {
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+    }
+    return c ^ 0xffffffffu;
+}
+
+static uint32_t cdl__be32(const cdl__u8 *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+enum { CDL_PAD_NONE = 0, CDL_PAD_COPY, CDL_PAD_CORRUPT, CDL_PAD_NOMEM };
+
+static int cdl__pad_palette(const cdl__u8 *p, size_t n, cdl__u8 **out, size_t *out_len) {
+    static const cdl__u8 sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    *out = NULL;
+    if (n >= 33 && memcmp(p, sig, 8) == 0 && memcmp(p + 12, "IHDR", 4) == 0 && p[25] == 3) {
+        /* colour type 3: the first PLTE chunk, wherever it is */
+        for (size_t at = 8; at + 8 <= n;) {
+            const uint32_t len = cdl__be32(p + at);
+            if (len > n - at - 8) return CDL_PAD_NONE; /* cut short: stb fails on its own */
+            if (memcmp(p + at + 4, "IEND", 4) == 0) return CDL_PAD_NONE;
+            if (memcmp(p + at + 4, "PLTE", 4) != 0) {
+                at += 12 + (size_t)len;
+                continue;
+            }
+            if (len >= 768 || len % 3 != 0 || len + 12 > n - at) return CDL_PAD_NONE; /* full, or refused by stb */
+            const size_t old = (size_t)len + 12, grown = 768 + 12; /* the chunk with its CRC */
+            cdl__u8 *q = cdl__stb_malloc(n - old + grown);
+            if (!q) return CDL_PAD_NOMEM;
+            cdl__u8 *c = q + at;
+            memcpy(q, p, at);
+            c[0] = 0; c[1] = 0; c[2] = 768 >> 8; c[3] = 768 & 255;
+            memcpy(c + 4, "PLTE", 4);
+            memcpy(c + 8, p + at + 8, len);
+            memset(c + 8 + len, 0, 768 - len);
+            const uint32_t crc = cdl__crc32(c + 4, 4 + 768);
+            c[776] = (cdl__u8)(crc >> 24); c[777] = (cdl__u8)(crc >> 16);
+            c[778] = (cdl__u8)(crc >> 8); c[779] = (cdl__u8)crc;
+            memcpy(c + grown, p + at + old, n - at - old);
+            *out = q;
+            *out_len = n - old + grown;
+            return CDL_PAD_COPY;
+        }
+        return CDL_PAD_NONE;
+    }
+    if (n >= 2 && p[0] == 'B' && p[1] == 'M') {
+        /* as stb reads it: the palette right after the header, its size
+         * from the pixel offset, entries of 3 bytes (OS/2 header) or 4;
+         * stb reads 0 past the end of the file, and so does this */
+        cdl__u8 h[30] = {0};
+        memcpy(h, p, n < sizeof h ? n : sizeof h);
+        const uint32_t off = cdl__le32(h + 10), hsz = cdl__le32(h + 14);
+        if (hsz != 12 && hsz != 40 && hsz != 56 && hsz != 108 && hsz != 124) return CDL_PAD_NONE; /* refused by stb */
+        const uint32_t bpp = hsz == 12 ? cdl__le16(h + 24) : cdl__le16(h + 28), k = hsz == 12 ? 3 : 4;
+        if (bpp >= 16 || off > (uint32_t)INT_MAX) return CDL_PAD_NONE; /* no palette, or refused by stb */
+        /* stb's count, in its int arithmetic: (off - 38) / 3 truncated for
+         * OS/2, (off - 14 - hsz) >> 2 (a floor) otherwise */
+        const int64_t d = hsz == 12 ? (int64_t)off - 38 : (int64_t)off - 14 - hsz;
+        const int64_t psize = hsz == 12 ? d / 3 : d >= 0 ? d / 4 : -((-d + 3) / 4);
+        if (psize < 0) return CDL_PAD_CORRUPT; /* stb would read no entry and then use them all */
+        const uint64_t end = 14u + hsz + (uint64_t)psize * k; /* entries follow the header */
+        if (psize == 0 || psize >= 256 || end > n) return CDL_PAD_NONE; /* refused by stb, full, or cut short */
+        const size_t add = (size_t)(256 - psize) * k;
+        if (off > (uint32_t)INT_MAX - add) return CDL_PAD_NONE;
+        cdl__u8 *q = cdl__stb_malloc(n + add);
+        if (!q) return CDL_PAD_NOMEM;
+        memcpy(q, p, (size_t)end);
+        memset(q + end, 0, add);
+        memcpy(q + end + add, p + end, n - (size_t)end);
+        const uint32_t noff = off + (uint32_t)add;
+        q[10] = (cdl__u8)noff; q[11] = (cdl__u8)(noff >> 8); q[12] = (cdl__u8)(noff >> 16); q[13] = (cdl__u8)(noff >> 24);
+        *out = q;
+        *out_len = n + add;
+        return CDL_PAD_COPY;
+    }
+    return CDL_PAD_NONE;
+}
+
 /* PNG, BMP, binary PPM/PGM, TGA (and JPEG without libjpeg): the header is
  * checked and the crop drawn first; stb then decodes the whole image into
  * a buffer it allocates under the budget left after coordl's window. */
@@ -4655,7 +4769,14 @@ static coordl_status cdl__decode_stb(cdl__worker *W, const char *path, const cdl
     cdl__stb_budget b;
     int w2 = 0, h2 = 0, comp = 0;
     cdl__stb_enter(&b, L, L->cfg.max_decode_bytes - window);
-    cdl__u8 *img = stbi_load_from_memory(in->p, (int)in->len, &w2, &h2, &comp, 0);
+    cdl__u8 *padded = NULL, *img = NULL;
+    size_t plen = 0;
+    const int pad = cdl__pad_palette(in->p, in->len, &padded, &plen);
+    if (pad == CDL_PAD_CORRUPT)
+        rc = cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: BMP pixel offset inside its header", path);
+    else if (pad == CDL_PAD_NONE || (pad == CDL_PAD_COPY && plen <= INT_MAX))
+        img = stbi_load_from_memory(padded ? padded : in->p, padded ? (int)plen : (int)in->len, &w2, &h2, &comp, 0);
+    cdl__stb_free(padded);
     if (img && (w2 != iw || h2 != ih || comp < 1 || comp > 4)) { /* never resample past the buffer */
         stbi_image_free(img);
         img = NULL;
@@ -4714,8 +4835,6 @@ typedef struct cdl__wav {
     uint32_t rate, channels, bits, format; /* format 1 = PCM, 3 = float */
 } cdl__wav;
 
-static uint32_t cdl__le32(const cdl__u8 *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
-static uint16_t cdl__le16(const cdl__u8 *p) { return (uint16_t)(p[0] | p[1] << 8); }
 
 static const char *cdl__wav_parse(const cdl__u8 *p, size_t len, cdl__wav *w) {
     memset(w, 0, sizeof *w);

@@ -14,6 +14,8 @@
  *                    fixed-Huffman deflate stream (13 bits per 258 bytes:
  *                    ~160:1), written without a compressor, so a small file
  *                    declares hundreds of MB of pixels
+ *   hostile_png_palette, hostile_bmp_palette
+ *                    paletted images whose pixels may index past the palette
  *   hostile_jpeg_set_size
  *                    rewrites the SOF size of a JPEG in place (a small
  *                    progressive file then declares a huge image)
@@ -226,6 +228,82 @@ static inline uint8_t *hostile_png_zero_bomb(uint32_t w, uint32_t h, size_t *n)
     }
     *n = png.len;
     return png.p;
+}
+
+/* A w x h paletted PNG (8-bit indices, all `index`) whose PLTE has
+ * `entries` colours (entry i = 10 + i, 20 + i, 30 + i), its IDAT one stored
+ * (uncompressed) deflate block: index may lie past the palette. */
+static inline uint8_t *hostile_png_palette(uint32_t w, uint32_t h, int entries, uint8_t index, size_t *n)
+{
+    const size_t raw = (size_t)h * (1 + w);
+    if (raw > 65535)
+        return NULL;
+    hostile_buf z = {0};
+    uint8_t zh[7] = {0x78, 0x01, 0x01, (uint8_t)raw, (uint8_t)(raw >> 8), (uint8_t)~raw, (uint8_t)(~raw >> 8)};
+    hostile_put(&z, zh, 7);
+    uint32_t a = 1, b = 0;
+    for (size_t i = 0; i < raw; i++) {
+        const uint8_t v = i % (1 + w) == 0 ? 0 : index; /* filter byte 0, then the row */
+        hostile_put(&z, &v, 1);
+        a = (a + v) % 65521u;
+        b = (b + a) % 65521u;
+    }
+    uint8_t adler[4];
+    hostile_be32(adler, b << 16 | a);
+    hostile_put(&z, adler, 4);
+    hostile_buf png = {0};
+    static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    hostile_put(&png, sig, 8);
+    uint8_t ihdr[13] = {0};
+    hostile_be32(ihdr, w);
+    hostile_be32(ihdr + 4, h);
+    ihdr[8] = 8; /* bit depth */
+    ihdr[9] = 3; /* paletted */
+    hostile_chunk(&png, "IHDR", ihdr, 13);
+    uint8_t plte[768];
+    for (int i = 0; i < entries && i < 256; i++) {
+        plte[3 * i] = (uint8_t)(10 + i);
+        plte[3 * i + 1] = (uint8_t)(20 + i);
+        plte[3 * i + 2] = (uint8_t)(30 + i);
+    }
+    hostile_chunk(&png, "PLTE", plte, (size_t)entries * 3);
+    hostile_chunk(&png, "IDAT", z.p, z.len);
+    hostile_chunk(&png, "IEND", NULL, 0);
+    free(z.p);
+    if (z.failed || png.failed) {
+        free(png.p);
+        return NULL;
+    }
+    *n = png.len;
+    return png.p;
+}
+
+/* A w x h 8-bit BMP (BITMAPINFOHEADER) with `entries` palette colours
+ * (entry i = 10 + i, 20 + i, 30 + i as R, G, B) and every index `index`. */
+static inline uint8_t *hostile_bmp_palette(int32_t w, int32_t h, int entries, uint8_t index, size_t *n)
+{
+    const size_t row = ((size_t)w + 3) & ~(size_t)3, off = 54 + (size_t)entries * 4;
+    *n = off + row * (size_t)h;
+    uint8_t *b = calloc(1, *n);
+    if (!b)
+        return NULL;
+    b[0] = 'B';
+    b[1] = 'M';
+    hostile_le(b + 2, *n, 4);
+    hostile_le(b + 10, off, 4);
+    hostile_le(b + 14, 40, 4);
+    hostile_le(b + 18, (uint32_t)w, 4);
+    hostile_le(b + 22, (uint32_t)h, 4);
+    hostile_le(b + 26, 1, 2);
+    hostile_le(b + 28, 8, 2);
+    for (int i = 0; i < entries; i++) {
+        b[54 + 4 * i] = (uint8_t)(30 + i); /* B, G, R, 0 */
+        b[54 + 4 * i + 1] = (uint8_t)(20 + i);
+        b[54 + 4 * i + 2] = (uint8_t)(10 + i);
+    }
+    for (int32_t y = 0; y < h; y++)
+        memset(b + off + (size_t)y * row, index, (size_t)w);
+    return b;
 }
 
 /* ---- JPEG ------------------------------------------------------------- */

@@ -756,6 +756,67 @@ static void test_sixteen_bit_pgm_decodes_to_its_grey(void **state)
     free_tree(&t);
 }
 
+
+/* Found by fuzz_image: stb keeps a PNG's or BMP's palette in an
+ * uninitialized stack array, so an index past the palette copied whatever
+ * that stack held into the batch: here the palette of the image the same
+ * worker decoded before (a.*, 256 entries, entry 200 = 210,220,230).
+ * coordl pads short palettes to 256 black entries: such pixels are black
+ * on every run, whatever was decoded before. */
+static void check_index_past_palette(int bmp)
+{
+    char *root = tu_join(g_dir, "palette%d", bmp);
+    const char *ext = bmp ? "bmp" : "png";
+    static const struct { const char *name; int entries; uint8_t index; } files[3] = {
+        {"a", 256, 200}, {"b", 2, 200}, {"c", 2, 1}};
+    for (int f = 0; f < 3; f++) {
+        size_t n = 0;
+        uint8_t *img = bmp ? hostile_bmp_palette(16, 16, files[f].entries, files[f].index, &n)
+                           : hostile_png_palette(16, 16, files[f].entries, files[f].index, &n);
+        assert_non_null(img);
+        char *path = tu_join(root, "k/%s.%s", files[f].name, ext);
+        tu_write_file(path, img, n);
+        free(img);
+        free(path);
+    }
+    coordl_config cfg = tu_config(root);
+    cfg.threads = 1;
+    cfg.shuffle = 0;
+    cfg.batch_size = 3;
+    cfg.pipeline = COORDL_PIPE_EVAL;
+    cfg.out_w = cfg.out_h = 8;
+    coordl *L = tu_open(&cfg);
+    coordl_batch b;
+    assert_int_equal(coordl_next(L, &b), COORDL_OK);
+    const uint8_t *row0 = b.data, *row1 = row0 + 8 * 8 * 3, *row2 = row1 + 8 * 8 * 3;
+    for (int i = 0; i < 8 * 8; i++) { /* entries 200 and 1 of the palettes */
+        if (row0[3 * i] != 210 || row0[3 * i + 1] != 220 || row0[3 * i + 2] != 230)
+            fail_msg("%s a: pixel %d is %d,%d,%d, expected 210,220,230", ext, i, row0[3 * i], row0[3 * i + 1],
+                     row0[3 * i + 2]);
+        if (row2[3 * i] != 11 || row2[3 * i + 1] != 21 || row2[3 * i + 2] != 31)
+            fail_msg("%s c: pixel %d is %d,%d,%d, expected 11,21,31", ext, i, row2[3 * i], row2[3 * i + 1],
+                     row2[3 * i + 2]);
+    }
+    for (int i = 0; i < 8 * 8 * 3; i++)
+        if (row1[i] != 0)
+            fail_msg("%s b: index past the palette gave byte %d = %d, expected black (0)", ext, i, row1[i]);
+    coordl_release(L, &b);
+    coordl_close(L);
+    free(root);
+}
+
+static void test_png_index_past_its_palette_is_black_not_stack(void **state)
+{
+    (void)state;
+    check_index_past_palette(0);
+}
+
+static void test_bmp_index_past_its_palette_is_black_not_stack(void **state)
+{
+    (void)state;
+    check_index_past_palette(1);
+}
+
 int main(void)
 {
     tu_main_init(240);
@@ -773,6 +834,8 @@ int main(void)
         cmocka_unit_test(test_max_decode_bytes_zero_means_the_default),
         cmocka_unit_test(test_jpeg_with_more_than_500_scans_is_corrupt),
         cmocka_unit_test(test_sixteen_bit_pgm_decodes_to_its_grey),
+        cmocka_unit_test(test_png_index_past_its_palette_is_black_not_stack),
+        cmocka_unit_test(test_bmp_index_past_its_palette_is_black_not_stack),
         cmocka_unit_test(test_wav_at_1hz_converts_only_the_kept_window),
         cmocka_unit_test(test_audio_work_over_max_audio_samples_is_corrupt),
     };

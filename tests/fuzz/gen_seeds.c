@@ -1,13 +1,14 @@
 /*
  * gen_seeds.c - writes the seed corpus of every fuzz target, generated at
  * build time (no downloaded or committed blobs):
- *   gen_seeds OUTDIR   ->  OUTDIR/{fuzz_image,fuzz_wav,fuzz_shard,fuzz_list}/NNN-name
+ *   gen_seeds OUTDIR   ->  OUTDIR/{fuzz_image,fuzz_wav,fuzz_shard,fuzz_list,fuzz_group}/NNN-name
  * Each seed is the target's parameter bytes followed by a file: valid
  * files of every kind the parser reads (JPEG baseline, progressive,
  * arithmetic-coded, restart intervals, grayscale, CMYK; PNG, BMP, TGA,
  * PPM/PGM; WAV PCM16, float, extensible, with LIST and odd chunks; token
  * shards of both versions and a shard list; list files with CRLF, tabs,
- * odd labels) and the hostile ones of issue #12 (zero-sized BMP, GIF, a
+ * odd labels; group objects as their creator lays them out, with and
+ * without patches) and the hostile ones of issue #12 (zero-sized BMP, GIF, a
  * progressive JPEG declaring 10000x10000, a PNG zlib bomb, a 1 Hz WAV).
  */
 #include "../hostile.h"
@@ -396,6 +397,36 @@ static void lists(void)
         seed("fuzz_list", l[i].name, NULL, 0, l[i].text, l[i].n ? l[i].n : strlen(l[i].text));
 }
 
+/* ---- group objects -------------------------------------------------------- */
+
+static void groups(void)
+{
+    /* built mode (fuzz_group.c): parameters, then 5-byte patches */
+    static const uint8_t params[][8] = {
+        {1, 0, 0, 0, 15, 0, 0, 0},     /* 1 slot, batch 1, no cache, 16 items */
+        {1, 3, 3, 2, 99, 0, 4, 3},     /* 4 slots, batch 4, 8 KiB cache, 2 ranks */
+        {1, 5, 5, 3, 255, 1, 2, 5},    /* 6 slots, batch 6, 12 KiB cache, 512 items, 3 ranks */
+        {1, 2, 1, 1, 40, 0, 0, 0x82},  /* tokens, seq_len 3 */
+    };
+    for (size_t i = 0; i < sizeof params / sizeof params[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "built-%zu", i);
+        seed("fuzz_group", name, params[i], 8, NULL, 0);
+    }
+    /* patches at the front of the header (magic, version, sizes) and
+     * further in (geometry, offsets, the stream, the first slot) */
+    uint8_t patches[40];
+    const uint32_t offs[8] = {0, 8, 24, 1560, 1600, 1640, 1700, 2100};
+    for (int k = 0; k < 8; k++) {
+        memcpy(patches + 5 * k, &offs[k], 4);
+        patches[5 * k + 4] = (uint8_t)(0x11 * (k + 1));
+    }
+    seed("fuzz_group", "built-patched", params[1], 8, patches, sizeof patches);
+    const uint8_t raw[64] = {0x31, 0x47, 0x6c, 0x64, 0x72, 0x6f, 0x6f, 0x63, 2, 0, 0, 0};
+    const uint8_t raw_params[8] = {0};
+    seed("fuzz_group", "raw-magic", raw_params, 8, raw, sizeof raw);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -408,6 +439,7 @@ int main(int argc, char **argv)
     wavs();
     shards();
     lists();
+    groups();
     printf("gen_seeds: %d seeds in %s\n", g_serial, g_out);
     return 0;
 }
