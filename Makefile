@@ -12,6 +12,7 @@
 #   make fuzz [FUZZ_SECONDS=30]   every libFuzzer target in tests/fuzz (clang,
 #                   ASan + UBSan) for FUZZ_SECONDS each; make test replays their
 #                   seed corpus and tests/fuzz/regress/ without libFuzzer
+#   make test-switches    the vendoring switches (COORDL_NO_*), each and all together
 MPI     ?= 0
 ifeq ($(MPI),1)
 CC      := mpicc
@@ -228,6 +229,13 @@ install: lib $(BUILD)/coordl-analyze
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
 	-rmdir $(DESTDIR)$(CMAKEDIR) 2>/dev/null
+
+# The vendoring switches, each alone and all together (and once with
+# clang), with the tests that do not need what they remove; and coordl.c
+# compiled with only the C library's and libjpeg's headers present.
+.PHONY: test-switches
+test-switches: deps
+	bash tests/packaging/switches.sh
 
 # coordl.h as C99/C11/C++ under gcc and clang, make install/uninstall
 # checked file by file, and README's "Build" commands run exactly as printed (an outside program built and run each

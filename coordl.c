@@ -67,6 +67,28 @@
 #include <emmintrin.h>
 #endif
 
+/* Build switches for the parts, miniaudio's MA_NO_* style: each leaves one
+ * part's code out, and what that part served answers
+ * COORDL_ERR_UNSUPPORTED naming the switch (the config is checked at open,
+ * section 18). The public API is the same in every build.
+ *   COORDL_NO_HWLOC      placement by plain pthread affinity, no NUMA
+ *   COORDL_NO_AUDIO      COORDL_PIPE_AUDIO (the WAV reader and crop)
+ *   COORDL_NO_TOKENS     COORDL_PIPE_TOKENS (llm.c shard parsing, windows)
+ *   COORDL_NO_ANALYZER   coordl_analyze and the report functions (the stats
+ *                        and coordl_stats_json stay)
+ *   COORDL_NO_STB        no stb_image: JPEG only, through libjpeg
+ *   COORDL_NO_JPEGTURBO  JPEG through stb_image instead of libjpeg
+ *   COORDL_STB_UPSTREAM  stb_image.h as "stb_image.h" (an upstream checkout
+ *                        on the include path) instead of Debian's
+ *                        <stb/stb_image.h>; COORDL_STB_IMAGE_H="path" names
+ *                        any other
+ *   COORDL_MPI           the partitioned cache over MPI
+ * With COORDL_NO_HWLOC and COORDL_NO_STB, coordl.c needs no header beyond
+ * the C library's and libjpeg's. */
+#if defined(COORDL_NO_STB) && defined(COORDL_NO_JPEGTURBO)
+#error "coordl: COORDL_NO_STB and COORDL_NO_JPEGTURBO together leave no image decoder"
+#endif
+
 #ifndef COORDL_NO_HWLOC
 #include <hwloc.h>
 #endif
@@ -87,6 +109,8 @@
  * only without libjpeg): GIF, PSD, PIC and HDR bytes are refused, not
  * decoded, whatever the file is named. stb's allocations go through the
  * handle's allocator hooks and the decode budget (section 13). */
+#define CDL_MAX_SIDE (1 << 24) /* longest image side any decoder may report */
+#ifndef COORDL_NO_STB
 #define STB_IMAGE_STATIC
 #define STB_IMAGE_IMPLEMENTATION
 #define STBI_NO_STDIO
@@ -98,7 +122,6 @@
 #ifndef COORDL_NO_JPEGTURBO
 #define STBI_NO_JPEG
 #endif
-#define CDL_MAX_SIDE (1 << 24) /* longest image side any decoder may report */
 #define STBI_MAX_DIMENSIONS CDL_MAX_SIDE
 static void *cdl__stb_malloc(size_t n);
 static void *cdl__stb_realloc(void *p, size_t n);
@@ -116,12 +139,23 @@ static void cdl__stb_free(void *p);
 #pragma GCC diagnostic ignored "-Wimplicit-fallthrough"
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 #endif
+#if defined(COORDL_STB_IMAGE_H)
+#include COORDL_STB_IMAGE_H
+#elif defined(COORDL_STB_UPSTREAM)
+#include "stb_image.h"
+#else
 #include <stb/stb_image.h>
+#endif
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
+#endif
+#endif /* COORDL_NO_STB */
+#if defined(__GNUC__)
 /* stb_image.h declares stbi_set_unpremultiply_on_load_thread static without
- * defining it under STB_IMAGE_STATIC; the warning fires at the end of the
- * file, so it cannot be scoped to the include. */
+ * defining it under STB_IMAGE_STATIC (its definition is misspelled
+ * stbi__unpremultiply_on_load_thread); gcc warns at the end of the file, so
+ * it cannot be scoped to the include. Builds with COORDL_NO_STB keep the
+ * same warning set. This also hides unused static functions of coordl.c. */
 #pragma GCC diagnostic ignored "-Wunused-function"
 #endif
 
@@ -2211,6 +2245,7 @@ static coordl_status cdl__index_tar(coordl *L, int kind, char *list_text, size_t
 #define CDL_SHARD_MAGIC_U16 20240520
 #define CDL_SHARD_MAGIC_U32 20240801
 
+#ifndef COORDL_NO_TOKENS
 static coordl_status cdl__add_shard(coordl *L, const char *path, size_t *cap) {
     char err[CDL_ERRMSG_MAX];
     void *f;
@@ -2328,6 +2363,12 @@ static coordl_status cdl__index_tokens(coordl *L) {
     L->num_classes = (uint32_t)L->nshards;
     return rc;
 }
+#else /* COORDL_NO_TOKENS: open refuses COORDL_PIPE_TOKENS (section 18) */
+static coordl_status cdl__index_tokens(coordl *L) {
+    return cdl__open_fail(COORDL_ERR_UNSUPPORTED, "source: %s: token shards are not in this build "
+                          "(COORDL_NO_TOKENS)", L->cfg.source);
+}
+#endif /* COORDL_NO_TOKENS */
 
 /* A folder of tar shards: .tar files and no subfolder (a folder with
  * class folders stays an ImageFolder, whatever else it holds). */
@@ -4286,6 +4327,7 @@ static coordl_status cdl__name_error(cdl__worker *W, const char *path, coordl_st
     return cdl__worker_error(W, rc, "%s: %s", path, msg);
 }
 
+#ifndef COORDL_NO_STB
 /* --- stb_image's memory ------------------------------------------------
  * STBI_MALLOC/REALLOC/FREE (section 1) are these functions: every block
  * comes from the handle's allocator hooks and counts against the budget of
@@ -4430,6 +4472,17 @@ static coordl_status cdl__stb_header(cdl__worker *W, const char *path, const cdl
                                  stbi_failure_reason());
     return cdl__check_image_size(W, path, *iw, *ih);
 }
+#else /* COORDL_NO_STB: JPEG only. Every other image is refused, naming the switch. */
+static coordl_status cdl__stb_header(cdl__worker *W, const char *path, const cdl__bytes *in, int *iw, int *ih,
+                                     int *comp) {
+    const char *other = cdl__unsupported_format(in->p, in->len);
+    *iw = *ih = 0;
+    if (comp) *comp = 0;
+    return cdl__worker_error(W, COORDL_ERR_UNSUPPORTED, "%s: %s; this build decodes only JPEG (coordl.c was "
+                             "compiled with COORDL_NO_STB, without stb_image)", path,
+                             other ? other : "not a JPEG");
+}
+#endif /* COORDL_NO_STB */
 
 #ifndef COORDL_NO_JPEGTURBO
 static void cdl__jpeg_scan_limit(j_common_ptr cinfo) {
@@ -4626,6 +4679,11 @@ static coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cd
 }
 #endif
 
+/* little-endian fields (WAV headers, BMP palettes) */
+static inline uint32_t cdl__le32(const cdl__u8 *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static inline uint16_t cdl__le16(const cdl__u8 *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+#ifndef COORDL_NO_STB
 /* stb's pixels in the file's own channel count (1 gray, 2 gray + alpha,
  * 3 RGB, 4 RGBA) to RGB, in place, growing the block through the budget:
  * gray is replicated, alpha dropped. coordl asks stb for the file's own
@@ -4663,8 +4721,6 @@ static cdl__u8 *cdl__stb_to_rgb(cdl__u8 *img, size_t pixels, int comp) {
  * file, and black, the same on every run, for an index past the palette.
  * Returns a padded copy from the stb budget (stbi_image_free it), NULL when
  * the file needs none (*refused: the budget refused the copy). */
-static uint32_t cdl__le32(const cdl__u8 *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
-static uint16_t cdl__le16(const cdl__u8 *p) { return (uint16_t)(p[0] | p[1] << 8); }
 
 static uint32_t cdl__crc32(const cdl__u8 *p, size_t n) {
     uint32_t c = 0xffffffffu;
@@ -4800,7 +4856,16 @@ static coordl_status cdl__decode_stb(cdl__worker *W, const char *path, const cdl
     W->row.augment_ns += cdl__now_ns() - t1;
     return COORDL_OK;
 }
+#else
+static coordl_status cdl__decode_stb(cdl__worker *W, const char *path, const cdl__bytes *in,
+                                     uint64_t epoch, uint64_t id, void *dst) {
+    int iw, ih;
+    (void)epoch, (void)id, (void)dst;
+    return cdl__stb_header(W, path, in, &iw, &ih, NULL);
+}
+#endif /* COORDL_NO_STB */
 
+#ifndef COORDL_NO_TOKENS
 /* Tokens: widen the window into inputs and targets (shifted by one). */
 static coordl_status cdl__decode_tokens(cdl__worker *W, const cdl__bytes *in, void *dst) {
     coordl *L = W->L;
@@ -4825,6 +4890,12 @@ static coordl_status cdl__decode_tokens(cdl__worker *W, const cdl__bytes *in, vo
     W->row.decode_ns += cdl__now_ns() - t0;
     return COORDL_OK;
 }
+#else /* COORDL_NO_TOKENS: open refuses COORDL_PIPE_TOKENS (section 18) */
+static coordl_status cdl__decode_tokens(cdl__worker *W, const cdl__bytes *in, void *dst) {
+    (void)in, (void)dst;
+    return cdl__worker_error(W, COORDL_ERR_UNSUPPORTED, "tokens are not in this build (COORDL_NO_TOKENS)");
+}
+#endif /* COORDL_NO_TOKENS */
 
 /* WAV: RIFF/WAVE with a fmt chunk (PCM 16-bit, IEEE float 32-bit, or
  * WAVE_FORMAT_EXTENSIBLE with one of those) and a data chunk; other
@@ -4835,6 +4906,7 @@ typedef struct cdl__wav {
     uint32_t rate, channels, bits, format; /* format 1 = PCM, 3 = float */
 } cdl__wav;
 
+#ifndef COORDL_NO_AUDIO
 
 static const char *cdl__wav_parse(const cdl__u8 *p, size_t len, cdl__wav *w) {
     memset(w, 0, sizeof *w);
@@ -4974,6 +5046,27 @@ static coordl_status cdl__decode_wav(cdl__worker *W, const char *path, const cdl
     W->row.decode_ns += cdl__now_ns() - t0; /* conversion and crop are one pass */
     return COORDL_OK;
 }
+#else /* COORDL_NO_AUDIO: open refuses COORDL_PIPE_AUDIO (section 18), so
+        * nothing calls these; they keep the callers' code the same. */
+static coordl_status cdl__wav_open(cdl__worker *W, const char *path, const cdl__bytes *in, cdl__wav *wav,
+                                   uint64_t *n_out) {
+    (void)in;
+    memset(wav, 0, sizeof *wav);
+    *n_out = 0;
+    return cdl__worker_error(W, COORDL_ERR_UNSUPPORTED, "%s: audio is not in this build (COORDL_NO_AUDIO)", path);
+}
+static uint64_t cdl__audio_offset(const coordl *L, uint64_t epoch, uint64_t id, uint64_t n) {
+    (void)L, (void)epoch, (void)id, (void)n;
+    return 0;
+}
+static coordl_status cdl__decode_wav(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch,
+                                     uint64_t id, void *dst) {
+    cdl__wav wav;
+    uint64_t n;
+    (void)epoch, (void)id, (void)dst;
+    return cdl__wav_open(W, path, in, &wav, &n);
+}
+#endif /* COORDL_NO_AUDIO */
 
 static int cdl__is_jpeg(const cdl__bytes *in) {
 #ifndef COORDL_NO_JPEGTURBO
@@ -7678,6 +7771,7 @@ size_t coordl_stats_json(const coordl *L, char *buf, size_t cap) {
     return cdl__json_finish(&j);
 }
 
+#ifndef COORDL_NO_ANALYZER
 /* Evicts the dataset's files from the page cache, so the next read comes
  * from storage (posix_fadvise needs no privilege, unlike drop_caches). */
 static void cdl__drop_page_cache(const coordl *L) {
@@ -8090,6 +8184,39 @@ static void cdl__report_free(coordl_report *r) {
     r->n_whatif = 0;
 }
 
+#else /* COORDL_NO_ANALYZER: the differential protocol and the what-if model
+        * are left out; the stats and coordl_stats_json are the loader's. */
+static coordl_whatif cdl__report_predict(const coordl_report *r, double f, int threads, double storage_mb_per_s) {
+    coordl_whatif w;
+    (void)r, (void)f, (void)threads, (void)storage_mb_per_s;
+    memset(&w, 0, sizeof w);
+    return w;
+}
+
+static coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_fn, void *user,
+                                  const coordl_analyze_opts *opts_in, coordl_report *r) {
+    (void)cfg, (void)step_fn, (void)user, (void)opts_in;
+    memset(r, 0, sizeof *r);
+    r->recommend_threads = -1;
+    r->recommend_cache_fraction = -1;
+    return cdl__open_fail(COORDL_ERR_UNSUPPORTED, "coordl_analyze: DS-Analyzer is not in this build (coordl.c "
+                          "was compiled with COORDL_NO_ANALYZER)");
+}
+
+static size_t cdl__report_json(const coordl_report *r, char *buf, size_t cap) {
+    cdl__json j = {buf, buf ? cap : 0, 0};
+    (void)r;
+    cdl__jsonf(&j, "{\"error\":\"DS-Analyzer is not in this build (COORDL_NO_ANALYZER)\"}");
+    return cdl__json_finish(&j);
+}
+
+static void cdl__report_free(coordl_report *r) {
+    if (!r) return;
+    r->whatif = NULL; /* this build never allocates one */
+    r->n_whatif = 0;
+}
+#endif /* COORDL_NO_ANALYZER */
+
 /* ===================================================================== */
 /* 18. Stable ABI                                                        */
 /* Every public struct crosses the boundary with the caller's sizeof     */
@@ -8158,12 +8285,30 @@ void coordl_config_init_sized(coordl_config *cfg, size_t cfg_size) {
     cdl__struct_out(cfg, cfg_size, &d, sizeof d);
 }
 
+/* A config that asks for a part this build left out (section 1's
+ * switches) is refused at open, naming the switch. */
+static coordl_status cdl__parts_check(const coordl_config *c) {
+#ifdef COORDL_NO_AUDIO
+    if (c->pipeline == COORDL_PIPE_AUDIO)
+        return cdl__open_fail(COORDL_ERR_UNSUPPORTED, "pipeline: COORDL_PIPE_AUDIO is not in this build (coordl.c "
+                              "was compiled with COORDL_NO_AUDIO)");
+#endif
+#ifdef COORDL_NO_TOKENS
+    if (c->pipeline == COORDL_PIPE_TOKENS || c->token_order == COORDL_TOKENS_LLMC)
+        return cdl__open_fail(COORDL_ERR_UNSUPPORTED, "pipeline: COORDL_PIPE_TOKENS is not in this build (coordl.c "
+                              "was compiled with COORDL_NO_TOKENS)");
+#endif
+    (void)c;
+    return COORDL_OK;
+}
+
 coordl_status coordl_open_sized(const coordl_config *cfg, size_t cfg_size, coordl **out) {
     cdl__open_errmsg[0] = '\0';
     if (out) *out = NULL;
     if (!cfg || !out) return cdl__open_fail(COORDL_ERR_INVALID, "coordl_open: cfg and out must not be NULL");
     coordl_config c = cdl__config_default();
     coordl_status rc = cdl__struct_in(&c, sizeof c, cfg, cfg_size, CDL__V030_CONFIG, "coordl_config");
+    if (rc == COORDL_OK) rc = cdl__parts_check(&c);
     return rc == COORDL_OK ? cdl__open(&c, out) : rc;
 }
 

@@ -37,6 +37,27 @@
  * queries (coordl_get_stats, coordl_num_items, ...) may be called from any
  * thread at any time while the handle is open. Different handles are
  * independent: the library has no global state.
+ *
+ * Build switches (define them when compiling coordl.c; the header is the
+ * same in every build, and so is the set of exported functions). Each
+ * leaves one part out; asking for that part answers COORDL_ERR_UNSUPPORTED
+ * with a message naming the switch:
+ *   COORDL_NO_HWLOC     no hwloc: workers bound by plain pthread affinity,
+ *                       no NUMA placement; topology and pci_bus_id refused
+ *   COORDL_NO_AUDIO     no COORDL_PIPE_AUDIO (coordl_open refuses it)
+ *   COORDL_NO_TOKENS    no COORDL_PIPE_TOKENS (coordl_open refuses it)
+ *   COORDL_NO_ANALYZER  no coordl_analyze (it refuses); the stats and
+ *                       coordl_stats_json stay
+ *   COORDL_NO_STB       no stb_image: JPEG only, through libjpeg; any other
+ *                       image is a bad sample (COORDL_ERR_UNSUPPORTED)
+ *   COORDL_NO_JPEGTURBO no libjpeg: JPEG through stb_image
+ *   COORDL_STB_UPSTREAM stb_image.h included as "stb_image.h" (an upstream
+ *                       checkout on the include path) instead of
+ *                       <stb/stb_image.h>; COORDL_STB_IMAGE_H="path" names
+ *                       any other
+ *   COORDL_MPI          the partitioned cache over MPI (make MPI=1)
+ * With COORDL_NO_HWLOC and COORDL_NO_STB, coordl.c needs no header but the
+ * C library's and libjpeg's.
  */
 #ifndef COORDL_H
 #define COORDL_H
@@ -116,9 +137,9 @@ typedef struct coordl coordl; /* opaque loader handle */
  * 0.3.0 ABI (structs of 0.3.0's size, which had no `_sized` calls) so that
  * binaries built against 0.3.0 keep working. Bindings (ctypes, FFI) call
  * the `_sized` functions with the size of the struct they declare.
- * Types used inside another struct or as array elements (coordl_allocator,
- * coordl_run_report, coordl_whatif) never change; a richer one would be a
- * new type. In the input structs (coordl_config, coordl_analyze_opts) a new
+ * Types used inside another struct, reached through one, or used as array
+ * elements (coordl_allocator, coordl_io, coordl_run_report, coordl_whatif)
+ * never change; a richer one would be a new type. In the input structs (coordl_config, coordl_analyze_opts) a new
  * field must not start inside the previous release's tail padding (an old
  * caller's padding bytes are not zeroed): when the struct ends in a 4-byte
  * field, pad to 8 before appending one. */
@@ -132,11 +153,13 @@ typedef enum {
                               center crop out_h x out_w                       */
     COORDL_PIPE_TOKENS = 2,/* llm.c token shards: a sample is a window of
                               seq_len + 1 tokens; data = inputs, targets =
-                              the same shifted by one (int32)               */
+                              the same shifted by one (int32); not with
+                              COORDL_NO_TOKENS                              */
     COORDL_PIPE_AUDIO = 3  /* WAV (PCM 16-bit or float, any channel count)
                               to mono float, resampled to audio_rate if set
                               (linear), random crop of audio_samples
-                              (zero-padded); only the crop is converted     */
+                              (zero-padded); only the crop is converted;
+                              not with COORDL_NO_AUDIO                      */
 } coordl_pipeline;
 
 /* Order of token windows (COORDL_PIPE_TOKENS), config field token_order.
@@ -957,7 +980,8 @@ typedef struct coordl_report {
  * recommend_threads and recommend_cache_fraction are -1 when no point of
  * the grid gets the stall under 3%. Fills *report; free it with
  * coordl_report_free. Returns COORDL_OK or the error of the failing run
- * (coordl_errmsg(NULL) says which). Each struct pointer is followed by
+ * (coordl_errmsg(NULL) says which); COORDL_ERR_UNSUPPORTED when coordl.c
+ * was built with COORDL_NO_ANALYZER. Each struct pointer is followed by
  * the caller's sizeof of it (the macro passes them).
  * Thread safety: any thread; it opens its own handles. */
 COORDL_API coordl_status coordl_analyze_sized(const coordl_config *cfg, size_t cfg_size,
@@ -970,8 +994,8 @@ COORDL_API coordl_status coordl_analyze_sized(const coordl_config *cfg, size_t c
                          sizeof(coordl_report))
 
 /* Predicted images/s and stall for one setting, from a report's fitted
- * inputs. storage_mb_per_s <= 0 uses the measured bandwidth.
- * Thread safety: any thread. */
+ * inputs. storage_mb_per_s <= 0 uses the measured bandwidth. All zero
+ * when built with COORDL_NO_ANALYZER. Thread safety: any thread. */
 COORDL_API coordl_whatif coordl_report_predict_sized(const coordl_report *r, size_t r_size,
                                                      double cache_fraction, int threads,
                                                      double storage_mb_per_s);
@@ -982,7 +1006,8 @@ COORDL_API coordl_whatif coordl_report_predict_sized(const coordl_report *r, siz
 /* The report as JSON (keys: runs.synthetic/warm/cold with images_per_s and
  * stall_fraction, prep_stall_fraction, fetch_stall_fraction, model, whatif
  * [{cache_fraction, threads, predicted_images_per_s, ...}],
- * recommendation). Returns the needed length like snprintf.
+ * recommendation). Returns the needed length like snprintf. Built with
+ * COORDL_NO_ANALYZER: {"error": "..."} naming the switch.
  * Thread safety: any thread; r is only read. */
 COORDL_API size_t coordl_report_json_sized(const coordl_report *r, size_t r_size, char *buf, size_t cap);
 #define coordl_report_json(r, buf, cap)                                       \

@@ -9,7 +9,8 @@
 # A recipe is all the blocks of its NAME, in README order: files first
 # written, then the commands run with `bash -ex` in a scratch folder laid
 # out for its kind (by name):
-#   vendored*      coordl.h, coordl.c and app.c (tests/packaging/app.c)
+#   vendored*      coordl.h, coordl.c and app.c (tests/packaging/app.c);
+#                  *stb-upstream* also third_party/stb/stb_image.h
 #   install        the checkout itself; DESTDIR is the staging root
 #   pkgconfig-*, find-package*
 #                  app.c; pkg-config and CMake pointed at the staging root
@@ -92,7 +93,11 @@ run_one() {
     case $name in
     vendored*)
         cp "$repo/coordl.h" "$repo/coordl.c" "$dir/"
-        cp "$repo/tests/packaging/app.c" "$dir/app.c" ;;
+        cp "$repo/tests/packaging/app.c" "$dir/app.c"
+        case $name in *stb-upstream*) # an upstream stb checkout's layout (from Debian's copy)
+            mkdir -p "$dir/third_party/stb"
+            cp /usr/include/stb/stb_image.h "$dir/third_party/stb/stb_image.h" ;;
+        esac ;;
     install)
         dir=$repo
         env+=(DESTDIR="$ROOT") ;;
