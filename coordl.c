@@ -497,6 +497,8 @@ struct coordl {
 
     /* pool */
     cdl__worker *workers;
+    cdl__worker *helper;   /* tokens: the consumer's scratch for rows it
+                              prepares itself (cdl__consumer_help)          */
     int nworkers;
     int stop;                 /* this process's workers exit               */
     uint32_t held;            /* batches this consumer holds               */
@@ -5520,14 +5522,23 @@ static int cdl__stream_has_work(const coordl *L) {
 
 /* A slot whose every consumer has released it is free again, under a new
  * generation. One waiting worker is woken, not all: the one that claims a
- * row wakes the next while work remains (cdl__stream_claim). With wake = 0
- * the caller wakes it after unlocking (cdl__signal_unlocked), so the woken
- * worker does not block at once on the lock its waker still holds. Returns
- * 1 when the slot was freed. */
+ * row wakes the next while work remains (cdl__stream_claim). And only once
+ * half the ring is free, not at every release: the woken worker then fills
+ * several slots in one go, and the releases in between cost the consumer
+ * no system call and no preemption by the worker it wakes (the trainer's
+ * time inside coordl_release/next_into; issue #14). A consumer about to
+ * wait for a batch wakes a worker itself (cdl__consumer_next), so a free
+ * slot below the mark never strands it. With wake = 0 the caller wakes it
+ * after unlocking (cdl__signal_unlocked), so the woken worker does not
+ * block at once on the lock its waker still holds. Returns 1 when the slot
+ * was freed and a worker is to be woken. */
 static int cdl__slot_free_if_done(coordl *L, cdl__slot *sl, int wake) {
     if (sl->state != CDL_SLOT_READY || (sl->done_mask & sl->need_mask) != sl->need_mask) return 0;
     sl->state = CDL_SLOT_FREE;
     sl->gen++;
+    uint32_t nfree = 0;
+    for (uint32_t k = 0; k < L->nslots; k++) nfree += L->slots[k].state == CDL_SLOT_FREE;
+    if (nfree < (L->nslots + 1) / 2) return 0;
     if (wake) cdl__signal(L, &L->S->work_cv);
     return 1;
 }
@@ -5543,9 +5554,36 @@ static void cdl__slot_ready(coordl *L, cdl__slot *sl) {
     cdl__slot_maybe_free(L, sl);        /* nobody left to consume it */
 }
 
-/* claim: waits for work, marks the next row as this member generation's,
- * and fills c with a snapshot of everything the worker needs. Returns 0
- * when the worker should exit. Under mu (the waits release it). */
+/* try_claim: marks the next row as this member generation's and fills c
+ * with a snapshot of everything its preparer needs; 0 when no row can be
+ * claimed now (nothing to fill, paused, stopping). Under mu. */
+static int cdl__stream_try_claim(coordl *L, cdl__claim *c) {
+    cdl__stream *S = L->S;
+    if (L->stop || S->paused || S->broken || !S->started || !cdl__member_current(L)) return 0;
+    cdl__slot *sl = cdl__slot_to_fill(L);
+    if (!sl) return 0;
+    uint32_t *rows = cdl__slot_rows(L, sl);
+    uint32_t row = 0;
+    while (rows[row] != CDL_ROW_FREE) row++; /* rows_claimed < n: one is free */
+    c->slot = (uint32_t)(sl - L->slots);
+    c->row = row;
+    c->slot_gen = sl->gen;
+    c->mark = cdl__mark_for(L->me, L->my_gen);
+    c->epoch = sl->epoch;
+    c->pos = sl->pos + row;
+    c->row_bytes = sl->row_bytes;
+    c->data_off = sl->data_off + (size_t)row * sl->row_bytes;
+    c->targets_off = sl->targets_off + (size_t)row * L->target_row_bytes;
+    rows[row] = c->mark;
+    sl->rows_claimed++;
+    S->inflight++;
+    if (cdl__stream_has_work(L)) cdl__signal(L, &S->work_cv); /* pass the baton */
+    cdl__stream_check(L, "claim");
+    return 1;
+}
+
+/* claim: a worker's try_claim, waiting for work. Returns 0 when the worker
+ * should exit. Under mu (the waits release it). */
 static int cdl__stream_claim(coordl *L, cdl__claim *c) {
     cdl__stream *S = L->S;
     for (;;) {
@@ -5554,31 +5592,10 @@ static int cdl__stream_claim(coordl *L, cdl__claim *c) {
             cdl__wait(L, &S->work_cv);
             continue;
         }
-        cdl__slot *sl = cdl__slot_to_fill(L);
-        if (!sl) {
-            const uint64_t t0 = cdl__now_ns();
-            cdl__wait(L, &S->work_cv);
-            L->st.wait_slot_ns += cdl__now_ns() - t0;
-            continue;
-        }
-        uint32_t *rows = cdl__slot_rows(L, sl);
-        uint32_t row = 0;
-        while (rows[row] != CDL_ROW_FREE) row++; /* rows_claimed < n: one is free */
-        c->slot = (uint32_t)(sl - L->slots);
-        c->row = row;
-        c->slot_gen = sl->gen;
-        c->mark = cdl__mark_for(L->me, L->my_gen);
-        c->epoch = sl->epoch;
-        c->pos = sl->pos + row;
-        c->row_bytes = sl->row_bytes;
-        c->data_off = sl->data_off + (size_t)row * sl->row_bytes;
-        c->targets_off = sl->targets_off + (size_t)row * L->target_row_bytes;
-        rows[row] = c->mark;
-        sl->rows_claimed++;
-        S->inflight++;
-        if (cdl__stream_has_work(L)) cdl__signal(L, &S->work_cv); /* pass the baton */
-        cdl__stream_check(L, "claim");
-        return 1;
+        if (cdl__stream_try_claim(L, c)) return 1;
+        const uint64_t t0 = cdl__now_ns();
+        cdl__wait(L, &S->work_cv);
+        L->st.wait_slot_ns += cdl__now_ns() - t0;
     }
 }
 
@@ -5667,8 +5684,8 @@ static coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *out) 
 /* release: only the batch the handle names, slot and generation; a stale
  * copy of a released batch (the slot has moved on), a batch of a dropped
  * member generation, or a second release is a no-op. Returns 1 when it
- * freed the slot: the caller then wakes one worker once it has unlocked
- * (cdl__signal_unlocked). Under mu. */
+ * freed the slot and half the ring is free: the caller then wakes one
+ * worker once it has unlocked (cdl__signal_unlocked). Under mu. */
 static int cdl__stream_release(coordl *L, const coordl_batch *b) {
     if (b->slot_ == 0 || b->slot_ > L->nslots) return 0;
     cdl__slot *sl = &L->slots[b->slot_ - 1];
@@ -5875,6 +5892,16 @@ static void *cdl__worker_main(void *arg) {
     cdl__claim c;
     cdl__row_result r;
     cdl__worker_bind(W);
+#if defined(__linux__) && defined(SCHED_BATCH)
+    /* Workers are throughput threads: under SCHED_BATCH (same CPU share,
+     * no privilege needed) a woken worker does not preempt the thread that
+     * woke it, so the trainer is not pushed off its core inside a coordl
+     * call or an OpenMP region; the worker runs at the next tick instead.
+     * Best effort: a refusal leaves the default policy. */
+    struct sched_param sp;
+    memset(&sp, 0, sizeof sp);
+    (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
+#endif
     cdl__lock(L);
     while (cdl__stream_claim(L, &c)) {
         cdl__unlock(L);
@@ -5965,6 +5992,16 @@ static coordl_status cdl__pool_start(coordl *L) {
         cdl__worker_decoder_init(W);
     }
     for (int i = n; i < 64; i++) L->st.worker_cpu[i] = -1;
+    if (L->cfg.pipeline == COORDL_PIPE_TOKENS) { /* the consumer's own scratch (cdl__consumer_help) */
+        L->helper = cdl__calloc(L, 1, sizeof *L->helper);
+        if (!L->helper) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+        L->helper->L = L;
+        L->helper->index = n;
+        L->helper->pu = -1;
+        if (L->cfg.group && !cdl__reserve(L, (void **)&L->helper->stage, &L->helper->stagecap,
+                                          L->row_bytes + L->target_row_bytes + 16))
+            return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the consumer's staging row");
+    }
     const int listed = n < count ? n : count;
     cdl__format_pu_list(P->worker_pus + first, listed, L->st.placement_cpus, sizeof L->st.placement_cpus);
     cdl__format_pu_list(P->reserved_pus, P->nreserved, L->st.reserved_cpus, sizeof L->st.reserved_cpus);
@@ -5993,6 +6030,11 @@ static void cdl__pool_stop(coordl *L) {
     for (int i = 0; i < L->nworkers; i++) cdl__worker_free(L, &L->workers[i]);
     cdl__free(L, L->workers);
     L->workers = NULL;
+    if (L->helper) {
+        cdl__worker_free(L, L->helper);
+        cdl__free(L, L->helper);
+        L->helper = NULL;
+    }
 }
 
 /* ===================================================================== */
@@ -7229,6 +7271,24 @@ static void cdl__consumer_done(coordl *L, uint64_t counted_until, uint64_t epoch
     L->last_return_ns = end;
 }
 
+/* While its next batch is not ready the consumer of a token pipeline
+ * prepares rows itself, as a worker would (claim, prepare, complete): a
+ * window is a copy of a few hundred bytes, so doing it is cheaper than
+ * waiting for a worker that the trainer's own threads or other processes
+ * keep off the cores. 1 when it prepared a row. Under mu (released while
+ * the row is prepared). */
+static int cdl__consumer_help(coordl *L) {
+    cdl__worker *H = L->helper;
+    cdl__claim c;
+    cdl__row_result r;
+    if (!H || !cdl__stream_try_claim(L, &c)) return 0;
+    cdl__unlock(L);
+    cdl__worker_prepare(H, &c, &r);
+    cdl__lock(L);
+    cdl__stream_complete(L, &c, &H->row, &r);
+    return 1;
+}
+
 /* coordl_next under mu: the end of an epoch, or the next batch in order
  * (waiting for it). *epoch: the epoch the call's time belongs to. */
 static coordl_status cdl__consumer_next(coordl *L, coordl_batch *out, uint64_t *epoch) {
@@ -7261,6 +7321,8 @@ static coordl_status cdl__consumer_next(coordl *L, coordl_batch *out, uint64_t *
         }
         const int s = cdl__stream_find(L);
         if (s >= 0) return cdl__stream_take(L, (uint32_t)s, out);
+        if (cdl__consumer_help(L)) continue;
+        cdl__signal(L, &S->work_cv); /* below the release mark a worker may sleep */
         cdl__wait(L, &S->ready_cv);
     }
 }

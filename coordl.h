@@ -426,8 +426,17 @@ typedef struct coordl_config {
                                   COORDL_PIPE_TOKENS 0 means 1 (a window is
                                   a copy: one worker keeps up, and more
                                   would compete with the trainer's own
-                                  threads)                                  */
-    uint32_t prefetch_batches; /* batch slots in the ring; default 4         */
+                                  threads). On Linux workers run under
+                                  SCHED_BATCH: a woken worker does not
+                                  preempt the thread that woke it (the
+                                  trainer); same CPU share otherwise        */
+    uint32_t prefetch_batches; /* batch slots in the ring; default 4. For
+                                  token pipelines use 16 or more: their
+                                  slots are small, and the depth keeps the
+                                  worker ahead of a trainer that shares
+                                  busy cores (bench/run.sh llmc: p99 inside
+                                  coordl_next_into of milliseconds with 4
+                                  slots, tens of microseconds with 16)     */
     /* Which cores and memory node the workers, the cache and the ring use,
      * in order of precedence: cpuset, numa_node, pci_bus_id, else every
      * core the process may use. Workers are bound one per core (physical
@@ -675,6 +684,9 @@ COORDL_API coordl_status coordl_open_sized(const coordl_config *cfg, size_t cfg_
  * it); COORDL_ERR_INVALID on a NULL argument.
  * Up to prefetch_batches batches may be held at once; holding more than that
  * would deadlock, so coordl_next returns COORDL_ERR_INVALID instead.
+ * For COORDL_PIPE_TOKENS, while the next batch is not ready the calling
+ * thread prepares its rows itself (as a worker would, same bytes) rather
+ * than wait for a worker that is kept off the cores.
  * out_size is the caller's sizeof(coordl_batch) (the macro passes it).
  * Thread safety: the consumer thread of L only (see the top of this file). */
 COORDL_API coordl_status coordl_next_sized(coordl *L, coordl_batch *out, size_t out_size);
@@ -686,7 +698,9 @@ COORDL_API coordl_status coordl_next_sized(coordl *L, coordl_batch *out, size_t 
  * handle carries the slot's generation in gen_) is a no-op. Reads slot_ and
  * gen_ (gen_ sits in what 0.3.0 left as tail padding, inside any release's
  * coordl_batch) and clears slot_, so it takes no size. Wakes at most one
- * worker. Thread safety: the consumer thread of L only. */
+ * worker, and only once half the ring is free (the worker then refills
+ * several slots; the releases in between make no system call). Its time
+ * counts in stall_ns. Thread safety: the consumer thread of L only. */
 COORDL_API void coordl_release(coordl *L, coordl_batch *b);
 
 /* Copies the next batch into caller-owned buffers (ggml-opt's

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # coordl benchmarks. Run from anywhere; `make bench` runs all of them.
 #
-#   bash bench/run.sh [all|prep|index|cache|placement|mpi|group|dataset]
+#   bash bench/run.sh [all|prep|index|cache|placement|mpi|group|llmc|darknet|dataset]
 #
 #   dataset  make the bench dataset if missing (the other parts do it too)
 #   prep     image-prep throughput: coordl train/eval vs the libjpeg-turbo
@@ -20,6 +20,22 @@
 #            epoch, as one coordl group vs k separate loaders: images/s per
 #            job and the jobs' total CPU per epoch; table in
 #            build/bench/group.txt
+#   llmc     the trainer's time inside the loader per step: coordl (llm.c's
+#            order, coordl_next_into) vs llm.c's own DataLoader on the same
+#            shards, B=4 T=64, 2000 steps beside a 2-thread OpenMP trainer
+#            step (bench_llmc); llm.c's dataloader.h is compiled from a
+#            checkout at bench time (LLMC_SRC, default the mirror
+#            /work/.mirror/karpathy+llm.c/repo, cloned into build/bench/);
+#            without one only coordl is measured. Table in build/bench/llmc.txt
+#   darknet  Darknet's classifier loader alone vs coordl alone with
+#            Darknet's augmentation (stock cfgs' crop 128..448 to 256,
+#            angle 7, aspect/saturation/exposure .75, hue .1) on the bench
+#            images: images/s per core and peak memory (bench_darknet), and
+#            peak memory of `darknet classifier train` stock vs with
+#            train_classifier.patch; Darknet built with its stock Makefile
+#            from DARKNET_SRC (default the mirror
+#            /work/.mirror/pjreddie+darknet/repo) into build/bench/; skipped,
+#            saying so, without it. Table in build/bench/darknet.txt
 #
 # Environment: BENCH_DATA (dataset dir, default build/bench-data),
 # BENCH_INDEX (index tree, default build/bench-index), BENCH_IMAGES (images
@@ -37,8 +53,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MODE=${1:-all}
-case "$MODE" in all|prep|index|cache|placement|mpi|group|dataset) ;;
-  *) echo "usage: bash bench/run.sh [all|prep|index|cache|placement|mpi|group|dataset]" >&2; exit 2 ;;
+case "$MODE" in all|prep|index|cache|placement|mpi|group|llmc|darknet|dataset) ;;
+  *) echo "usage: bash bench/run.sh [all|prep|index|cache|placement|mpi|group|llmc|darknet|dataset]" >&2; exit 2 ;;
 esac
 BENCH_DATA=${BENCH_DATA:-build/bench-data}
 BENCH_INDEX=${BENCH_INDEX:-build/bench-index}
@@ -313,15 +329,165 @@ run_mpi() {
     cat "$OUT/mpi.txt"
 }
 
+# clone_src SRC DIR: a checkout of SRC (a checkout or bare git dir) in DIR, once
+clone_src() {
+    [ -d "$2/.git" ] && return 0
+    rm -rf "$2"
+    git clone -q "$1" "$2"
+}
+
+run_llmc() {
+    ensure_lib
+    local src=${LLMC_SRC:-/work/.mirror/karpathy+llm.c/repo} co=$OUT/llm.c with=()
+    log "llmc: time inside the loader per step, coordl (llm.c's order) vs llm.c's DataLoader"
+    if [ -e "$src" ]; then
+        clone_src "$src" "$co"
+        echo "llm.c $(git -C "$co" log -1 --format='%h %cd' --date=short) from $src: its llmc/dataloader.h compiled into bench_llmc"
+        with=(-DBENCH_WITH_LLMC -I"$co")
+    else
+        echo "llmc: llm.c's side skipped: no llm.c source at $src (LLMC_SRC: a checkout or bare git dir)"
+    fi
+    # llm.c's header is compiled as llm.c compiles it (gnu11, no -Wpedantic)
+    $CC -O2 -g -std=gnu11 -fopenmp -D_GNU_SOURCE -I. "${with[@]}" bench/bench_llmc.c build/libcoordl.a \
+        "${LIBS[@]}" -o "$OUT/bench_llmc"
+    { echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) before the run"
+      "$OUT/bench_llmc" --steps "${LLMC_STEPS:-2000}" --rounds "${LLMC_ROUNDS:-3}"
+      echo "machine: load average $(cut -d' ' -f1-3 /proc/loadavg) after the run"; } | tee "$OUT/llmc.txt"
+}
+
+run_darknet() {
+    ensure_lib
+    ensure_dataset
+    local src=${DARKNET_SRC:-/work/.mirror/pjreddie+darknet/repo} here=$PWD
+    local stock=$OUT/darknet-stock patched=$OUT/darknet-coordl
+    log "darknet: Darknet's classifier loader vs coordl with Darknet's augmentation"
+    if [ ! -e "$src" ]; then
+        echo "darknet: skipped: no Darknet source at $src (DARKNET_SRC: a checkout or bare git dir)"
+        return 0
+    fi
+    clone_src "$src" "$stock"
+    [ -f "$stock/libdarknet.a" ] || make -C "$stock" -j"$(nproc)" > "$OUT/darknet-stock-build.log" 2>&1
+    if [ ! -f "$patched/darknet" ] || [ coordl.c -nt "$patched/darknet" ]; then
+        rm -rf "$patched"
+        clone_src "$src" "$patched"
+        cp coordl.h coordl.c examples/darknet/coordl_darknet.h "$patched/src/"
+        (cd "$patched" && patch -s -p1 < "$here/examples/darknet/train_classifier.patch")
+        make -C "$patched" -j"$(nproc)" > "$OUT/darknet-coordl-build.log" 2>&1
+    fi
+    echo "darknet $(git -C "$stock" log -1 --format='%h %cd' --date=short) from $src, built with its stock Makefile"
+    $CC -O2 -g -std=gnu11 -Wall -Wextra -DBENCH_WITH_DARKNET -I. -I"$stock/include" bench/bench_darknet.c \
+        "$stock/libdarknet.a" build/libcoordl.a "${LIBS[@]}" -o "$OUT/bench_darknet"
+    # the bench images as Darknet sees them: absolute paths, labelled by the
+    # class folder name they contain
+    local data
+    data=$(realpath "$BENCH_DATA")
+    find "$data" -name '*.jpg' | sort > "$OUT/darknet-train.list"
+    ls "$data" > "$OUT/darknet-labels.list"
+    local rounds=${DARKNET_ROUNDS:-3} batches=${DARKNET_BATCHES:-10} r case
+    : > "$OUT/darknet.log"
+    for r in $(seq "$rounds"); do
+        # train_classifier's own loader runs args.threads = 32 threads
+        for case in "darknet 1" "coordl 1" "darknet $(nproc)" "coordl $(nproc)" "darknet 32"; do
+            set -- $case
+            "$OUT/bench_darknet" --loader "$1" --threads "$2" --list "$OUT/darknet-train.list" \
+                --labels "$OUT/darknet-labels.list" --batches "$batches" --batch 64 | tee -a "$OUT/darknet.log"
+        done
+    done
+    # whole training runs: a two-layer network so the loader's memory shows
+    local work=$OUT/darknet-run
+    rm -rf "$work"; mkdir -p "$work/backup"
+    printf 'classes=%s\ntrain=%s\nlabels=%s\nbackup=%s\n' "$(wc -l < "$OUT/darknet-labels.list" | tr -d ' ')" \
+        "$(realpath "$OUT/darknet-train.list")" "$(realpath "$OUT/darknet-labels.list")" "$(realpath "$work/backup")" \
+        > "$work/bench.data"
+    local classes
+    classes=$(wc -l < "$OUT/darknet-labels.list")
+    cat > "$work/bench.cfg" <<CFG
+[net]
+batch=64
+subdivisions=1
+height=256
+width=256
+channels=3
+min_crop=128
+max_crop=448
+angle=7
+hue=.1
+saturation=.75
+exposure=.75
+aspect=.75
+learning_rate=0.01
+policy=poly
+power=4
+max_batches=10
+momentum=0.9
+decay=0.0005
+
+[convolutional]
+filters=8
+size=3
+stride=4
+pad=1
+activation=leaky
+
+[maxpool]
+size=8
+stride=8
+
+[convolutional]
+filters=$classes
+size=1
+stride=1
+pad=1
+activation=leaky
+
+[avgpool]
+
+[softmax]
+groups=1
+CFG
+    local which
+    for r in $(seq "$rounds"); do
+        for which in stock coordl; do
+            local dir=$stock; [ $which = coordl ] && dir=$patched
+            (cd "$work" && /usr/bin/time -f "RESULT train_$which %e %M" "$(realpath "$dir")/darknet" classifier train \
+                bench.data bench.cfg > "train-$which.out" 2> "train-$which.err") || true
+            grep RESULT "$work/train-$which.err" | tee -a "$OUT/darknet.log"
+        done
+    done
+    {
+        echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
+        echo "loader alone, $batches batches of 64 after one untimed, 256 x 256, stock-cfg augmentation; median of $rounds rounds"
+        printf '%-28s %8s %10s %12s %14s\n' loader threads "img/s" "img/s/core" "peak RSS MB"
+        awk '$1 == "RESULT" && ($2 == "darknet" || $2 == "coordl") { k = $2 " " $3; n[k]++; v[k, n[k]] = $6; m[k] = $7 > m[k] ? $7 : m[k] }
+             END { for (k in n) { # median by insertion sort
+                       for (i = 1; i <= n[k]; i++) a[i] = v[k, i]
+                       for (i = 2; i <= n[k]; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x }
+                       med[k] = a[int((n[k] + 1) / 2)] }
+                   split("darknet 1|coordl 1|darknet CORES|coordl CORES|darknet 32", order, "|")
+                   for (o = 1; o <= 5; o++) { k = order[o]; sub("CORES", cores, k); if (!(k in n)) continue
+                       split(k, kk, " "); t = kk[2] + 0; c = t < cores ? t : cores
+                       printf "%-28s %8d %10.1f %12.1f %14.1f\n", (kk[1] == "coordl" ? "coordl (Darknet crop)" : "Darknet load_data"), t, med[k], med[k] / c, m[k] / 1024 }
+                   if (("coordl 1" in med) && ("darknet 1" in med))
+                       printf "coordl / Darknet, one thread each (per core): %.2fx images/s\n", med["coordl 1"] / med["darknet 1"] }' \
+            cores="$(nproc)" "$OUT/darknet.log"
+        echo "darknet classifier train, 10 batches of 64 at 256 x 256 (a 2-layer network): wall s and peak RSS MB, each round"
+        awk '$1 == "RESULT" && $2 ~ /^train_/ { printf "  %-14s %6.1f s %8.1f MB\n", substr($2, 7), $3, $4 / 1024 }' "$OUT/darknet.log"
+    } > "$OUT/darknet.txt"
+    log "darknet: summary (also in $OUT/darknet.txt)"
+    cat "$OUT/darknet.txt"
+}
+
 case "$MODE" in
     dataset) ensure_dataset ;;
     mpi) run_mpi ;;
     group) run_group ;;
+    llmc) run_llmc ;;
+    darknet) run_darknet ;;
     prep) run_prep ;;
     index) run_index ;;
     cache) run_cache ;;
     placement) run_placement ;;
-    all) run_prep; run_index; run_cache; run_placement; run_group
+    all) run_prep; run_index; run_cache; run_placement; run_group; run_llmc; run_darknet
          if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then run_mpi
          else log "mpi: skipped (no mpicc/mpirun; bash bench/run.sh mpi installs OpenMPI)"; fi ;;
 esac

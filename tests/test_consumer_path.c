@@ -1,0 +1,167 @@
+/*
+ * test_consumer_path.c - the trainer's side of the ring for token
+ * pipelines (issue #14): what keeps the time inside coordl calls short on a
+ * busy machine, checked by what it does rather than by timing it (the
+ * times are bench/run.sh llmc's):
+ *   - while its next batch is not ready the consumer prepares rows itself:
+ *     with a worker that takes 100 ms per row, a few dozen rows come from
+ *     the consumer, the worker claims only a few, and the batches are the
+ *     same as with a fast worker (the determinism contract);
+ *   - workers run under SCHED_BATCH (they do not preempt the thread that
+ *     wakes them).
+ */
+#include "test_util.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char *g_dir, *g_glob;
+
+static int setup(void **state)
+{
+    (void)state;
+    g_dir = tu_mkdtemp();
+    for (int s = 0; s < 2; s++) {
+        uint32_t t[4001];
+        for (size_t p = 0; p < 4001; p++) t[p] = (uint32_t)((p * 7 + (size_t)s * 1000) % 60000);
+        char *path = tu_join(g_dir, "shard_%d.bin", s);
+        tu_write_shard(path, 1, t, 4001);
+        free(path);
+    }
+    g_glob = tu_join(g_dir, "shard_*.bin");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    tu_rmtree(g_dir);
+    free(g_dir);
+    free(g_glob);
+    return 0;
+}
+
+static coordl_config tokens(void)
+{
+    coordl_config cfg = tu_config(g_glob);
+    cfg.pipeline = COORDL_PIPE_TOKENS;
+    cfg.token_order = COORDL_TOKENS_LLMC;
+    cfg.seq_len = 16;
+    cfg.batch_size = 4;
+    cfg.shuffle = 0;
+    cfg.threads = 1;
+    return cfg;
+}
+
+typedef struct {
+    pthread_mutex_t mu;
+    int claimed;
+    int delay_ms;
+} slow_worker;
+
+static void slow_hook(void *user, const char *point)
+{
+    slow_worker *w = user;
+    if (strcmp(point, "row_claimed") != 0) return;
+    pthread_mutex_lock(&w->mu);
+    w->claimed++;
+    pthread_mutex_unlock(&w->mu);
+    usleep((useconds_t)w->delay_ms * 1000);
+}
+
+static void read_batches(coordl *L, int n, uint64_t *hash)
+{
+    int32_t in[4 * 16], tg[4 * 16];
+    for (int k = 0; k < n; k++) {
+        coordl_status rc = coordl_next_into(L, in, sizeof in, tg, sizeof tg);
+        if (rc == COORDL_END_OF_EPOCH) rc = coordl_next_into(L, in, sizeof in, tg, sizeof tg);
+        assert_int_equal(rc, COORDL_OK);
+        hash[k] = tu_fnv1a(tu_fnv1a(TU_FNV_OFFSET, in, sizeof in), tg, sizeof tg);
+    }
+}
+
+static void test_consumer_prepares_rows_while_its_batch_is_not_ready(void **state)
+{
+    (void)state;
+    enum { N = 40 }; /* 160 rows (an epoch is 2 x 62 batches of 4) */
+    uint64_t fast[N], slow[N];
+    coordl_config cfg = tokens();
+    coordl *L = tu_open(&cfg);
+    read_batches(L, N, fast);
+    coordl_close(L);
+
+    slow_worker w = {PTHREAD_MUTEX_INITIALIZER, 0, 100};
+    cfg.test_hook = slow_hook;
+    cfg.test_hook_user = &w;
+    L = tu_open(&cfg);
+    read_batches(L, N, slow);
+    coordl_close(L); /* joins the worker: no hook runs after this */
+    for (int k = 0; k < N; k++)
+        if (fast[k] != slow[k]) fail_msg("batch %d differs when the consumer prepares rows itself", k);
+    /* a 100 ms worker claims one row per 100 ms; the consumer did the rest */
+    if (w.claimed > N * 4 / 2)
+        fail_msg("the worker claimed %d of %d rows: the consumer waited instead of preparing them", w.claimed, N * 4);
+}
+
+#ifdef __linux__
+/* SCHED_BATCH is policy 3; /proc/self/task/<tid>/stat field 41 */
+static int threads_with_policy(int policy)
+{
+    DIR *d = opendir("/proc/self/task");
+    assert_non_null(d);
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char path[300], buf[4096];
+        snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t got = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[got] = 0;
+        char *p = strrchr(buf, ')'); /* the command may hold spaces */
+        if (!p) continue;
+        int field = 2, val = -1;
+        for (char *tok = strtok(p + 1, " "); tok; tok = strtok(NULL, " "))
+            if (++field == 41) { val = atoi(tok); break; }
+        n += val == policy;
+    }
+    closedir(d);
+    return n;
+}
+
+static void test_workers_run_sched_batch(void **state)
+{
+    (void)state;
+    const int before = threads_with_policy(SCHED_BATCH);
+    coordl_config cfg = tokens();
+    cfg.threads = 2;
+    coordl *L = tu_open(&cfg);
+    int32_t in[4 * 16], tg[4 * 16]; /* the workers have run */
+    assert_int_equal(coordl_next_into(L, in, sizeof in, tg, sizeof tg), COORDL_OK);
+    /* each worker sets its policy when it starts: give both a moment */
+    int n = 0;
+    for (int i = 0; i < 200 && (n = threads_with_policy(SCHED_BATCH) - before) < 2; i++) usleep(10000);
+    assert_int_equal(n, 2);
+    assert_int_equal(sched_getscheduler(0), SCHED_OTHER); /* the trainer's thread is left alone */
+    coordl_close(L);
+}
+#endif
+
+int main(void)
+{
+    tu_main_init(120);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_consumer_prepares_rows_while_its_batch_is_not_ready),
+#ifdef __linux__
+        cmocka_unit_test(test_workers_run_sched_batch),
+#endif
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
