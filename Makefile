@@ -275,7 +275,7 @@ FUZZ_REPLAY_RUN = $(BUILD)/fuzz-replay/$(1) $(FUZZ_SEEDS)/$(1) $$(test -d tests/
   || { tail -40 $(BUILD)/fuzz-replay/$(1).log; false; }
 .PHONY: fuzz fuzz-replay
 fuzz-replay: $(patsubst %,$(BUILD)/fuzz-replay/%,$(FUZZ_TARGETS)) $(FUZZ_SEEDS)/.done
-$(BUILD)/fuzz-replay/gen_seeds: tests/fuzz/gen_seeds.c tests/hostile.h
+$(BUILD)/fuzz-replay/gen_seeds: tests/fuzz/gen_seeds.c tests/hostile.h tests/tu_tar.h
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $< -ljpeg -lm -o $@
 $(BUILD)/fuzz-replay/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/replay.c coordl.c coordl.h

@@ -2076,9 +2076,11 @@ static coordl_status cdl__tar_finish(cdl__tar_index *t) {
                      "skipped, as an ImageFolder skips files beside its class folders", L->cfg.source, skipped);
         n = kept;
         L->num_classes = (uint32_t)nclasses;
-        cdl__tar_sort_base_tls = L->strings;
-        qsort(t->samples, n, sizeof *t->samples, cdl__cmp_tar_sample);
-        cdl__tar_sort_base_tls = NULL;
+        if (n > 1) { /* no sample at all (an empty shard): samples is NULL, which qsort may not get */
+            cdl__tar_sort_base_tls = L->strings;
+            qsort(t->samples, n, sizeof *t->samples, cdl__cmp_tar_sample);
+            cdl__tar_sort_base_tls = NULL;
+        }
     }
     L->items = cdl__malloc(L, (n ? n : 1) * sizeof *L->items);
     L->tar_items = cdl__malloc(L, (n ? n : 1) * sizeof *L->tar_items);
@@ -2162,7 +2164,7 @@ static coordl_status cdl__tar_list_shards(coordl *L, int kind, char *list_text, 
             }
             globfree(&g);
         }
-        if (rc == COORDL_OK) qsort(names, nnames, sizeof *names, cdl__cmp_cstr);
+        if (rc == COORDL_OK && nnames > 1) qsort(names, nnames, sizeof *names, cdl__cmp_cstr); /* none: NULL */
         for (size_t i = 0; rc == COORDL_OK && i < nnames; i++) rc = cdl__tar_add_path(L, names[i], &cap);
         for (size_t i = 0; i < nnames; i++) cdl__free(L, names[i]);
         cdl__free(L, names);

@@ -587,6 +587,39 @@ static void test_mixed_cls_and_unlabelled_samples_are_invalid(void **state)
     free(tar);
 }
 
+/* Shards without a sample (only the end-of-archive blocks, as `tar cf x.tar
+ * -T /dev/null` writes; a folder member and a text file; a hidden image)
+ * are a clean "holds no images", not undefined behaviour: the index once
+ * handed qsort its NULL sample array (fuzz_tar; UBSan: "null pointer
+ * passed as argument 1", so this test fails before the fix under make
+ * test-sanitize). */
+static void test_shard_without_samples_holds_no_images(void **state)
+{
+    (void)state;
+    size_t nj;
+    uint8_t *jpg = small_jpeg(0, 5, &nj);
+    for (int k = 0; k < 3; k++) {
+        char *tar = tu_join(g_dir, "nosamples-%d.tar", k);
+        tu_tar t;
+        tu_tar_open(&t, tar);
+        if (k == 1) {
+            tu_tar_dir(&t, "class_a/");
+            tu_tar_file(&t, "class_a/readme.txt", "text", 4);
+        } else if (k == 2) {
+            tu_tar_file(&t, "class_a/.hidden.jpg", jpg, nj);
+        }
+        tu_tar_close(&t, 1);
+        coordl_config cfg = tar_config(tar);
+        coordl *L = NULL;
+        coordl_status rc = coordl_open(&cfg, &L);
+        if (rc != COORDL_ERR_INVALID || !strstr(coordl_errmsg(NULL), "holds no images"))
+            fail_msg("shard %d: status %d: %s", k, (int)rc, coordl_errmsg(NULL));
+        assert_null(L);
+        free(tar);
+    }
+    free(jpg);
+}
+
 static void test_shard_list_with_a_bad_line_is_invalid(void **state)
 {
     (void)state;
@@ -819,6 +852,7 @@ int main(void)
         cmocka_unit_test(test_index_reads_headers_not_member_data),
         cmocka_unit_test(test_truncated_and_corrupt_shards_fail_at_open_naming_offset),
         cmocka_unit_test(test_mixed_cls_and_unlabelled_samples_are_invalid),
+        cmocka_unit_test(test_shard_without_samples_holds_no_images),
         cmocka_unit_test(test_shard_list_with_a_bad_line_is_invalid),
         cmocka_unit_test(test_folder_with_class_folders_stays_an_imagefolder),
         cmocka_unit_test(test_tar_items_are_cached_and_batches_unchanged),

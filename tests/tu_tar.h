@@ -43,16 +43,20 @@ static inline void tu_tar__pad(tu_tar *t)
     if (r) tu_tar__write(t, zero, 512 - r);
 }
 
-/* One header block: name (at most 100 bytes stored; longer is cut, the
- * caller adds a long-name record first), type, size (octal or base-256),
- * magic "ustar\0" "00" (POSIX) or "ustar  \0" (GNU). Returns its offset. */
-static inline uint64_t tu_tar_header(tu_tar *t, const char *name, char type, uint64_t size, int size_mode,
-                                     int gnu_magic)
+/* One header block into h: name (at most 100 bytes stored; longer is
+ * cut, the caller adds a long-name record first), the POSIX ustar prefix
+ * (NULL or a folder of at most 155 bytes), type, size (octal or
+ * base-256), magic "ustar\0" "00" (POSIX) or "ustar  \0" (GNU). */
+static inline void tu_tar_make_header(uint8_t h[512], const char *name, const char *prefix, char type,
+                                      uint64_t size, int size_mode, int gnu_magic)
 {
-    uint8_t h[512];
-    memset(h, 0, sizeof h);
+    memset(h, 0, 512);
     size_t n = strlen(name);
     memcpy(h, name, n < 100 ? n : 100);
+    if (prefix) {
+        const size_t pn = strlen(prefix);
+        memcpy(h + 345, prefix, pn < 155 ? pn : 155);
+    }
     snprintf((char *)h + 100, 8, "%07o", type == '5' ? 0755 : 0644);
     snprintf((char *)h + 108, 8, "%07o", 1000);
     snprintf((char *)h + 116, 8, "%07o", 1000);
@@ -73,6 +77,14 @@ static inline uint64_t tu_tar_header(tu_tar *t, const char *name, char type, uin
     for (int i = 0; i < 512; i++) sum += h[i];
     snprintf((char *)h + 148, 8, "%06o", sum);
     h[155] = ' ';
+}
+
+/* One header block (see tu_tar_make_header), written. Returns its offset. */
+static inline uint64_t tu_tar_header(tu_tar *t, const char *name, char type, uint64_t size, int size_mode,
+                                     int gnu_magic)
+{
+    uint8_t h[512];
+    tu_tar_make_header(h, name, NULL, type, size, size_mode, gnu_magic);
     const uint64_t at = t->off;
     tu_tar__write(t, h, sizeof h);
     return at;
@@ -83,6 +95,21 @@ static inline uint64_t tu_tar_header(tu_tar *t, const char *name, char type, uin
 static inline uint64_t tu_tar_file(tu_tar *t, const char *name, const void *data, size_t n)
 {
     const uint64_t at = tu_tar_header(t, name, '0', n, TU_TAR_SIZE_OCTAL, 0);
+    tu_tar__write(t, data, n);
+    tu_tar__pad(t);
+    return at;
+}
+
+/* A regular file member whose path is split into the POSIX ustar prefix
+ * field (the folder, up to 155 bytes) and the name field (up to 100).
+ * Returns the offset of its header; its data is at +512. */
+static inline uint64_t tu_tar_file_prefixed(tu_tar *t, const char *prefix, const char *name, const void *data,
+                                            size_t n)
+{
+    uint8_t h[512];
+    tu_tar_make_header(h, name, prefix, '0', n, TU_TAR_SIZE_OCTAL, 0);
+    const uint64_t at = t->off;
+    tu_tar__write(t, h, sizeof h);
     tu_tar__write(t, data, n);
     tu_tar__pad(t);
     return at;

@@ -1,17 +1,19 @@
 /*
  * gen_seeds.c - writes the seed corpus of every fuzz target, generated at
  * build time (no downloaded or committed blobs):
- *   gen_seeds OUTDIR   ->  OUTDIR/{fuzz_image,fuzz_wav,fuzz_shard,fuzz_list,fuzz_group}/NNN-name
+ *   gen_seeds OUTDIR   ->  OUTDIR/{fuzz_image,fuzz_wav,fuzz_shard,fuzz_list,fuzz_group,fuzz_tar}/NNN-name
  * Each seed is the target's parameter bytes followed by a file: valid
  * files of every kind the parser reads (JPEG baseline, progressive,
  * arithmetic-coded, restart intervals, grayscale, CMYK; PNG, BMP, TGA,
  * PPM/PGM; WAV PCM16, float, extensible, with LIST and odd chunks; token
  * shards of both versions and a shard list; list files with CRLF, tabs,
  * odd labels; group objects as their creator lays them out, with and
- * without patches) and the hostile ones of issue #12 (zero-sized BMP, GIF, a
+ * without patches; tar shards in ustar, GNU and pax forms with class
+ * folders or .cls labels, long names, base-256 sizes) and the hostile ones of issue #12 (zero-sized BMP, GIF, a
  * progressive JPEG declaring 10000x10000, a PNG zlib bomb, a 1 Hz WAV).
  */
 #include "../hostile.h"
+#include "../tu_tar.h"
 
 #include <errno.h>
 #include <jpeglib.h>
@@ -427,6 +429,163 @@ static void groups(void)
     seed("fuzz_group", "raw-magic", raw_params, 8, raw, sizeof raw);
 }
 
+/* ---- tar shards ----------------------------------------------------------- */
+
+/* Starts a fuzz_tar seed: its parameter bytes, then the tar, written by
+ * tu_tar straight into the seed file (tu_tar counts offsets itself, so
+ * they are the tar's own). */
+static void tar_begin(tu_tar *t, const char *name, uint8_t b0, uint8_t b1, uint8_t b2, uint8_t b3)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/fuzz_tar", g_out);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/fuzz_tar/%03d-%s", g_out, g_serial++, name);
+    t->f = fopen(path, "wb");
+    if (!t->f)
+        die(path);
+    const uint8_t params[8] = {b0, b1, b2, b3, 3, 1, 7, 0};
+    if (fwrite(params, 1, sizeof params, t->f) != sizeof params)
+        die(path);
+    t->off = 0;
+}
+
+/* Sets parameter byte i of the seed being written (the split point, known
+ * only once the members before it are written). */
+static void tar_param(tu_tar *t, long i, uint8_t v)
+{
+    const long at = ftell(t->f);
+    if (at < 0 || fseek(t->f, i, SEEK_SET) != 0 || fputc(v, t->f) == EOF || fseek(t->f, at, SEEK_SET) != 0)
+        die("tar_param");
+}
+
+/* parameter byte 0: source | pipeline << 2 | public API << 4 | reader << 5 */
+enum { T_ONE = 0, T_SPLIT = 1, T_TWICE = 2, T_EVAL = 1 << 2, T_AUDIO = 2 << 2, T_API = 1 << 4,
+       T_SHORT = 1 << 5, T_LIE = 2 << 5, T_EIO = 3 << 5 };
+
+static void tars(void)
+{
+    static const jpeg_kind k444 = {3, 0, 0, 0, 0, 90};
+    size_t nj, np, nw;
+    uint8_t *jpg = jpeg(12, 10, &k444, &nj);
+    uint8_t *pix = pattern(9, 7, 3);
+    mem png = {0};
+    stbi_write_png_to_func(mem_write, &png, 9, 7, 3, pix, 9 * 3);
+    np = png.n;
+    uint8_t *wv = wav(1, 0, 1, 16000, 16, 200, 0, &nw);
+    const char *long_dir = "a_folder_with_a_rather_long_name_0123456789/and_another_long_one_abcdefghijklmnopqrstuvwxyz";
+    char long_name[512];
+    tu_tar t;
+
+    /* an ImageFolder tree: class folders (one empty), ustar prefix, GNU
+     * long name, pax path, a hidden file, a text file, a base-256 size */
+    const uint8_t tree_modes[][2] = {{T_ONE | T_API, 0}, {T_SPLIT | T_API, 4}, {T_TWICE, 0}, {T_ONE | T_EVAL | T_SHORT | T_API, 0},
+                                     {T_ONE | T_LIE | T_API, 0}, {T_SPLIT | T_EIO, 0}};
+    for (size_t i = 0; i < sizeof tree_modes / sizeof tree_modes[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "tree-%zu", i);
+        tar_begin(&t, name, tree_modes[i][0], 0, 0, (uint8_t)(i * 3));
+        tu_tar_dir(&t, "class_a/");
+        tu_tar_file(&t, "class_a/img_0.jpg", jpg, nj);
+        tu_tar_file(&t, "class_a/.hidden.jpg", jpg, nj);
+        tu_tar_file(&t, "./class_a/img_1.png", png.p, np);
+        if ((tree_modes[i][0] & 3) == T_SPLIT) /* split between two members */
+            tar_param(&t, 1, (uint8_t)(t.off / 512));
+        tu_tar_dir(&t, "class_c/");
+        tu_tar_file_prefixed(&t, "class_b/deep", "img_2.jpg", jpg, nj);
+        snprintf(long_name, sizeof long_name, "class_b/%s/long_%zu.jpg", long_dir, i);
+        tu_tar_gnu_long_name(&t, long_name);
+        tu_tar_header(&t, "class_b/cut_by_the_long_name", '0', nj, TU_TAR_SIZE_OCTAL, 1);
+        tu_tar_data(&t, jpg, nj);
+        snprintf(long_name, sizeof long_name, "class_d/%s/pax.png", long_dir);
+        tu_tar_pax(&t, "path", long_name, NULL, NULL);
+        tu_tar_header(&t, "class_d/pax_cut", '0', np, TU_TAR_SIZE_OCTAL, 0);
+        tu_tar_data(&t, png.p, np);
+        tu_tar_header(&t, "class_d/b256.jpg", '0', nj, TU_TAR_SIZE_BASE256, 1);
+        tu_tar_data(&t, jpg, nj);
+        tu_tar_file(&t, "class_d/notes.txt", "text\n", 5);
+        tu_tar_file(&t, "top.jpg", jpg, nj);
+        tu_tar_close(&t, 1);
+    }
+
+    /* WebDataset samples with .cls labels: keys with several members, the
+     * first image member taken, .json beside it, odd .cls texts */
+    const uint8_t wds_modes[][3] = {{T_ONE | T_API, 0, 0}, {T_SPLIT | T_API, 0, 0}, {T_TWICE | T_EVAL | T_API, 0, 0},
+                                    {T_ONE | T_SHORT | T_API, 0, 0x80 | 20}, {T_ONE | T_EIO | T_API, 0, 0}};
+    for (size_t i = 0; i < sizeof wds_modes / sizeof wds_modes[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "webdataset-%zu", i);
+        tar_begin(&t, name, wds_modes[i][0], 0, wds_modes[i][2], (uint8_t)(5 + i * 4));
+        tu_tar_file(&t, "s/000.jpg", jpg, nj);
+        tu_tar_file(&t, "s/000.cls", "3", 1);
+        tu_tar_file(&t, "s/000.json", "{\"k\": 1}", 8);
+        if ((wds_modes[i][0] & 3) == T_SPLIT) /* split inside sample 001 */
+            tar_param(&t, 1, (uint8_t)(t.off / 512));
+        tu_tar_file(&t, "s/001.cls", " 0\n", 3);
+        tu_tar_file(&t, "s/001.png", png.p, np);
+        tu_tar_file(&t, "s/001.jpg", jpg, nj);
+        tu_tar_pax(&t, "size", "1", "path", "s/002.cls");
+        tu_tar_header(&t, "s/002.cls", '0', 0, TU_TAR_SIZE_OCTAL, 0); /* pax size 1 overrides 0 */
+        tu_tar_data(&t, "7", 1);
+        tu_tar_file(&t, "s/002.tar.jpg", jpg, nj);
+        tu_tar_file(&t, "s/003.jpg", jpg, 0); /* an empty image member */
+        tu_tar_file(&t, "s/003.cls", "1", 1);
+        tu_tar_close(&t, 1);
+    }
+
+    /* audio samples with labels */
+    tar_begin(&t, "audio-cls", T_ONE | T_AUDIO | T_API, 0, 0, 0);
+    tu_tar_file(&t, "a.wav", wv, nw);
+    tu_tar_file(&t, "a.cls", "2", 1);
+    tu_tar_file(&t, "b.wav", wv, nw / 2); /* cut short */
+    tu_tar_file(&t, "b.cls", "0", 1);
+    tu_tar_close(&t, 1);
+
+    /* what open refuses: mixed labels, a bad .cls, a sparse pax member, no
+     * end blocks, a size past the end, a bad checksum, a pax record
+     * without '=' */
+    tar_begin(&t, "mixed-cls", T_ONE, 0, 0, 0);
+    tu_tar_file(&t, "c/x.jpg", jpg, nj);
+    tu_tar_file(&t, "c/x.cls", "1", 1);
+    tu_tar_file(&t, "c/y.jpg", jpg, nj);
+    tu_tar_close(&t, 1);
+    tar_begin(&t, "cls-not-a-number", T_ONE, 0, 0, 0);
+    tu_tar_file(&t, "x.jpg", jpg, nj);
+    tu_tar_file(&t, "x.cls", "2147483647", 10);
+    tu_tar_close(&t, 1);
+    tar_begin(&t, "pax-sparse", T_ONE | T_API, 0, 0, 0);
+    tu_tar_pax(&t, "GNU.sparse.size", "100", "path", "c/sparse.jpg");
+    tu_tar_file(&t, "c/sparse.jpg", jpg, nj);
+    tu_tar_file(&t, "c/ok.jpg", jpg, nj);
+    tu_tar_close(&t, 1);
+    tar_begin(&t, "no-end-blocks", T_ONE, 0, 0, 0);
+    tu_tar_file(&t, "c/x.jpg", jpg, nj);
+    tu_tar_close(&t, 0);
+    tar_begin(&t, "size-past-end", T_ONE, 0, 0, 0);
+    tu_tar_header(&t, "c/x.jpg", '0', 1u << 20, TU_TAR_SIZE_BASE256, 1);
+    tu_tar_data(&t, jpg, nj);
+    tu_tar_close(&t, 1);
+    {
+        uint8_t h[512];
+        tu_tar_make_header(h, "c/x.jpg", NULL, '0', nj, TU_TAR_SIZE_OCTAL, 0);
+        h[148] ^= 1; /* checksum off by one digit */
+        tar_begin(&t, "bad-checksum", T_ONE, 0, 0, 0);
+        tu_tar__write(&t, h, sizeof h);
+        tu_tar_data(&t, jpg, nj);
+        tu_tar_close(&t, 1);
+    }
+    tar_begin(&t, "pax-no-equals", T_ONE, 0, 0, 0);
+    tu_tar_header(&t, "PaxHeaders/x", 'x', 11, TU_TAR_SIZE_OCTAL, 0);
+    tu_tar_data(&t, "11 pathxyz\n", 11);
+    tu_tar_file(&t, "c/x.jpg", jpg, nj);
+    tu_tar_close(&t, 1);
+    const char junk[] = "not a tar at all";
+    seed("fuzz_tar", "garbage", (const uint8_t[8]){0}, 8, junk, sizeof junk - 1);
+    free(jpg);
+    free(pix);
+    free(png.p);
+    free(wv);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -440,6 +599,7 @@ int main(int argc, char **argv)
     shards();
     lists();
     groups();
+    tars();
     printf("gen_seeds: %d seeds in %s\n", g_serial, g_out);
     return 0;
 }
