@@ -19,7 +19,8 @@
  *  10. Peers (MPI)                    partitioned cache: map exchange, requests
  *  11. Sample plan                    crop geometry, drawn before decoding
  *  12. Resampling                     fused resize/flip/normalize (+ jitter)
- *  13. Decode                         JPEG ROI + DCT scaling; stb_image; tokens; WAV
+ *  13. Decode                         JPEG ROI + DCT scaling, restart-marker
+ *                                     rewrite and spliced crops; stb_image; tokens; WAV
  *  14. Stream                         the state machine (claim, complete, take,
  *                                     release, drop, repair), ring allocator, workers
  *  15. Coordinated group              the stream in a shm object shared by
@@ -215,12 +216,22 @@ typedef struct cdl__tar_item {
 
 /* A cache entry lives beside the slab so that both can be shared later. */
 typedef struct cdl__cache_entry {
-    _Atomic uint32_t state; /* CDL_CE_EMPTY / _ADMITTING / _PRESENT         */
-    uint32_t len;
-    uint64_t off; /* offset of the bytes in the slab                        */
+    _Atomic uint32_t state; /* low byte CDL_CE_EMPTY / _ADMITTING / _PRESENT /
+                               _REWRITING; + CDL_CE_READER per worker that
+                               decodes from the bytes now                   */
+    uint32_t len;  /* bytes of the item as held now                         */
+    uint64_t off;  /* offset of the bytes in the slab                       */
+    uint32_t cap;  /* bytes reserved there: len + room for a JPEG rewrite   */
+    _Atomic uint32_t jpeg; /* CDL_CE_PLAIN / _RST / _KEEP                   */
 } cdl__cache_entry;
 
-enum { CDL_CE_EMPTY = 0, CDL_CE_ADMITTING = 1, CDL_CE_PRESENT = 2 };
+enum { CDL_CE_EMPTY = 0, CDL_CE_ADMITTING = 1, CDL_CE_PRESENT = 2, CDL_CE_REWRITING = 3 };
+#define CDL_CE_STATE 0xFFu
+#define CDL_CE_READER 0x100u
+/* ce->jpeg: PLAIN bytes as read (may be rewritten), RST a restart-marker
+ * rewrite (section 13), KEEP never rewritten (not a JPEG coordl rewrites,
+ * or its rewrite failed or did not fit) */
+enum { CDL_CE_PLAIN = 0, CDL_CE_RST = 1, CDL_CE_KEEP = 2 };
 
 typedef struct cdl__arena {
     cdl__u8 *base;
@@ -321,6 +332,8 @@ typedef struct cdl__stream {
     cdl__member members[CDL_MAX_MEMBERS];
     _Atomic uint64_t cache_used;  /* MinIO slab bytes reserved             */
     _Atomic uint64_t cache_items;
+    _Atomic uint64_t cache_src_bytes; /* the cached items' bytes as read   */
+    _Atomic uint64_t cache_rst_items; /* of them, held as JPEG rewrites    */
 } cdl__stream;
 
 /* Every counter, once: X(name, row, stats, epoch).
@@ -359,7 +372,14 @@ typedef struct cdl__stream {
     X(peer_hits, 1, 1, 0)               \
     X(peer_bytes, 1, 1, 0)              \
     X(peer_fallbacks, 1, 1, 0)          \
-    X(peer_served, 0, 1, 0)
+    X(peer_served, 0, 1, 0)             \
+    X(jpeg_rewrites, 1, 1, 1)           \
+    X(jpeg_rewrites_idle, 1, 1, 0)      \
+    X(jpeg_rewrite_ns, 1, 1, 1)         \
+    X(jpeg_rewrite_failures, 1, 1, 0)   \
+    X(jpeg_spliced, 1, 1, 1)            \
+    X(jpeg_rewritten_items, 0, 1, 0)    \
+    X(cache_item_bytes, 0, 1, 0)
 
 #define CDL_IF_0(...)
 #define CDL_IF_1(...) __VA_ARGS__
@@ -2688,33 +2708,96 @@ static uint64_t cdl__item_at(const coordl *L, const cdl__perm *p, uint64_t pos) 
 /* only for comparison.                                                  */
 /* ===================================================================== */
 
-/* Returns a pointer to the cached bytes, or NULL on a miss. */
-static const cdl__u8 *cdl__cache_lookup_minio(coordl *L, uint64_t id, uint32_t *len) {
+/* Cached JPEGs may be rewritten in place (section 13: restart markers for
+ * crop-only decoding), so whoever reads an entry's bytes holds a reader
+ * reference in its state word until done: a rewrite replaces the bytes
+ * only while nobody reads them, and a lookup that finds the entry being
+ * replaced (a memcpy long) takes it as a miss. */
+static size_t cdl__rst_room(const cdl__u8 *p, size_t len);
+
+/* Returns a pointer to the cached bytes and takes a reader reference (give
+ * it back with cdl__cache_release_minio), or NULL on a miss. */
+static const cdl__u8 *cdl__cache_acquire_minio(coordl *L, uint64_t id, uint32_t *len, int *kind,
+                                               uint32_t *cap) {
     cdl__cache_entry *ce = &L->cache_entries[id];
-    if (atomic_load_explicit(&ce->state, memory_order_acquire) != CDL_CE_PRESENT) return NULL;
+    uint32_t s = atomic_load_explicit(&ce->state, memory_order_acquire);
+    do {
+        if ((s & CDL_CE_STATE) != CDL_CE_PRESENT) return NULL;
+    } while (!atomic_compare_exchange_weak_explicit(&ce->state, &s, s + CDL_CE_READER, memory_order_acquire,
+                                                    memory_order_acquire));
     *len = ce->len;
+    if (kind) *kind = (int)atomic_load_explicit(&ce->jpeg, memory_order_relaxed);
+    if (cap) *cap = ce->cap;
     return L->cache_arena.base + ce->off;
 }
 
-static void cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len) {
+static void cdl__cache_release_minio(coordl *L, uint64_t id) {
+    atomic_fetch_sub_explicit(&L->cache_entries[id].state, CDL_CE_READER, memory_order_release);
+}
+
+/* Admits an item read from storage. A JPEG coordl may rewrite gets room to
+ * grow into (cdl__rst_room, about 3-4% of its bytes for photos), but only
+ * while the budget still holds every item not yet admitted at its size as
+ * read: so random access never costs the cache an item it would have held
+ * (a budget of exactly the dataset holds all of it, without room). Without
+ * room an item is rewritten only if it fits in place (optimized tables
+ * usually make it smaller). Returns the entry's ce->jpeg, or -1 when the
+ * item was not admitted. */
+static int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len, uint32_t *cap_out) {
     cdl__cache_entry *ce = &L->cache_entries[id];
     uint32_t expect = CDL_CE_EMPTY;
-    if (len == 0 || len > UINT32_MAX) return;
-    if (!atomic_compare_exchange_strong(&ce->state, &expect, CDL_CE_ADMITTING)) return;
-    uint64_t used = atomic_load(&L->S->cache_used);
+    if (len == 0 || len > UINT32_MAX / 2) return -1;
+    if (!atomic_compare_exchange_strong(&ce->state, &expect, CDL_CE_ADMITTING)) return -1;
+    const int image = L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL;
+    const size_t room = L->cfg.jpeg_random_access && image ? cdl__rst_room(bytes, len) : 0;
+    const uint64_t rest = L->dataset_bytes > atomic_load(&L->S->cache_src_bytes) + len
+                              ? L->dataset_bytes - atomic_load(&L->S->cache_src_bytes) - len : 0;
+    uint64_t used = atomic_load(&L->S->cache_used), cap;
     for (;;) {
         if (used + len > L->cfg.cache_bytes) { /* full for this item: never evict */
             atomic_store_explicit(&ce->state, CDL_CE_EMPTY, memory_order_release);
-            return;
+            return -1;
         }
-        if (atomic_compare_exchange_weak(&L->S->cache_used, &used, used + len)) break;
+        cap = room && used + len + room + rest <= L->cfg.cache_bytes ? len + room : len;
+        if (atomic_compare_exchange_weak(&L->S->cache_used, &used, used + cap)) break;
     }
     cdl__test_hook(L, "admitting");
     memcpy(L->cache_arena.base + used, bytes, len);
     ce->off = used;
     ce->len = (uint32_t)len;
+    ce->cap = (uint32_t)cap;
+    atomic_store_explicit(&ce->jpeg, room ? CDL_CE_PLAIN : CDL_CE_KEEP, memory_order_relaxed);
     atomic_fetch_add(&L->S->cache_items, 1);
+    atomic_fetch_add(&L->S->cache_src_bytes, len);
     atomic_store_explicit(&ce->state, CDL_CE_PRESENT, memory_order_release);
+    *cap_out = (uint32_t)cap;
+    return room ? CDL_CE_PLAIN : CDL_CE_KEEP;
+}
+
+/* Replaces a cached item's bytes by its rewrite (len <= its cap), if no
+ * reader but the caller (held: it holds a reader reference, which it keeps)
+ * has them. Returns 1 when replaced. */
+static int cdl__cache_replace_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len, int held) {
+    cdl__cache_entry *ce = &L->cache_entries[id];
+    uint32_t expect = CDL_CE_PRESENT + (held ? CDL_CE_READER : 0u);
+    if (!atomic_compare_exchange_strong_explicit(&ce->state, &expect, CDL_CE_REWRITING, memory_order_acquire,
+                                                 memory_order_relaxed))
+        return 0;
+    const int skip = atomic_load_explicit(&ce->jpeg, memory_order_relaxed) != CDL_CE_PLAIN || len > ce->cap;
+    if (!skip) {
+        memcpy(L->cache_arena.base + ce->off, bytes, len);
+        ce->len = (uint32_t)len;
+        atomic_store_explicit(&ce->jpeg, CDL_CE_RST, memory_order_relaxed);
+        atomic_fetch_add(&L->S->cache_rst_items, 1);
+    }
+    atomic_store_explicit(&ce->state, expect, memory_order_release);
+    return !skip;
+}
+
+/* A rewrite that failed is not tried again. */
+static void cdl__cache_keep_minio(coordl *L, uint64_t id) {
+    uint32_t plain = CDL_CE_PLAIN;
+    atomic_compare_exchange_strong(&L->cache_entries[id].jpeg, &plain, CDL_CE_KEEP);
 }
 
 static void cdl__lru_unlink(cdl__lru *c, int32_t i) {
@@ -2775,7 +2858,10 @@ static void cdl__cache_admit_lru(coordl *L, uint64_t id, const cdl__u8 *bytes, s
 /* A budget beyond the dataset is never used: map only what can fill. */
 static coordl_status cdl__cache_clamp(coordl *L) {
     uint64_t slab = L->cfg.cache_bytes;
-    if (slab > L->dataset_bytes + (64u << 20)) slab = L->dataset_bytes + (64u << 20);
+    /* JPEG rewrites may use up to 1/8 more (the room section 13 reserves:
+     * 3-5% for photos, 12-25% for progressive and arithmetic sources) */
+    const uint64_t most = L->dataset_bytes + (L->cfg.jpeg_random_access ? L->dataset_bytes / 8 : 0) + (64u << 20);
+    if (slab > most) slab = most;
     if (slab > SIZE_MAX / 2)
         return cdl__open_fail(COORDL_ERR_INVALID, "cache_bytes: %llu is too large for this platform",
                               (unsigned long long)slab);
@@ -2860,7 +2946,27 @@ struct cdl__worker {
     } jerr;
     struct jpeg_progress_mgr jprogress; /* enforces CDL_JPEG_MAX_SCANS */
     int jd_ready;
+    /* JPEG rewrites (section 13): a compress object made per rewrite, the
+     * destination that writes into rw, the row index before it is filled */
+    struct jpeg_compress_struct jc;
+    int jc_live;
+    struct cdl__jdest {
+        struct jpeg_destination_mgr pub;
+        cdl__u8 *buf;
+        size_t cap;
+        int overflow;
+    } jdest;
 #endif
+    cdl__u8 *rw;       size_t rwcap;     /* a rewritten JPEG                */
+    cdl__u8 *rwidx;    size_t rwidxcap;  /* its row index, being made       */
+    cdl__u8 *splice;   size_t splicecap; /* a spliced crop JPEG             */
+    /* what the last fetch found in the MinIO cache: the entry it holds a
+     * reader reference on (id + 1, 0: none), and the entry's kind and room */
+    uint64_t held;
+    int fetch_kind;    /* CDL_CE_* of ce->jpeg, -1: not a MinIO entry      */
+    uint32_t fetch_cap;
+    /* the rewrite budget: this worker's time since it started */
+    uint64_t busy_ns_total, rewrite_ns_total;
     /* this row's counters, added to the totals when the row completes */
     cdl__counters row;
     const struct cdl__claim *claim; /* the row being prepared (section 14) */
@@ -2987,15 +3093,21 @@ static int cdl__peer_admits(coordl *L, uint64_t epoch);
 static int cdl__peer_fetch(cdl__worker *W, uint64_t id, cdl__bytes *out);
 #endif
 
+/* Bytes of item id into *out. A MinIO hit lends the cache's own bytes:
+ * the worker holds a reader reference on the entry (W->held) until
+ * cdl__fetch_done. W->fetch_kind says whether the bytes are a JPEG rewrite
+ * (section 13), or may become one. */
 static coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
     coordl *L = W->L;
     uint64_t t0 = cdl__now_ns();
     coordl_status rc = COORDL_OK;
     int hit = 0;
+    W->held = 0;
+    W->fetch_kind = -1;
     if (L->cache_entries) {
         uint32_t len;
-        const cdl__u8 *p = cdl__cache_lookup_minio(L, id, &len);
-        if (p) { out->p = p; out->len = len; hit = 1; }
+        const cdl__u8 *p = cdl__cache_acquire_minio(L, id, &len, &W->fetch_kind, &W->fetch_cap);
+        if (p) { out->p = p; out->len = len; hit = 1; W->held = id + 1; }
     } else if (L->lru) {
         uint32_t len;
         size_t need = cdl__item_bytes(L, id) + 16;
@@ -3024,7 +3136,7 @@ static coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
         if (rc == COORDL_OK) {
             W->row.cache_misses++;
             W->row.storage_reads++;
-            if (L->cache_entries && may_admit) cdl__cache_admit_minio(L, id, out->p, out->len);
+            if (L->cache_entries && may_admit) W->fetch_kind = cdl__cache_admit_minio(L, id, out->p, out->len, &W->fetch_cap);
             else if (L->lru) cdl__cache_admit_lru(L, id, out->p, out->len);
         }
         uint64_t t2 = cdl__now_ns();
@@ -3035,6 +3147,11 @@ static coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
     if (rc == COORDL_OK) W->row.fetch_bytes += out->len;
     W->row.read_ns += t1 - t0;
     return rc;
+}
+
+static void cdl__fetch_done(cdl__worker *W) {
+    if (W->held) cdl__cache_release_minio(W->L, W->held - 1);
+    W->held = 0;
 }
 
 /* ===================================================================== */
@@ -3255,40 +3372,51 @@ static void cdl__peer_request_slot(coordl *L, uint32_t s) {
  * then the bytes, tagged with the requester's slot; len 0 when this rank
  * does not hold the item (or holds no cache at all). */
 static void cdl__peer_serve(coordl *L, int source, int count) {
-    if (count < 1 || !cdl__reserve(L, (void **)&L->peer_rx, &L->peer_rxcap, (size_t)count * sizeof(uint64_t)))
+    if (count < 1 || !cdl__reserve(L, (void **)&L->peer_rx, &L->peer_rxcap,
+                                   (size_t)count * (sizeof(uint64_t) + sizeof(void *) + sizeof(uint32_t))))
         return; /* left queued: the requester falls back after peer_timeout_ms */
     uint64_t *ids = (uint64_t *)(void *)L->peer_rx;
     MPI_Recv(ids, count, MPI_UINT64_T, source, CDL_TAG_REQ, L->peer_comm, MPI_STATUS_IGNORE);
     cdl__test_hook(L, "peer_serve");
-    uint32_t n = (uint32_t)(count - 1);
+    const uint32_t n = (uint32_t)(count - 1);
     const uint32_t slot = (uint32_t)(ids[0] >> 48);
     if (slot >= 1024) return; /* not a request coordl sent */
     size_t bytes = 12 + (size_t)n * 12;
+    /* reader references from sizing to copying: a JPEG rewrite (section 13)
+     * may not change an entry's bytes in between; the pointers and lengths
+     * live in the request buffer behind the ids */
+    const cdl__u8 **src = (const cdl__u8 **)(void *)(L->peer_rx + (size_t)count * sizeof(uint64_t));
+    uint32_t *lens = (uint32_t *)(void *)(L->peer_rx + (size_t)count * (sizeof(uint64_t) + sizeof *src));
     for (uint32_t i = 0; i < n; i++) {
-        uint32_t len = 0;
-        if (L->cache_entries && ids[1 + i] < L->num_items && cdl__cache_lookup_minio(L, ids[1 + i], &len)) bytes += len;
+        lens[i] = 0;
+        src[i] = L->cache_entries && ids[1 + i] < L->num_items
+                     ? cdl__cache_acquire_minio(L, ids[1 + i], &lens[i], NULL, NULL) : NULL;
+        if (!src[i]) lens[i] = 0;
+        bytes += lens[i];
     }
     /* every request gets exactly one reply (closing counts on it): short
      * of memory for the items, a reply holding none of them */
     cdl__lock(L); /* the send buffers are shared with the requests, under mu */
     int si = cdl__peer_send_get(L, bytes);
-    if (si < 0) si = cdl__peer_send_get(L, bytes = 12), n = 0;
+    uint32_t nreply = n;
+    if (si < 0) si = cdl__peer_send_get(L, bytes = 12), nreply = 0;
     cdl__unlock(L);
-    if (si < 0) return; /* not even that: the requester gives up after peer_timeout_ms */
-    cdl__u8 *out = L->peer_sends[si].buf; /* FILLING: ours alone until sent */
-    memcpy(out, &ids[0], 8);
-    memcpy(out + 8, &n, 4);
-    size_t at = 12 + (size_t)n * 12;
+    cdl__u8 *out = si < 0 ? NULL : L->peer_sends[si].buf; /* FILLING: ours alone until sent */
+    size_t at = 12 + (size_t)nreply * 12;
     uint64_t served = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t len = 0;
-        const cdl__u8 *p = L->cache_entries && ids[1 + i] < L->num_items
-            ? cdl__cache_lookup_minio(L, ids[1 + i], &len) : NULL;
-        if (!p || at + len > bytes) len = 0; /* cached meanwhile: not counted above */
-        memcpy(out + 12 + (size_t)i * 12, &ids[1 + i], 8);
-        memcpy(out + 12 + (size_t)i * 12 + 8, &len, 4);
-        if (len) { memcpy(out + at, p, len); at += len; served++; }
+    if (out) {
+        memcpy(out, &ids[0], 8);
+        memcpy(out + 8, &nreply, 4);
     }
+    for (uint32_t i = 0; i < n; i++) {
+        if (out && i < nreply) {
+            memcpy(out + 12 + (size_t)i * 12, &ids[1 + i], 8);
+            memcpy(out + 12 + (size_t)i * 12 + 8, &lens[i], 4);
+            if (lens[i]) { memcpy(out + at, src[i], lens[i]); at += lens[i]; served++; }
+        }
+        if (src[i]) cdl__cache_release_minio(L, ids[1 + i]);
+    }
+    if (!out) return; /* not even that: the requester gives up after peer_timeout_ms */
     cdl__lock(L);
     if (cdl__peer_isend(L, si, MPI_BYTE, at, source, CDL_TAG_RESP + (int)slot)) L->st.peer_served += served;
     cdl__unlock(L);
@@ -3388,8 +3516,9 @@ static void cdl__peer_exchange_map(coordl *L) {
     atomic_store(&L->peer_admit_epoch, CDL_ADMIT_CLOSED); /* what is cached now is final */
     cdl__unlock(L);
     for (uint64_t id = 0; id < L->num_items; id++)
-        owner[id] = L->cache_entries && atomic_load(&L->cache_entries[id].state) == CDL_CE_PRESENT ? L->cfg.rank
-                                                                                                 : INT32_MAX;
+        owner[id] = L->cache_entries && (atomic_load(&L->cache_entries[id].state) & CDL_CE_STATE) >= CDL_CE_PRESENT
+                        ? L->cfg.rank /* PRESENT or REWRITING */
+                        : INT32_MAX;
     int ok = 1;
     const uint64_t chunk = 1u << 30; /* counts are ints; every rank has the same num_items */
     for (uint64_t at = 0; at < L->num_items; at += chunk) {
@@ -4276,8 +4405,10 @@ static coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cdl__ax
 /* JPEG (recognised by content): read the header, draw the crop, pick    */
 /* the DCT scale, decode only the crop's columns (jpeg_crop_scanline,    */
 /* iMCU-aligned) and rows (jpeg_skip_scanlines above, stop after the     */
-/* last), then resample straight into the batch row. One decompressor    */
-/* per worker, reused. Other formats: stb_image, full decode.            */
+/* last), then resample straight into the batch row. A cached JPEG may   */
+/* be rewritten with restart markers: then only the segments that cover  */
+/* the crop are decoded (random access, below). One decompressor per     */
+/* worker, reused. Other formats: stb_image, full decode.                */
 /* ===================================================================== */
 
 /* --- what is decoded, and within which bounds --------------------------
@@ -4487,6 +4618,154 @@ static coordl_status cdl__stb_header(cdl__worker *W, const char *path, const cdl
                              other ? other : "not a JPEG");
 }
 #endif /* COORDL_NO_STB */
+/* --- JPEG random access: restart-marker rewrite and spliced crops -------
+ * Huffman decoding is most of a JPEG decode, and the libjpeg API cannot
+ * skip it for the MCUs above and beside a crop: each MCU's bits must be
+ * decoded to find where the next one starts, and DC prediction chains
+ * them. That is a property of the file, and the MinIO cache lets coordl
+ * change the file: it holds the item's bytes for every later epoch.
+ *
+ * Rewrite: jpeg_read_coefficients + jpeg_write_coefficients (coefficients
+ * untouched, so the pixels a decoder makes are the same) as baseline
+ * Huffman with a restart marker every k MCUs, plus an APP15 segment
+ * ("coordl-rst") holding where each MCU row's entropy-coded data starts.
+ * DC prediction restarts at every marker, so each run of k MCUs (a
+ * segment) decodes on its own. k divides the MCUs per row, so segments
+ * never straddle rows; it is the smallest such divisor that keeps the
+ * markers under ~3.5% of the bytes (~4.3 bytes a marker with the standard
+ * tables, measured: k = 1 for ImageNet-like photos, more for 4:4:4, gray
+ * and low-detail large files, which have fewer bytes per MCU).
+ *
+ * Splice: for a crop, a small valid JPEG is built in worker scratch: the
+ * headers copied (every marker before SOS: DHT may follow SOF), the frame
+ * size patched in place, DRI k, and only the segments that cover the crop,
+ * their restart markers renumbered 0-7 in sequence. The stock libjpeg
+ * decodes it at the sample's DCT scale and the resampler cuts the crop.
+ * The spliced image's edges are image edges to libjpeg, where fancy chroma
+ * upsampling replicates the edge sample; so a side gets one more MCU when
+ * the crop comes within a pixel of it (tests/test_jpeg_exact.c: the result
+ * is byte-identical to a full decode's crop at every scale), and a span is
+ * at least two MCUs wide (libjpeg upsamples a component 2 samples wide or
+ * less by replication instead).
+ *
+ * Tables: a source with the standard Huffman tables is rewritten with them
+ * (one pass, ~1.3x a full decode); progressive, arithmetic and
+ * custom-table sources, and items with no room to grow, with optimized
+ * tables (two passes, ~3x; they usually come out smaller than the original).
+ * A fresh compress object per rewrite: libjpeg-turbo 2.1 keeps the tables
+ * a reused one holds, so a standard-table rewrite after an optimized one
+ * would write a corrupt stream. */
+
+#define CDL_RST_TAG "coordl-rst"
+#define CDL_RST_TAG_LEN 10
+#define CDL_RST_HEAD 16        /* tag, version, 0, interval u16, rows u16     */
+#define CDL_RST_MAX_ROWS ((65533u - CDL_RST_HEAD) / 4u)
+#define CDL_RST_BYTES_PER_MARKER_X10 43 /* mean growth a marker, standard tables */
+#define CDL_RST_ROOM_PER_MARKER_X10 65  /* reserved: above the worst file seen (6.0) */
+
+typedef struct cdl__jpeg_layout {
+    int sof;                     /* SOF marker code (0xC0 ...)                */
+    uint32_t w, h;
+    int ncomp, max_h, max_v;
+    int subsampled;              /* some component has fewer samples: fancy
+                                    upsampling reads neighbours             */
+    int hsub;                    /* ... fewer columns                          */
+    uint32_t mcu_w, mcu_h, mcus_per_row, mcu_rows;
+    size_t sof_off, data_off;    /* SOF marker; first entropy-coded byte      */
+    size_t index_off, index_len; /* our APP15 segment, marker included; 0: none */
+    uint32_t interval;           /* restart interval the index records        */
+} cdl__jpeg_layout;
+
+static uint32_t cdl__be16(const cdl__u8 *p) { return (uint32_t)p[0] << 8 | p[1]; }
+
+/* Walks a JPEG's markers up to the first SOS. Returns 0 when the bytes are
+ * not a JPEG this code can rewrite or splice (only the frame types libjpeg
+ * decodes to 8-bit samples, 1, 3 or 4 components). Reads nothing past len. */
+static int cdl__jpeg_walk(const cdl__u8 *p, size_t len, cdl__jpeg_layout *lay) {
+    memset(lay, 0, sizeof *lay);
+    if (len < 4 || p[0] != 0xFF || p[1] != 0xD8) return 0;
+    size_t at = 2;
+    for (;;) {
+        while (at + 1 < len && p[at] == 0xFF && p[at + 1] == 0xFF) at++; /* fill bytes */
+        if (at + 4 > len || p[at] != 0xFF) return 0;
+        const int m = p[at + 1];
+        const size_t seg = cdl__be16(p + at + 2);
+        if (seg < 2 || at + 2 + seg > len) return 0;
+        const cdl__u8 *q = p + at + 4;
+        if (m == 0xC0 || m == 0xC1 || m == 0xC2 || m == 0xC9 || m == 0xCA) {
+            if (lay->sof || seg < 8 || q[0] != 8) return 0;
+            lay->sof = m;
+            lay->sof_off = at;
+            lay->h = cdl__be16(q + 1);
+            lay->w = cdl__be16(q + 3);
+            lay->ncomp = q[5];
+            if (lay->w == 0 || lay->h == 0 || (lay->ncomp != 1 && lay->ncomp != 3 && lay->ncomp != 4) ||
+                seg != 8 + 3u * (unsigned)lay->ncomp)
+                return 0;
+            int hs[4], vs[4];
+            for (int c = 0; c < lay->ncomp; c++) {
+                hs[c] = q[7 + 3 * c] >> 4;
+                vs[c] = q[7 + 3 * c] & 15;
+                if (hs[c] < 1 || hs[c] > 4 || vs[c] < 1 || vs[c] > 4) return 0;
+                if (hs[c] > lay->max_h) lay->max_h = hs[c];
+                if (vs[c] > lay->max_v) lay->max_v = vs[c];
+            }
+            for (int c = 0; c < lay->ncomp && lay->ncomp > 1; c++) {
+                if (hs[c] != lay->max_h) lay->hsub = 1;
+                if (hs[c] != lay->max_h || vs[c] != lay->max_v) lay->subsampled = 1;
+            }
+            /* a one-component scan is not interleaved: its MCU is one block */
+            lay->mcu_w = lay->ncomp == 1 ? 8u : 8u * (uint32_t)lay->max_h;
+            lay->mcu_h = lay->ncomp == 1 ? 8u : 8u * (uint32_t)lay->max_v;
+            lay->mcus_per_row = (lay->w + lay->mcu_w - 1) / lay->mcu_w;
+            lay->mcu_rows = (lay->h + lay->mcu_h - 1) / lay->mcu_h;
+        } else if ((m >= 0xC3 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) || m == 0xD8 ||
+                   m == 0xD9 || (m >= 0xD0 && m <= 0xD7) || m == 0x01) {
+            return 0; /* lossless, hierarchical, 12-bit-only frame types; stray markers */
+        } else if (m == 0xEF && seg >= 2 + CDL_RST_HEAD && memcmp(q, CDL_RST_TAG, CDL_RST_TAG_LEN) == 0 &&
+                   q[CDL_RST_TAG_LEN] == 1) {
+            lay->index_off = at;
+            lay->index_len = 2 + seg;
+            lay->interval = (uint32_t)q[12] | (uint32_t)q[13] << 8;
+        } else if (m == 0xDA) {
+            lay->data_off = at + 2 + seg;
+            return lay->sof != 0 && lay->data_off < len;
+        }
+        at += 2 + seg;
+    }
+}
+
+/* The restart interval for a rewrite: the smallest divisor of the MCUs per
+ * row that keeps the markers' bytes under ~3.5% of the file. */
+static uint32_t cdl__rst_interval(const cdl__jpeg_layout *lay, size_t len) {
+    const uint64_t mcus = (uint64_t)lay->mcus_per_row * lay->mcu_rows;
+    /* markers * 4.3 <= 0.035 * len  <=>  k >= mcus * 43 / (0.35 * len) */
+    uint64_t want = (mcus * CDL_RST_BYTES_PER_MARKER_X10 * 100 + (uint64_t)len * 35 - 1) / ((uint64_t)len * 35);
+    if (want < 1) want = 1;
+    for (uint32_t k = (uint32_t)(want < lay->mcus_per_row ? want : lay->mcus_per_row); k < lay->mcus_per_row; k++)
+        if (lay->mcus_per_row % k == 0) return k;
+    return lay->mcus_per_row;
+}
+
+/* Bytes a rewrite may add to an item (room reserved at admission so the
+ * rewrite fits in place), or 0 when the item is not a JPEG coordl
+ * rewrites. Measured on the bench photos (bench/README.md): the standard
+ * tables add 4.3 bytes a marker (at most 6.0); progressive sources grow
+ * by 8-11% as baseline, arithmetic ones by 14-20%. */
+static size_t cdl__rst_room(const cdl__u8 *p, size_t len) {
+#ifdef COORDL_NO_JPEGTURBO
+    (void)p; (void)len;
+    return 0; /* no rewrites without libjpeg */
+#endif
+    cdl__jpeg_layout lay;
+    if (!cdl__jpeg_walk(p, len, &lay) || lay.index_off || lay.mcu_rows > CDL_RST_MAX_ROWS) return 0;
+    const uint64_t markers = (uint64_t)lay.mcus_per_row * lay.mcu_rows / cdl__rst_interval(&lay, len);
+    uint64_t room = markers * CDL_RST_ROOM_PER_MARKER_X10 / 10 + CDL_RST_HEAD + 4u * lay.mcu_rows + 64;
+    if (lay.sof == 0xC2) room += len / 8;
+    if (lay.sof == 0xC9 || lay.sof == 0xCA) room += len / 4;
+    return room > UINT32_MAX / 2 ? 0 : (size_t)room;
+}
+
 
 #ifndef COORDL_NO_JPEGTURBO
 static void cdl__jpeg_scan_limit(j_common_ptr cinfo) {
@@ -4581,8 +4860,242 @@ static int cdl__jpeg_context_margin(const struct jpeg_decompress_struct *jd, int
 
 /* The body that may longjmp: only plain locals that are not changed after
  * setjmp, per C11 7.13.2.1. */
+/* A libjpeg destination that writes into worker scratch and stops the
+ * rewrite (through the error handler) when the output outgrows the room
+ * the item has: nothing is allocated behind coordl's back. */
+static void cdl__jdest_init(j_compress_ptr c) {
+    struct cdl__jdest *d = (struct cdl__jdest *)c->dest;
+    d->pub.next_output_byte = d->buf;
+    d->pub.free_in_buffer = d->cap;
+}
+static boolean cdl__jdest_full(j_compress_ptr c) {
+    ((struct cdl__jdest *)c->dest)->overflow = 1;
+    ERREXIT(c, JERR_BUFFER_SIZE);
+    return FALSE;
+}
+static void cdl__jdest_term(j_compress_ptr c) { (void)c; }
+
+/* The Huffman tables a baseline source uses are libjpeg's standard ones
+ * (what jpeg_copy_critical_parameters put in the fresh compress object):
+ * then a standard-table rewrite reproduces the source's code lengths. */
+static int cdl__same_huff(const JHUFF_TBL *a, const JHUFF_TBL *b) {
+    if (!a || !b || memcmp(a->bits, b->bits, sizeof a->bits) != 0) return 0;
+    int n = 0;
+    for (int i = 1; i <= 16; i++) n += a->bits[i];
+    return n <= 256 && memcmp(a->huffval, b->huffval, (size_t)n) == 0;
+}
+static int cdl__standard_tables(const struct jpeg_decompress_struct *jd, const struct jpeg_compress_struct *jc) {
+    if (jd->progressive_mode || jd->arith_code) return 0;
+    for (int c = 0; c < jd->num_components; c++) {
+        const jpeg_component_info *s = &jd->comp_info[c], *t = &jc->comp_info[c];
+        if (s->dc_tbl_no < 0 || s->dc_tbl_no >= NUM_HUFF_TBLS || s->ac_tbl_no < 0 || s->ac_tbl_no >= NUM_HUFF_TBLS ||
+            t->dc_tbl_no < 0 || t->dc_tbl_no >= NUM_HUFF_TBLS || t->ac_tbl_no < 0 || t->ac_tbl_no >= NUM_HUFF_TBLS ||
+            !cdl__same_huff(jd->dc_huff_tbl_ptrs[s->dc_tbl_no], jc->dc_huff_tbl_ptrs[t->dc_tbl_no]) ||
+            !cdl__same_huff(jd->ac_huff_tbl_ptrs[s->ac_tbl_no], jc->ac_huff_tbl_ptrs[t->ac_tbl_no]))
+            return 0;
+    }
+    return 1;
+}
+
+/* Fills the row index of a rewrite in W->rw: walks every segment, checking
+ * each restart marker's number, so that a splice can trust the layout. */
+static int cdl__rst_index(cdl__u8 *p, size_t len, cdl__jpeg_layout *lay) {
+    if (!cdl__jpeg_walk(p, len, lay) || !lay->index_off || lay->interval == 0 ||
+        lay->mcus_per_row % lay->interval != 0)
+        return 0;
+    const uint32_t segs_per_row = lay->mcus_per_row / lay->interval;
+    const uint64_t nseg = (uint64_t)segs_per_row * lay->mcu_rows;
+    if (lay->index_len != 4 + CDL_RST_HEAD + 4u * (size_t)lay->mcu_rows) return 0;
+    cdl__u8 *tab = p + lay->index_off + 4 + CDL_RST_HEAD;
+    size_t at = lay->data_off;
+    uint64_t seg = 0;
+    for (uint32_t r = 0; r < lay->mcu_rows; r++) {
+        const uint64_t off = at - lay->data_off;
+        if (off > UINT32_MAX) return 0;
+        for (int b = 0; b < 4; b++) tab[4 * r + (uint32_t)b] = (cdl__u8)(off >> (8 * b));
+        for (uint32_t s = 0; s < segs_per_row; s++, seg++) {
+            for (;;) {
+                const cdl__u8 *q = at < len ? memchr(p + at, 0xFF, len - at) : NULL;
+                if (!q || q + 1 >= p + len) return 0;
+                at = (size_t)(q - p);
+                if (q[1] == 0x00) { at += 2; continue; }
+                const int want = seg + 1 == nseg ? 0xD9 : 0xD0 + (int)(seg & 7);
+                if (q[1] != want) return 0;
+                at += 2;
+                break;
+            }
+        }
+    }
+    return at == len;
+}
+
+/* Rewrites the JPEG src into W->rw (see above). `room`: the most bytes the
+ * result may take; `small`: use optimized tables whatever the source's (the
+ * item has no room to grow). Returns the rewritten length and its layout
+ * in *got, or 0 when the source cannot be rewritten (corrupt, unsupported,
+ * or too big for the room: then *too_big). */
+static size_t cdl__jpeg_rewrite(cdl__worker *W, const cdl__u8 *src, size_t len, size_t room, int small,
+                                cdl__jpeg_layout *got, int *too_big) {
+    coordl *L = W->L;
+    struct jpeg_decompress_struct *jd = &W->jd;
+    struct jpeg_compress_struct *jc = &W->jc;
+    cdl__jpeg_layout lay;
+    *too_big = 0;
+    if (!cdl__jpeg_walk(src, len, &lay) || lay.index_off || lay.mcu_rows > CDL_RST_MAX_ROWS ||
+        (uint64_t)lay.w * lay.h > L->cfg.max_pixels)
+        return 0;
+    const uint32_t k = cdl__rst_interval(&lay, len);
+    const size_t idx_len = CDL_RST_HEAD + 4u * (size_t)lay.mcu_rows;
+    if (!cdl__reserve(L, (void **)&W->rw, &W->rwcap, room + 16) ||
+        !cdl__reserve(L, (void **)&W->rwidx, &W->rwidxcap, idx_len))
+        return 0;
+    memset(W->rwidx, 0, idx_len);
+    memcpy(W->rwidx, CDL_RST_TAG, CDL_RST_TAG_LEN);
+    W->rwidx[CDL_RST_TAG_LEN] = 1; /* version */
+    W->rwidx[12] = (cdl__u8)(k & 0xFF);
+    W->rwidx[13] = (cdl__u8)(k >> 8);
+    W->rwidx[14] = (cdl__u8)(lay.mcu_rows & 0xFF);
+    W->rwidx[15] = (cdl__u8)(lay.mcu_rows >> 8);
+    W->jdest.buf = W->rw;
+    W->jdest.cap = room;
+    W->jdest.overflow = 0;
+    W->jerr.fatal_warning = 0;
+    W->jc_live = 0;
+    if (setjmp(W->jerr.jump)) {
+        if (W->jc_live) jpeg_destroy_compress(jc);
+        W->jc_live = 0;
+        jpeg_abort_decompress(jd);
+        *too_big = W->jdest.overflow;
+        return 0;
+    }
+    jpeg_mem_src(jd, src, (unsigned long)len);
+    jpeg_read_header(jd, TRUE);
+    if (jd->image_width != lay.w || jd->image_height != lay.h || jd->num_components != lay.ncomp ||
+        jd->data_precision != 8)
+        longjmp(W->jerr.jump, 1);
+    /* the whole image's coefficients, within max_decode_bytes like a decode */
+    uint64_t need = room;
+    for (int c = 0; c < jd->num_components; c++)
+        need += (uint64_t)(jd->comp_info[c].width_in_blocks + 4) * (jd->comp_info[c].height_in_blocks + 4) *
+                sizeof(JBLOCK);
+    if (need > L->cfg.max_decode_bytes) longjmp(W->jerr.jump, 1);
+    const uint64_t left = L->cfg.max_decode_bytes - room;
+    jd->mem->max_memory_to_use = left > (uint64_t)LONG_MAX ? LONG_MAX : (long)left;
+    jvirt_barray_ptr *coefs = jpeg_read_coefficients(jd);
+    if (W->jerr.fatal_warning || !coefs) longjmp(W->jerr.jump, 1);
+    jc->err = &W->jerr.pub;
+    jpeg_create_compress(jc);
+    W->jc_live = 1;
+    jc->dest = &W->jdest.pub;
+    jpeg_copy_critical_parameters(jd, jc);
+    /* the colour interpretation stays: a CMYK file without an Adobe
+     * marker holds plain ink amounts, with one inverted (coordl's rule) */
+    if (jd->jpeg_color_space == JCS_CMYK) jc->write_Adobe_marker = jd->saw_Adobe_marker;
+    jc->optimize_coding = (boolean)(small || !cdl__standard_tables(jd, jc));
+    jc->restart_interval = k;
+    jpeg_write_coefficients(jc, coefs);
+    jpeg_write_marker(jc, JPEG_APP0 + 15, W->rwidx, (unsigned)idx_len);
+    jpeg_finish_compress(jc);
+    const size_t out = W->jdest.cap - W->jdest.pub.free_in_buffer;
+    jpeg_destroy_compress(jc);
+    W->jc_live = 0;
+    jpeg_abort_decompress(jd);
+    if (!cdl__rst_index(W->rw, out, got) || got->w != lay.w || got->h != lay.h || got->ncomp != lay.ncomp ||
+        got->mcu_w != lay.mcu_w || got->mcu_h != lay.mcu_h || got->interval != k ||
+        (got->sof != 0xC0 && got->sof != 0xC1))
+        return 0;
+    return out;
+}
+
+/* Builds in W->splice a JPEG of the segments of the rewritten item p that
+ * cover pixels [x0, x1) x [y0, y1) of its decode at 1/d (see above), and
+ * says where the span starts in those pixels. Returns its length, or 0
+ * when p's segments are not where its index says (then the caller decodes
+ * p as a plain JPEG: it is one). */
+static size_t cdl__jpeg_splice(cdl__worker *W, const cdl__u8 *p, size_t len, const cdl__jpeg_layout *lay, int d,
+                               int x0, int x1, int y0, int y1, int *ox, int *oy) {
+    const uint32_t k = lay->interval, spr = lay->mcus_per_row / k;
+    const int smw = (int)lay->mcu_w / d, smh = (int)lay->mcu_h / d; /* MCU at 1/d */
+    /* one pixel of upsampling context, where the image has it */
+    const int m = lay->subsampled && d < 8 ? 1 : 0;
+    x0 = x0 > m ? x0 - m : 0;
+    y0 = y0 > m ? y0 - m : 0;
+    x1 += m;
+    y1 += m;
+    uint32_t s0 = (uint32_t)(x0 / smw) / k, s1 = ((uint32_t)((x1 + smw - 1) / smw) + k - 1) / k;
+    uint32_t r0 = (uint32_t)(y0 / smh), r1 = (uint32_t)((y1 + smh - 1) / smh);
+    if (s1 > spr) s1 = spr;
+    if (r1 > lay->mcu_rows) r1 = lay->mcu_rows;
+    /* libjpeg upsamples a component at most 2 samples wide by replication,
+     * not fancily: keep the span 2 MCUs wide (or the whole width) */
+    const uint64_t seg_w = (uint64_t)k * lay->mcu_w;
+    const uint64_t min_w = lay->hsub && d < 8 ? (2 * lay->mcu_w < lay->w ? 2 * lay->mcu_w : lay->w) : 1;
+    for (;;) {
+        const uint64_t a = s0 * seg_w, b = s1 * seg_w < lay->w ? s1 * seg_w : lay->w;
+        if (b - a >= min_w || (s0 == 0 && s1 == spr)) break;
+        if (s1 < spr) s1++; else s0--;
+    }
+    if (s0 >= s1 || r0 >= r1) return 0;
+    const uint32_t px0 = (uint32_t)(s0 * seg_w), py0 = r0 * lay->mcu_h;
+    const uint32_t px1 = s1 * seg_w < lay->w ? (uint32_t)(s1 * seg_w) : lay->w;
+    const uint32_t py1 = r1 * lay->mcu_h < lay->h ? r1 * lay->mcu_h : lay->h;
+    const uint64_t total = (uint64_t)(s1 - s0) * (r1 - r0);
+    /* headers + entropy bytes of the span + EOI: never more than len */
+    const size_t cap = len + 16;
+    if (!cdl__reserve(W->L, (void **)&W->splice, &W->splicecap, cap)) return 0;
+    cdl__u8 *out = W->splice;
+    size_t o = 0;
+    out[o++] = 0xFF;
+    out[o++] = 0xD8;
+    const size_t hdr_end = lay->data_off; /* through the SOS header */
+    memcpy(out + o, p + 2, lay->index_off - 2);
+    o += lay->index_off - 2;
+    memcpy(out + o, p + lay->index_off + lay->index_len, hdr_end - lay->index_off - lay->index_len);
+    o += hdr_end - lay->index_off - lay->index_len;
+    const size_t sof = lay->sof_off > lay->index_off ? lay->sof_off - lay->index_len : lay->sof_off;
+    out[sof + 5] = (cdl__u8)((py1 - py0) >> 8);
+    out[sof + 6] = (cdl__u8)(py1 - py0);
+    out[sof + 7] = (cdl__u8)((px1 - px0) >> 8);
+    out[sof + 8] = (cdl__u8)(px1 - px0);
+    const cdl__u8 *tab = p + lay->index_off + 4 + CDL_RST_HEAD;
+    uint64_t g = 0;
+    for (uint32_t r = r0; r < r1; r++) {
+        size_t at = lay->data_off + ((size_t)tab[4 * r] | (size_t)tab[4 * r + 1] << 8 |
+                                     (size_t)tab[4 * r + 2] << 16 | (size_t)tab[4 * r + 3] << 24);
+        for (uint32_t s = 0; s < s1; s++) {
+            const size_t start = at;
+            for (;;) { /* the marker that ends this segment (0xFF00 is a stuffed byte) */
+                const cdl__u8 *q = at < len ? memchr(p + at, 0xFF, len - at) : NULL;
+                if (!q || q + 1 >= p + len) return 0;
+                at = (size_t)(q - p);
+                if (q[1] == 0x00) { at += 2; continue; }
+                if (!((q[1] >= 0xD0 && q[1] <= 0xD7) || q[1] == 0xD9)) return 0;
+                break;
+            }
+            if (s >= s0) {
+                if (o + (at - start) + 4 > cap) return 0;
+                memcpy(out + o, p + start, at - start);
+                o += at - start;
+                if (++g < total) {
+                    out[o++] = 0xFF;
+                    out[o++] = (cdl__u8)(0xD0 + ((g - 1) & 7));
+                }
+            }
+            at += 2;
+        }
+    }
+    out[o++] = 0xFF;
+    out[o++] = 0xD9;
+    *ox = (int)(px0 / (uint32_t)d);
+    *oy = (int)(py0 / (uint32_t)d);
+    return o;
+}
+
+/* Decodes what the sample needs and resamples it into dst. rst: the
+ * layout of a restart-marker rewrite (in holds one): then only the crop's
+ * segments are decoded, spliced into a JPEG of their own. */
 static coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cdl__bytes *in,
-                                      uint64_t epoch, uint64_t id, void *dst) {
+                                      uint64_t epoch, uint64_t id, void *dst, const cdl__jpeg_layout *rst) {
     coordl *L = W->L;
     struct jpeg_decompress_struct *jd = &W->jd;
     uint64_t t0 = cdl__now_ns();
@@ -4594,31 +5107,47 @@ static coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cd
         return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: not a decodable JPEG: %s", path, W->jerr.msg);
     }
     W->jerr.pub.msg_code = 0;
-    jpeg_mem_src(jd, in->p, (unsigned long)in->len);
-    jpeg_read_header(jd, TRUE);
-    const int iw = (int)jd->image_width, ih = (int)jd->image_height;
+    if (!rst) {
+        jpeg_mem_src(jd, in->p, (unsigned long)in->len);
+        jpeg_read_header(jd, TRUE);
+    }
+    const int iw = rst ? (int)rst->w : (int)jd->image_width, ih = rst ? (int)rst->h : (int)jd->image_height;
     coordl_status rc = cdl__check_image_size(W, path, iw, ih);
     if (rc != COORDL_OK) {
         jpeg_abort_decompress(jd);
         return rc;
     }
-    size_t scan_start = in->len - jd->src->bytes_in_buffer;
-    if (!cdl__jpeg_has_eoi(in->p, in->len, scan_start)) {
+    if (!rst && !cdl__jpeg_has_eoi(in->p, in->len, in->len - jd->src->bytes_in_buffer)) {
         jpeg_abort_decompress(jd);
         return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: truncated JPEG (no end-of-image marker)", path);
     }
     cdl__geom g;
     cdl__plan(L, epoch, id, iw, ih, &g);
     const int d = cdl__choose_dct_denominator(L, &g);
+    cdl__axis ax, ay;
+    int ox = 0, oy = 0; /* spliced: where its pixel (0, 0) is, at 1/d */
+    if (rst) {
+        /* libjpeg's scaled size: jdiv_round_up(w, d) */
+        cdl__geom_scale(&g, d, (iw + d - 1) / d, (ih + d - 1) / d);
+        if ((rc = cdl__tables_for(W, &g, &ax, &ay)) != COORDL_OK) return cdl__name_error(W, path, rc);
+        const size_t n = cdl__jpeg_splice(W, in->p, in->len, rst, d, ax.lo, ax.hi, ay.lo, ay.hi, &ox, &oy);
+        if (!n) return cdl__decode_jpeg(W, path, in, epoch, id, dst, NULL); /* a plain JPEG too */
+        jpeg_mem_src(jd, W->splice, (unsigned long)n);
+        jpeg_read_header(jd, TRUE);
+    }
     const int cmyk = jd->jpeg_color_space == JCS_CMYK || jd->jpeg_color_space == JCS_YCCK;
     jd->scale_num = 1;
     jd->scale_denom = (unsigned)d;
     jd->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
     jd->dct_method = JDCT_ISLOW;
     jpeg_calc_output_dimensions(jd);
-    cdl__geom_scale(&g, d, (int)jd->output_width, (int)jd->output_height);
-    cdl__axis ax, ay;
-    rc = cdl__tables_for(W, &g, &ax, &ay);
+    if (!rst) {
+        cdl__geom_scale(&g, d, (int)jd->output_width, (int)jd->output_height);
+        rc = cdl__tables_for(W, &g, &ax, &ay);
+    } else if ((int)jd->output_width < ax.hi - ox || (int)jd->output_height < ay.hi - oy) {
+        rc = cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: spliced crop is %ux%u, short of the crop", path,
+                               jd->output_width, jd->output_height);
+    }
     if (rc != COORDL_OK) {
         jpeg_abort_decompress(jd);
         return cdl__name_error(W, path, rc);
@@ -4633,7 +5162,9 @@ static coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cd
         const uint64_t imcu = (uint64_t)jd->max_h_samp_factor * DCTSIZE;
         uint64_t cols = (uint64_t)(ax.hi - ax.lo) + 2 * imcu;
         if (cols > jd->output_width) cols = jd->output_width;
-        const uint64_t region = cols * 3 * (uint64_t)(ay.hi - ay.lo) + 64 + (cmyk ? cols * 4 + 64 : 0);
+        /* rows: a splice's from its top; the ROI's 2 rows of context */
+        const uint64_t rows = (uint64_t)(rst ? ay.hi - oy : ay.hi - ay.lo + 2);
+        const uint64_t region = cols * 3 * rows + 64 + (cmyk ? cols * 4 + 64 : 0);
         const uint64_t window = cdl__window_bytes(L, &ax, &ay), need = cdl__jpeg_need(jd) + region + window;
         const uint64_t limit = L->cfg.max_decode_bytes;
         if (need > limit) {
@@ -4648,14 +5179,15 @@ static coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cd
      * needs context: decoded to end exactly at the crop, libjpeg treats the
      * region's edge as the image's and replicates the edge chroma sample,
      * so edge pixels differed from a full decode (by up to ~15 levels) for
-     * 4:2:0 and 4:2:2 sources. */
-    const int m = cdl__jpeg_context_margin(jd, d);
-    const int x0 = ax.lo > m ? ax.lo - m : 0, y0 = ay.lo > m ? ay.lo - m : 0;
-    const int x1 = ax.hi + m < (int)jd->output_width ? ax.hi + m : (int)jd->output_width;
+     * 4:2:0 and 4:2:2 sources. A splice has its margins already. */
+    const int m = rst ? 0 : cdl__jpeg_context_margin(jd, d);
+    const int x0 = ax.lo - ox > m ? ax.lo - ox - m : 0, y0 = rst ? 0 : ay.lo > m ? ay.lo - m : 0;
+    const int x1 = ax.hi - ox + m < (int)jd->output_width ? ax.hi - ox + m : (int)jd->output_width;
     JDIMENSION xoff = (JDIMENSION)x0, cw = (JDIMENSION)(x1 - x0);
-    if (cw < jd->output_width) jpeg_crop_scanline(jd, &xoff, &cw);
+    if (rst) xoff = 0, cw = jd->output_width;
+    else if (cw < jd->output_width) jpeg_crop_scanline(jd, &xoff, &cw);
     const size_t stride = (size_t)cw * 3;
-    const int rows = ay.hi - y0;
+    const int rows = ay.hi - oy - y0;
     if (!cdl__reserve(L, (void **)&W->pix, &W->pixcap, stride * (size_t)rows + 64) ||
         (cmyk && !cdl__reserve(L, (void **)&W->row4, &W->row4cap, (size_t)cw * 4 + 64))) {
         jpeg_abort_decompress(jd);
@@ -4670,17 +5202,19 @@ static coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cd
         if (cmyk) cdl__cmyk_row_to_rgb(W->row4, W->pix + (size_t)r * stride, (int)cw, jd->saw_Adobe_marker);
         r++;
     }
-    const int complete = jd->output_scanline >= (JDIMENSION)ay.hi;
+    const int complete = jd->output_scanline >= (JDIMENSION)(ay.hi - oy);
     jpeg_abort_decompress(jd); /* rows below the crop are never decoded */
     if (W->jerr.fatal_warning || !complete)
         return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: corrupt JPEG data: %s", path,
                                  W->jerr.fatal_warning ? W->jerr.msg : "rows missing");
     uint64_t t1 = cdl__now_ns();
     W->row.decode_ns += t1 - t0;
-    cdl__resample(L, W, W->pix, stride, (int)xoff, y0, &ax, &ay, &g, dst);
+    W->row.jpeg_spliced += rst != NULL;
+    cdl__resample(L, W, W->pix, stride, ox + (int)xoff, oy + y0, &ax, &ay, &g, dst);
     W->row.augment_ns += cdl__now_ns() - t1;
     return COORDL_OK;
 }
+
 #endif
 
 /* little-endian fields (WAV headers, BMP palettes) */
@@ -5118,7 +5652,7 @@ static coordl_status cdl__decode_item(cdl__worker *W, const char *path, uint64_t
     default: break;
     }
 #ifndef COORDL_NO_JPEGTURBO
-    if (cdl__is_jpeg(in)) return cdl__decode_jpeg(W, path, in, epoch, id, dst);
+    if (cdl__is_jpeg(in)) return cdl__decode_jpeg(W, path, in, epoch, id, dst, NULL);
 #endif
     return cdl__decode_stb(W, path, in, epoch, id, dst);
 }
@@ -5133,17 +5667,87 @@ static void cdl__worker_decoder_init(cdl__worker *W) {
     W->jprogress.progress_monitor = cdl__jpeg_scan_limit;
     W->jd.progress = &W->jprogress;
     W->jd_ready = 1;
+    W->jdest.pub.init_destination = cdl__jdest_init; /* rewrites write into W->rw (section 13) */
+    W->jdest.pub.empty_output_buffer = cdl__jdest_full;
+    W->jdest.pub.term_destination = cdl__jdest_term;
 #else
     (void)W;
 #endif
 }
 
 /* Fetch, decode and augment item `id` into dst. */
+#ifndef COORDL_NO_JPEGTURBO
+/* Whether this worker may spend a rewrite now: rewrites take at most
+ * jpeg_rewrite_budget of its busy time (prep + rewrites) since it started,
+ * so a first epoch runs at about 1 / (1 + budget) of its speed without
+ * them, and the cache converges over the epochs that follow. */
+static int cdl__rewrite_allowed(const cdl__worker *W) {
+    const double b = W->L->cfg.jpeg_random_access ? W->L->cfg.jpeg_rewrite_budget : 0.0;
+    if (b <= 0.0) return 0;
+    return (double)W->rewrite_ns_total <= b * (double)(W->busy_ns_total + W->rewrite_ns_total);
+}
+
+/* Rewrites item id (its bytes in *in, fetched by W) with restart markers
+ * and puts the rewrite in the cache in place of the bytes. On success *in
+ * points to the rewrite (in W->rw) and *lay holds its layout; otherwise
+ * the item stays as it was, marked never to be tried again. */
+static int cdl__rewrite_item(cdl__worker *W, uint64_t id, cdl__bytes *in, cdl__jpeg_layout *lay, int idle) {
+    coordl *L = W->L;
+    const uint64_t t0 = cdl__now_ns();
+    int too_big = 0;
+    /* no room reserved: only a rewrite that fits in place, so the smaller
+     * optimized tables */
+    const size_t n = cdl__jpeg_rewrite(W, in->p, in->len, W->fetch_cap, W->fetch_cap <= in->len, lay, &too_big);
+    const int ok = n != 0;
+    if (ok) {
+        /* a reader elsewhere (the same item in another epoch): it stays
+         * plain for now and is tried again later */
+        if (cdl__cache_replace_minio(L, id, W->rw, n, W->held != 0)) {
+            W->row.jpeg_rewrites++;
+            W->row.jpeg_rewrites_idle += (uint64_t)idle;
+        }
+        in->p = W->rw;
+        in->len = n;
+    } else {
+        cdl__cache_keep_minio(L, id);
+        W->row.jpeg_rewrite_failures++;
+        cdl__log(L, COORDL_LOG_DEBUG, "%s: kept as it is, not rewritten for random access (%s)",
+                 cdl__item_path(L, id), too_big ? "the rewrite outgrows its room in the cache" : "cannot rewrite it");
+    }
+    const uint64_t dt = cdl__now_ns() - t0;
+    W->row.jpeg_rewrite_ns += dt;
+    W->rewrite_ns_total += dt;
+    return ok;
+}
+#endif
+
+/* Decodes and augments the fetched bytes of item `id` into dst: a cached
+ * JPEG rewrite through a spliced crop, a plain cached JPEG rewritten first
+ * when the budget allows, everything else as cdl__decode_item does. */
+static coordl_status cdl__prepare_item_bytes(cdl__worker *W, uint64_t epoch, uint64_t id, void *dst,
+                                             cdl__bytes *in) {
+    coordl *L = W->L;
+    const char *path = cdl__item_path(L, id);
+#ifndef COORDL_NO_JPEGTURBO
+    if (L->cfg.pipeline != COORDL_PIPE_TOKENS && L->cfg.pipeline != COORDL_PIPE_AUDIO && cdl__is_jpeg(in)) {
+        cdl__jpeg_layout lay;
+        if (W->fetch_kind == CDL_CE_RST && cdl__jpeg_walk(in->p, in->len, &lay) && lay.index_off)
+            return cdl__decode_jpeg(W, path, in, epoch, id, dst, &lay);
+        if (W->fetch_kind == CDL_CE_PLAIN && cdl__rewrite_allowed(W) && cdl__rewrite_item(W, id, in, &lay, 0))
+            return cdl__decode_jpeg(W, path, in, epoch, id, dst, &lay);
+    }
+#endif
+    return cdl__decode_item(W, path, epoch, id, in, dst);
+}
+
 static coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint64_t id, void *dst) {
     cdl__bytes in = {NULL, 0};
+    const uint64_t t0 = W->row.read_ns + W->row.decode_ns + W->row.augment_ns;
     coordl_status rc = cdl__fetch(W, id, &in);
-    if (rc != COORDL_OK) return rc;
-    return cdl__decode_item(W, cdl__item_path(W->L, id), epoch, id, &in, dst);
+    if (rc == COORDL_OK) rc = cdl__prepare_item_bytes(W, epoch, id, dst, &in);
+    cdl__fetch_done(W);
+    W->busy_ns_total += W->row.read_ns + W->row.decode_ns + W->row.augment_ns - t0;
+    return rc;
 }
 
 /* ===================================================================== */
@@ -5929,6 +6533,9 @@ static void cdl__worker_free(coordl *L, cdl__worker *W) {
     cdl__free(L, W->xw);
     cdl__free(L, W->ystart);
     cdl__free(L, W->yw);
+    cdl__free(L, W->rw);
+    cdl__free(L, W->rwidx);
+    cdl__free(L, W->splice);
 #ifndef COORDL_NO_JPEGTURBO
     if (W->jd_ready) jpeg_destroy_decompress(&W->jd);
 #endif
@@ -6058,7 +6665,7 @@ static void cdl__pool_stop(coordl *L) {
 /* ===================================================================== */
 
 #define CDL_GROUP_MAGIC 0x636f6f72646c4731ull /* "coordlG1" */
-#define CDL_GROUP_VERSION 2
+#define CDL_GROUP_VERSION 3 /* 3: cache entries hold room and JPEG rewrites */
 #define CDL_GROUP_FIELDS 64
 #define CDL_GROUP_MAX_SLOTS 1024 /* prefetch_batches' bound */
 
@@ -6126,6 +6733,7 @@ static uint32_t cdl__group_fields(const coordl *L, cdl__group_field *f) {
     CDL_F("max_decode_bytes", c->max_decode_bytes); CDL_F("max_audio_samples", c->max_audio_samples);
     CDL_F("token_order", c->token_order); CDL_F("train_crop", c->train_crop);
     CDL_F("min_crop", c->min_crop); CDL_F("max_crop", c->max_crop);
+    CDL_F("jpeg_random_access", c->jpeg_random_access); /* decides the cache's room */
     CDL_F("dataset items", L->num_items); CDL_F("dataset bytes", L->dataset_bytes);
 #undef CDL_F
     return n;
@@ -6266,13 +6874,18 @@ static int cdl__group_validate_contents(const cdl__u8 *b, const cdl__group_heade
     }
     for (uint64_t i = 0; h->cache_bytes && i < h->num_items; i++) {
         const cdl__cache_entry *ce = (const cdl__cache_entry *)(const void *)(b + h->entries_off) + i;
-        uint32_t state, len;
+        uint32_t state, len, room, jpeg;
         uint64_t off;
         memcpy(&state, (const cdl__u8 *)ce + offsetof(cdl__cache_entry, state), sizeof state);
         memcpy(&len, (const cdl__u8 *)ce + offsetof(cdl__cache_entry, len), sizeof len);
         memcpy(&off, (const cdl__u8 *)ce + offsetof(cdl__cache_entry, off), sizeof off);
-        if (state > CDL_CE_PRESENT) CDL_REJECT("cache entry %llu is in state %u", (unsigned long long)i, state);
-        if (state == CDL_CE_PRESENT && (len == 0 || off > h->cache_bytes || len > h->cache_bytes - off))
+        memcpy(&room, (const cdl__u8 *)ce + offsetof(cdl__cache_entry, cap), sizeof room);
+        memcpy(&jpeg, (const cdl__u8 *)ce + offsetof(cdl__cache_entry, jpeg), sizeof jpeg);
+        /* the low byte is the state; readers (section 8) count above it */
+        if ((state & CDL_CE_STATE) > CDL_CE_REWRITING)
+            CDL_REJECT("cache entry %llu is in state %u", (unsigned long long)i, state & CDL_CE_STATE);
+        if ((state & CDL_CE_STATE) >= CDL_CE_PRESENT &&
+            (len == 0 || len > room || off > h->cache_bytes || room > h->cache_bytes - off || jpeg > CDL_CE_KEEP))
             CDL_REJECT("cache entry %llu points outside the slab", (unsigned long long)i);
     }
     return 1;
@@ -6973,6 +7586,8 @@ static coordl_config cdl__config_default(void) {
     c.max_audio_samples = CDL_DEFAULT_MAX_AUDIO_SAMPLES;
     c.log = cdl__default_log;
     c.log_level = COORDL_LOG_WARN;
+    c.jpeg_random_access = 1;
+    c.jpeg_rewrite_budget = 0.1f;
     return c;
 }
 
@@ -7060,6 +7675,10 @@ static coordl_status cdl__validate(const coordl_config *c) {
     if (!(c->exposure == 0.0f || (c->exposure >= 0.01f && c->exposure <= 100.0f)))
         CDL_BAD("exposure: %g must be 0 (off) or in [0.01, 100] (a factor between 1/s and s; 1: off)", c->exposure);
     if (!(c->rotate_deg >= 0.0f && c->rotate_deg <= 180.0f)) CDL_BAD("rotate_deg: %g must be in [0, 180]", c->rotate_deg);
+    if (c->jpeg_random_access != 0 && c->jpeg_random_access != 1)
+        CDL_BAD("jpeg_random_access: %d must be 0 or 1", c->jpeg_random_access);
+    if (!(c->jpeg_rewrite_budget >= 0.0f && c->jpeg_rewrite_budget <= 1.0f))
+        CDL_BAD("jpeg_rewrite_budget: %g must be in [0, 1] (a fraction of worker time)", c->jpeg_rewrite_budget);
     if (!(c->aspect == 0.0f || (c->aspect >= 0.01f && c->aspect <= 100.0f)))
         CDL_BAD("aspect: %g must be 0 (off) or in [0.01, 100] (a factor between 1/s and s; 1: off)", c->aspect);
     if (c->train_crop != COORDL_CROP_RESIZED && c->train_crop != COORDL_CROP_DARKNET)
@@ -7568,9 +8187,11 @@ static void cdl__get_stats(const coordl *L, coordl_stats *out) {
     if (L->cache_entries) {
         out->cache_bytes_used = atomic_load(&M->S->cache_used);
         out->cache_items = atomic_load(&M->S->cache_items);
+        out->cache_item_bytes = atomic_load(&M->S->cache_src_bytes);
+        out->jpeg_rewritten_items = atomic_load(&M->S->cache_rst_items);
     } else if (L->lru) {
         pthread_mutex_lock(&L->lru->mu);
-        out->cache_bytes_used = L->lru->bytes_used;
+        out->cache_bytes_used = out->cache_item_bytes = L->lru->bytes_used;
         out->cache_items = L->lru->items;
         pthread_mutex_unlock(&L->lru->mu);
     }

@@ -555,6 +555,24 @@ typedef struct coordl_config {
     const coordl_io *io; /* storage: the reader every storage byte goes
                             through (see coordl_io); NULL (default): the
                             built-in POSIX reader                          */
+    /* JPEG random access (image pipelines, MinIO cache). A cached JPEG is
+     * rewritten losslessly (coefficients untouched) as baseline Huffman
+     * with restart markers and a row index, so that later epochs decode
+     * only the MCUs that cover each crop (figures: bench/README.md).
+     * Batches are byte-identical with it on and
+     * off. Costs: a rewrite takes about 1.3x a full decode of the image
+     * (3x for progressive, arithmetic and optimized-table sources), paid
+     * within jpeg_rewrite_budget; rewritten items take 1-4% more cache
+     * bytes, reserved only out of budget the dataset does not need (a
+     * budget of exactly the dataset's size caches every item, unrewritten
+     * unless the rewrite fits in place). Items not in the cache take the
+     * plain path. */
+    int jpeg_random_access;    /* 1 (default): rewrite cached JPEGs; 0: off */
+    float jpeg_rewrite_budget; /* at most this fraction of each worker's busy
+                                  time (prep + rewrites) goes to rewrites;
+                                  default 0.1 (a first epoch at ~0.9x); 1:
+                                  rewrite every cached JPEG when first seen;
+                                  0: never. Range 0..1                      */
 } coordl_config;
 
 /* A ready batch: a view into a ring slot, valid until coordl_release(). */
@@ -629,6 +647,19 @@ typedef struct coordl_stats {
     double bytes_per_item;      /* mean encoded bytes fetched per item      */
     double prep_us_per_item;    /* mean worker time per item (fetch, decode,
                                    augment)                                 */
+    /* --- appended in 0.4: JPEG random access (jpeg_random_access) ------ */
+    uint64_t jpeg_rewrites;     /* cached JPEGs rewritten with restart markers */
+    uint64_t jpeg_rewrites_idle;/*   of which while workers would have idled */
+    uint64_t jpeg_rewrite_ns;   /* worker time rewriting (not in read/decode/
+                                   augment_ns)                              */
+    uint64_t jpeg_rewrite_failures; /* rewrites that failed or did not fit:
+                                   those items stay as they were            */
+    uint64_t jpeg_spliced;      /* samples decoded from a spliced crop of a
+                                   rewritten item                           */
+    uint64_t jpeg_rewritten_items; /* items held rewritten in the cache now */
+    uint64_t cache_item_bytes;  /* the cached items' bytes as read; the rest
+                                   of cache_bytes_used is what rewrites
+                                   added and the room kept for them         */
 } coordl_stats;
 
 /* Per-epoch counters (the last 16 epochs are kept). */
@@ -643,6 +674,10 @@ typedef struct coordl_epoch_stats {
     uint64_t read_cache_ns, read_storage_ns, decode_ns, augment_ns; /* worker time */
     uint64_t stall_ns;        /* caller's time inside coordl calls for it  */
     uint64_t batches;         /* batches of it handed out                  */
+    /* --- appended in 0.4: JPEG random access (jpeg_random_access) ------ */
+    uint64_t jpeg_rewrites;   /* cached JPEGs rewritten while preparing it  */
+    uint64_t jpeg_rewrite_ns; /* worker time those rewrites took            */
+    uint64_t jpeg_spliced;    /* its samples decoded from a spliced crop    */
 } coordl_epoch_stats;
 
 /* Fills *cfg (cfg_size bytes: the caller's sizeof(coordl_config)) with
@@ -808,7 +843,9 @@ COORDL_API coordl_status coordl_get_epoch_stats_sized(const coordl *L, uint64_t 
  *   threads          the worker threads started (0 resolved; 1 for token
  *                    pipelines by default);
  *   cache_bytes      the MinIO budget after clamping (to the dataset's
- *                    bytes + 64 MiB: the slab never exceeds what it can hold);
+ *                    bytes + 64 MiB, + 1/8 of the dataset with
+ *                    jpeg_random_access: the slab never exceeds what it can
+ *                    hold);
  *   layout           COORDL_I32 for tokens, COORDL_F32 for audio (forced);
  *   cpuset           the PUs the workers were placed on, hwloc list syntax
  *                    (the reserved ones left out; as coordl_stats'

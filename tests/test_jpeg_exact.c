@@ -176,7 +176,11 @@ static uint8_t *decode_full(const uint8_t *jpg, size_t n, int d, int *ow, int *o
 
 /* ---- one case ------------------------------------------------------------ */
 
-enum { PATH_PLAIN = 0 };
+/* PATH_PLAIN: no cache, libjpeg's ROI decode of the file. PATH_SPLICED:
+ * the whole dataset cached and every item rewritten with restart markers
+ * when first read (jpeg_rewrite_budget 1), so every sample is decoded from
+ * a spliced crop. */
+enum { PATH_PLAIN = 0, PATH_SPLICED = 1 };
 
 #define ITEMS 8
 
@@ -226,7 +230,11 @@ static void run_case(const exact_case *ec, int path, coverage *cov)
     cfg.batch_size = ITEMS;
     cfg.threads = 1;
     cfg.seed = (uint64_t)(ec->w * 31 + ec->h * 7 + ec->d);
-    (void)ids_bytes;
+    cfg.jpeg_random_access = path == PATH_SPLICED;
+    if (path == PATH_SPLICED) {
+        cfg.cache_bytes = 2 * ids_bytes + 4096;
+        cfg.jpeg_rewrite_budget = 1.0f;
+    }
     coordl *L = tu_open(&cfg);
     const uint64_t n_items = coordl_num_items(L);
     assert_int_equal(n_items, ITEMS);
@@ -281,6 +289,20 @@ static void run_case(const exact_case *ec, int path, coverage *cov)
     if (compared < (size_t)ec->min_compared)
         fail_msg("%s %dx%d at 1/%d: only %zu crops could be compared", ec->v->name, ec->w, ec->h, ec->d,
                  compared);
+    coordl_stats st;
+    coordl_get_stats(L, &st);
+    if (path == PATH_SPLICED) {
+        /* every item was rewritten, and every sample came from a splice */
+        if (st.jpeg_rewrites != ITEMS || st.jpeg_rewritten_items != ITEMS || st.jpeg_rewrite_failures != 0 ||
+            st.jpeg_spliced != st.items)
+            fail_msg("%s %dx%d: %llu rewrites (%llu held, %llu failed), %llu of %llu samples spliced",
+                     ec->v->name, ec->w, ec->h, (unsigned long long)st.jpeg_rewrites,
+                     (unsigned long long)st.jpeg_rewritten_items, (unsigned long long)st.jpeg_rewrite_failures,
+                     (unsigned long long)st.jpeg_spliced, (unsigned long long)st.items);
+    } else {
+        assert_int_equal(st.jpeg_rewrites, 0);
+        assert_int_equal(st.jpeg_spliced, 0);
+    }
     coordl_close(L);
     for (int k = 0; k < ITEMS; k++) free(ref[k]);
     tu_rmtree(root);
@@ -306,6 +328,8 @@ static void run_variant(const variant *v, int path)
         {v, 24, 22, 1, 20, 24}, /* crops touching the edges     */
         {v, 26, 25, 2, 12, 16}, /* the same at 1/2              */
         {v, 37, 29, 1, 1, 32},  /* 1-pixel crops                */
+        {v, 19, 21, 1, 1, 96},  /* ... in a last MCU 3 px wide  */
+        {v, 61, 45, 4, 1, 32},  /* one pixel at 1/4 (4x4 crop)  */
         {v, 35, 35, 1, 35, 8},  /* the whole image              */
         {v, 8, 8, 8, 1, 8},     /* one pixel at 1/8 of a block  */
         {v, 203, 9, 1, 9, 32},  /* a sliver: a partial MCU row  */
@@ -338,6 +362,26 @@ PLAIN_TEST(test_roi_decode_is_exact_arithmetic, VARITH)
 PLAIN_TEST(test_roi_decode_is_exact_progressive_arithmetic_422, VPROG422)
 PLAIN_TEST(test_roi_decode_is_exact_optimized_with_restarts, VOPT)
 
+#define SPLICED_TEST(fn, var)                                                   \
+    static void fn(void **state)                                                \
+    {                                                                           \
+        (void)state;                                                            \
+        run_variant(&var, PATH_SPLICED);                                        \
+    }
+SPLICED_TEST(test_spliced_decode_is_exact_420, V420)
+SPLICED_TEST(test_spliced_decode_is_exact_422, V422)
+SPLICED_TEST(test_spliced_decode_is_exact_440, V440)
+SPLICED_TEST(test_spliced_decode_is_exact_444, V444)
+SPLICED_TEST(test_spliced_decode_is_exact_411, V411)
+SPLICED_TEST(test_spliced_decode_is_exact_gray, VGRAY)
+SPLICED_TEST(test_spliced_decode_is_exact_cmyk, VCMYK)
+SPLICED_TEST(test_spliced_decode_is_exact_cmyk_without_adobe, VCMYK_PLAIN)
+SPLICED_TEST(test_spliced_decode_is_exact_ycck, VYCCK)
+SPLICED_TEST(test_spliced_decode_is_exact_progressive, VPROG)
+SPLICED_TEST(test_spliced_decode_is_exact_arithmetic, VARITH)
+SPLICED_TEST(test_spliced_decode_is_exact_progressive_arithmetic_422, VPROG422)
+SPLICED_TEST(test_spliced_decode_is_exact_optimized_with_restarts, VOPT)
+
 int main(void)
 {
     tu_main_init(300);
@@ -355,6 +399,19 @@ int main(void)
         cmocka_unit_test(test_roi_decode_is_exact_arithmetic),
         cmocka_unit_test(test_roi_decode_is_exact_progressive_arithmetic_422),
         cmocka_unit_test(test_roi_decode_is_exact_optimized_with_restarts),
+        cmocka_unit_test(test_spliced_decode_is_exact_420),
+        cmocka_unit_test(test_spliced_decode_is_exact_422),
+        cmocka_unit_test(test_spliced_decode_is_exact_440),
+        cmocka_unit_test(test_spliced_decode_is_exact_444),
+        cmocka_unit_test(test_spliced_decode_is_exact_411),
+        cmocka_unit_test(test_spliced_decode_is_exact_gray),
+        cmocka_unit_test(test_spliced_decode_is_exact_cmyk),
+        cmocka_unit_test(test_spliced_decode_is_exact_cmyk_without_adobe),
+        cmocka_unit_test(test_spliced_decode_is_exact_ycck),
+        cmocka_unit_test(test_spliced_decode_is_exact_progressive),
+        cmocka_unit_test(test_spliced_decode_is_exact_arithmetic),
+        cmocka_unit_test(test_spliced_decode_is_exact_progressive_arithmetic_422),
+        cmocka_unit_test(test_spliced_decode_is_exact_optimized_with_restarts),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -532,6 +532,19 @@ static void test_group_validate_rejects_bad_offsets_and_sizes(void **state)
         memcpy(m + e0 + offsetof(cdl__cache_entry, len), &len, sizeof len);
         memcpy(m + e0 + offsetof(cdl__cache_entry, off), &off, sizeof off);
         expect_rejected(m, size, "a cache entry past the slab");
+        /* workers reading an entry count above its state byte (JPEG
+         * rewrites, section 8): accepted; a length past its room is not */
+        memcpy(m, obj, size);
+        cdl__cache_entry ce;
+        memcpy(&ce, m + e0, sizeof ce);
+        assert_int_equal(atomic_load(&ce.state) & CDL_CE_STATE, CDL_CE_PRESENT);
+        atomic_store(&ce.state, CDL_CE_PRESENT + 3 * CDL_CE_READER);
+        memcpy(m + e0, &ce, sizeof ce);
+        if (!cdl__group_validate(m, size, 1, why, sizeof why))
+            fail_msg("an entry with readers was rejected: %s", why);
+        ce.cap = ce.len - 1;
+        memcpy(m + e0, &ce, sizeof ce);
+        expect_rejected(m, size, "a cache entry longer than its room");
     }
     /* random damage anywhere in the header, stream and slots: never a read
      * outside the bytes (ASan), whatever the answer */

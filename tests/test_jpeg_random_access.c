@@ -1,0 +1,368 @@
+/*
+ * test_jpeg_random_access.c - cached JPEGs rewritten with restart markers
+ * (jpeg_random_access) give byte-identical batches, count their bytes
+ * honestly against cache_bytes, never cost the cache an item, leave an item
+ * whose rewrite fails as it was, and spend at most jpeg_rewrite_budget of
+ * the workers' time. (That a spliced crop decodes to exactly a full
+ * decode's pixels, layout by layout and scale by scale, is
+ * tests/test_jpeg_exact.c.)
+ */
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jpeglib.h>
+
+static char *g_dir;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    g_dir = tu_mkdtemp();
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    tu_rmtree(g_dir);
+    free(g_dir);
+    return 0;
+}
+
+/* Photo-like pixels: a smooth scene plus noise, so files are ~1 byte/px
+ * with the standard tables like real photos, and chroma varies. */
+static uint8_t *photo(int w, int h, int comps, uint64_t seed)
+{
+    uint8_t *p = malloc((size_t)w * h * comps);
+    assert_non_null(p);
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 7;
+    const double fx = 3.0 + (double)(seed % 5), fy = 2.0 + (double)(seed % 3);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            for (int c = 0; c < comps; c++) {
+                double v = 128 + 70 * sin((x * fx / w + c * 0.7) * 3.14159) * cos(y * fy / h * 3.14159);
+                v += (double)(tu_rand(&s) % 48) - 24;
+                p[((size_t)y * w + x) * comps + c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+            }
+    return p;
+}
+
+/* Writes an arithmetic-coded JPEG (tu_encode_jpeg has no switch for it). */
+static void write_arith_jpeg(const char *path, int w, int h, uint64_t seed)
+{
+    uint8_t *pix = photo(w, h, 3, seed);
+    struct jpeg_compress_struct c;
+    struct jpeg_error_mgr err;
+    c.err = jpeg_std_error(&err);
+    jpeg_create_compress(&c);
+    unsigned char *out = NULL;
+    unsigned long n = 0;
+    jpeg_mem_dest(&c, &out, &n);
+    c.image_width = (JDIMENSION)w;
+    c.image_height = (JDIMENSION)h;
+    c.input_components = 3;
+    c.in_color_space = JCS_RGB;
+    jpeg_set_defaults(&c);
+    jpeg_set_quality(&c, 85, TRUE);
+    c.arith_code = TRUE;
+    jpeg_start_compress(&c, TRUE);
+    while (c.next_scanline < c.image_height) {
+        JSAMPROW row = pix + (size_t)c.next_scanline * w * 3;
+        jpeg_write_scanlines(&c, &row, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    tu_write_file(path, out, n);
+    free(out);
+    free(pix);
+}
+
+/* A mixed dataset: mostly 4:2:0 photos of assorted sizes, and 4:2:2,
+ * 4:4:4, gray, CMYK, progressive sources and one PNG among them. */
+static char *make_mixed(const char *name, int n, uint64_t *bytes)
+{
+    char *root = tu_join(g_dir, "%s", name);
+    for (int i = 0; i < n; i++) {
+        const int w = 90 + (i * 37) % 170, h = 80 + (i * 53) % 150;
+        tu_jpeg_opts o = {80 + i % 15, TU_SUB_420, 0, 0};
+        int comps = 3;
+        switch (i % 8) {
+        case 1: o.subsampling = TU_SUB_422; break;
+        case 2: o.subsampling = TU_SUB_444; break;
+        case 3: comps = 1; break;
+        case 4: comps = 4; break;
+        case 5: o.progressive = 1; break;
+        default: break;
+        }
+        uint8_t *pix = photo(w, h, comps, (uint64_t)i + 1);
+        char *path = tu_join(root, "c%d/img_%03d.%s", i % 3, i, i == 6 ? "png" : "jpg");
+        if (i == 6) tu_write_png(path, pix, w, h, comps);
+        else tu_write_jpeg(path, pix, w, h, comps, &o);
+        free(path);
+        free(pix);
+    }
+    *bytes = tu_tree_bytes(root);
+    return root;
+}
+
+typedef struct run_out {
+    uint64_t hash[64];
+    size_t nbatches;
+    coordl_stats st;
+    coordl_epoch_stats es[8];
+} run_out;
+
+static coordl_config ra_config(const char *root, uint64_t cache_bytes, int on, float budget)
+{
+    coordl_config cfg = tu_config(root);
+    cfg.out_w = cfg.out_h = 40;
+    cfg.layout = COORDL_F32_NCHW;
+    cfg.batch_size = 6;
+    cfg.seed = 1234;
+    cfg.cache_bytes = cache_bytes;
+    cfg.cache_pin = COORDL_PIN_OFF;
+    cfg.jpeg_random_access = on;
+    cfg.jpeg_rewrite_budget = budget;
+    return cfg;
+}
+
+static void run(const coordl_config *cfg, unsigned epochs, run_out *r)
+{
+    memset(r, 0, sizeof *r);
+    coordl *L = tu_open(cfg);
+    tu_run run;
+    memset(&run, 0, sizeof run);
+    assert_int_equal(tu_run_epochs(L, epochs, &run), COORDL_OK);
+    assert_true(run.nbatches <= 64);
+    r->nbatches = run.nbatches;
+    memcpy(r->hash, run.hash, run.nbatches * sizeof *run.hash);
+    tu_run_free(&run);
+    coordl_get_stats(L, &r->st);
+    for (unsigned e = 0; e < epochs && e < 8; e++)
+        assert_int_equal(coordl_get_epoch_stats(L, e, &r->es[e]), COORDL_OK);
+    coordl_close(L);
+}
+
+static void run_ra(const char *root, uint64_t cache_bytes, int on, float budget, unsigned epochs, run_out *r)
+{
+    coordl_config cfg = ra_config(root, cache_bytes, on, budget);
+    run(&cfg, epochs, r);
+}
+
+static void assert_same_batches(const run_out *a, const run_out *b, const char *what)
+{
+    assert_int_equal(a->nbatches, b->nbatches);
+    for (size_t i = 0; i < a->nbatches; i++)
+        if (a->hash[i] != b->hash[i])
+            fail_msg("%s: batch %zu differs from the run with jpeg_random_access = 0", what, i);
+}
+
+#define N_MIXED 24
+
+static void test_batches_identical_with_random_access_on_and_off(void **state)
+{
+    (void)state;
+    uint64_t bytes;
+    char *root = make_mixed("mixed", N_MIXED, &bytes);
+    run_out off, all, dflt, half;
+    run_ra(root, 2 * bytes, 0, 0.1f, 3, &off);
+    run_ra(root, 2 * bytes, 1, 1.0f, 3, &all);
+    run_ra(root, 2 * bytes, 1, 0.1f, 3, &dflt);
+    run_ra(root, bytes / 2, 1, 1.0f, 3, &half);
+    assert_same_batches(&off, &all, "every JPEG rewritten");
+    assert_same_batches(&off, &dflt, "default budget");
+    assert_same_batches(&off, &half, "half the dataset cached");
+    /* off: nothing rewritten, the cache holds the items as read */
+    assert_int_equal(off.st.jpeg_rewrites + off.st.jpeg_spliced + off.st.jpeg_rewritten_items, 0);
+    assert_int_equal(off.st.cache_bytes_used, bytes);
+    assert_int_equal(off.st.cache_item_bytes, bytes);
+    /* budget 1: the 23 JPEGs rewritten as first read (the PNG is not), and
+     * every JPEG sample decoded from a spliced crop (rows prepared ahead
+     * for a 4th epoch count too) */
+    assert_int_equal(all.st.jpeg_rewrites, N_MIXED - 1);
+    assert_int_equal(all.st.jpeg_rewritten_items, N_MIXED - 1);
+    assert_int_equal(all.st.jpeg_rewrite_failures, 0);
+    assert_true(all.st.jpeg_spliced >= 3 * (N_MIXED - 1) && all.st.jpeg_spliced < all.st.items);
+    assert_true(all.st.jpeg_rewrite_ns > 0);
+    /* half: only cached items can be rewritten */
+    assert_true(half.st.jpeg_rewritten_items > 0);
+    assert_true(half.st.jpeg_rewritten_items < half.st.cache_items);
+    assert_true(half.st.jpeg_spliced < 3 * (N_MIXED - 1));
+    tu_rmtree(root);
+    free(root);
+}
+
+static void test_rewrite_growth_is_counted_in_cache_bytes_used(void **state)
+{
+    (void)state;
+    uint64_t bytes;
+    char *root = make_mixed("growth", N_MIXED, &bytes);
+    run_out r;
+    run_ra(root, 2 * bytes, 1, 1.0f, 2, &r);
+    /* every item cached; the slab holds their bytes as read plus what the
+     * rewrites added and the room kept for them, all in cache_bytes_used */
+    assert_int_equal(r.st.cache_items, N_MIXED);
+    assert_int_equal(r.st.cache_item_bytes, bytes);
+    assert_true(r.st.cache_bytes_used > bytes);
+    assert_true(r.st.cache_bytes_used <= bytes + bytes / 8);
+    /* epoch 1 is served from the cache as it is now: the rewrites' bytes */
+    assert_int_equal(r.es[1].cache_hits, N_MIXED);
+    assert_int_equal(r.es[1].storage_bytes, 0);
+    assert_true(r.es[1].cache_hit_bytes <= r.st.cache_bytes_used);
+    print_message("  dataset %llu B, cached as rewritten %llu B (+%.1f%%), slab used %llu B (+%.1f%%)\n",
+                  (unsigned long long)bytes, (unsigned long long)r.es[1].cache_hit_bytes,
+                  100.0 * ((double)r.es[1].cache_hit_bytes / (double)bytes - 1),
+                  (unsigned long long)r.st.cache_bytes_used,
+                  100.0 * ((double)r.st.cache_bytes_used / (double)bytes - 1));
+    tu_rmtree(root);
+    free(root);
+}
+
+static void test_budget_of_exactly_the_dataset_still_caches_every_item(void **state)
+{
+    (void)state;
+    uint64_t bytes;
+    char *root = make_mixed("exact", N_MIXED, &bytes);
+    run_out off, on;
+    run_ra(root, bytes, 0, 1.0f, 3, &off);
+    run_ra(root, bytes, 1, 1.0f, 3, &on);
+    assert_same_batches(&off, &on, "cache_bytes = the dataset");
+    /* no room is taken from items: all cached, no storage read after epoch 0 */
+    assert_int_equal(on.st.cache_items, N_MIXED);
+    assert_int_equal(on.st.cache_item_bytes, bytes);
+    assert_true(on.st.cache_bytes_used <= bytes);
+    for (int e = 1; e < 3; e++) {
+        assert_int_equal(on.es[e].cache_hits, N_MIXED);
+        assert_int_equal(on.es[e].storage_bytes, 0);
+    }
+    /* rewritten only where the rewrite fits in place (optimized tables);
+     * every JPEG tried (two workers may try one item at an epoch's turn) */
+    assert_true(on.st.jpeg_rewritten_items > 0);
+    assert_int_equal(on.st.jpeg_rewritten_items, on.st.jpeg_rewrites);
+    assert_true(on.st.jpeg_rewrites + on.st.jpeg_rewrite_failures >= N_MIXED - 1);
+    tu_rmtree(root);
+    free(root);
+}
+
+static void test_failed_rewrite_leaves_item_cached_as_it_was(void **state)
+{
+    (void)state;
+    /* arithmetic-coded sources grow by 14-20% as Huffman: with no room
+     * (the budget is exactly the dataset) the rewrite cannot fit */
+    char *root = tu_join(g_dir, "arith");
+    for (int i = 0; i < 6; i++) {
+        char *path = tu_join(root, "c0/img_%d.jpg", i);
+        write_arith_jpeg(path, 120 + 16 * i, 100 + 8 * i, (uint64_t)i + 11);
+        free(path);
+    }
+    const uint64_t bytes = tu_tree_bytes(root);
+    run_out off, on;
+    run_ra(root, bytes, 0, 1.0f, 6, &off);
+    run_ra(root, bytes, 1, 1.0f, 6, &on);
+    assert_same_batches(&off, &on, "failed rewrites");
+    /* tried when first read, not again (two workers may try one item at
+     * an epoch's turn): 6 epochs would make 36 failures if retried */
+    assert_true(on.st.jpeg_rewrite_failures >= 6 && on.st.jpeg_rewrite_failures < 12);
+    assert_int_equal(on.st.jpeg_rewrites, 0);
+    assert_int_equal(on.st.jpeg_rewritten_items, 0);
+    assert_int_equal(on.st.jpeg_spliced, 0);
+    assert_int_equal(on.st.cache_items, 6);
+    assert_int_equal(on.st.cache_bytes_used, bytes);
+    assert_int_equal(on.es[5].cache_hits, 6);
+    assert_int_equal(on.es[5].cache_hit_bytes, bytes);
+    /* with room they are rewritten, and still identical */
+    run_out room;
+    run_ra(root, 2 * bytes, 1, 1.0f, 6, &room);
+    assert_same_batches(&off, &room, "arithmetic sources rewritten");
+    assert_int_equal(room.st.jpeg_rewrites, 6);
+    tu_rmtree(root);
+    free(root);
+}
+
+/* Rewrites in the first epoch (whose rows are read from storage and
+ * admitted), read when the consumer sees its end: prefetched rows of the
+ * next epoch may count too. */
+static void first_epoch(const char *root, uint64_t cache_bytes, float budget, coordl_stats *st)
+{
+    coordl_config cfg = ra_config(root, cache_bytes, 1, budget);
+    cfg.threads = 1;
+    cfg.prefetch_batches = 1;
+    coordl *L = tu_open(&cfg);
+    coordl_batch b;
+    coordl_status rc;
+    while ((rc = coordl_next(L, &b)) == COORDL_OK) coordl_release(L, &b);
+    assert_int_equal(rc, COORDL_END_OF_EPOCH);
+    coordl_get_stats(L, st);
+    coordl_close(L);
+}
+
+static void test_rewrite_budget_limits_the_rewrites(void **state)
+{
+    (void)state;
+    /* alike photos, so that rewrites cost about the same */
+    char *root = tu_join(g_dir, "budget");
+    for (int i = 0; i < N_MIXED; i++) {
+        uint8_t *pix = photo(160, 120, 3, (uint64_t)i + 3);
+        char *path = tu_join(root, "c0/img_%02d.jpg", i);
+        tu_jpeg_opts o = {85, TU_SUB_420, 0, 0};
+        tu_write_jpeg(path, pix, 160, 120, 3, &o);
+        free(path);
+        free(pix);
+    }
+    const uint64_t bytes = tu_tree_bytes(root);
+    coordl_stats none, tenth, all;
+    first_epoch(root, 2 * bytes, 0.0f, &none);
+    first_epoch(root, 2 * bytes, 0.1f, &tenth);
+    first_epoch(root, 2 * bytes, 1.0f, &all);
+    print_message("  first epoch: budget 0: %llu rewrites, 0.1: %llu (%.1f%% of busy time), 1: %llu\n",
+                  (unsigned long long)none.jpeg_rewrites, (unsigned long long)tenth.jpeg_rewrites,
+                  100.0 * (double)tenth.jpeg_rewrite_ns /
+                      (double)(tenth.read_ns + tenth.decode_ns + tenth.augment_ns + tenth.jpeg_rewrite_ns),
+                  (unsigned long long)all.jpeg_rewrites);
+    assert_int_equal(none.jpeg_rewrites, 0); /* 0: never (outside idle time) */
+    assert_true(all.jpeg_rewrites >= N_MIXED); /* 1: each as it is first read */
+    /* 0.1: a rewrite costs about a decode here, so about one item in 10
+     * (a broken budget rewrites them all) */
+    assert_true(tenth.jpeg_rewrites >= 1 && tenth.jpeg_rewrites <= N_MIXED / 3);
+    tu_rmtree(root);
+    free(root);
+}
+
+static void test_random_access_settings_are_validated(void **state)
+{
+    (void)state;
+    coordl_config cfg = coordl_config_default();
+    assert_int_equal(cfg.jpeg_random_access, 1);
+    assert_true(cfg.jpeg_rewrite_budget > 0.09f && cfg.jpeg_rewrite_budget < 0.11f);
+    char *root = tu_join(g_dir, "validate");
+    tu_folder_spec spec = {1, 2, 16, 16, 0, TU_PAT_SOLID, TU_FMT_JPEG, 90, 1};
+    tu_make_image_folder(root, &spec);
+    const struct { int on; float budget; } bad[] = {{2, 0.1f}, {-1, 0.1f}, {1, -0.01f}, {1, 1.5f}, {1, NAN}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        coordl_config c = ra_config(root, 0, bad[i].on, bad[i].budget);
+        coordl *L = NULL;
+        assert_int_equal(coordl_open(&c, &L), COORDL_ERR_INVALID);
+        assert_null(L);
+        assert_non_null(strstr(coordl_errmsg(NULL), "jpeg_"));
+    }
+    tu_rmtree(root);
+    free(root);
+}
+
+int main(void)
+{
+    tu_main_init(240);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_batches_identical_with_random_access_on_and_off),
+        cmocka_unit_test(test_rewrite_growth_is_counted_in_cache_bytes_used),
+        cmocka_unit_test(test_budget_of_exactly_the_dataset_still_caches_every_item),
+        cmocka_unit_test(test_failed_rewrite_leaves_item_cached_as_it_was),
+        cmocka_unit_test(test_rewrite_budget_limits_the_rewrites),
+        cmocka_unit_test(test_random_access_settings_are_validated),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
