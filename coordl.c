@@ -67,6 +67,9 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h> /* AVX2 resampling, chosen at run time (section 12) */
+#endif
 
 /* Build switches for the parts, miniaudio's MA_NO_* style: each leaves one
  * part's code out, and what that part served answers
@@ -514,6 +517,8 @@ struct coordl {
     int memory_bound_all;  /* every arena bound so far                    */
     int pin_failed;        /* some arena could not be locked (logged once) */
     char pin_error[128];
+
+    int avx2;              /* resample with the AVX2 loops (section 12)     */
 
     /* pool */
     cdl__worker *workers;
@@ -2934,6 +2939,7 @@ struct cdl__worker {
     int32_t *window_row; size_t window_rowcap;
     int32_t *xstart;   size_t xstartcap;
     float *xw;         size_t xwcap;
+    float *xw8;        size_t xw8cap;   /* x weights spread for AVX2    */
     int32_t *ystart;   size_t ystartcap;
     float *yw;         size_t ywcap;
 #ifndef COORDL_NO_JPEGTURBO
@@ -3975,6 +3981,8 @@ typedef struct cdl__axis {
     int32_t *start; /* first source index per output (absolute)            */
     float *w;       /* out x K weights                                     */
     int lo, hi;     /* source index range the table reads                  */
+    float *w8;      /* AVX2 horizontal pass: w, spread for its registers
+                       (cdl__axis_spread_avx2); NULL: not made           */
 } cdl__axis;
 
 static double cdl__triangle(double x) {
@@ -4097,6 +4105,125 @@ static void cdl__u8_to_f32(const cdl__u8 *restrict src, float *restrict dst, siz
     for (; i < n; i++) dst[i] = (float)src[i];
 }
 
+/* AVX2 versions of the three inner loops, chosen at open when the CPU has
+ * AVX2 (runtime dispatch: the library is built for the baseline x86-64,
+ * SSE2). They do the same IEEE operations in the same order on each lane
+ * (a multiply, then an add: no FMA, which would round once instead of
+ * twice), so their output is bit-identical to the SSE2 path's and batches
+ * do not depend on the CPU. COORDL_NO_AVX2=1 in the environment at open
+ * keeps the SSE2 path (for comparing them). */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define CDL_HAVE_AVX2 1
+#define CDL_AVX2 __attribute__((target("avx2")))
+
+CDL_AVX2 static void cdl__u8_to_f32_avx2(const cdl__u8 *restrict src, float *restrict dst, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)(src + i));
+        _mm256_storeu_ps(dst + i, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b)));
+    }
+    for (; i < n; i++) dst[i] = (float)src[i];
+}
+
+/* Eight outputs at a time: pixel i's four lanes (R G B, next R) in the low
+ * half of a register and pixel i + 4's in the high half, so four registers
+ * hold eight pixels and a per-half 4x4 transpose turns them into eight R,
+ * eight G and eight B for three stores. The weights come spread for that:
+ * w8[((g * 4 + q) * K + k) * 8 ..] = w[i + q][k] x 4, w[i + q + 4][k] x 4
+ * for the group of eight outputs i = 8g (one load a tap, no shuffles). */
+CDL_AVX2 static void cdl__axis_spread_avx2(const cdl__axis *ax, int out, float *w8) {
+    const int K = ax->K;
+    for (int i = 0; i + 8 <= out; i += 8)
+        for (int q = 0; q < 4; q++)
+            for (int k = 0; k < K; k++) {
+                float *d = w8 + ((size_t)((i / 8) * 4 + q) * (size_t)K + (size_t)k) * 8;
+                const float a = ax->w[(size_t)(i + q) * K + k], b = ax->w[(size_t)(i + q + 4) * K + k];
+                d[0] = d[1] = d[2] = d[3] = a;
+                d[4] = d[5] = d[6] = d[7] = b;
+            }
+}
+
+#define CDL_HPASS8_BODY(KK)                                                              \
+    for (; i + 8 <= out_w; i += 8) {                                                     \
+        __m256 acc[4];                                                                   \
+        for (int q = 0; q < 4; q++) {                                                    \
+            const float *w8 = ax->w8 + (size_t)((i / 8) * 4 + q) * (size_t)(KK) * 8;      \
+            const float *pa = frow + (size_t)(ax->start[i + q] - ax->lo) * 3;            \
+            const float *pb = frow + (size_t)(ax->start[i + q + 4] - ax->lo) * 3;        \
+            __m256 a = _mm256_mul_ps(_mm256_loadu2_m128(pb, pa), _mm256_loadu_ps(w8));   \
+            for (int k = 1; k < (KK); k++)                                               \
+                a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_loadu2_m128(pb + 3 * k, pa + 3 * k), \
+                                                   _mm256_loadu_ps(w8 + 8 * k)));        \
+            acc[q] = a;                                                                  \
+        }                                                                                \
+        const __m256 t0 = _mm256_unpacklo_ps(acc[0], acc[1]), t1 = _mm256_unpacklo_ps(acc[2], acc[3]); \
+        const __m256 t2 = _mm256_unpackhi_ps(acc[0], acc[1]), t3 = _mm256_unpackhi_ps(acc[2], acc[3]); \
+        _mm256_storeu_ps(dst + i, _mm256_shuffle_ps(t0, t1, 0x44));                     \
+        _mm256_storeu_ps(dst + plane + i, _mm256_shuffle_ps(t0, t1, 0xEE));             \
+        _mm256_storeu_ps(dst + 2 * plane + i, _mm256_shuffle_ps(t2, t3, 0x44));         \
+    }
+CDL_AVX2 static void cdl__hpass_row_avx2(const float *frow, const cdl__axis *ax, int out_w, size_t plane,
+                                         float *restrict dst) {
+    int i = 0;
+    switch (ax->K) {
+    case 1: CDL_HPASS8_BODY(1) break;
+    case 2: CDL_HPASS8_BODY(2) break;
+    case 3: CDL_HPASS8_BODY(3) break;
+    case 4: CDL_HPASS8_BODY(4) break;
+    case 5: CDL_HPASS8_BODY(5) break;
+    case 6: CDL_HPASS8_BODY(6) break;
+    default: { const int K = ax->K; CDL_HPASS8_BODY(K) } break;
+    }
+    for (; i < out_w; i++) { /* the last outputs, one at a time as in SSE2 */
+        const int K = ax->K;
+        const float *wx = ax->w + (size_t)i * K;
+        const float *p = frow + (size_t)(ax->start[i] - ax->lo) * 3;
+        __m128 a = _mm_mul_ps(_mm_loadu_ps(p), _mm_set1_ps(wx[0]));
+        for (int k = 1; k < K; k++) a = _mm_add_ps(a, _mm_mul_ps(_mm_loadu_ps(p + 3 * k), _mm_set1_ps(wx[k])));
+        float v[4];
+        _mm_storeu_ps(v, a);
+        dst[i] = v[0];
+        dst[plane + i] = v[1];
+        dst[2 * plane + i] = v[2];
+    }
+}
+#undef CDL_HPASS8_BODY
+
+#define CDL_VPASS8_BODY(KK)                                                              \
+    for (; x + 8 <= n; x += 8) {                                                         \
+        __m256 a = _mm256_mul_ps(_mm256_loadu_ps(rows[0] + x), _mm256_set1_ps(w[0]));    \
+        for (int k = 1; k < (KK); k++)                                                   \
+            a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_loadu_ps(rows[k] + x), _mm256_set1_ps(w[k]))); \
+        _mm256_storeu_ps(acc + x, a);                                                    \
+    }
+CDL_AVX2 static void cdl__vpass_row_avx2(const float *const *rows, const float *w, int K, size_t n, float *acc) {
+    size_t x = 0;
+    switch (K) {
+    case 1: CDL_VPASS8_BODY(1) break;
+    case 2: CDL_VPASS8_BODY(2) break;
+    case 3: CDL_VPASS8_BODY(3) break;
+    case 4: CDL_VPASS8_BODY(4) break;
+    case 5: CDL_VPASS8_BODY(5) break;
+    case 6: CDL_VPASS8_BODY(6) break;
+    default: CDL_VPASS8_BODY(K) break;
+    }
+    for (; x < n; x += 4) { /* n is a multiple of 4 */
+        __m128 a = _mm_mul_ps(_mm_loadu_ps(rows[0] + x), _mm_set1_ps(w[0]));
+        for (int k = 1; k < K; k++) a = _mm_add_ps(a, _mm_mul_ps(_mm_loadu_ps(rows[k] + x), _mm_set1_ps(w[k])));
+        _mm_storeu_ps(acc + x, a);
+    }
+}
+#undef CDL_VPASS8_BODY
+
+/* F32 planes: y = x * scale + bias, eight at a time. */
+CDL_AVX2 static void cdl__scale_bias_avx2(const float *src, float *dst, int n, float sc, float bi) {
+    int x = 0;
+    const __m256 s = _mm256_set1_ps(sc), b = _mm256_set1_ps(bi);
+    for (; x + 8 <= n; x += 8) _mm256_storeu_ps(dst + x, _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(src + x), s), b));
+    for (; x < n; x++) dst[x] = src[x] * sc + bi;
+}
+#endif
+
 /* Horizontal pass of one source row, already in floats (pixel 0 = source
  * column ax->lo, one zero pixel of padding after the last), into three
  * planar rows (R, G, B; `plane` floats apart). Four lanes per tap: R G B
@@ -4157,6 +4284,12 @@ static void cdl__store_row(const coordl *L, const float *v, size_t plane, int j,
             const float *src = v + (size_t)c * plane;
             float *d = (float *)dst + (size_t)c * oplane + (size_t)j * out_w;
             const float sc = L->norm_scale[c], bi = L->norm_bias[c];
+#ifdef CDL_HAVE_AVX2
+            if (L->avx2) {
+                cdl__scale_bias_avx2(src, d, out_w, sc, bi);
+                continue;
+            }
+#endif
             int x = 0;
             for (; x + 4 <= out_w; x += 4) cdl__v4_store(d + x, cdl__v4_load(src + x) * sc + bi);
             for (; x < out_w; x++) d[x] = src[x] * sc + bi;
@@ -4335,20 +4468,32 @@ static void cdl__resample(coordl *L, cdl__worker *W, const cdl__u8 *src, size_t 
             const int slot = r % Ky;
             float *h = window + (size_t)slot * rowf;
             if (window_row[slot] != r) {
-                cdl__u8_to_f32(src + (size_t)(r - sy0) * stride + (size_t)(ax->lo - sx0) * 3, frow, cols);
-                cdl__hpass_row(frow, ax, out_w, plane, h);
+                const cdl__u8 *s = src + (size_t)(r - sy0) * stride + (size_t)(ax->lo - sx0) * 3;
+#ifdef CDL_HAVE_AVX2
+                if (ax->w8) {
+                    cdl__u8_to_f32_avx2(s, frow, cols);
+                    cdl__hpass_row_avx2(frow, ax, out_w, plane, h);
+                } else
+#endif
+                {
+                    cdl__u8_to_f32(s, frow, cols);
+                    cdl__hpass_row(frow, ax, out_w, plane, h);
+                }
                 window_row[slot] = r;
             }
             rows[k] = h;
         }
+#ifdef CDL_HAVE_AVX2
+        if (L->avx2) cdl__vpass_row_avx2(rows, ay->w + (size_t)j * Ky, Ky, rowf, acc);
+        else
+#endif
+            cdl__vpass_row(rows, ay->w + (size_t)j * Ky, Ky, rowf, acc);
         if (g->angle != 0.0f) { /* keep the whole image: rotation reads across rows */
             float *img = W->rot;
             float *tmp_rows[3] = {img + (size_t)j * plane, img + (size_t)(out_h + j) * plane,
                                   img + (size_t)(2 * out_h + j) * plane};
-            cdl__vpass_row(rows, ay->w + (size_t)j * Ky, Ky, rowf, acc);
             for (int c = 0; c < 3; c++) memcpy(tmp_rows[c], acc + (size_t)c * plane, plane * sizeof(float));
         } else {
-            cdl__vpass_row(rows, ay->w + (size_t)j * Ky, Ky, rowf, acc);
             cdl__finish_row(L, g, acc, plane, j, dst);
         }
     }
@@ -4387,6 +4532,15 @@ static coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cdl__ax
         !cdl__axis_build(W, ay, &W->ystart, &W->ystartcap, &W->yw, &W->ywcap, (int)L->cfg.out_h,
                          g->y0, g->sh, g->clip_y0, g->clip_y1, 0))
         return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for resampling tables");
+    ax->w8 = ay->w8 = NULL;
+#ifdef CDL_HAVE_AVX2
+    if (L->avx2 && L->cfg.out_w >= 8) {
+        if (!cdl__reserve(L, (void **)&W->xw8, &W->xw8cap, (size_t)L->cfg.out_w * (size_t)ax->K * 4 * sizeof(float)))
+            return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for resampling tables");
+        cdl__axis_spread_avx2(ax, (int)L->cfg.out_w, W->xw8);
+        ax->w8 = W->xw8;
+    }
+#endif
     const size_t rowf = 3 * cdl__round_up((size_t)L->cfg.out_w, 4);
     const uint64_t window = cdl__window_bytes(L, ax, ay);
     if (window > L->cfg.max_decode_bytes)
@@ -6531,6 +6685,7 @@ static void cdl__worker_free(coordl *L, cdl__worker *W) {
     cdl__free(L, W->window_row);
     cdl__free(L, W->xstart);
     cdl__free(L, W->xw);
+    cdl__free(L, W->xw8);
     cdl__free(L, W->ystart);
     cdl__free(L, W->yw);
     cdl__free(L, W->rw);
@@ -7714,6 +7869,12 @@ static coordl_status cdl__open_handle(const coordl_config *cfg, coordl **out) {
     L->io = cfg->io ? cfg->io : &cdl__posix_io;
     L->me = -1;
     *out = L;
+#ifdef CDL_HAVE_AVX2
+    { /* COORDL_NO_AVX2=1 keeps the SSE2 loops (their output is the same) */
+        const char *no_avx2 = getenv("COORDL_NO_AVX2");
+        L->avx2 = __builtin_cpu_supports("avx2") && !(no_avx2 && no_avx2[0] == '1');
+    }
+#endif
     /* limits added after 0.3.0: 0 (a caller that predates them) = default */
     if (!L->cfg.max_decode_bytes) L->cfg.max_decode_bytes = CDL_DEFAULT_MAX_DECODE_BYTES;
     if (!L->cfg.max_audio_samples) L->cfg.max_audio_samples = CDL_DEFAULT_MAX_AUDIO_SAMPLES;
