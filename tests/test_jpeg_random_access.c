@@ -337,7 +337,7 @@ static void test_random_access_settings_are_validated(void **state)
     (void)state;
     coordl_config cfg = coordl_config_default();
     assert_int_equal(cfg.jpeg_random_access, 1);
-    assert_true(cfg.jpeg_rewrite_budget > 0.09f && cfg.jpeg_rewrite_budget < 0.11f);
+    assert_true(cfg.jpeg_rewrite_budget > 0.079f && cfg.jpeg_rewrite_budget < 0.081f);
     char *root = tu_join(g_dir, "validate");
     tu_folder_spec spec = {1, 2, 16, 16, 0, TU_PAT_SOLID, TU_FMT_JPEG, 90, 1};
     tu_make_image_folder(root, &spec);
