@@ -337,6 +337,8 @@ typedef struct cdl__stream {
     _Atomic uint64_t cache_items;
     _Atomic uint64_t cache_src_bytes; /* the cached items' bytes as read   */
     _Atomic uint64_t cache_rst_items; /* of them, held as JPEG rewrites    */
+    _Atomic uint64_t cache_plain_items; /* ... JPEGs that may still be
+                                           rewritten (ce->jpeg PLAIN)       */
 } cdl__stream;
 
 /* Every counter, once: X(name, row, stats, epoch).
@@ -519,6 +521,8 @@ struct coordl {
     char pin_error[128];
 
     int avx2;              /* resample with the AVX2 loops (section 12)     */
+    _Atomic uint64_t idle_cursor; /* next cache entry an idle worker looks
+                                     at for a JPEG rewrite (section 13)   */
 
     /* pool */
     cdl__worker *workers;
@@ -2772,6 +2776,7 @@ static int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, 
     ce->len = (uint32_t)len;
     ce->cap = (uint32_t)cap;
     atomic_store_explicit(&ce->jpeg, room ? CDL_CE_PLAIN : CDL_CE_KEEP, memory_order_relaxed);
+    if (room) atomic_fetch_add(&L->S->cache_plain_items, 1);
     atomic_fetch_add(&L->S->cache_items, 1);
     atomic_fetch_add(&L->S->cache_src_bytes, len);
     atomic_store_explicit(&ce->state, CDL_CE_PRESENT, memory_order_release);
@@ -2788,12 +2793,14 @@ static int cdl__cache_replace_minio(coordl *L, uint64_t id, const cdl__u8 *bytes
     if (!atomic_compare_exchange_strong_explicit(&ce->state, &expect, CDL_CE_REWRITING, memory_order_acquire,
                                                  memory_order_relaxed))
         return 0;
-    const int skip = atomic_load_explicit(&ce->jpeg, memory_order_relaxed) != CDL_CE_PLAIN || len > ce->cap;
+    uint32_t plain = CDL_CE_PLAIN;
+    /* a CAS: cdl__cache_keep_minio may mark it KEEP meanwhile */
+    const int skip = len > ce->cap || !atomic_compare_exchange_strong(&ce->jpeg, &plain, CDL_CE_RST);
     if (!skip) {
         memcpy(L->cache_arena.base + ce->off, bytes, len);
         ce->len = (uint32_t)len;
-        atomic_store_explicit(&ce->jpeg, CDL_CE_RST, memory_order_relaxed);
         atomic_fetch_add(&L->S->cache_rst_items, 1);
+        atomic_fetch_sub(&L->S->cache_plain_items, 1);
     }
     atomic_store_explicit(&ce->state, expect, memory_order_release);
     return !skip;
@@ -2802,7 +2809,8 @@ static int cdl__cache_replace_minio(coordl *L, uint64_t id, const cdl__u8 *bytes
 /* A rewrite that failed is not tried again. */
 static void cdl__cache_keep_minio(coordl *L, uint64_t id) {
     uint32_t plain = CDL_CE_PLAIN;
-    atomic_compare_exchange_strong(&L->cache_entries[id].jpeg, &plain, CDL_CE_KEEP);
+    if (atomic_compare_exchange_strong(&L->cache_entries[id].jpeg, &plain, CDL_CE_KEEP))
+        atomic_fetch_sub(&L->S->cache_plain_items, 1);
 }
 
 static void cdl__lru_unlink(cdl__lru *c, int32_t i) {
@@ -5884,8 +5892,39 @@ static int cdl__rewrite_item(cdl__worker *W, uint64_t id, cdl__bytes *in, cdl__j
     }
     const uint64_t dt = cdl__now_ns() - t0;
     W->row.jpeg_rewrite_ns += dt;
-    W->rewrite_ns_total += dt;
+    if (!idle) W->rewrite_ns_total += dt; /* idle time is free */
     return ok;
+}
+
+/* Idle time (no slot to fill: the ring is full, the trainer is the
+ * bottleneck): rewrites one cached JPEG not rewritten yet, found from this
+ * handle's cursor, with no lock held. Its counters go into *done. Returns
+ * 1 when it found one (more may remain), 0 when there is none. */
+static int cdl__rewrite_idle(cdl__worker *W, cdl__counters *done) {
+    coordl *L = W->L;
+    memset(done, 0, sizeof *done);
+    if (!L->cache_entries || !L->cfg.jpeg_random_access || atomic_load(&L->S->cache_plain_items) == 0) return 0;
+    for (uint64_t tries = 0; tries < L->num_items; tries++) {
+        const uint64_t id = atomic_fetch_add(&L->idle_cursor, 1) % L->num_items;
+        if (atomic_load_explicit(&L->cache_entries[id].jpeg, memory_order_relaxed) != CDL_CE_PLAIN) continue;
+        uint32_t len, cap;
+        int kind;
+        const cdl__u8 *p = cdl__cache_acquire_minio(L, id, &len, &kind, &cap);
+        if (!p) continue;
+        W->held = id + 1;
+        W->fetch_kind = kind;
+        W->fetch_cap = cap;
+        if (kind == CDL_CE_PLAIN) {
+            cdl__bytes in = {p, len};
+            cdl__jpeg_layout lay;
+            memset(&W->row, 0, sizeof W->row);
+            cdl__rewrite_item(W, id, &in, &lay, 1);
+            *done = W->row;
+        }
+        cdl__fetch_done(W);
+        if (kind == CDL_CE_PLAIN) return 1;
+    }
+    return 0;
 }
 #endif
 
@@ -6356,9 +6395,12 @@ static int cdl__stream_try_claim(coordl *L, cdl__claim *c) {
     return 1;
 }
 
-/* claim: a worker's try_claim, waiting for work. Returns 0 when the worker
- * should exit. Under mu (the waits release it). */
-static int cdl__stream_claim(coordl *L, cdl__claim *c) {
+/* claim: a worker's try_claim, waiting for work. Returns 1 with a row
+ * claimed, 0 when the worker should exit, 2 (only when `idle` allows) when
+ * there is no slot to fill and cached JPEGs wait for a rewrite: the worker
+ * does one with no lock held and claims again (idle time, section 13).
+ * Under mu (the waits release it). */
+static int cdl__stream_claim(coordl *L, cdl__claim *c, int idle) {
     cdl__stream *S = L->S;
     for (;;) {
         if (L->stop) return 0;
@@ -6367,6 +6409,9 @@ static int cdl__stream_claim(coordl *L, cdl__claim *c) {
             continue;
         }
         if (cdl__stream_try_claim(L, c)) return 1;
+        /* not stopped nor paused (checked above, under mu): no slot to fill */
+        if (idle && L->cache_entries && L->cfg.jpeg_random_access && atomic_load(&S->cache_plain_items) > 0)
+            return 2;
         const uint64_t t0 = cdl__now_ns();
         cdl__wait(L, &S->work_cv);
         L->st.wait_slot_ns += cdl__now_ns() - t0;
@@ -6659,12 +6704,15 @@ static void cdl__worker_bind(cdl__worker *W) {
     pthread_setname_np(pthread_self(), name);
 }
 
-/* A worker: claim, prepare with no lock held, complete. */
+/* A worker: claim, prepare with no lock held, complete; with nothing to
+ * claim, rewrite cached JPEGs while there are any (once it finds none, not
+ * again before its next row). */
 static void *cdl__worker_main(void *arg) {
     cdl__worker *W = arg;
     coordl *L = W->L;
     cdl__claim c;
     cdl__row_result r;
+    int idle = 1, got;
     cdl__worker_bind(W);
 #if defined(__linux__) && defined(SCHED_BATCH)
     /* Workers are throughput threads: under SCHED_BATCH (same CPU share,
@@ -6677,8 +6725,24 @@ static void *cdl__worker_main(void *arg) {
     (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
 #endif
     cdl__lock(L);
-    while (cdl__stream_claim(L, &c)) {
+    while ((got = cdl__stream_claim(L, &c, idle)) != 0) {
         cdl__unlock(L);
+        if (got == 2) {
+#ifndef COORDL_NO_JPEGTURBO
+            cdl__counters done;
+            idle = cdl__rewrite_idle(W, &done);
+            cdl__lock(L);
+            L->st.jpeg_rewrites += done.jpeg_rewrites;
+            L->st.jpeg_rewrites_idle += done.jpeg_rewrites_idle;
+            L->st.jpeg_rewrite_ns += done.jpeg_rewrite_ns;
+            L->st.jpeg_rewrite_failures += done.jpeg_rewrite_failures;
+#else
+            idle = 0;
+            cdl__lock(L);
+#endif
+            continue;
+        }
+        idle = 1;
         cdl__test_hook(L, "row_claimed");
         cdl__worker_prepare(W, &c, &r);
         cdl__test_hook(L, "row_written");

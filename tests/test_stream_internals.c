@@ -135,7 +135,7 @@ static void assert_broken(coordl *L, const char *needle)
 static void claim(coordl *L, cdl__claim *c)
 {
     cdl__lock(L);
-    assert_int_equal(cdl__stream_claim(L, c), 1);
+    assert_int_equal(cdl__stream_claim(L, c, 0), 1);
     cdl__unlock(L);
 }
 
