@@ -169,6 +169,13 @@ static void cdl__stb_free(void *p);
 
 typedef unsigned char cdl__u8;
 
+/* CPU time of the calling thread (the rewrite budget, section 13). */
+static uint64_t cdl__thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static uint64_t cdl__now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -2979,10 +2986,13 @@ struct cdl__worker {
     uint64_t held;
     int fetch_kind;    /* CDL_CE_* of ce->jpeg, -1: not a MinIO entry      */
     uint32_t fetch_cap;
-    /* the rewrite budget: this worker's time since it started, and its
-     * JPEG decodes, plain and spliced (what the rewrites save) */
-    uint64_t busy_ns_total, rewrite_ns_total;
-    uint64_t plain_ns, plain_n, splice_ns, splice_n;
+    /* the rewrite budget, in this thread's CPU time (a busy machine
+     * stretches wall time, not the work): over a window of the last few
+     * seconds (halved as it fills), time preparing rows, rewriting, and
+     * the spliced decodes; since it started, its JPEG decodes, plain and
+     * spliced (their means: what a rewrite saves a sample) */
+    uint64_t busy_cpu, rewrite_cpu, splice_win;
+    uint64_t plain_cpu, plain_n, splice_cpu, splice_n;
     /* this row's counters, added to the totals when the row completes */
     cdl__counters row;
     const struct cdl__claim *claim; /* the row being prepared (section 14) */
@@ -5263,6 +5273,7 @@ static coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cd
     coordl *L = W->L;
     struct jpeg_decompress_struct *jd = &W->jd;
     uint64_t t0 = cdl__now_ns();
+    const uint64_t cpu0 = cdl__thread_cpu_ns();
     W->jerr.fatal_warning = 0;
     if (setjmp(W->jerr.jump)) {
         jpeg_abort_decompress(jd);
@@ -5374,8 +5385,9 @@ static coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cd
     uint64_t t1 = cdl__now_ns();
     W->row.decode_ns += t1 - t0;
     W->row.jpeg_spliced += rst != NULL;
-    if (rst) W->splice_ns += t1 - t0, W->splice_n++;
-    else W->plain_ns += t1 - t0, W->plain_n++;
+    const uint64_t cpu1 = cdl__thread_cpu_ns();
+    if (rst) W->splice_cpu += cpu1 - cpu0, W->splice_n++, W->splice_win++;
+    else W->plain_cpu += cpu1 - cpu0, W->plain_n++;
     cdl__resample(L, W, W->pix, stride, ox + (int)xoff, oy + y0, &ax, &ay, &g, dst);
     W->row.augment_ns += cdl__now_ns() - t1;
     return COORDL_OK;
@@ -5841,26 +5853,29 @@ static void cdl__worker_decoder_init(cdl__worker *W) {
 #endif
 }
 
-/* Fetch, decode and augment item `id` into dst. */
+/* The window jpeg_rewrite_budget is counted over (its CPU time halves when
+ * busy + rewrite time passes this). */
+#define CDL_BUDGET_WINDOW_NS 2000000000ull
+
 #ifndef COORDL_NO_JPEGTURBO
-/* Whether this worker may spend a rewrite now. Rewrites may take
- * jpeg_rewrite_budget (b) of its time since it started, plus the time the
- * rewrites already saved (its spliced decodes against its mean plain
- * decode): rewrite <= b x (busy + rewrite) + saved. Its total time is then
- * at most 1 / (1 - b) of what the same samples would have taken without
- * random access, so the throughput never drops below (1 - b) of it (0.92x
- * at the default 0.08, a first epoch's case), and the time the converted
- * items save goes into converting the rest sooner. */
+/* Whether this worker may spend a rewrite now. Over its recent time (the
+ * window: a few seconds of its CPU), rewrites may take jpeg_rewrite_budget
+ * (b) of it, plus the time the spliced decodes in it saved (each against
+ * the worker's mean plain decode): rewrite <= b x (busy + rewrite) +
+ * saved. So in any stretch of its work it takes at most 1 / (1 - b) of
+ * the time the same samples would take without random access: throughput
+ * stays >= (1 - b) of that (0.92x at the default 0.08), epoch by epoch,
+ * from the first; and what converted items save converts the rest sooner. */
 static int cdl__rewrite_allowed(const cdl__worker *W) {
     const double b = W->L->cfg.jpeg_random_access ? W->L->cfg.jpeg_rewrite_budget : 0.0;
     if (b <= 0.0) return 0;
     if (b >= 1.0) return 1;
     double saved = 0.0;
     if (W->plain_n && W->splice_n) {
-        const double plain = (double)W->plain_ns / (double)W->plain_n, spliced = (double)W->splice_ns / (double)W->splice_n;
-        if (plain > spliced) saved = (plain - spliced) * (double)W->splice_n;
+        const double plain = (double)W->plain_cpu / (double)W->plain_n, spliced = (double)W->splice_cpu / (double)W->splice_n;
+        if (plain > spliced) saved = (plain - spliced) * (double)W->splice_win;
     }
-    return (double)W->rewrite_ns_total <= b * (double)(W->busy_ns_total + W->rewrite_ns_total) + saved;
+    return (double)W->rewrite_cpu <= b * (double)(W->busy_cpu + W->rewrite_cpu) + saved;
 }
 
 /* Rewrites item id (its bytes in *in, fetched by W) with restart markers
@@ -5869,7 +5884,7 @@ static int cdl__rewrite_allowed(const cdl__worker *W) {
  * the item stays as it was, marked never to be tried again. */
 static int cdl__rewrite_item(cdl__worker *W, uint64_t id, cdl__bytes *in, cdl__jpeg_layout *lay, int idle) {
     coordl *L = W->L;
-    const uint64_t t0 = cdl__now_ns();
+    const uint64_t t0 = cdl__now_ns(), cpu0 = cdl__thread_cpu_ns();
     int too_big = 0;
     /* no room reserved: only a rewrite that fits in place, so the smaller
      * optimized tables */
@@ -5890,9 +5905,8 @@ static int cdl__rewrite_item(cdl__worker *W, uint64_t id, cdl__bytes *in, cdl__j
         cdl__log(L, COORDL_LOG_DEBUG, "%s: kept as it is, not rewritten for random access (%s)",
                  cdl__item_path(L, id), too_big ? "the rewrite outgrows its room in the cache" : "cannot rewrite it");
     }
-    const uint64_t dt = cdl__now_ns() - t0;
-    W->row.jpeg_rewrite_ns += dt;
-    if (!idle) W->rewrite_ns_total += dt; /* idle time is free */
+    W->row.jpeg_rewrite_ns += cdl__now_ns() - t0;
+    if (!idle) W->rewrite_cpu += cdl__thread_cpu_ns() - cpu0; /* idle time is free */
     return ok;
 }
 
@@ -5947,13 +5961,26 @@ static coordl_status cdl__prepare_item_bytes(cdl__worker *W, uint64_t epoch, uin
     return cdl__decode_item(W, path, epoch, id, in, dst);
 }
 
+/* Fetch, decode and augment item `id` into dst. */
 static coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint64_t id, void *dst) {
     cdl__bytes in = {NULL, 0};
-    const uint64_t t0 = W->row.read_ns + W->row.decode_ns + W->row.augment_ns;
+#ifndef COORDL_NO_JPEGTURBO
+    const int budget = W->L->cfg.jpeg_random_access && W->L->cache_entries;
+#else
+    const int budget = 0; /* no rewrites without libjpeg: nothing to account */
+#endif
+    const uint64_t cpu0 = budget ? cdl__thread_cpu_ns() : 0, rw0 = W->rewrite_cpu;
     coordl_status rc = cdl__fetch(W, id, &in);
     if (rc == COORDL_OK) rc = cdl__prepare_item_bytes(W, epoch, id, dst, &in);
     cdl__fetch_done(W);
-    W->busy_ns_total += W->row.read_ns + W->row.decode_ns + W->row.augment_ns - t0;
+    if (budget) {
+        W->busy_cpu += cdl__thread_cpu_ns() - cpu0 - (W->rewrite_cpu - rw0);
+        if (W->busy_cpu + W->rewrite_cpu > CDL_BUDGET_WINDOW_NS) { /* the window slides */
+            W->busy_cpu /= 2;
+            W->rewrite_cpu /= 2;
+            W->splice_win /= 2;
+        }
+    }
     return rc;
 }
 
@@ -8720,12 +8747,6 @@ typedef struct cdl__stepper {
     double sleep_ms;
     uint64_t cpu_ns; /* the calling thread's CPU time inside steps */
 } cdl__stepper;
-
-static uint64_t cdl__thread_cpu_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int cdl__step(cdl__stepper *st, const coordl_batch *b) {
     uint64_t c0 = cdl__thread_cpu_ns();

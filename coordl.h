@@ -568,13 +568,16 @@ typedef struct coordl_config {
      * unless the rewrite fits in place). Items not in the cache take the
      * plain path. */
     int jpeg_random_access;    /* 1 (default): rewrite cached JPEGs; 0: off */
-    float jpeg_rewrite_budget; /* b: rewrites take at most b of each worker's
-                                  time, beyond the time the rewrites already
-                                  saved, so throughput stays >= (1 - b) of
-                                  its speed without random access (a first
-                                  epoch's case) and rises as items convert;
-                                  default 0.08; 1: rewrite every cached JPEG
-                                  when first seen; 0: never. Range 0..1     */
+    float jpeg_rewrite_budget; /* b: over any few seconds of a worker's CPU
+                                  time, rewrites take at most b of it beyond
+                                  what the converted items saved in it, so
+                                  throughput stays >= (1 - b) of its speed
+                                  without random access, epoch by epoch,
+                                  and rises as items convert; default 0.08;
+                                  1: rewrite every cached JPEG when first
+                                  read; 0: only in idle time (workers that
+                                  would wait for a free slot rewrite for
+                                  free whatever b). Range 0..1              */
 } coordl_config;
 
 /* A ready batch: a view into a ring slot, valid until coordl_release(). */

@@ -1,0 +1,401 @@
+/*
+ * bench_jpeg - JPEG random access (cfg.jpeg_random_access): what rewriting
+ * the cached JPEGs with restart markers buys, what it costs, and how the
+ * cache converges. The train pipeline (RandomResizedCrop 224 + flip,
+ * F32 NCHW, batch 64) with the whole dataset cached.
+ *
+ *   bench_jpeg --data DIR --threads N [--images 2560] [--rounds 3]
+ *              [--max-epochs 40] [--after 2] [--budget B]
+ *   bench_jpeg --data DIR --threads N --first-epoch
+ *
+ * Per epoch: a handle with random access on (jpeg_rewrite_budget B, default
+ * the library's) runs epoch after epoch back to back, the consumer taking
+ * batches as fast as they come (loader-bound: the workers never idle, so
+ * every rewrite is paid from the budget); then a handle with it off runs 3
+ * epochs the same way. One handle at a time: an idle handle's workers would
+ * rewrite in its idle time and take the other's CPU. Prints images/s per
+ * epoch, on against the off-handle's median from epoch 1, the share of the
+ * items held rewritten at the end of each epoch and of the worker time that
+ * went to rewrites in it; stops --after epochs after every cached JPEG is
+ * rewritten (or at --max-epochs).
+ *
+ * Converted: the two handles and the libjpeg-turbo full-decode floor (one
+ * decompressor, files in memory, 1 thread; only with --threads 1), --rounds
+ * rounds of --images images each, the cases alternated within a round:
+ * median images/s, per core, and the ratios on/off and on/floor. Then the
+ * cache bytes of both handles.
+ *
+ * --first-epoch: one fresh handle with the defaults, the time from
+ * coordl_open to the end of epoch 0 (items read from the page cache,
+ * admitted, and with random access some rewritten). run.sh alternates this
+ * with the same source built against the commit before random access
+ * (-DBENCH_BASE: no random-access fields), for "first epoch >= 0.9x".
+ *
+ * RESULT lines for bench/run.sh:
+ *   RESULT ra_epoch <threads> <epoch> <on img/s> <off img/s (median)> <rewritten %> <rewrite % of worker time>
+ *   RESULT ra_conv <threads> <on img/s> <off img/s> <floor img/s or 0>
+ *   RESULT ra_cache <threads> <on cache_bytes_used> <on cache_item_bytes> <off cache_bytes_used> <epochs to convert>
+ *   RESULT first_epoch <threads> <img/s> <img per CPU-s>
+ * With BENCH_PERF_CTL naming a perf control fifo, perf is enabled only
+ * around the converted on-handle's timed runs (for the profile split).
+ */
+#include <setjmp.h>
+#include <stdio.h>
+
+#include <jpeglib.h> /* after stdio.h */
+
+#include "bench_common.h"
+#include "coordl.h"
+
+static volatile unsigned sink;
+static FILE *perf_ctl;
+
+static void perf_enable(int on)
+{
+    if (!perf_ctl) return;
+    fputs(on ? "enable\n" : "disable\n", perf_ctl);
+    fflush(perf_ctl);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static coordl *open_handle(const char *data, int threads, uint64_t cache_bytes, int random_access,
+                           float budget)
+{
+    coordl_config cfg = coordl_config_default();
+    cfg.source = data;
+    cfg.pipeline = COORDL_PIPE_TRAIN;
+    cfg.batch_size = 64;
+    cfg.out_w = cfg.out_h = 224;
+    cfg.layout = COORDL_F32_NCHW;
+    cfg.flip = 1;
+    cfg.threads = threads;
+    cfg.cache_bytes = cache_bytes;
+    cfg.seed = 42;
+#ifndef BENCH_BASE
+    cfg.jpeg_random_access = random_access;
+    if (budget >= 0.0f) cfg.jpeg_rewrite_budget = budget;
+#else
+    (void)random_access;
+    (void)budget;
+#endif
+    coordl *L = NULL;
+    coordl_status rc = coordl_open(&cfg, &L);
+    if (rc != COORDL_OK) {
+        fprintf(stderr, "bench_jpeg: coordl_open: %s: %s\n", coordl_strerror(rc), coordl_errmsg(NULL));
+        exit(1);
+    }
+    return L;
+}
+
+static coordl_status next_batch(coordl *L, coordl_batch *b)
+{
+    coordl_status rc = coordl_next(L, b);
+    if (rc != COORDL_OK && rc != COORDL_END_OF_EPOCH) {
+        fprintf(stderr, "bench_jpeg: coordl_next: %s: %s\n", coordl_strerror(rc), coordl_errmsg(L));
+        exit(1);
+    }
+    return rc;
+}
+
+/* Consumes batches until `images` rows have been seen or the epoch ends
+ * (stop_at_end); returns the rows seen. */
+static uint64_t consume(coordl *L, uint64_t images, int stop_at_end, int *ended)
+{
+    uint64_t seen = 0;
+    *ended = 0;
+    while (seen < images) {
+        coordl_batch b;
+        if (next_batch(L, &b) == COORDL_END_OF_EPOCH) {
+            if (stop_at_end) { *ended = 1; break; }
+            continue;
+        }
+        sink += ((const unsigned char *)b.data)[b.data_bytes / 2];
+        seen += b.n;
+        coordl_release(L, &b);
+    }
+    return seen;
+}
+
+/* Waits until the workers have refilled the ring and gone idle (no item
+ * prepared for 100 ms). */
+static void settle(coordl *L)
+{
+    coordl_stats st;
+    coordl_get_stats(L, &st);
+    uint64_t items = st.items;
+    for (;;) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        coordl_get_stats(L, &st);
+        if (st.items == items) return;
+        items = st.items;
+    }
+}
+
+/* ---- the decode floor (as bench_prep's) --------------------------------- */
+
+typedef struct {
+    unsigned char **bytes;
+    uint64_t *sizes;
+    size_t n, pos;
+    unsigned char *rgb;
+    size_t rgb_cap;
+    struct jpeg_decompress_struct d;
+    struct jpeg_error_mgr em;
+} floor_state;
+
+static void floor_init(floor_state *fs, const file_list *fl)
+{
+    memset(fs, 0, sizeof *fs);
+    fs->n = fl->n;
+    fs->bytes = xmalloc(fl->n * sizeof *fs->bytes);
+    fs->sizes = xmalloc(fl->n * sizeof *fs->sizes);
+    for (size_t i = 0; i < fl->n; i++) {
+        FILE *f = fopen(fl->paths[i], "rb");
+        if (!f) { perror(fl->paths[i]); exit(1); }
+        fs->sizes[i] = fl->sizes[i];
+        fs->bytes[i] = xmalloc(fl->sizes[i]);
+        if (fread(fs->bytes[i], 1, fl->sizes[i], f) != fl->sizes[i]) {
+            fprintf(stderr, "bench_jpeg: short read %s\n", fl->paths[i]);
+            exit(1);
+        }
+        fclose(f);
+    }
+    fs->d.err = jpeg_std_error(&fs->em);
+    jpeg_create_decompress(&fs->d);
+}
+
+static double measure_floor(floor_state *fs, uint64_t images)
+{
+    double t0 = now_s();
+    for (uint64_t k = 0; k < images; k++) {
+        /* a fixed stride through the files: a different one each time */
+        size_t i = fs->pos;
+        fs->pos = (fs->pos + 7919) % fs->n;
+        struct jpeg_decompress_struct *d = &fs->d;
+        jpeg_mem_src(d, fs->bytes[i], (unsigned long)fs->sizes[i]);
+        jpeg_read_header(d, TRUE);
+        d->out_color_space = JCS_RGB;
+        jpeg_start_decompress(d);
+        size_t stride = (size_t)d->output_width * 3, need = stride * (size_t)d->output_height;
+        if (need > fs->rgb_cap) {
+            free(fs->rgb);
+            fs->rgb = xmalloc(need);
+            fs->rgb_cap = need;
+        }
+        while (d->output_scanline < d->output_height) {
+            JSAMPROW rows[16];
+            JDIMENSION want = d->output_height - d->output_scanline;
+            if (want > 16) want = 16;
+            for (JDIMENSION r = 0; r < want; r++) rows[r] = fs->rgb + (size_t)(d->output_scanline + r) * stride;
+            jpeg_read_scanlines(d, rows, want);
+        }
+        jpeg_finish_decompress(d);
+        sink += fs->rgb[need / 2];
+    }
+    return (double)images / (now_s() - t0);
+}
+
+/* ---- first epoch ---------------------------------------------------------- */
+
+static int first_epoch(const char *data, int threads, uint64_t cache_bytes)
+{
+    double t0 = now_s(), c0 = cpu_s();
+    coordl *L = open_handle(data, threads, cache_bytes, 1, -1.0f);
+    int ended;
+    uint64_t seen = consume(L, UINT64_MAX, 1, &ended);
+    double t1 = now_s(), c1 = cpu_s();
+    coordl_stats st;
+    coordl_get_stats(L, &st);
+#ifndef BENCH_BASE
+    printf("  first epoch: %llu images in %.2f s, %llu rewritten\n", (unsigned long long)seen, t1 - t0,
+           (unsigned long long)st.jpeg_rewrites);
+#else
+    printf("  first epoch (base): %llu images in %.2f s\n", (unsigned long long)seen, t1 - t0);
+#endif
+    printf("RESULT first_epoch %d %.1f %.1f\n", threads, (double)seen / (t1 - t0), (double)seen / (c1 - c0));
+    coordl_close(L);
+    return 0;
+}
+
+/* ---- per epoch, and converted ---------------------------------------------- */
+
+#ifndef BENCH_BASE
+typedef struct {
+    coordl *L;
+    const char *name;
+    coordl_stats st;
+} handle;
+
+/* Runs one epoch back to back from where the consumer is: images/s from
+ * the first batch to the epoch's end (the ring's first batches were
+ * prepared before, as in training). */
+static double run_epoch(handle *h)
+{
+    int ended;
+    const double t0 = now_s();
+    const uint64_t seen = consume(h->L, UINT64_MAX, 1, &ended);
+    const double rate = (double)seen / (now_s() - t0);
+    coordl_get_stats(h->L, &h->st);
+    return rate;
+}
+
+static double time_images(handle *h, uint64_t prefetch_images, uint64_t images, int profile)
+{
+    int ended;
+    consume(h->L, prefetch_images, 0, &ended);
+    if (profile) perf_enable(1);
+    double t0 = now_s();
+    uint64_t seen = consume(h->L, images, 0, &ended);
+    double rate = (double)seen / (now_s() - t0);
+    if (profile) perf_enable(0);
+    settle(h->L);
+    return rate;
+}
+#endif
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: bench_jpeg --data DIR --threads N [--images 2560] [--rounds 3]\n"
+                    "                  [--max-epochs 40] [--after 2] [--budget B] [--first-epoch]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    const char *data = NULL;
+    int threads = 1, rounds = 3, max_epochs = 40, after = 2, first = 0;
+    uint64_t images = 2560;
+    float budget = -1.0f;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--first-epoch") == 0) { first = 1; continue; }
+        if (i + 1 >= argc) usage();
+        const char *v = argv[++i];
+        if (strcmp(a, "--data") == 0) data = v;
+        else if (strcmp(a, "--threads") == 0) threads = atoi(v);
+        else if (strcmp(a, "--images") == 0) images = strtoull(v, NULL, 10);
+        else if (strcmp(a, "--rounds") == 0) rounds = atoi(v);
+        else if (strcmp(a, "--max-epochs") == 0) max_epochs = atoi(v);
+        else if (strcmp(a, "--after") == 0) after = atoi(v);
+        else if (strcmp(a, "--budget") == 0) budget = (float)atof(v);
+        else usage();
+    }
+    if (!data || threads < 1 || rounds < 1 || images == 0) usage();
+    file_list fl;
+    if (list_image_folder(data, &fl) != 0 || fl.n == 0) {
+        fprintf(stderr, "bench_jpeg: no files under %s\n", data);
+        return 1;
+    }
+    /* the whole dataset and the room rewrites may take (the clamp's 1/8) */
+    const uint64_t cache_bytes = fl.total_bytes + fl.total_bytes / 8 + ((uint64_t)64 << 20);
+    if (first) return first_epoch(data, threads, cache_bytes);
+#ifdef BENCH_BASE
+    fprintf(stderr, "bench_jpeg: built with BENCH_BASE: only --first-epoch\n");
+    return 2;
+#else
+    const char *ctl = getenv("BENCH_PERF_CTL");
+    if (ctl && *ctl && !(perf_ctl = fopen(ctl, "w"))) perror(ctl);
+    const uint64_t prefetch_images = (uint64_t)coordl_config_default().prefetch_batches * 64;
+    printf("bench_jpeg: %zu files, %.1f MB, %d thread(s); train 224 F32 NCHW flip, batch 64, whole dataset "
+           "cached\n", fl.n, fl.total_bytes / 1e6, threads);
+
+    /* off first: its median per epoch is the reference of the curve */
+    handle off = {open_handle(data, threads, cache_bytes, 0, budget), "off", {0}};
+    double off_rates[3];
+    for (int e = 0; e < 3; e++) off_rates[e] = run_epoch(&off);
+    const double off_med = 0.5 * (off_rates[1] + off_rates[2]);
+    settle(off.L);
+    handle on = {open_handle(data, threads, cache_bytes, 1, budget), "on", {0}};
+    printf("\n  per epoch, loader-bound (random access on: jpeg_rewrite_budget %s; off: %.1f img/s in "
+           "epoch 0, %.1f after):\n", budget >= 0 ? "as given" : "default", off_rates[0], off_med);
+    printf("  %5s %10s %10s %11s %13s\n", "epoch", "on img/s", "on/off", "rewritten", "rewrite time");
+    int converted_at = -1, epochs = 0;
+    uint64_t rw_ns0 = 0, busy0 = 0;
+    for (int e = 0; e < max_epochs; e++) {
+        const double r_on = run_epoch(&on);
+        const coordl_stats *s = &on.st;
+        const uint64_t busy = s->read_ns + s->decode_ns + s->augment_ns, rw = s->jpeg_rewrite_ns;
+        const double share = (double)(rw - rw_ns0) / (double)((busy - busy0) + (rw - rw_ns0) + 1);
+        rw_ns0 = rw;
+        busy0 = busy;
+        const double held = s->cache_items ? 100.0 * (double)s->jpeg_rewritten_items / (double)s->cache_items : 0;
+        const double ref = e == 0 ? off_rates[0] : off_med;
+        printf("  %5d %10.1f %10.2f %10.1f%% %12.1f%%\n", e, r_on, r_on / ref, held, 100.0 * share);
+        printf("RESULT ra_epoch %d %d %.1f %.1f %.1f %.1f\n", threads, e, r_on, ref, held, 100.0 * share);
+        fflush(stdout);
+        epochs = e + 1;
+        if (converted_at < 0 && s->jpeg_rewritten_items + s->jpeg_rewrite_failures >= s->cache_items)
+            converted_at = e;
+        if (converted_at >= 0 && e >= converted_at + after) break;
+    }
+    settle(on.L);
+    if (converted_at < 0)
+        printf("  not converted after %d epochs: the converted figures below are partial\n", epochs);
+    else
+        printf("  every cached JPEG rewritten by the end of epoch %d (%llu failed, %llu rewritten in idle time)\n",
+               converted_at, (unsigned long long)on.st.jpeg_rewrite_failures,
+               (unsigned long long)on.st.jpeg_rewrites_idle);
+
+    floor_state fs;
+    const int with_floor = threads == 1;
+    if (with_floor) floor_init(&fs, &fl);
+    double *r_on = xmalloc((size_t)rounds * sizeof *r_on), *r_off = xmalloc((size_t)rounds * sizeof *r_off),
+           *r_fl = xmalloc((size_t)rounds * sizeof *r_fl);
+    printf("\n  converted: %d rounds of %llu images, cases alternated\n", rounds, (unsigned long long)images);
+    for (int r = 0; r < rounds; r++) {
+        r_on[r] = time_images(&on, prefetch_images, images, 1);
+        r_off[r] = time_images(&off, prefetch_images, images, 0);
+        r_fl[r] = with_floor ? measure_floor(&fs, images) : 0.0;
+        printf("  round %d: on %.1f  off %.1f", r + 1, r_on[r], r_off[r]);
+        if (with_floor) printf("  floor %.1f", r_fl[r]);
+        printf(" img/s\n");
+        fflush(stdout);
+    }
+    const double m_on = median_of(r_on, rounds), m_off = median_of(r_off, rounds),
+                 m_fl = with_floor ? median_of(r_fl, rounds) : 0.0;
+    printf("  median: on %.1f img/s (%.1f per core), off %.1f (%.1f per core)", m_on, m_on / threads, m_off,
+           m_off / threads);
+    if (with_floor) printf(", floor %.1f", m_fl);
+    printf("\n  on/off %.2fx", m_on / m_off);
+    if (with_floor) printf(", on/floor %.2fx, off/floor %.2fx", m_on / m_fl, m_off / m_fl);
+    printf("\n");
+    printf("RESULT ra_conv %d %.1f %.1f %.1f\n", threads, m_on, m_off, m_fl);
+
+    coordl_get_stats(on.L, &on.st);
+    coordl_get_stats(off.L, &off.st);
+    printf("\n  cache: on %.1f MB used (items as read %.1f MB, +%.2f%%; rewritten %llu of %llu), "
+           "off %.1f MB\n", on.st.cache_bytes_used / 1e6, on.st.cache_item_bytes / 1e6,
+           100.0 * ((double)on.st.cache_bytes_used / (double)on.st.cache_item_bytes - 1.0),
+           (unsigned long long)on.st.jpeg_rewritten_items, (unsigned long long)on.st.cache_items,
+           off.st.cache_bytes_used / 1e6);
+    printf("RESULT ra_cache %d %llu %llu %llu %d\n", threads, (unsigned long long)on.st.cache_bytes_used,
+           (unsigned long long)on.st.cache_item_bytes, (unsigned long long)off.st.cache_bytes_used,
+           converted_at < 0 ? -1 : converted_at + 1);
+    coordl_close(on.L);
+    coordl_close(off.L);
+    if (with_floor) {
+        jpeg_destroy_decompress(&fs.d);
+        for (size_t i = 0; i < fs.n; i++) free(fs.bytes[i]);
+        free(fs.bytes);
+        free(fs.sizes);
+        free(fs.rgb);
+    }
+    free(r_on);
+    free(r_off);
+    free(r_fl);
+    if (perf_ctl) fclose(perf_ctl);
+    return 0;
+#endif
+}
