@@ -6,7 +6,7 @@
  *
  *   bench_jpeg --data DIR --threads N [--images 2560] [--rounds 3]
  *              [--max-epochs 40] [--after 2] [--budget B]
- *   bench_jpeg --data DIR --threads N --first-epoch
+ *   bench_jpeg --data DIR --threads N --first-epoch [--off]
  *
  * Per epoch: a handle with random access on (jpeg_rewrite_budget B, default
  * the library's) runs epoch after epoch back to back, the consumer taking
@@ -25,7 +25,8 @@
  * median images/s, per core, and the ratios on/off and on/floor. Then the
  * cache bytes of both handles.
  *
- * --first-epoch: one fresh handle with the defaults, the time from
+ * --first-epoch: one fresh handle with the defaults (--off: random access
+ * off), the time from
  * coordl_open to the end of epoch 0 (items read from the page cache,
  * admitted, and with random access some rewritten). run.sh alternates this
  * with the same source built against the commit before random access
@@ -35,7 +36,7 @@
  *   RESULT ra_epoch <threads> <epoch> <on img/s> <off img/s (median)> <rewritten %> <rewrite % of worker time>
  *   RESULT ra_conv <threads> <on img/s> <off img/s> <floor img/s or 0>
  *   RESULT ra_cache <threads> <on cache_bytes_used> <on cache_item_bytes> <off cache_bytes_used> <epochs to convert>
- *   RESULT first_epoch <threads> <img/s> <img per CPU-s>
+ *   RESULT first_epoch[_off|_base] <threads> <img/s> <img per CPU-s>
  * With BENCH_PERF_CTL naming a perf control fifo, perf is enabled only
  * around the converted on-handle's timed runs (for the profile split).
  */
@@ -209,22 +210,27 @@ static double measure_floor(floor_state *fs, uint64_t images)
 
 /* ---- first epoch ---------------------------------------------------------- */
 
-static int first_epoch(const char *data, int threads, uint64_t cache_bytes)
+static int first_epoch(const char *data, int threads, uint64_t cache_bytes, int random_access)
 {
     double t0 = now_s(), c0 = cpu_s();
-    coordl *L = open_handle(data, threads, cache_bytes, 1, -1.0f);
+    coordl *L = open_handle(data, threads, cache_bytes, random_access, -1.0f);
     int ended;
     uint64_t seen = consume(L, UINT64_MAX, 1, &ended);
     double t1 = now_s(), c1 = cpu_s();
     coordl_stats st;
     coordl_get_stats(L, &st);
 #ifndef BENCH_BASE
-    printf("  first epoch: %llu images in %.2f s, %llu rewritten\n", (unsigned long long)seen, t1 - t0,
-           (unsigned long long)st.jpeg_rewrites);
+    printf("  first epoch (random access %s): %llu images in %.2f s, %llu rewritten\n", random_access ? "on" : "off",
+           (unsigned long long)seen, t1 - t0, (unsigned long long)st.jpeg_rewrites);
 #else
     printf("  first epoch (base): %llu images in %.2f s\n", (unsigned long long)seen, t1 - t0);
 #endif
-    printf("RESULT first_epoch %d %.1f %.1f\n", threads, (double)seen / (t1 - t0), (double)seen / (c1 - c0));
+#ifndef BENCH_BASE
+    const char *name = random_access ? "first_epoch" : "first_epoch_off";
+#else
+    const char *name = "first_epoch_base";
+#endif
+    printf("RESULT %s %d %.1f %.1f\n", name, threads, (double)seen / (t1 - t0), (double)seen / (c1 - c0));
     coordl_close(L);
     return 0;
 }
@@ -268,19 +274,20 @@ static double time_images(handle *h, uint64_t prefetch_images, uint64_t images, 
 static void usage(void)
 {
     fprintf(stderr, "usage: bench_jpeg --data DIR --threads N [--images 2560] [--rounds 3]\n"
-                    "                  [--max-epochs 40] [--after 2] [--budget B] [--first-epoch]\n");
+                    "                  [--max-epochs 40] [--after 2] [--budget B] [--first-epoch [--off]]\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
     const char *data = NULL;
-    int threads = 1, rounds = 3, max_epochs = 40, after = 2, first = 0;
+    int threads = 1, rounds = 3, max_epochs = 40, after = 2, first = 0, first_off = 0;
     uint64_t images = 2560;
     float budget = -1.0f;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--first-epoch") == 0) { first = 1; continue; }
+        if (strcmp(a, "--off") == 0) { first_off = 1; continue; }
         if (i + 1 >= argc) usage();
         const char *v = argv[++i];
         if (strcmp(a, "--data") == 0) data = v;
@@ -300,7 +307,7 @@ int main(int argc, char **argv)
     }
     /* the whole dataset and the room rewrites may take (the clamp's 1/8) */
     const uint64_t cache_bytes = fl.total_bytes + fl.total_bytes / 8 + ((uint64_t)64 << 20);
-    if (first) return first_epoch(data, threads, cache_bytes);
+    if (first) return first_epoch(data, threads, cache_bytes, !first_off);
 #ifdef BENCH_BASE
     fprintf(stderr, "bench_jpeg: built with BENCH_BASE: only --first-epoch\n");
     return 2;

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # coordl benchmarks. Run from anywhere; `make bench` runs all of them.
 #
-#   bash bench/run.sh [all|prep|index|cache|placement|mpi|group|llmc|darknet|dataset]
+#   bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|darknet|dataset]
 #
 #   dataset  make the bench dataset if missing (the other parts do it too)
 #   prep     image-prep throughput: coordl train/eval vs the libjpeg-turbo
 #            decode floor vs torchvision; table in build/bench/prep.txt
+#   jpeg     JPEG random access (restart-marker rewrite of cached JPEGs):
+#            per epoch until converted and after, converted on/off against
+#            the libjpeg-turbo floor and torchvision, 1 thread and all
+#            cores, cache bytes, the first epoch against the commit before
+#            random access (built in /tmp); table in build/bench/jpeg.txt
 #   index    coordl_open on 100,000 tiny files vs torchvision ImageFolder
 #   cache    MinIO vs LRU hit rate per epoch at cache = 50% of the dataset
 #   placement  workers bound vs unbound, cache + ring page-locked vs
@@ -53,8 +58,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MODE=${1:-all}
-case "$MODE" in all|prep|index|cache|placement|mpi|group|llmc|darknet|dataset) ;;
-  *) echo "usage: bash bench/run.sh [all|prep|index|cache|placement|mpi|group|llmc|darknet|dataset]" >&2; exit 2 ;;
+case "$MODE" in all|prep|jpeg|index|cache|placement|mpi|group|llmc|darknet|dataset) ;;
+  *) echo "usage: bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|darknet|dataset]" >&2; exit 2 ;;
 esac
 BENCH_DATA=${BENCH_DATA:-build/bench-data}
 BENCH_INDEX=${BENCH_INDEX:-build/bench-index}
@@ -168,6 +173,109 @@ run_prep() {
     } > "$OUT/prep.txt"
     log "prep: summary (also in $OUT/prep.txt)"
     cat "$OUT/prep.txt"
+}
+
+# JPEG random access (bench_jpeg): at 1 thread and at all cores, the
+# per-epoch curve, the converted figures beside the decode floor, and the
+# cache bytes; the first epoch from open, alternated over JPEG_ROUNDS
+# processes: this tree with random access on and off, and the commit before
+# random access (JPEG_BASE_REV; default: the parent of the commit that
+# brought it, found in git log) built under JPEG_BASE_DIR (/tmp); then
+# torchvision's DataLoader on the same files. Load (uptime) before and after.
+run_jpeg() {
+    ensure_lib
+    ensure_dataset
+    ensure_torchvision
+    build bench_jpeg lib
+    local rounds=${JPEG_ROUNDS:-3} cores
+    cores=$(nproc)
+    local base_rev=${JPEG_BASE_REV:-} base_dir=${JPEG_BASE_DIR:-/tmp/coordl-bench-jpeg-base} base_bin=""
+    if [ -z "$base_rev" ] && git rev-parse --git-dir >/dev/null 2>&1; then
+        base_rev=$(git log --format=%H -1 --grep '^JPEG random access: cached JPEGs rewritten' || true)
+        [ -n "$base_rev" ] && base_rev=$(git rev-parse "$base_rev^")
+    fi
+    if [ -n "$base_rev" ]; then
+        log "jpeg: the commit before random access ($base_rev) in $base_dir"
+        rm -rf "$base_dir" && mkdir -p "$base_dir"
+        git archive "$base_rev" | tar -x -C "$base_dir"
+        make -s -C "$base_dir" lib HWLOC_LIB="$HWLOC_LIB"
+        base_bin=$OUT/bench_jpeg_base
+        # its own coordl.h, not this tree's: no -I. here
+        $CC -O2 -g -std=c11 -D_GNU_SOURCE -DBENCH_BASE -I"$base_dir" bench/bench_jpeg.c \
+            "$base_dir/build/libcoordl.a" "${LIBS[@]}" -o "$base_bin"
+    else
+        log "jpeg: no git history here: the first-epoch comparison with the base is skipped (set JPEG_BASE_REV)"
+    fi
+    local load0 load1
+    load0=$(uptime)
+    local t
+    for t in 1 "$cores"; do
+        log "jpeg: bench_jpeg --threads $t"
+        "$OUT/bench_jpeg" --data "$BENCH_DATA" --threads "$t" --images "$BENCH_IMAGES" --rounds "$BENCH_ROUNDS" \
+            | tee "$OUT/jpeg-$t.log"
+        [ "$t" = "$cores" ] && break
+    done
+    log "jpeg: first epoch from open, 1 thread, $rounds rounds (on, off, base alternated)"
+    : > "$OUT/jpeg-first.log"
+    local r
+    for r in $(seq "$rounds"); do
+        "$OUT/bench_jpeg" --data "$BENCH_DATA" --threads 1 --first-epoch | tee -a "$OUT/jpeg-first.log"
+        "$OUT/bench_jpeg" --data "$BENCH_DATA" --threads 1 --first-epoch --off | tee -a "$OUT/jpeg-first.log"
+        [ -n "$base_bin" ] && "$base_bin" --data "$BENCH_DATA" --threads 1 --first-epoch | tee -a "$OUT/jpeg-first.log"
+    done
+    log "jpeg: torchvision (torchvision_bench.py)"
+    "$PY" bench/torchvision_bench.py --data "$BENCH_DATA" --images "$BENCH_IMAGES" --rounds "$BENCH_ROUNDS" \
+        | tee "$OUT/jpeg-torchvision.log"
+    load1=$(uptime)
+    local one=$OUT/jpeg-1.log all=$OUT/jpeg-$cores.log tv=$OUT/jpeg-torchvision.log first=$OUT/jpeg-first.log
+    {
+        echo "coordl JPEG random access, $(date -u +%Y-%m-%dT%H:%MZ), $cores cores; train 224 F32 NCHW flip, batch 64,"
+        echo "whole dataset cached ($BENCH_DATA, $(find "$BENCH_DATA" -type f | wc -l) files); medians of $BENCH_ROUNDS rounds of $BENCH_IMAGES images"
+        echo "load before: $load0"
+        echo "load after:  $load1"
+        echo
+        awk -v c="$cores" '$1 == "RESULT" && $2 == "ra_conv" { on[$3] = $4; off[$3] = $5; fl[$3] = $6 }
+            END {
+                printf "%-44s %14s %14s\n", "img/s per core", "1 thread", c " threads"
+                printf "%-44s %14.1f %14.1f\n", "random access on, cache converted", on[1], on[c] / c
+                printf "%-44s %14.1f %14.1f\n", "random access off (the ROI path)", off[1], off[c] / c
+                printf "%-44s %14.1f\n", "libjpeg-turbo full-decode floor", fl[1]
+            }' "$one" "$all"
+        awk '$1 == "RESULT" && ($2 == "tv_nw0" || $2 == "tv_nw2") { printf "%-44s %14.1f   (%s cores)\n", "torchvision DataLoader num_workers=" substr($2, 6), $7, $3 }' "$tv"
+        echo
+        awk -v c="$cores" 'FNR == NR && $1 == "RESULT" && $2 == "ra_conv" { on[$3] = $4; off[$3] = $5; fl[$3] = $6; next }
+            $1 == "RESULT" && ($2 == "tv_nw0" || $2 == "tv_nw2") { if ($7 > tv) tv = $7 }
+            END {
+                printf "converted, per core: on/floor %.2fx (target >= 1.35x: %s), on/off %.2fx (%d threads: %.2fx),\n",
+                    on[1] / fl[1], (on[1] / fl[1] >= 1.35 ? "met" : "NOT met"), on[1] / off[1], c, on[c] / off[c]
+                printf "  off/floor %.2fx; on against torchvision best per core %.2fx\n", off[1] / fl[1], on[1] / tv
+            }' <(cat "$one" "$all") "$tv"
+        awk '$1 == "RESULT" { v[$2] = v[$2] " " $4; s[$2] += $4; n[$2]++ }
+            END {
+                if (n["first_epoch"]) {
+                    printf "first epoch from open, 1 thread, img/s per round: on%s, off%s", v["first_epoch"], v["first_epoch_off"]
+                    if (n["first_epoch_base"]) printf ", base%s", v["first_epoch_base"]
+                    printf "\n  mean on/off %.2fx", (s["first_epoch"] / n["first_epoch"]) / (s["first_epoch_off"] / n["first_epoch_off"])
+                    if (n["first_epoch_base"]) {
+                        r = (s["first_epoch"] / n["first_epoch"]) / (s["first_epoch_base"] / n["first_epoch_base"])
+                        printf ", on/base %.2fx (target >= 0.9x: %s)", r, (r >= 0.9 ? "met" : "NOT met")
+                    }
+                    printf "\n"
+                }
+            }' "$first"
+        awk '$1 == "RESULT" && $2 == "ra_cache" {
+                printf "cache, %d thread(s): on %.1f MB used, items as read %.1f MB (+%.2f%%), off %.1f MB; every JPEG rewritten after %s epoch(s)\n",
+                    $3, $4 / 1e6, $5 / 1e6, 100 * ($4 / $5 - 1), $6 / 1e6, ($7 > 0 ? $7 : "more than the run'"'"'s")
+            }' "$one" "$all"
+        echo
+        echo "per epoch, loader-bound (on img/s, against off's epoch 0 for epoch 0 and its median after; rewritten at the"
+        echo "epoch's end; rewrites' share of the worker time in it):"
+        awk '$1 == "RESULT" && $2 == "ra_epoch" {
+                printf "  %2s thread(s) epoch %2d: %8.1f img/s  %5.2fx  %6.1f%% rewritten  %5.1f%% rewrite time\n",
+                    $3, $4, $5, ($6 > 0 ? $5 / $6 : 0), $7, $8 }' "$one" "$all"
+    } > "$OUT/jpeg.txt"
+    log "jpeg: summary (also in $OUT/jpeg.txt)"
+    cat "$OUT/jpeg.txt"
 }
 
 run_index() {
@@ -484,10 +592,11 @@ case "$MODE" in
     llmc) run_llmc ;;
     darknet) run_darknet ;;
     prep) run_prep ;;
+    jpeg) run_jpeg ;;
     index) run_index ;;
     cache) run_cache ;;
     placement) run_placement ;;
-    all) run_prep; run_index; run_cache; run_placement; run_group; run_llmc; run_darknet
+    all) run_prep; run_jpeg; run_index; run_cache; run_placement; run_group; run_llmc; run_darknet
          if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then run_mpi
          else log "mpi: skipped (no mpicc/mpirun; bash bench/run.sh mpi installs OpenMPI)"; fi ;;
 esac
