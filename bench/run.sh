@@ -230,7 +230,7 @@ run_jpeg() {
     local one=$OUT/jpeg-1.log all=$OUT/jpeg-$cores.log tv=$OUT/jpeg-torchvision.log first=$OUT/jpeg-first.log
     {
         echo "coordl JPEG random access, $(date -u +%Y-%m-%dT%H:%MZ), $cores cores; train 224 F32 NCHW flip, batch 64,"
-        echo "whole dataset cached ($BENCH_DATA, $(find "$BENCH_DATA" -type f | wc -l) files); medians of $BENCH_ROUNDS rounds of $BENCH_IMAGES images"
+        echo "whole dataset cached ($BENCH_DATA, $(find -L "$BENCH_DATA" -type f | wc -l) files); medians of $BENCH_ROUNDS rounds of $BENCH_IMAGES images"
         echo "load before: $load0"
         echo "load after:  $load1"
         echo
