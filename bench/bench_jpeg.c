@@ -35,6 +35,7 @@
  * RESULT lines for bench/run.sh:
  *   RESULT ra_epoch <threads> <epoch> <on img/s> <off img/s (median)> <rewritten %> <rewrite % of worker time>
  *   RESULT ra_conv <threads> <on img/s> <off img/s> <floor img/s or 0>
+ *   RESULT ra_conv_cpu <threads> <on> <off> <floor>   (images per CPU-second)
  *   RESULT ra_cache <threads> <on cache_bytes_used> <on cache_item_bytes> <off cache_bytes_used> <epochs to convert>
  *   RESULT first_epoch[_off|_base] <threads> <img/s> <img per CPU-s>
  * With BENCH_PERF_CTL naming a perf control fifo, perf is enabled only
@@ -177,9 +178,9 @@ static void floor_init(floor_state *fs, const file_list *fl)
     jpeg_create_decompress(&fs->d);
 }
 
-static double measure_floor(floor_state *fs, uint64_t images)
+static double measure_floor(floor_state *fs, uint64_t images, double *per_cpu_s)
 {
-    double t0 = now_s();
+    double t0 = now_s(), c0 = cpu_s();
     for (uint64_t k = 0; k < images; k++) {
         /* a fixed stride through the files: a different one each time */
         size_t i = fs->pos;
@@ -205,6 +206,7 @@ static double measure_floor(floor_state *fs, uint64_t images)
         jpeg_finish_decompress(d);
         sink += fs->rgb[need / 2];
     }
+    *per_cpu_s = (double)images / (cpu_s() - c0);
     return (double)images / (now_s() - t0);
 }
 
@@ -257,14 +259,18 @@ static double run_epoch(handle *h)
     return rate;
 }
 
-static double time_images(handle *h, uint64_t prefetch_images, uint64_t images, int profile)
+/* images/s, and images per CPU-second of the process (its idle threads
+ * and the blocked consumer take next to none): per core, whatever other
+ * jobs on the machine take from it. */
+static double time_images(handle *h, uint64_t prefetch_images, uint64_t images, int profile, double *per_cpu_s)
 {
     int ended;
     consume(h->L, prefetch_images, 0, &ended);
     if (profile) perf_enable(1);
-    double t0 = now_s();
+    double t0 = now_s(), c0 = cpu_s();
     uint64_t seen = consume(h->L, images, 0, &ended);
     double rate = (double)seen / (now_s() - t0);
+    *per_cpu_s = (double)seen / (cpu_s() - c0);
     if (profile) perf_enable(0);
     settle(h->L);
     return rate;
@@ -359,15 +365,19 @@ int main(int argc, char **argv)
     const int with_floor = threads == 1;
     if (with_floor) floor_init(&fs, &fl);
     double *r_on = xmalloc((size_t)rounds * sizeof *r_on), *r_off = xmalloc((size_t)rounds * sizeof *r_off),
-           *r_fl = xmalloc((size_t)rounds * sizeof *r_fl);
+           *r_fl = xmalloc((size_t)rounds * sizeof *r_fl), *c_on = xmalloc((size_t)rounds * sizeof *c_on),
+           *c_off = xmalloc((size_t)rounds * sizeof *c_off), *c_fl = xmalloc((size_t)rounds * sizeof *c_fl);
     printf("\n  converted: %d rounds of %llu images, cases alternated\n", rounds, (unsigned long long)images);
     for (int r = 0; r < rounds; r++) {
-        r_on[r] = time_images(&on, prefetch_images, images, 1);
-        r_off[r] = time_images(&off, prefetch_images, images, 0);
-        r_fl[r] = with_floor ? measure_floor(&fs, images) : 0.0;
+        r_on[r] = time_images(&on, prefetch_images, images, 1, &c_on[r]);
+        r_off[r] = time_images(&off, prefetch_images, images, 0, &c_off[r]);
+        c_fl[r] = 0.0;
+        r_fl[r] = with_floor ? measure_floor(&fs, images, &c_fl[r]) : 0.0;
         printf("  round %d: on %.1f  off %.1f", r + 1, r_on[r], r_off[r]);
         if (with_floor) printf("  floor %.1f", r_fl[r]);
-        printf(" img/s\n");
+        printf(" img/s;  per CPU-s: on %.1f  off %.1f", c_on[r], c_off[r]);
+        if (with_floor) printf("  floor %.1f", c_fl[r]);
+        printf("\n");
         fflush(stdout);
     }
     const double m_on = median_of(r_on, rounds), m_off = median_of(r_off, rounds),
@@ -379,6 +389,12 @@ int main(int argc, char **argv)
     if (with_floor) printf(", on/floor %.2fx, off/floor %.2fx", m_on / m_fl, m_off / m_fl);
     printf("\n");
     printf("RESULT ra_conv %d %.1f %.1f %.1f\n", threads, m_on, m_off, m_fl);
+    const double mc_on = median_of(c_on, rounds), mc_off = median_of(c_off, rounds),
+                 mc_fl = with_floor ? median_of(c_fl, rounds) : 0.0;
+    printf("  per CPU-second (median): on %.1f, off %.1f", mc_on, mc_off);
+    if (with_floor) printf(", floor %.1f: on/floor %.2fx", mc_fl, mc_on / mc_fl);
+    printf(", on/off %.2fx\n", mc_on / mc_off);
+    printf("RESULT ra_conv_cpu %d %.1f %.1f %.1f\n", threads, mc_on, mc_off, mc_fl);
 
     coordl_get_stats(on.L, &on.st);
     coordl_get_stats(off.L, &off.st);
@@ -402,6 +418,9 @@ int main(int argc, char **argv)
     free(r_on);
     free(r_off);
     free(r_fl);
+    free(c_on);
+    free(c_off);
+    free(c_fl);
     if (perf_ctl) fclose(perf_ctl);
     return 0;
 #endif
