@@ -5804,6 +5804,7 @@ static coordl_status cdl__image_size(cdl__worker *W, const char *path, const cdl
         coordl_status rc;
         jd.err = jpeg_std_error(&W->jerr.pub);
         W->jerr.pub.error_exit = cdl__jpeg_error_exit;
+        W->jerr.pub.emit_message = cdl__jpeg_emit_message; /* libjpeg's own prints warnings on stderr */
         jpeg_create_decompress(&jd);
         if (setjmp(W->jerr.jump) == 0) {
             jpeg_mem_src(&jd, in->p, (unsigned long)in->len);

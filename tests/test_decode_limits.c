@@ -11,6 +11,9 @@
  *     refused before the decoder allocates, stb_image's allocations go
  *     through the allocator hooks and stop at the limit, and a JPEG with
  *     more scans than anyone writes is refused;
+ *   - a damaged JPEG that still decodes prints nothing on the process's
+ *     stderr (libjpeg's warnings), in the workers and in
+ *     coordl_sample_transform;
  *   - audio converts only the window the crop keeps: a 40 KB WAV at 1 Hz
  *     resampled to 16 kHz costs one crop, and the source samples a crop
  *     reads are bounded by max_audio_samples.
@@ -817,6 +820,64 @@ static void test_bmp_index_past_its_palette_is_black_not_stack(void **state)
     check_index_past_palette(1);
 }
 
+/* ---- nothing on the trainer's stderr ------------------------------------ */
+
+/* A JPEG with junk bytes before a marker decodes (libjpeg warns "Corrupt
+ * JPEG data: N extraneous bytes before marker"): neither the workers nor
+ * coordl_sample_transform may print that on the process's stderr (a
+ * library speaks through cfg.log only). coordl_sample_transform's header
+ * reader once kept libjpeg's default message handler (fuzz_tar). */
+static void test_damaged_jpeg_prints_nothing_on_stderr(void **state)
+{
+    (void)state;
+    static const uint8_t base[3] = {90, 140, 200};
+    uint8_t *pix = tu_textured_rgb(20, 20, base, 3);
+    size_t n;
+    uint8_t *jpg = tu_encode_jpeg(pix, 20, 20, 3, NULL, &n);
+    uint8_t *bad = malloc(n + 135);
+    assert_non_null(bad);
+    assert_true(jpg[2] == 0xFF && jpg[3] == 0xE0); /* SOI, APP0 (JFIF), then junk before the next marker */
+    const size_t at = 4 + ((size_t)jpg[4] << 8 | jpg[5]);
+    memcpy(bad, jpg, at);
+    memset(bad + at, 0x5a, 135);
+    memcpy(bad + at + 135, jpg + at, n - at);
+    tree t = make_tree(bad, n + 135);
+    char *errfile = tu_join(g_dir, "stderr-%d.txt", g_serial++);
+    fflush(stderr);
+    const int saved = dup(2);
+    FILE *f = fopen(errfile, "w");
+    assert_non_null(f);
+    assert_true(saved >= 0 && dup2(fileno(f), 2) == 2);
+    coordl_config cfg = tree_config(&t, COORDL_PIPE_TRAIN, COORDL_BAD_FAIL);
+    coordl *L = NULL;
+    coordl_status open_rc = coordl_open(&cfg, &L), transform_rc = COORDL_ERR_INVALID, next_rc = COORDL_ERR_INVALID;
+    if (open_rc == COORDL_OK) {
+        coordl_transform tr;
+        transform_rc = coordl_sample_transform(L, 0, VICTIM, &tr);
+        tu_run run = {0};
+        next_rc = tu_run_epochs(L, 1, &run);
+        tu_run_free(&run);
+        coordl_close(L);
+    }
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    fclose(f);
+    size_t printed = 0;
+    char *text = (char *)tu_read_file(errfile, &printed);
+    assert_int_equal(open_rc, COORDL_OK);
+    assert_int_equal(transform_rc, COORDL_OK); /* the junk is harmless: it decodes */
+    assert_int_equal(next_rc, COORDL_OK);
+    if (printed != 0)
+        fail_msg("coordl printed %zu bytes on stderr: %.*s", printed, (int)printed, text);
+    free(text);
+    free(errfile);
+    free_tree(&t);
+    free(bad);
+    free(jpg);
+    free(pix);
+}
+
 int main(void)
 {
     tu_main_init(240);
@@ -836,6 +897,7 @@ int main(void)
         cmocka_unit_test(test_sixteen_bit_pgm_decodes_to_its_grey),
         cmocka_unit_test(test_png_index_past_its_palette_is_black_not_stack),
         cmocka_unit_test(test_bmp_index_past_its_palette_is_black_not_stack),
+        cmocka_unit_test(test_damaged_jpeg_prints_nothing_on_stderr),
         cmocka_unit_test(test_wav_at_1hz_converts_only_the_kept_window),
         cmocka_unit_test(test_audio_work_over_max_audio_samples_is_corrupt),
     };
