@@ -12,8 +12,9 @@
  * darknet53, resnet50: 256 x 256, min_crop 128, max_crop 448, angle 7,
  * aspect .75, hue .1, saturation .75, exposure .75).
  *   darknet: train_classifier's load_args (CLASSIFICATION_DATA, n = batch,
- *     args.threads = --threads), load_data + pthread_join per batch, as its
- *     training loop does; free_data after each batch. Needs -DBENCH_WITH_DARKNET
+ *     args.threads = --threads), pthread_join, then load_data of the next
+ *     batch before the current one is used and freed, as its training loop
+ *     does (two batches alive: the peak memory train_classifier has). Needs -DBENCH_WITH_DARKNET
  *     and Darknet's include/ and libdarknet.a (bench/run.sh darknet builds
  *     them from a checkout at bench time; Darknet's code is not part of this
  *     repository).
@@ -124,11 +125,14 @@ int main(int argc, char **argv)
         args.type = CLASSIFICATION_DATA;
         data buffer, train;
         args.d = &buffer;
+        /* train_classifier's loop: the next batch loads while the current
+         * one is in use, so two batches are alive at a time */
+        pthread_t th = load_data(args);
         for (int k = 0; k <= batches; k++) {
             if (k == 1) t0 = now_s();
-            pthread_t th = load_data(args);
             pthread_join(th, 0);
             train = buffer;
+            if (k < batches) th = load_data(args);
             if (k >= 1) images += train.X.rows;
             free_data(train);
         }
