@@ -565,9 +565,16 @@ CFG
     for r in $(seq "$rounds"); do
         for which in stock coordl; do
             local dir=$stock; [ $which = coordl ] && dir=$patched
-            (cd "$work" && /usr/bin/time -f "RESULT train_$which %e %M" "$(realpath "$dir")/darknet" classifier train \
-                bench.data bench.cfg > "train-$which.out" 2> "train-$which.err") || true
-            grep RESULT "$work/train-$which.err" | tee -a "$OUT/darknet.log"
+            dir=$(realpath "$dir") # before the cd below
+            # a failed run prints why and leaves no RESULT (/usr/bin/time
+            # reports a failed command's time and RSS too)
+            if (cd "$work" && /usr/bin/time -f "RESULT train_$which %e %M" "$dir/darknet" classifier train \
+                bench.data bench.cfg > "train-$which.out" 2> "train-$which.err"); then
+                grep RESULT "$work/train-$which.err" | tee -a "$OUT/darknet.log"
+            else
+                echo "darknet: $which classifier train failed ($work/train-$which.err):"
+                grep -v '^RESULT' "$work/train-$which.err" | tail -5
+            fi
         done
     done
     {
@@ -587,7 +594,16 @@ CFG
                        printf "coordl / Darknet, one thread each (per core): %.2fx images/s\n", med["coordl 1"] / med["darknet 1"] }' \
             cores="$(nproc)" "$OUT/darknet.log"
         echo "darknet classifier train, 10 batches of 64 at 256 x 256 (a 2-layer network): wall s and peak RSS MB, each round"
-        awk '$1 == "RESULT" && $2 ~ /^train_/ { printf "  %-14s %6.1f s %8.1f MB\n", substr($2, 7), $3, $4 / 1024 }' "$OUT/darknet.log"
+        awk '$1 == "RESULT" && $2 ~ /^train_/ { w = substr($2, 7); printf "  %-14s %6.1f s %8.1f MB\n", w, $3, $4 / 1024
+                 n[w]++; t[w, n[w]] = $3; m[w, n[w]] = $4 }
+             function med(a, w,   i, j, x, v) { for (i = 1; i <= n[w]; i++) v[i] = a[w, i]
+                 for (i = 2; i <= n[w]; i++) { x = v[i]; for (j = i - 1; j >= 1 && v[j] > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
+                 return v[int((n[w] + 1) / 2)] }
+             END { if (n["stock"] && n["coordl"])
+                       printf "coordl / stock, medians: peak RSS %.2fx (%.1f / %.1f MB), wall %.2fx\n",
+                           med(m, "coordl") / med(m, "stock"), med(m, "coordl") / 1024, med(m, "stock") / 1024,
+                           med(t, "coordl") / med(t, "stock")
+                   else print "coordl / stock: not measured (a training run failed: see above)" }' "$OUT/darknet.log"
     } > "$OUT/darknet.txt"
     log "darknet: summary (also in $OUT/darknet.txt)"
     cat "$OUT/darknet.txt"
