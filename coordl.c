@@ -154,12 +154,13 @@ static void cdl__stb_free(void *p);
 #pragma GCC diagnostic pop
 #endif
 #endif /* COORDL_NO_STB */
-#if defined(__GNUC__)
+#if defined(__GNUC__) && !defined(__clang__) && !defined(COORDL_NO_STB)
 /* stb_image.h declares stbi_set_unpremultiply_on_load_thread static without
  * defining it under STB_IMAGE_STATIC (its definition is misspelled
  * stbi__unpremultiply_on_load_thread); gcc warns at the end of the file, so
- * it cannot be scoped to the include. Builds with COORDL_NO_STB keep the
- * same warning set. This also hides unused static functions of coordl.c. */
+ * it cannot be scoped to the include. Only gcc builds with stb carry it:
+ * clang and COORDL_NO_STB builds still report coordl.c's own unused
+ * functions (make test-switches builds both with -Werror). */
 #pragma GCC diagnostic ignored "-Wunused-function"
 #endif
 
@@ -577,6 +578,7 @@ static void cdl__free(const coordl *L, void *p) {
  * thread (section 15), so a thread that only queries never drops anyone. */
 static void cdl__stream_repair(coordl *L, int dead, uint64_t dead_gen);
 
+#ifdef COORDL_DEBUG
 static int cdl__gettid(void) {
 #ifdef SYS_gettid
     return (int)syscall(SYS_gettid);
@@ -584,6 +586,7 @@ static int cdl__gettid(void) {
     return 0;
 #endif
 }
+#endif
 
 static void cdl__lock_acquired(coordl *L, int e) {
     cdl__stream *S = L->S;
@@ -3960,6 +3963,7 @@ static void cdl__plan(const coordl *L, uint64_t epoch, uint64_t id, int W, int H
     }
 }
 
+#ifndef COORDL_NO_JPEGTURBO /* libjpeg's DCT scaling */
 /* DCT scaling: the largest 1/d (d in 1, 2, 4, 8) whose scaled source
  * rectangle still covers the output; 3/8..7/8 have no SIMD path in
  * libjpeg-turbo 2.1 and are slower than a full decode, so they are not
@@ -3984,6 +3988,7 @@ static void cdl__geom_scale(cdl__geom *g, int d, int scaled_w, int scaled_h) {
     if (g->clip_x1 <= g->clip_x0) g->clip_x1 = g->clip_x0 + 1;
     if (g->clip_y1 <= g->clip_y0) g->clip_y1 = g->clip_y0 + 1;
 }
+#endif
 
 /* ===================================================================== */
 /* 12. Resampling tables and the fused resize/flip/normalize pass        */
@@ -5396,8 +5401,10 @@ static coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cd
 #endif
 
 /* little-endian fields (WAV headers, BMP palettes) */
+#if !defined(COORDL_NO_STB) || !defined(COORDL_NO_AUDIO)
 static inline uint32_t cdl__le32(const cdl__u8 *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
 static inline uint16_t cdl__le16(const cdl__u8 *p) { return (uint16_t)(p[0] | p[1] << 8); }
+#endif
 
 #ifndef COORDL_NO_STB
 /* stb's pixels in the file's own channel count (1 gray, 2 gray + alpha,
@@ -5784,14 +5791,11 @@ static coordl_status cdl__decode_wav(cdl__worker *W, const char *path, const cdl
 }
 #endif /* COORDL_NO_AUDIO */
 
+#ifndef COORDL_NO_JPEGTURBO /* else stb's JPEG decoder takes them */
 static int cdl__is_jpeg(const cdl__bytes *in) {
-#ifndef COORDL_NO_JPEGTURBO
     return in->len >= 3 && in->p[0] == 0xFF && in->p[1] == 0xD8 && in->p[2] == 0xFF;
-#else
-    (void)in;
-    return 0; /* stb's JPEG decoder takes them */
-#endif
 }
+#endif
 
 /* The size an image's header gives, checked like a decode would (format,
  * sides, max_pixels); for coordl_sample_transform. */
@@ -6184,6 +6188,7 @@ static void cdl__counters_add(coordl *L, uint64_t epoch, const cdl__counters *c)
 
 /* --- invariants -------------------------------------------------------- */
 
+#ifdef COORDL_DEBUG
 /* The stream's invariants: rows claimed equal rows marked, rows in flight
  * equal claimed minus done, a READY slot has every row done and is held
  * only by members still in the group, every mark belongs to a member
@@ -6232,6 +6237,7 @@ static int cdl__stream_invariants(const coordl *L, char *why, size_t cap) {
 #undef CDL_BROKEN
     return 1;
 }
+#endif /* COORDL_DEBUG */
 
 #ifdef COORDL_DEBUG
 /* COORDL_DEBUG: a broken invariant stops the process here, where it broke,
