@@ -2794,6 +2794,7 @@ static int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, 
     return room ? CDL_CE_PLAIN : CDL_CE_KEEP;
 }
 
+#ifndef COORDL_NO_JPEGTURBO /* only JPEG rewrites replace or keep entries */
 /* Replaces a cached item's bytes by its rewrite (len <= its cap), if no
  * reader but the caller (held: it holds a reader reference, which it keeps)
  * has them. Returns 1 when replaced. */
@@ -2822,6 +2823,7 @@ static void cdl__cache_keep_minio(coordl *L, uint64_t id) {
     if (atomic_compare_exchange_strong(&L->cache_entries[id].jpeg, &plain, CDL_CE_KEEP))
         atomic_fetch_sub(&L->S->cache_plain_items, 1);
 }
+#endif
 
 static void cdl__lru_unlink(cdl__lru *c, int32_t i) {
     if (c->prev[i] >= 0) c->next[c->prev[i]] = c->next[i]; else c->head = c->next[i];
@@ -6188,13 +6190,17 @@ static void cdl__counters_add(coordl *L, uint64_t epoch, const cdl__counters *c)
 
 /* --- invariants -------------------------------------------------------- */
 
-#ifdef COORDL_DEBUG
 /* The stream's invariants: rows claimed equal rows marked, rows in flight
  * equal claimed minus done, a READY slot has every row done and is held
  * only by members still in the group, every mark belongs to a member
  * generation in the group, no assignment is left half-done, and this
  * consumer's count of held batches matches the slots. 1 when they hold,
- * else 0 and the first broken one in why. Under mu. */
+ * else 0 and the first broken one in why. Under mu. COORDL_DEBUG builds
+ * check them after every transition; tests that include coordl.c call it
+ * in any build (hence "unused" where neither does). */
+#if defined(__GNUC__)
+__attribute__((unused))
+#endif
 static int cdl__stream_invariants(const coordl *L, char *why, size_t cap) {
     const cdl__stream *S = L->S;
     const uint32_t live = atomic_load(&S->live_mask);
@@ -6237,7 +6243,6 @@ static int cdl__stream_invariants(const coordl *L, char *why, size_t cap) {
 #undef CDL_BROKEN
     return 1;
 }
-#endif /* COORDL_DEBUG */
 
 #ifdef COORDL_DEBUG
 /* COORDL_DEBUG: a broken invariant stops the process here, where it broke,

@@ -111,17 +111,21 @@ for set in $SETS; do
         fi ;;
     esac
     tests=$(runnable "$flags" $(ls tests/test_*.c | grep -v test_util.c) | sed "s|^tests/\(.*\)\.c$|$build/tests/\1|")
+    # the fuzz harnesses' seed and regression replays, by the same rule
+    # (fuzz_wav's oracle refuses COORDL_ERR_UNSUPPORTED, as it should)
+    fuzz=$(runnable "$flags" tests/fuzz/fuzz_*.c | sed 's|^tests/fuzz/\(.*\)\.c$|\1|')
     checks=$(runnable "$flags" examples/llm_tokens.c examples/ggml_loop.c examples/darknet_train.c |
         sed 's|^examples/\(.*\)\.c$|\1|')
     if [ "$set" = stb-upstream ]; then # the decoders, and the switches' own check
         tests=$(printf '%s\n' $tests | grep -E 'test_(decode|switches|bad_input)$' || true)
         checks=""
+        fuzz=fuzz_image
     fi
-    echo "=== switches: $set ($flags, $cc): $(echo $tests | wc -w) test programs, example checks: $(echo ${checks:-none})"
+    echo "=== switches: $set ($flags, $cc): $(echo $tests | wc -w) test programs, example checks: $(echo ${checks:-none}), fuzz replays: $(echo ${fuzz:-none})"
     start=$(date +%s)
     mkdir -p "$build"
     if ! make -s -j2 BUILD="$build" CC="$cc" EXTRA_CFLAGS="$flags $extra -Werror" HWLOC_LIB="$hwloc" \
-            TESTS="$(echo $tests)" EXAMPLE_CHECKS="$(echo $checks)" run-tests >"$build/switches.log" 2>&1; then
+            TESTS="$(echo $tests)" EXAMPLE_CHECKS="$(echo $checks)" FUZZ_TARGETS="$(echo $fuzz)" run-tests >"$build/switches.log" 2>&1; then
         echo "switches: $set FAILED (log: $build/switches.log):"; grep -E "FAIL|error|warning|ERROR" "$build/switches.log" | head -20
         fail=1
     else
