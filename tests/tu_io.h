@@ -41,9 +41,13 @@ typedef struct tu_io {
 
     /* counters */
     atomic_long opens, closes, reads, open_now, max_open_now;
+    atomic_long open_calls; /* every call to open, EINTR and failures too */
     atomic_ullong bytes; /* bytes returned by read_at */
 
-    /* faults; 0 / NULL = off. Set them before use (or between runs). */
+    /* faults; 0 / NULL = off. Set them before use; to switch them on only
+     * later (after coordl_open has indexed, say), set `disarmed` to 1
+     * first and back to 0 when they should start. */
+    atomic_int disarmed;
     const char *fail_open_path; /* opens of a path containing this ...  */
     int fail_open_errno;        /* ... return -this (default ENOENT)    */
     long fail_read_nth;         /* the nth read_at call (1-based) ...   */
@@ -105,17 +109,19 @@ static inline void tu_io__sleep_us(uint64_t us)
 static inline int tu_io__open(void *user, const char *path, void **file, uint64_t *size)
 {
     tu_io *io = user;
-    const long n = atomic_fetch_add(&io->opens, 1) + 1;
-    if (io->open_eintr_every > 0 && n % io->open_eintr_every == 0) {
+    const long calls = atomic_fetch_add(&io->open_calls, 1) + 1;
+    const int armed = !atomic_load(&io->disarmed);
+    atomic_fetch_add(&io->opens, 1);
+    if (armed && io->open_eintr_every > 0 && calls % io->open_eintr_every == 0) {
         atomic_fetch_sub(&io->opens, 1); /* not an open: retried */
         return -EINTR;
     }
-    if (io->open_ret) {
+    if (armed && io->open_ret) {
         tu_io__fault(io, path);
         atomic_fetch_sub(&io->opens, 1);
         return io->open_ret;
     }
-    if (tu_io__match(path, io->fail_open_path)) {
+    if (armed && tu_io__match(path, io->fail_open_path)) {
         tu_io__fault(io, path);
         atomic_fetch_sub(&io->opens, 1);
         return -(io->fail_open_errno ? io->fail_open_errno : ENOENT);
@@ -146,7 +152,7 @@ static inline int tu_io__open(void *user, const char *path, void **file, uint64_
             return r;
         }
     }
-    if (tu_io__match(path, io->garbage_size_path)) {
+    if (armed && tu_io__match(path, io->garbage_size_path)) {
         tu_io__fault(io, path);
         *size = io->garbage_size;
     }
@@ -163,14 +169,15 @@ static inline int64_t tu_io__read_at(void *user, void *file, void *buf, uint64_t
     tu_io *io = user;
     tu_io_file *f = file;
     const long n = atomic_fetch_add(&io->reads, 1) + 1;
-    if (io->spike_nth > 0 && n == io->spike_nth) tu_io__sleep_us((uint64_t)io->spike_ms * 1000u);
+    const int armed = !atomic_load(&io->disarmed);
+    if (armed && io->spike_nth > 0 && n == io->spike_nth) tu_io__sleep_us((uint64_t)io->spike_ms * 1000u);
     if (io->delay_us) tu_io__sleep_us(io->delay_us);
-    if (io->eintr_every > 0 && n % io->eintr_every == 0) return -EINTR;
-    if ((io->fail_read_nth > 0 && n == io->fail_read_nth) || tu_io__match(f->path, io->fail_read_path)) {
+    if (armed && io->eintr_every > 0 && n % io->eintr_every == 0) return -EINTR;
+    if (armed && ((io->fail_read_nth > 0 && n == io->fail_read_nth) || tu_io__match(f->path, io->fail_read_path))) {
         tu_io__fault(io, f->path);
         return -(io->fail_read_errno ? io->fail_read_errno : EIO);
     }
-    if (tu_io__match(f->path, io->garbage_path)) {
+    if (armed && tu_io__match(f->path, io->garbage_path)) {
         tu_io__fault(io, f->path);
         return io->garbage_ret;
     }
@@ -217,6 +224,7 @@ static inline void tu_io_init(tu_io *io)
 static inline void tu_io_reset_counts(tu_io *io)
 {
     atomic_store(&io->opens, 0);
+    atomic_store(&io->open_calls, 0);
     atomic_store(&io->closes, 0);
     atomic_store(&io->reads, 0);
     atomic_store(&io->max_open_now, atomic_load(&io->open_now));
