@@ -15,7 +15,8 @@
  *   7. Sampler                        epoch permutation, rank share, batch rows;
  *                                     llm.c's shard/sample order for tokens
  *   8. MinIO cache                    admit until full, never evict (+ LRU)
- *   9. Fetch                          cache, else peer, else storage (and admit)
+ *   9. Fetch                          cache, else peer, else storage (and admit);
+ *                                     read-ahead in the known order
  *  10. Peers (MPI)                    partitioned cache: map exchange, requests
  *  11. Sample plan                    crop geometry, drawn before decoding
  *  12. Resampling                     fused resize/flip/normalize (+ jitter)
@@ -392,7 +393,12 @@ typedef struct cdl__stream {
     X(jpeg_rewrite_failures, 1, 1, 0)   \
     X(jpeg_spliced, 1, 1, 1)            \
     X(jpeg_rewritten_items, 0, 1, 0)    \
-    X(cache_item_bytes, 0, 1, 0)
+    X(cache_item_bytes, 0, 1, 0)        \
+    X(readahead_reads, 0, 1, 0)         \
+    X(readahead_read_ns, 0, 1, 0)       \
+    X(readahead_skips, 0, 1, 0)         \
+    X(readahead_hits, 1, 1, 0)          \
+    X(readahead_wait_ns, 1, 1, 0)
 
 #define CDL_IF_0(...)
 #define CDL_IF_1(...) __VA_ARGS__
@@ -435,6 +441,7 @@ typedef struct cdl__shard {
 } cdl__shard;
 
 typedef struct cdl__worker cdl__worker;
+typedef struct cdl__readahead cdl__readahead;
 
 struct coordl {
     coordl_config cfg;     /* copy; strings point into owned copies         */
@@ -533,6 +540,7 @@ struct coordl {
                                      at for a JPEG rewrite (section 13)   */
 
     /* pool */
+    cdl__readahead *ra;    /* read-ahead (section 9), or NULL             */
     cdl__worker *workers;
     cdl__worker *helper;   /* tokens: the consumer's scratch for rows it
                               prepares itself (cdl__consumer_help)          */
@@ -2937,8 +2945,9 @@ static void cdl__cache_destroy(coordl *L) {
 
 /* ===================================================================== */
 /* 9. Fetch                                                              */
-/* The one place bytes come from: the cache, else storage (which admits  */
-/* into the cache). Storage reads go into the worker's reusable buffer.  */
+/* The one place bytes come from: the cache, else a peer, else storage   */
+/* (which admits into the cache): the row's item read ahead by the I/O   */
+/* threads into their arena, or read now into the worker's buffer.       */
 /* ===================================================================== */
 
 /* Per-worker scratch; everything grows on demand and is reused, so the
@@ -3001,6 +3010,7 @@ struct cdl__worker {
     /* this row's counters, added to the totals when the row completes */
     cdl__counters row;
     const struct cdl__claim *claim; /* the row being prepared (section 14) */
+    struct cdl__ra_entry *ra_entry; /* its read-ahead entry, or NULL         */
     uint64_t cur_epoch;     /* the row being prepared: its epoch, slot, row */
     cdl__slot *cur_slot;
     uint32_t cur_row;
@@ -3020,106 +3030,480 @@ static coordl_status cdl__worker_error(cdl__worker *W, coordl_status s, const ch
     return s;
 }
 
-/* A token window: (seq_len + 1) tokens read with one read_at. */
-static coordl_status cdl__read_window(cdl__worker *W, uint64_t id, cdl__bytes *out) {
-    coordl *L = W->L;
-    const cdl__shard *sh = cdl__shard_of(L, id);
-    const char *path = L->strings + sh->path_off;
-    const size_t len = (size_t)(L->cfg.seq_len + 1) * sh->tok_bytes;
-    const uint64_t off = CDL_SHARD_HEADER_BYTES + (id - sh->first_item) * L->cfg.seq_len * sh->tok_bytes;
-    if (!cdl__reserve(L, (void **)&W->readbuf, &W->readcap, len + 16))
-        return cdl__worker_error(W, COORDL_ERR_NOMEM, "%s: out of memory for %zu bytes", path, len);
-    void *f;
-    uint64_t size, got = 0;
+/* Item id's bytes from storage, through the reader, into *buf (of *cap
+ * bytes): a plain item is its whole file, at the size it has now (it may
+ * have changed since indexing); a token window and a tar member are a byte
+ * range (their shard may not have shrunk). With grow, *buf is grown
+ * through the allocator to fit; without (the read-ahead arena), an item
+ * larger than *cap is not read and *too_big is set. *len receives the
+ * item's bytes, *storage_bytes what the reader delivered. Errors name the
+ * item: COORDL_ERR_IO (the reader, a file gone or shrunk), COORDL_ERR_CORRUPT
+ * (empty, over max_item_bytes, a window cut short), COORDL_ERR_NOMEM. Any
+ * thread; touches only its arguments. */
+static coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 **buf, size_t *cap, int grow,
+                                    int *too_big, uint64_t *len, uint64_t *storage_bytes, char *err, size_t errcap) {
+    const char *path = cdl__item_path(L, id), *file = path;
+    uint64_t off = 0, want = 0;
+    int whole = 0;
+    enum { PLAIN, WINDOW, MEMBER } kind = L->shards ? WINDOW : L->tar_items ? MEMBER : PLAIN;
     char why[CDL_ERRMSG_MAX - 64];
-    coordl_status rc = cdl__io_open(L, path, &f, &size, why, sizeof why);
-    if (rc != COORDL_OK) return cdl__worker_error(W, rc, "%s: cannot open: %s", path, why);
-    rc = cdl__io_read(L, f, path, W->readbuf, len, off, &got, W->err, sizeof W->err);
-    cdl__io_close(L, f);
-    W->row.storage_bytes += got;
-    if (rc != COORDL_OK) return rc;
-    if (got != len)
-        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: token window %llu is cut short (%llu of %zu bytes)",
-                                 path, (unsigned long long)(id - sh->first_item), (unsigned long long)got, len);
-    out->p = W->readbuf;
-    out->len = len;
-    return COORDL_OK;
-}
-
-/* A tar shard's member: the (shard, offset, size) the index found, read
- * through the reader. A shard that shrank since indexing (or a reader
- * that says so) is an I/O error naming shard, member and offset. */
-static coordl_status cdl__read_member(cdl__worker *W, uint64_t id, cdl__bytes *out) {
-    coordl *L = W->L;
-    const cdl__tar_item *ti = &L->tar_items[id];
-    const char *shard = L->strings + L->tar_shards[ti->shard], *path = cdl__item_path(L, id);
-    const uint64_t want = L->items[id].bytes;
-    if (want > L->cfg.max_item_bytes)
-        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: %llu bytes exceeds max_item_bytes (%llu)", path,
-                                 (unsigned long long)want, (unsigned long long)L->cfg.max_item_bytes);
-    if (want == 0) return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: empty member", path);
-    if (!cdl__reserve(L, (void **)&W->readbuf, &W->readcap, (size_t)want + 16))
-        return cdl__worker_error(W, COORDL_ERR_NOMEM, "%s: out of memory for %llu bytes", path,
-                                 (unsigned long long)want);
-    void *f;
-    uint64_t size, got = 0;
-    char why[CDL_ERRMSG_MAX - 64];
-    coordl_status rc = cdl__io_open(L, shard, &f, &size, why, sizeof why);
-    if (rc != COORDL_OK) return cdl__worker_error(W, rc, "%s: cannot open the shard: %s", path, why);
-    if (ti->offset > size || want > size - ti->offset) {
-        cdl__io_close(L, f);
-        return cdl__worker_error(W, COORDL_ERR_IO, "%s: the shard has %llu bytes now; the member's %llu bytes "
-                                 "at offset %llu are past its end (it shrank since indexing)", path,
-                                 (unsigned long long)size, (unsigned long long)want, (unsigned long long)ti->offset);
+    *len = 0;
+    if (kind == WINDOW) {
+        const cdl__shard *sh = cdl__shard_of(L, id);
+        want = (uint64_t)(L->cfg.seq_len + 1) * sh->tok_bytes;
+        off = CDL_SHARD_HEADER_BYTES + (id - sh->first_item) * L->cfg.seq_len * sh->tok_bytes;
+    } else if (kind == MEMBER) {
+        const cdl__tar_item *ti = &L->tar_items[id];
+        file = L->strings + L->tar_shards[ti->shard];
+        off = ti->offset;
+        want = L->items[id].bytes;
+    } else {
+        whole = 1;
     }
-    rc = cdl__io_read(L, f, shard, W->readbuf, want, ti->offset, &got, why, sizeof why);
+    if (!whole && want > L->cfg.max_item_bytes) {
+        snprintf(err, errcap, "%s: %llu bytes exceeds max_item_bytes (%llu)", path, (unsigned long long)want,
+                 (unsigned long long)L->cfg.max_item_bytes);
+        return COORDL_ERR_CORRUPT;
+    }
+    if (kind == MEMBER && want == 0) {
+        snprintf(err, errcap, "%s: empty member", path);
+        return COORDL_ERR_CORRUPT;
+    }
+    void *f;
+    uint64_t size, got = 0;
+    coordl_status rc = cdl__io_open(L, file, &f, &size, why, sizeof why);
+    if (rc != COORDL_OK) {
+        snprintf(err, errcap, "%s: cannot open%s: %s", path, kind == MEMBER ? " the shard" : "", why);
+        return rc;
+    }
+    if (whole) {
+        if (size > L->cfg.max_item_bytes) {
+            cdl__io_close(L, f);
+            snprintf(err, errcap, "%s: %llu bytes exceeds max_item_bytes (%llu)", path, (unsigned long long)size,
+                     (unsigned long long)L->cfg.max_item_bytes);
+            return COORDL_ERR_CORRUPT;
+        }
+        want = size;
+    } else if (kind == MEMBER && (off > size || want > size - off)) {
+        cdl__io_close(L, f);
+        snprintf(err, errcap, "%s: the shard has %llu bytes now; the member's %llu bytes at offset %llu are past its "
+                 "end (it shrank since indexing)", path, (unsigned long long)size, (unsigned long long)want,
+                 (unsigned long long)off);
+        return COORDL_ERR_IO;
+    }
+    if (want + 16 > *cap) {
+        void *p = *buf;
+        size_t c = *cap;
+        if (!grow || want > SIZE_MAX / 2 || !cdl__reserve(L, &p, &c, (size_t)want + 16)) {
+            cdl__io_close(L, f);
+            if (!grow) {
+                *too_big = 1;
+                snprintf(err, errcap, "%s: %llu bytes do not fit the read-ahead's %zu", path,
+                         (unsigned long long)want, *cap);
+            } else {
+                snprintf(err, errcap, "%s: out of memory for %llu bytes", path, (unsigned long long)want);
+            }
+            return COORDL_ERR_NOMEM;
+        }
+        *buf = p;
+        *cap = c;
+    }
+    rc = cdl__io_read(L, f, file, *buf, want, off, &got, why, sizeof why);
     cdl__io_close(L, f);
-    W->row.storage_bytes += got;
-    if (rc != COORDL_OK) return cdl__worker_error(W, rc, "%s: %s", path, why);
-    if (got != want)
-        return cdl__worker_error(W, COORDL_ERR_IO, "%s: cut short: %llu of %llu bytes at offset %llu (the shard "
-                                 "shrank since indexing)", path, (unsigned long long)got, (unsigned long long)want,
-                                 (unsigned long long)ti->offset);
-    out->p = W->readbuf;
-    out->len = (size_t)want;
+    *storage_bytes += got;
+    if (rc != COORDL_OK) {
+        if (kind == MEMBER) snprintf(err, errcap, "%s: %s", path, why); /* why names the shard */
+        else snprintf(err, errcap, "%s", why);
+        return rc;
+    }
+    if (kind == WINDOW && got != want) {
+        const cdl__shard *sh = cdl__shard_of(L, id);
+        snprintf(err, errcap, "%s: token window %llu is cut short (%llu of %llu bytes)", path,
+                 (unsigned long long)(id - sh->first_item), (unsigned long long)got, (unsigned long long)want);
+        return COORDL_ERR_CORRUPT;
+    }
+    if (kind == MEMBER && got != want) {
+        snprintf(err, errcap, "%s: cut short: %llu of %llu bytes at offset %llu (the shard shrank since indexing)",
+                 path, (unsigned long long)got, (unsigned long long)want, (unsigned long long)off);
+        return COORDL_ERR_IO;
+    }
+    /* a plain file with fewer bytes than at open shrank meanwhile: decode
+     * what is there */
+    if (got == 0) {
+        snprintf(err, errcap, "%s: empty file", path);
+        return COORDL_ERR_CORRUPT;
+    }
+    *len = got;
     return COORDL_OK;
 }
 
-/* An item's bytes from storage, through the reader, into the worker's
- * buffer. A file is read whole, at the size it has now (it may have
- * changed since indexing). */
+/* An item's bytes from storage into the worker's buffer. */
 static coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes *out) {
-    coordl *L = W->L;
-    if (L->shards) return cdl__read_window(W, id, out);
-    if (L->tar_items) return cdl__read_member(W, id, out);
-    const char *path = cdl__item_path(L, id);
-    void *f;
-    uint64_t size, got = 0;
-    char why[CDL_ERRMSG_MAX - 64];
-    coordl_status rc = cdl__io_open(L, path, &f, &size, why, sizeof why);
-    if (rc != COORDL_OK) return cdl__worker_error(W, rc, "%s: cannot open: %s", path, why);
-    if (size > L->cfg.max_item_bytes) {
-        cdl__io_close(L, f);
-        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: %llu bytes exceeds max_item_bytes (%llu)",
-                                 path, (unsigned long long)size, (unsigned long long)L->cfg.max_item_bytes);
-    }
-    if (!cdl__reserve(L, (void **)&W->readbuf, &W->readcap, (size_t)size + 16)) {
-        cdl__io_close(L, f);
-        return cdl__worker_error(W, COORDL_ERR_NOMEM, "%s: out of memory for %llu bytes", path,
-                                 (unsigned long long)size);
-    }
-    rc = cdl__io_read(L, f, path, W->readbuf, size, 0, &got, W->err, sizeof W->err);
-    cdl__io_close(L, f);
-    W->row.storage_bytes += got;
+    uint64_t len = 0;
+    int too_big = 0;
+    coordl_status rc = cdl__read_item(W->L, id, &W->readbuf, &W->readcap, 1, &too_big, &len, &W->row.storage_bytes,
+                                      W->err, sizeof W->err);
     if (rc != COORDL_OK) return rc;
-    /* fewer bytes than at open: it shrank meanwhile; decode what is there */
-    if (got == 0) return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: empty file", path);
     out->p = W->readbuf;
-    out->len = (size_t)got;
+    out->len = (size_t)len;
     return COORDL_OK;
 }
 
 static int cdl__peer_admits(coordl *L, uint64_t epoch);
+
+/* ---- read-ahead in the known order ----------------------------------------
+ * The permutation of every epoch is known, so the items the workers will
+ * claim next are known: a few I/O threads keep up to readahead_items of
+ * them in flight ahead of the claims, in claim order, reading through the
+ * reader into one arena (a byte ring bounded by readahead_bytes, allocated
+ * at open: nothing per item). A worker that claims a row takes its entry:
+ * the bytes are there (decoded in place), or in flight (it waits for that
+ * read only), or were not read ahead (a cache hit, an item a peer serves,
+ * one too large for the arena, a position the read-ahead had not reached):
+ * then it reads as before. Entries and arena space are handed out in
+ * position order and freed in that order once their rows are prepared.
+ * A seek or coordl_set restarts it at the new position (a new generation:
+ * reads still in flight finish into their own space and are dropped).
+ * Private loaders only: in a coordinated group the rows are claimed by
+ * every member's workers, and each member reading ahead would read every
+ * item k times. Lock order: the stream's lock, then this one; the I/O
+ * threads never take the stream's lock. */
+
+enum { CDL_RA_FREE = 0, CDL_RA_READING, CDL_RA_DONE, CDL_RA_FAILED, CDL_RA_SKIPPED, CDL_RA_TAKEN };
+
+typedef struct cdl__ra_entry {
+    int state;
+    int stale;              /* its generation was restarted: free it when done */
+    uint64_t gen;
+    uint64_t epoch, pos, id;
+    uint64_t start, end;    /* its arena bytes: [start, end) in ring space    */
+    uint64_t len;           /* bytes read                                     */
+    uint64_t storage_bytes; /* as the reader delivered them                   */
+    coordl_status status;
+    char err[CDL_ERRMSG_MAX];
+} cdl__ra_entry;
+
+struct cdl__readahead {
+    coordl *L;
+    pthread_mutex_t mu;
+    pthread_cond_t room_cv; /* I/O threads: an entry or arena space freed, a restart */
+    pthread_cond_t done_cv; /* workers: a read finished                       */
+    int stop;
+    uint64_t gen;
+    /* the next position to read ahead, and the first not yet claimed */
+    uint64_t next_epoch, next_pos, front_epoch, front_pos;
+    /* what cdl__epoch_end needs, as of the last restart */
+    uint64_t batch_size, share, cut_epoch, cut_pos;
+    int drop_last;
+    /* entries: a ring in position order; [tail, head) are live */
+    cdl__ra_entry *e;
+    uint32_t depth;
+    uint64_t head, tail;
+    /* the arena: a byte ring; [atail, ahead) in use (monotonic counters) */
+    cdl__u8 *base;
+    size_t bytes, map_bytes; /* the ring's size (readahead_bytes), mapped */
+    uint64_t ahead, atail;
+    pthread_t *threads;
+    int nthreads, started;
+    /* counters of the I/O threads (coordl_stats readahead_*) */
+    uint64_t reads, read_ns, skips;
+};
+
+static int cdl__pos_before(uint64_t e1, uint64_t p1, uint64_t e2, uint64_t p2) {
+    return e1 < e2 || (e1 == e2 && p1 < p2);
+}
+
+/* cdl__epoch_end on the snapshot taken at the last restart. */
+static uint64_t cdl__ra_epoch_end(const cdl__readahead *R, uint64_t epoch) {
+    const uint64_t from = epoch == R->cut_epoch ? R->cut_pos : 0;
+    return R->drop_last ? from + (R->share - from) / R->batch_size * R->batch_size : R->share;
+}
+
+/* Frees the entries at the tail that are done with, and their bytes. */
+static void cdl__ra_trim(cdl__readahead *R) {
+    int freed = 0;
+    while (R->tail < R->head) {
+        cdl__ra_entry *x = &R->e[R->tail % R->depth];
+        const int done = x->state == CDL_RA_TAKEN || (x->stale && x->state != CDL_RA_READING);
+        if (!done) break;
+        R->atail = x->end;
+        x->state = CDL_RA_FREE;
+        x->stale = 0;
+        R->tail++;
+        freed++;
+    }
+    if (R->tail == R->head) R->atail = R->ahead; /* nothing in use */
+    /* one I/O thread per freed entry (waking all of them for one entry
+     * costs more than the read on a loaded machine) */
+    for (int i = 0; i < freed && i < R->nthreads; i++) pthread_cond_signal(&R->room_cv);
+}
+
+/* Whether item id will not come from storage: in the cache, or (MPI) on a
+ * peer that serves it. */
+static int cdl__ra_not_from_storage(const coordl *L, uint64_t epoch, uint64_t id) {
+    if (L->cache_entries && atomic_load_explicit(&L->cache_entries[id].state, memory_order_acquire) == CDL_CE_PRESENT)
+        return 1;
+    if (L->lru) {
+        pthread_mutex_lock(&L->lru->mu);
+        const int held = L->lru->data[id] != NULL;
+        pthread_mutex_unlock(&L->lru->mu);
+        if (held) return 1;
+    }
+#ifdef COORDL_MPI
+    if (L->peer_comm_set && epoch >= 1 && __atomic_load_n(&L->peer_map_ready, __ATOMIC_ACQUIRE)) {
+        const int owner = L->peer_owner[id];
+        if (owner >= 0 && owner != L->cfg.rank) return 1;
+    }
+#else
+    (void)epoch;
+#endif
+    return 0;
+}
+
+static void *cdl__ra_main(void *arg) {
+    cdl__readahead *R = arg;
+    coordl *L = R->L;
+    cdl__perm perm;
+    uint64_t perm_epoch = UINT64_MAX;
+    char name[16];
+    snprintf(name, sizeof name, "coordl-io");
+    pthread_setname_np(pthread_self(), name);
+    pthread_mutex_lock(&R->mu);
+    while (!R->stop) {
+        if (R->head - R->tail >= R->depth) {
+            pthread_cond_wait(&R->room_cv, &R->mu);
+            continue;
+        }
+        /* the next position, never one a worker has already claimed */
+        if (cdl__pos_before(R->next_epoch, R->next_pos, R->front_epoch, R->front_pos)) {
+            R->next_epoch = R->front_epoch;
+            R->next_pos = R->front_pos;
+        }
+        uint64_t epoch = R->next_epoch, pos = R->next_pos;
+        if (pos >= cdl__ra_epoch_end(R, epoch)) {
+            epoch++;
+            pos = 0;
+        }
+#ifdef COORDL_MPI
+        /* partitioned cache: from epoch 1 a peer may serve the item; wait
+         * for the map of who holds what before reading any of it */
+        if (L->peer_comm_set && epoch >= 1 && !__atomic_load_n(&L->peer_map_ready, __ATOMIC_ACQUIRE)) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 5000000L;
+            if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+            pthread_cond_timedwait(&R->room_cv, &R->mu, &ts);
+            continue;
+        }
+#endif
+        if (epoch != perm_epoch) {
+            perm = cdl__perm_for(L, epoch);
+            perm_epoch = epoch;
+        }
+        const uint64_t id = cdl__item_at(L, &perm, pos);
+        const uint64_t want = cdl__item_bytes(L, id), need = (want + 16 + 63) / 64 * 64;
+        const int skip = cdl__ra_not_from_storage(L, epoch, id) || want == 0 || want > L->cfg.max_item_bytes ||
+                         need > R->bytes;
+        /* arena space, contiguous: a span that would cross the end starts
+         * over at the beginning (the rest of the lap is left unused) */
+        if (R->tail == R->head) /* empty: start a fresh lap, so any item that fits the arena fits now */
+            R->ahead = R->atail = (R->ahead + R->bytes - 1) / R->bytes * R->bytes;
+        uint64_t start = R->ahead, end = R->ahead;
+        if (!skip) {
+            if (start % R->bytes + need > R->bytes) start += R->bytes - start % R->bytes;
+            end = start + need;
+            if (end - R->atail > R->bytes) { /* full: wait for the workers to free some */
+                pthread_cond_wait(&R->room_cv, &R->mu);
+                continue;
+            }
+        }
+        R->next_epoch = epoch;
+        R->next_pos = pos + 1;
+        cdl__ra_entry *x = &R->e[R->head++ % R->depth];
+        x->gen = R->gen;
+        x->stale = 0;
+        x->epoch = epoch;
+        x->pos = pos;
+        x->id = id;
+        x->start = start;
+        x->end = end;
+        x->len = x->storage_bytes = 0;
+        x->status = COORDL_OK;
+        x->err[0] = '\0';
+        R->ahead = end;
+        if (skip) {
+            x->state = CDL_RA_SKIPPED;
+            R->skips++;
+            continue;
+        }
+        x->state = CDL_RA_READING;
+        pthread_mutex_unlock(&R->mu);
+        cdl__u8 *dst = R->base + start % R->bytes;
+        size_t cap = (size_t)(end - start);
+        uint64_t len = 0, sbytes = 0;
+        int too_big = 0;
+        const uint64_t t0 = cdl__now_ns();
+        coordl_status rc = cdl__read_item(L, id, &dst, &cap, 0, &too_big, &len, &sbytes, x->err, sizeof x->err);
+        const uint64_t t1 = cdl__now_ns();
+        pthread_mutex_lock(&R->mu);
+        R->reads++;
+        R->read_ns += t1 - t0;
+        x->len = len;
+        x->storage_bytes = sbytes;
+        x->status = rc;
+        /* an item larger now than indexed: its worker reads it */
+        x->state = too_big ? CDL_RA_SKIPPED : rc == COORDL_OK ? CDL_RA_DONE : CDL_RA_FAILED;
+        pthread_cond_broadcast(&R->done_cv);
+        if (x->stale) cdl__ra_trim(R);
+    }
+    pthread_mutex_unlock(&R->mu);
+    return NULL;
+}
+
+/* Restarts at the stream's claim position, with the stream's geometry:
+ * entries not taken are dropped (those still being read when their read
+ * ends). Called under the stream's lock, when no row is in flight. */
+static void cdl__ra_restart(coordl *L) {
+    cdl__readahead *R = L->ra;
+    if (!R) return;
+    pthread_mutex_lock(&R->mu);
+    R->gen++;
+    for (uint64_t i = R->tail; i < R->head; i++) R->e[i % R->depth].stale = 1;
+    cdl__ra_trim(R);
+    R->next_epoch = R->front_epoch = L->S->claim_epoch;
+    R->next_pos = R->front_pos = L->S->claim_pos;
+    R->batch_size = L->cfg.batch_size;
+    R->drop_last = L->cfg.drop_last;
+    R->share = L->share;
+    R->cut_epoch = L->S->cut_epoch;
+    R->cut_pos = L->S->cut_pos;
+    pthread_cond_broadcast(&R->room_cv);
+    pthread_mutex_unlock(&R->mu);
+}
+
+/* The entry read ahead for the row at (epoch, pos) holding item id, or
+ * NULL; marks every position up to it as claimed. */
+static cdl__ra_entry *cdl__ra_take(coordl *L, uint64_t epoch, uint64_t pos, uint64_t id) {
+    cdl__readahead *R = L->ra;
+    cdl__ra_entry *found = NULL;
+    if (!R) return NULL;
+    pthread_mutex_lock(&R->mu);
+    if (cdl__pos_before(R->front_epoch, R->front_pos, epoch, pos + 1)) {
+        R->front_epoch = epoch;
+        R->front_pos = pos + 1;
+    }
+    for (uint64_t i = R->tail; i < R->head && !found; i++) {
+        cdl__ra_entry *x = &R->e[i % R->depth];
+        if (!x->stale && x->gen == R->gen && x->epoch == epoch && x->pos == pos && x->id == id &&
+            x->state != CDL_RA_TAKEN)
+            found = x;
+    }
+    if (found && found->state == CDL_RA_SKIPPED) { /* nothing to wait for */
+        found->state = CDL_RA_TAKEN;
+        cdl__ra_trim(R);
+        found = NULL;
+    }
+    pthread_mutex_unlock(&R->mu);
+    return found;
+}
+
+/* Waits for a taken entry's read; its bytes or its error. Returns 1 with
+ * *out set, 0 when the worker must read the item itself (the read-ahead
+ * skipped it after all), or -1 with the read's status in *rc. */
+static int cdl__ra_wait(cdl__worker *W, cdl__ra_entry *x, cdl__bytes *out, coordl_status *rc) {
+    cdl__readahead *R = W->L->ra;
+    const uint64_t t0 = cdl__now_ns();
+    pthread_mutex_lock(&R->mu);
+    const int waited = x->state == CDL_RA_READING;
+    while (x->state == CDL_RA_READING) pthread_cond_wait(&R->done_cv, &R->mu);
+    const int state = x->state;
+    pthread_mutex_unlock(&R->mu);
+    if (waited) W->row.readahead_wait_ns += cdl__now_ns() - t0;
+    if (state == CDL_RA_SKIPPED) return 0;
+    W->row.storage_bytes += x->storage_bytes;
+    if (state == CDL_RA_FAILED) {
+        snprintf(W->err, sizeof W->err, "%s", x->err);
+        *rc = x->status;
+        return -1;
+    }
+    W->row.readahead_hits++;
+    out->p = R->base + x->start % R->bytes;
+    out->len = (size_t)x->len;
+    return 1;
+}
+
+/* The row is prepared: its entry's bytes may be reused. */
+static void cdl__ra_release(coordl *L, cdl__ra_entry *x) {
+    cdl__readahead *R = L->ra;
+    if (!R || !x) return;
+    pthread_mutex_lock(&R->mu);
+    x->state = CDL_RA_TAKEN;
+    cdl__ra_trim(R);
+    pthread_mutex_unlock(&R->mu);
+}
+
+/* Sizes and starts the read-ahead (after the ring, before the workers). */
+static coordl_status cdl__ra_start(coordl *L) {
+    const uint32_t depth = L->cfg.readahead_items;
+    if (depth == 0 || L->cfg.group) return COORDL_OK;
+    cdl__readahead *R = cdl__calloc(L, 1, sizeof *R);
+    if (!R) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the read-ahead");
+    L->ra = R;
+    R->L = L;
+    R->depth = depth;
+    R->e = cdl__calloc(L, depth, sizeof *R->e);
+    if (!R->e) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %u read-ahead entries", depth);
+    R->bytes = (size_t)L->cfg.readahead_bytes; /* the ring: exactly the bound */
+    R->map_bytes = cdl__round_up(R->bytes, cdl__page_size());
+    void *p = mmap(NULL, R->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot map %zu bytes for the read-ahead: %s", R->map_bytes,
+                              strerror(errno));
+    R->base = p;
+    cdl__placement_bind_memory(L, p, R->map_bytes);
+    if (pthread_mutex_init(&R->mu, NULL) != 0 || pthread_cond_init(&R->room_cv, NULL) != 0 ||
+        pthread_cond_init(&R->done_cv, NULL) != 0)
+        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot initialise the read-ahead's lock");
+    R->cut_epoch = UINT64_MAX;
+    R->batch_size = L->cfg.batch_size;
+    R->drop_last = L->cfg.drop_last;
+    R->share = L->share;
+    R->cut_epoch = L->S->cut_epoch;
+    R->cut_pos = L->S->cut_pos;
+    R->next_epoch = R->front_epoch = L->cur_epoch;
+    R->next_pos = R->front_pos = L->cur_pos;
+    R->threads = cdl__calloc(L, L->cfg.readahead_threads, sizeof *R->threads);
+    if (!R->threads) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the read-ahead threads");
+    for (uint32_t i = 0; i < L->cfg.readahead_threads; i++) {
+        const int e = pthread_create(&R->threads[i], NULL, cdl__ra_main, R);
+        if (e != 0) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start read-ahead thread %u: %s", i, strerror(e));
+        R->nthreads++;
+    }
+    return COORDL_OK;
+}
+
+/* Stops the I/O threads (after the workers: a worker may wait on a read)
+ * and frees everything. */
+static void cdl__ra_stop(coordl *L) {
+    cdl__readahead *R = L->ra;
+    if (!R) return;
+    if (R->threads) {
+        pthread_mutex_lock(&R->mu);
+        R->stop = 1;
+        pthread_cond_broadcast(&R->room_cv);
+        pthread_mutex_unlock(&R->mu);
+        for (int i = 0; i < R->nthreads; i++) pthread_join(R->threads[i], NULL);
+        pthread_mutex_destroy(&R->mu);
+        pthread_cond_destroy(&R->room_cv);
+        pthread_cond_destroy(&R->done_cv);
+    }
+    if (R->base) munmap(R->base, R->map_bytes);
+    cdl__free(L, R->threads);
+    cdl__free(L, R->e);
+    cdl__free(L, R);
+    L->ra = NULL;
+}
+
 #ifdef COORDL_MPI
 static int cdl__peer_fetch(cdl__worker *W, uint64_t id, cdl__bytes *out);
 #endif
@@ -3160,7 +3544,10 @@ static coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
     } else
 #endif
     {
-        rc = cdl__read_file(W, id, out);
+        /* the row's item read ahead (or in flight), else read now */
+        int ahead = 0;
+        if (W->ra_entry && W->ra_entry->id == id) ahead = cdl__ra_wait(W, W->ra_entry, out, &rc);
+        if (ahead == 0) rc = cdl__read_file(W, id, out);
         /* partitioned: only the rank's share of one epoch is admitted,
          * before the map exchange, so the exchanged map stays exact */
         const int may_admit = !L->peer_comm_set || cdl__peer_admits(L, W->cur_epoch);
@@ -6648,6 +7035,7 @@ static void cdl__stream_restart(coordl *L) {
     L->S->claim_pos = L->cur_pos;
     L->S->claim_index = L->cur_index;
     L->S->paused = 0;
+    cdl__ra_restart(L); /* the read-ahead follows the claims */
     cdl__broadcast(L, &L->S->work_cv);
     cdl__stream_check(L, "restart");
 }
@@ -6723,7 +7111,10 @@ static void cdl__worker_prepare(cdl__worker *W, const cdl__claim *c, cdl__row_re
     W->cur_row = c->row;
     cdl__perm perm = cdl__perm_for(L, c->epoch);
     const uint64_t id = cdl__item_at(L, &perm, c->pos);
+    W->ra_entry = cdl__ra_take(L, c->epoch, c->pos, id);
     r->status = cdl__prepare_row(W, c->epoch, id, c->pos, dst, &r->id);
+    cdl__ra_release(L, W->ra_entry); /* decoded: its bytes may be reused */
+    W->ra_entry = NULL;
     if (r->status != COORDL_OK) { /* never hand out stale pixels */
         memset(dst, 0, c->row_bytes);
         if (targets) memset(targets, 0, L->target_row_bytes);
@@ -6901,7 +7292,10 @@ static coordl_status cdl__pool_start(coordl *L) {
 }
 
 static void cdl__pool_stop(coordl *L) {
-    if (!L->workers) return;
+    if (!L->workers) {
+        cdl__ra_stop(L);
+        return;
+    }
     cdl__lock(L);
     L->stop = 1;
     cdl__broadcast(L, &L->S->work_cv);
@@ -6916,6 +7310,7 @@ static void cdl__pool_stop(coordl *L) {
         cdl__free(L, L->helper);
         L->helper = NULL;
     }
+    cdl__ra_stop(L); /* after the workers: one may wait for a read */
 }
 
 /* ===================================================================== */
@@ -7860,6 +8255,7 @@ static coordl_config cdl__config_default(void) {
     c.log_level = COORDL_LOG_WARN;
     c.jpeg_random_access = 1;
     c.jpeg_rewrite_budget = 0.08f;
+    c.readahead_items = 32;
     return c;
 }
 
@@ -7963,6 +8359,8 @@ static coordl_status cdl__validate(const coordl_config *c) {
     if (c->max_item_bytes == 0) CDL_BAD("max_item_bytes: must be at least 1");
     int hooks = (c->allocator.malloc_fn != NULL) + (c->allocator.realloc_fn != NULL) + (c->allocator.free_fn != NULL);
     if (hooks != 0 && hooks != 3) CDL_BAD("allocator: set all of malloc_fn, realloc_fn and free_fn, or none");
+    if (c->readahead_items > 4096) CDL_BAD("readahead_items: %u is out of range (0 = off, at most 4096)", c->readahead_items);
+    if (c->readahead_threads > 256) CDL_BAD("readahead_threads: %u is out of range (0 = auto, at most 256)", c->readahead_threads);
     if (c->io && (!c->io->open || !c->io->read_at || !c->io->close))
         CDL_BAD("io: set all of open, read_at and close (or io = NULL for the built-in POSIX reader)");
 #undef CDL_BAD
@@ -8046,6 +8444,28 @@ static coordl_status cdl__open_geometry(coordl *L) {
                               L->slot_rows_cap, max_row);
     L->slot_data_cap = (size_t)L->slot_rows_cap * max_row;
     L->nslots = L->cfg.prefetch_batches;
+    /* read-ahead as it will run (coordl_get_config reports it) */
+    if (L->cfg.group) L->cfg.readahead_items = 0;
+    if (L->cfg.readahead_items == 0) {
+        L->cfg.readahead_threads = 0;
+        L->cfg.readahead_bytes = 0;
+    } else {
+        if (L->cfg.readahead_threads == 0)
+            L->cfg.readahead_threads = L->cfg.readahead_items < 16 ? L->cfg.readahead_items : 16;
+        if (L->cfg.readahead_bytes == 0) {
+            /* twice the depth's worth of mean items, 4..64 MiB (every page
+             * of it is touched once per lap: no bigger than it needs) */
+            const uint64_t mean = L->num_items ? L->dataset_bytes / L->num_items : 0;
+            uint64_t b = 2 * (uint64_t)L->cfg.readahead_items * (mean + 64);
+            if (b < ((uint64_t)4 << 20)) b = (uint64_t)4 << 20;
+            if (b > ((uint64_t)64 << 20)) b = (uint64_t)64 << 20;
+            const uint64_t small = L->dataset_bytes + ((uint64_t)1 << 20);
+            L->cfg.readahead_bytes = small < b ? small : b;
+        }
+        if (L->cfg.readahead_bytes > SIZE_MAX / 4)
+            return cdl__open_fail(COORDL_ERR_INVALID, "readahead_bytes: %llu is too large for this platform",
+                                  (unsigned long long)L->cfg.readahead_bytes);
+    }
     L->st.dataset_bytes = L->dataset_bytes;
     L->st.cache_bytes_budget = L->cfg.cache_bytes;
     return COORDL_OK;
@@ -8123,7 +8543,8 @@ static coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
         if (L->pin_failed)
             cdl__log(L, COORDL_LOG_WARN, "cache and batch ring are not page-locked (%s); using pageable "
                      "memory (raise RLIMIT_MEMLOCK or grant CAP_IPC_LOCK to pin them)", L->pin_error);
-        rc = cdl__pool_start(L);
+        rc = cdl__ra_start(L);
+        if (rc == COORDL_OK) rc = cdl__pool_start(L);
     }
     if (rc != COORDL_OK) {
         char keep[CDL_ERRMSG_MAX];
@@ -8474,6 +8895,13 @@ static void cdl__get_stats(const coordl *L, coordl_stats *out) {
         pthread_mutex_unlock(&L->lru->mu);
     }
     out->items_prepared = out->items;
+    if (L->ra) {
+        pthread_mutex_lock(&L->ra->mu);
+        out->readahead_reads = L->ra->reads;
+        out->readahead_read_ns = L->ra->read_ns;
+        out->readahead_skips = L->ra->skips;
+        pthread_mutex_unlock(&L->ra->mu);
+    }
     if (out->read_storage_ns) out->storage_mb_per_s = out->storage_bytes / 1e6 / (out->read_storage_ns / 1e9);
     if (out->items) {
         out->bytes_per_item = (double)(out->cache_hit_bytes + out->storage_bytes) / (double)out->items;
@@ -8854,36 +9282,71 @@ static double cdl__memcpy_mb_per_s(const coordl_allocator *al) {
     return secs > 0 ? 4.0 * n / 1e6 / secs : 0.0;
 }
 
-static coordl_whatif cdl__report_predict(const coordl_report *r, double f, int threads, double storage_mb_per_s) {
+/* I/O threads a read-ahead of depth d runs (the default, as at open). */
+static uint32_t cdl__ra_threads_for(uint32_t depth) { return depth < 16 ? depth : 16; }
+
+/* The model (see coordl.h): the lowest of what the trainer ingests, the
+ * workers' CPU, the reads (waited for by the workers, or kept in flight
+ * by the read-ahead: depth and I/O threads), the aggregate storage
+ * bandwidth and the cache's memory bandwidth. */
+static coordl_whatif cdl__report_predict_ra(const coordl_report *r, double f, int threads, double storage_mb_per_s,
+                                            uint32_t depth, uint32_t io_threads) {
     coordl_whatif w;
     memset(&w, 0, sizeof w);
     f = f < 0 ? 0 : f > 1 ? 1 : f;
     if (threads < 1) threads = 1;
     w.cache_fraction = f;
     w.threads = threads;
-    w.storage_mb_per_s = storage_mb_per_s > 0 ? storage_mb_per_s : r->storage_mb_per_s;
     const double item = r->mean_item_bytes > 0 ? r->mean_item_bytes : 1.0;
     const double per_core = r->prep_images_per_s_per_core;
+    /* one read's time: measured, or (a report without it) from the
+     * reader's bandwidth */
+    double read_s = r->read_latency_ms > 0 ? r->read_latency_ms / 1e3
+                  : r->reader_mb_per_s > 0 ? item / (r->reader_mb_per_s * 1e6) : 0.0;
+    const double ra_reads = depth ? (double)(depth < io_threads ? depth : io_threads) : 0.0;
+    const double reads_in_flight = ra_reads + threads; /* the workers read what it did not */
+    /* the aggregate bandwidth: asked for, as given; else one reader's times
+     * the reads that can be in flight */
+    double agg = storage_mb_per_s;
+    if (!(agg > 0)) {
+        const double reader = r->reader_mb_per_s > 0 ? r->reader_mb_per_s : read_s > 0 ? item / read_s / 1e6 : 0.0;
+        agg = reader * reads_in_flight;
+    }
+    w.storage_mb_per_s = agg;
     /* CPU for prep: the worker threads, up to the cores the trainer's own
      * step leaves free (a CPU-bound step holds one core; a GPU-like one
      * that sleeps holds none) */
     double cores = r->cores_for_prep;
     double cpu = per_core * (threads < cores ? threads : cores);
-    /* each worker also waits for its share of storage reads */
-    double read_s = r->reader_mb_per_s > 0 ? (1.0 - f) * item / (r->reader_mb_per_s * 1e6) : 0.0;
-    double per_item_s = (per_core > 0 ? 1.0 / per_core : 0.0) + read_s;
-    double threads_limit = per_item_s > 0 ? threads / per_item_s : INFINITY;
-    double storage = f < 1.0 && w.storage_mb_per_s > 0 ? w.storage_mb_per_s * 1e6 / ((1.0 - f) * item) : INFINITY;
+    /* The reads: c = reads the read-ahead keeps in flight (0: off) deliver
+     * c / read_s items/s; the workers read the rest themselves, waiting a
+     * read each. If the read-ahead alone keeps up, the workers only
+     * prepare (the CPU bound below); else the workers' time goes to
+     * preparing every item and reading what the read-ahead did not:
+     * threads = R / prep + ((1 - f) R - c / read_s) read_s, so
+     * R = (threads + c) / (1 / prep + (1 - f) read_s). */
+    const double c = ra_reads;
+    const double per_item_s = (per_core > 0 ? 1.0 / per_core : 0.0) + (1.0 - f) * read_s;
+    double reads_limit = per_item_s > 0 ? (threads + c) / per_item_s : INFINITY;
+    if (c > 0 && f < 1.0 && read_s > 0 && c / ((1.0 - f) * read_s) > reads_limit)
+        reads_limit = c / ((1.0 - f) * read_s);
+    double storage = f < 1.0 && agg > 0 ? agg * 1e6 / ((1.0 - f) * item) : INFINITY;
     double memory = f > 0.0 && r->memory_mb_per_s > 0 ? r->memory_mb_per_s * 1e6 / (f * item) : INFINITY;
     double p = r->ingest_images_per_s;
     if (cpu < p) p = cpu;
-    if (threads_limit < p) p = threads_limit;
+    if (reads_limit < p) p = reads_limit;
     if (storage < p) p = storage;
     if (memory < p) p = memory;
     w.predicted_images_per_s = p;
     w.predicted_stall_fraction = r->ingest_images_per_s > 0 ? 1.0 - p / r->ingest_images_per_s : 0.0;
     if (w.predicted_stall_fraction < 0) w.predicted_stall_fraction = 0;
     return w;
+}
+
+/* At the depth and I/O threads the measured runs used. */
+static coordl_whatif cdl__report_predict(const coordl_report *r, double f, int threads, double storage_mb_per_s) {
+    return cdl__report_predict_ra(r, f, threads, storage_mb_per_s, r->readahead_items,
+                                  r->readahead_threads ? r->readahead_threads : cdl__ra_threads_for(r->readahead_items));
 }
 
 /* (1) synthetic: one real batch, copied out of a loader of its own, then
@@ -8973,7 +9436,8 @@ static coordl_status cdl__analyze_warm(const coordl_config *cfg, cdl__stepper *s
 }
 
 /* (3) cold: the page cache dropped for the dataset's files, no coordl
- * cache; measures one reader's storage bandwidth. */
+ * cache; measures one read's time and one reader's storage bandwidth,
+ * with the configured read-ahead. */
 static coordl_status cdl__analyze_cold(const coordl_config *cfg, cdl__stepper *st, const coordl_analyze_opts *o,
                                        coordl_report *r) {
     coordl_config c = *cfg;
@@ -8996,13 +9460,27 @@ static coordl_status cdl__analyze_cold(const coordl_config *cfg, cdl__stepper *s
     rc = cdl__timed_run(L, st, o->batches, cdl__now_ns(), &r->cold);
     coordl_get_stats(L, &s1);
     uint64_t sb = s1.storage_bytes - s0.storage_bytes, sns = s1.read_storage_ns - s0.read_storage_ns;
-    r->reader_mb_per_s = sns ? sb / 1e6 / (sns / 1e9) : 0.0;
-    /* aggregate: every worker reading at once */
-    r->storage_mb_per_s = r->reader_mb_per_s * L->nworkers;
+    const uint64_t reads = s1.storage_reads - s0.storage_reads;
+    const uint64_t ra_reads = s1.readahead_reads - s0.readahead_reads, ra_ns = s1.readahead_read_ns - s0.readahead_read_ns;
+    r->readahead_items = L->cfg.readahead_items;
+    r->readahead_threads = L->cfg.readahead_threads;
+    /* one read's time: the I/O threads' when they read (the workers'
+     * wait for a read ahead is not a read's time), else the workers' */
+    if (ra_reads) r->read_latency_ms = ra_ns / 1e6 / (double)ra_reads;
+    else if (reads) r->read_latency_ms = sns / 1e6 / (double)reads;
+    const double per_read = reads ? (double)sb / (double)reads : r->mean_item_bytes;
+    r->reader_mb_per_s = r->read_latency_ms > 0 ? per_read / 1e6 / (r->read_latency_ms / 1e3) : 0.0;
+    /* aggregate: every reader in flight at once (the workers, or the
+     * read-ahead's reads) */
+    const double in_flight = (r->readahead_items
+        ? (r->readahead_items < r->readahead_threads ? r->readahead_items : r->readahead_threads) : 0) +
+        (double)L->nworkers;
+    r->storage_mb_per_s = r->reader_mb_per_s * in_flight;
     coordl_close(L);
     if (rc != COORDL_OK) return cdl__open_fail(rc, "coordl_analyze: cold run failed");
-    cdl__progress(o, "cold: %.1f images/s, stall %.1f%%, storage %.1f MB/s per reader",
-                  r->cold.images_per_s, 100 * r->cold.stall_fraction, r->reader_mb_per_s);
+    cdl__progress(o, "cold: %.1f images/s, stall %.1f%%, storage %.1f MB/s per reader, %.2f ms per read, "
+                  "read-ahead %u", r->cold.images_per_s, 100 * r->cold.stall_fraction, r->reader_mb_per_s,
+                  r->read_latency_ms, r->readahead_items);
     return COORDL_OK;
 }
 
@@ -9055,6 +9533,19 @@ static coordl_status cdl__analyze_whatif(const coordl_allocator *al, const coord
                 r->recommend_threads = th[t];
             }
         }
+    /* the read-ahead depth: the smallest whose rate (cold, the measured
+     * worker threads) is within 3% of the deepest's */
+    r->recommend_readahead_items = -1;
+    if (!o->skip_cold) {
+        const double best = cdl__report_predict_ra(r, 0.0, r->threads, 0, 4096, cdl__ra_threads_for(4096)).predicted_images_per_s;
+        for (uint32_t d = 0; d <= 4096; d = d ? 2 * d : 1) {
+            const double v = cdl__report_predict_ra(r, 0.0, r->threads, 0, d, cdl__ra_threads_for(d)).predicted_images_per_s;
+            if (v >= 0.97 * best) {
+                r->recommend_readahead_items = (int32_t)d;
+                break;
+            }
+        }
+    }
     return COORDL_OK;
 }
 
@@ -9105,6 +9596,8 @@ static size_t cdl__report_json(const coordl_report *r, char *buf, size_t cap) {
     cdl__json_num(&j, "reader_mb_per_s", r->reader_mb_per_s, 1);
     cdl__json_num(&j, "memory_mb_per_s", r->memory_mb_per_s, 1);
     cdl__json_num(&j, "mean_item_bytes", r->mean_item_bytes, 1);
+    cdl__json_num(&j, "read_latency_ms", r->read_latency_ms, 1);
+    cdl__jsonf(&j, "\"readahead_items\":%u,\"readahead_threads\":%u,", r->readahead_items, r->readahead_threads);
     cdl__jsonf(&j, "\"dataset_items\":%llu,\"dataset_bytes\":%llu,\"threads\":%d},",
                (unsigned long long)r->dataset_items, (unsigned long long)r->dataset_bytes, r->threads);
     cdl__jsonf(&j, "\"whatif\":[");
@@ -9126,6 +9619,7 @@ static size_t cdl__report_json(const coordl_report *r, char *buf, size_t cap) {
     } else {
         cdl__jsonf(&j, "null");
     }
+    cdl__jsonf(&j, ",\"recommend_readahead_items\":%d", r->recommend_readahead_items);
     cdl__jsonf(&j, "}");
     return cdl__json_finish(&j);
 }
@@ -9150,12 +9644,21 @@ static coordl_whatif cdl__report_predict(const coordl_report *r, double f, int t
     return w;
 }
 
+static uint32_t cdl__ra_threads_for(uint32_t depth) { return depth; }
+
+static coordl_whatif cdl__report_predict_ra(const coordl_report *r, double f, int threads, double storage_mb_per_s,
+                                            uint32_t depth, uint32_t io_threads) {
+    (void)depth, (void)io_threads;
+    return cdl__report_predict(r, f, threads, storage_mb_per_s);
+}
+
 static coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_fn, void *user,
                                   const coordl_analyze_opts *opts_in, coordl_report *r) {
     (void)cfg, (void)step_fn, (void)user, (void)opts_in;
     memset(r, 0, sizeof *r);
     r->recommend_threads = -1;
     r->recommend_cache_fraction = -1;
+    r->recommend_readahead_items = -1;
     return cdl__open_fail(COORDL_ERR_UNSUPPORTED, "coordl_analyze: DS-Analyzer is not in this build (coordl.c "
                           "was compiled with COORDL_NO_ANALYZER)");
 }
@@ -9352,6 +9855,15 @@ coordl_whatif coordl_report_predict_sized(const coordl_report *r, size_t r_size,
     if (r) cdl__report_in(&full, r, r_size);
     else memset(&full, 0, sizeof full);
     return cdl__report_predict(&full, cache_fraction, threads, storage_mb_per_s);
+}
+
+coordl_whatif coordl_report_predict_readahead_sized(const coordl_report *r, size_t r_size, double cache_fraction,
+                                                    int threads, double storage_mb_per_s, uint32_t readahead_items) {
+    coordl_report full;
+    if (r) cdl__report_in(&full, r, r_size);
+    else memset(&full, 0, sizeof full);
+    return cdl__report_predict_ra(&full, cache_fraction, threads, storage_mb_per_s, readahead_items,
+                                  cdl__ra_threads_for(readahead_items));
 }
 
 size_t coordl_report_json_sized(const coordl_report *r, size_t r_size, char *buf, size_t cap) {

@@ -578,6 +578,22 @@ typedef struct coordl_config {
                                   read; 0: only in idle time (workers that
                                   would wait for a free slot rewrite for
                                   free whatever b). Range 0..1              */
+    /* Read-ahead: the items the workers will claim next are known (the
+     * permutation is a pure function of seed and epoch), so I/O threads
+     * keep up to readahead_items of them in flight ahead of the claims, in
+     * claim order, into one arena the workers decode from: storage latency
+     * is hidden without more prep threads. Cache hits and items a peer
+     * serves are not read ahead. Not used in a coordinated group (each
+     * member would read every item). */
+    uint32_t readahead_items;   /* depth; 0 = off (workers read as they
+                                   claim); default 32; at most 4096       */
+    uint32_t readahead_threads; /* I/O threads; 0 (default) = min(depth,
+                                   16); at most 256                       */
+    uint64_t readahead_bytes;   /* arena bound: items in flight never take
+                                   more; one larger than it is read by its
+                                   worker. 0 (default) = 2 x depth x the
+                                   mean item size, within 4..64 MiB (and
+                                   at most the dataset + 1 MiB)           */
 } coordl_config;
 
 /* A ready batch: a view into a ring slot, valid until coordl_release(). */
@@ -665,6 +681,15 @@ typedef struct coordl_stats {
     uint64_t cache_item_bytes;  /* the cached items' bytes as read; the rest
                                    of cache_bytes_used is what rewrites
                                    added and the room kept for them         */
+    /* read-ahead (appended in 0.4) */
+    uint64_t readahead_reads;   /* items the read-ahead threads read        */
+    uint64_t readahead_read_ns; /* their time in the reader, summed (mean
+                                   per read: the storage latency)           */
+    uint64_t readahead_skips;   /* positions not read ahead: cache hits,
+                                   peer items, items too large              */
+    uint64_t readahead_hits;    /* rows whose bytes a worker found read
+                                   ahead (or in flight)                     */
+    uint64_t readahead_wait_ns; /* worker time waiting for a read in flight */
 } coordl_stats;
 
 /* Per-epoch counters (the last 16 epochs are kept). */
@@ -1017,6 +1042,17 @@ typedef struct coordl_report {
     double recommend_cache_fraction; /* smallest cache and thread count whose */
     int recommend_threads;           /* predicted stall is under 3%; -1 when  */
                                      /* none of the grid gets there           */
+    /* read-ahead (appended in 0.4) */
+    double read_latency_ms;      /* one storage read in the cold run (the
+                                    I/O threads' time per read, or the
+                                    workers' when read-ahead is off)       */
+    uint32_t readahead_items;    /* the depth the runs used (0: off)       */
+    uint32_t readahead_threads;  /* the I/O threads they used              */
+    int32_t recommend_readahead_items; /* smallest depth (0, 1, 2, 4, ...,
+                                    4096, I/O threads min(depth, 16)) whose
+                                    predicted rate without cache, at the
+                                    measured worker threads, is within 3%
+                                    of the deepest's; -1 without a cold run */
 } coordl_report;
 
 /* Runs the differential protocol over cfg's dataset: (1) synthetic: the
@@ -1058,6 +1094,25 @@ COORDL_API coordl_whatif coordl_report_predict_sized(const coordl_report *r, siz
 #define coordl_report_predict(r, cache_fraction, threads, storage_mb_per_s)  \
     coordl_report_predict_sized((r), sizeof(coordl_report), (cache_fraction), \
                                 (threads), (storage_mb_per_s))
+
+/* The same for a read-ahead depth: readahead_items items in flight on
+ * min(readahead_items, 16) I/O threads (0: off). The storage side of the
+ * model: a read takes read_latency_ms (t, measured); c = min(depth, I/O
+ * threads) reads in flight deliver c / t items/s; the workers read the
+ * rest themselves, waiting t each. So the reads allow
+ * max(c / ((1 - f) t), (threads + c) / (1 / prep_per_core + (1 - f) t))
+ * images/s (read-ahead off, c = 0: each worker waits for its own reads),
+ * under the CPU, ingest, memory and aggregate-bandwidth bounds (the
+ * measured reader bandwidth times the reads that can be in flight, c +
+ * threads, when storage_mb_per_s <= 0).
+ * coordl_report_predict uses the depth of the measured runs.
+ * Thread safety: any thread. */
+COORDL_API coordl_whatif coordl_report_predict_readahead_sized(const coordl_report *r, size_t r_size,
+                                                               double cache_fraction, int threads,
+                                                               double storage_mb_per_s, uint32_t readahead_items);
+#define coordl_report_predict_readahead(r, cache_fraction, threads, storage_mb_per_s, readahead_items)      \
+    coordl_report_predict_readahead_sized((r), sizeof(coordl_report), (cache_fraction), (threads),          \
+                                          (storage_mb_per_s), (readahead_items))
 
 /* The report as JSON (keys: runs.synthetic/warm/cold with images_per_s and
  * stall_fraction, prep_stall_fraction, fetch_stall_fraction, model, whatif

@@ -150,6 +150,8 @@ static coordl_config bad_config(const bad_tree *t, bad_kind kind)
     coordl_config cfg = tu_config(t->root);
     cfg.batch_size = BATCH;
     cfg.prefetch_batches = 2;
+    if (kind == BAD_DELETED) /* deleted after open: before any read of it, so no read-ahead */
+        cfg.readahead_items = 0;
     cfg.out_w = cfg.out_h = 12;
     if (kind == BAD_TOO_MANY_PIXELS_JPEG || kind == BAD_TOO_MANY_PIXELS_PNG)
         cfg.max_pixels = 1000; /* 24 x 24 = 576 fits, 64 x 64 does not */

@@ -13,6 +13,8 @@
  *   - no batch is lost (every epoch has all its batches, in order), nothing
  *     hangs (the binary has a watchdog), every file the reader opened was
  *     closed; make test-sanitize runs the same under ASan/LSan (no leak).
+ * Every test runs twice: with read-ahead off (the workers read) and at
+ * depth 32 (the I/O threads read, and the fault reaches the row).
  */
 #include "test_util.h"
 #include "tu_io.h"
@@ -69,9 +71,12 @@ typedef struct {
     coordl_stats stats;
 } frun;
 
+static uint32_t g_readahead; /* each test runs with read-ahead off, then on */
+
 static coordl_config fault_config(const char *source, coordl_bad_policy policy)
 {
     coordl_config cfg = tu_config(source);
+    cfg.readahead_items = g_readahead;
     cfg.batch_size = BATCH;
     cfg.out_w = cfg.out_h = 12;
     cfg.layout = COORDL_F32_NCHW;
@@ -296,9 +301,9 @@ static void test_short_reads_and_eintr_are_invisible_tar(void **state)
     check_transparent(g_tar, COORDL_BAD_SUBSTITUTE);
 }
 
-/* One read that takes 600 ms, far beyond what the ring of 2 batches hides
- * (6 ms of work): the trainer waits (stall), then every batch comes, in
- * order, right; nothing times out or is dropped. */
+/* One read that takes 400 ms, far beyond what the ring of 2 batches (and
+ * the read-ahead) hides: the trainer waits (stall), then every batch
+ * comes, in order, right; nothing times out or is dropped. */
 static void test_latency_spike_beyond_prefetch_horizon(void **state)
 {
     (void)state;
@@ -309,7 +314,7 @@ static void test_latency_spike_beyond_prefetch_horizon(void **state)
             reference(sources[s], &ref);
             tu_io io;
             tu_io_init(&io);
-            io.spike_ms = 600;
+            io.spike_ms = 400;
             atomic_store(&io.disarmed, 1); /* not during indexing */
             coordl_config cfg = fault_config(sources[s], policy ? COORDL_BAD_SUBSTITUTE : COORDL_BAD_FAIL);
             cfg.io = &io.table;
@@ -320,7 +325,7 @@ static void test_latency_spike_beyond_prefetch_horizon(void **state)
             coordl_close(L);
             check_against(&ref, &got, COORDL_BAD_FAIL, NULL, NULL, 0, NULL, sources[s]);
             assert_int_equal(got.stats.bad_samples, 0);
-            assert_true(got.stats.stall_ns > 300000000ull); /* the trainer did wait */
+            assert_true(got.stats.stall_ns > 200000000ull); /* the trainer did wait */
             tu_io_destroy(&io);
         }
 }
@@ -532,9 +537,21 @@ static void test_tar_shard_shrinks_or_vanishes_after_open(void **state)
     }
 }
 
+static int setup_readahead_off(void **state)
+{
+    g_readahead = 0;
+    return group_setup(state);
+}
+
+static int setup_readahead_on(void **state)
+{
+    g_readahead = 32; /* the faults then hit the I/O threads' reads */
+    return group_setup(state);
+}
+
 int main(void)
 {
-    tu_main_init(240);
+    tu_main_init(300);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_eio_on_kth_read_tree_fail),
         cmocka_unit_test(test_eio_on_kth_read_tree_substitute),
@@ -547,5 +564,7 @@ int main(void)
         cmocka_unit_test(test_tree_files_shrink_or_vanish_after_open),
         cmocka_unit_test(test_tar_shard_shrinks_or_vanishes_after_open),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    int failed = cmocka_run_group_tests_name("read-ahead off", tests, setup_readahead_off, group_teardown);
+    failed += cmocka_run_group_tests_name("read-ahead 32", tests, setup_readahead_on, group_teardown);
+    return failed;
 }

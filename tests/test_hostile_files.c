@@ -159,6 +159,7 @@ static int child_items(void *arg)
     cfg.batch_size = BATCH;
     cfg.shuffle = 0;
     cfg.prefetch_batches = 1;
+    cfg.readahead_items = 0; /* what is read when: only the ring's rows (no read-ahead) */
     cfg.threads = 2;
     cfg.on_bad_sample = c->policy;
     coordl *L = NULL;
@@ -335,6 +336,7 @@ static int child_shard_becomes_fifo(void *arg)
     cfg.seq_len = 4;
     cfg.batch_size = 1;
     cfg.prefetch_batches = 1;
+    cfg.readahead_items = 0; /* what is read when: only the ring's rows (no read-ahead) */
     cfg.threads = 1;
     cfg.shuffle = 0;
     coordl *L = NULL;
@@ -580,6 +582,7 @@ static void test_item_turned_into_symlink_loop_is_io_error(void **state)
     cfg.batch_size = BATCH;
     cfg.shuffle = 0;
     cfg.prefetch_batches = 1;
+    cfg.readahead_items = 0; /* what is read when: only the ring's rows (no read-ahead) */
     coordl *L = tu_open(&cfg);
     char *tmp = tu_join(c.root, "link-tmp");
     assert_int_equal(symlink(strrchr(c.victim, '/') + 1, tmp), 0); /* to itself, once renamed */
@@ -615,6 +618,7 @@ static void check_truncated_after_open(size_t keep_of_1024)
     cfg.batch_size = BATCH;
     cfg.shuffle = 0;
     cfg.prefetch_batches = 1;
+    cfg.readahead_items = 0; /* what is read when: only the ring's rows (no read-ahead) */
     coordl *L = tu_open(&cfg);
     assert_int_equal(truncate(c.victim, (off_t)(tu_file_size(c.victim) * keep_of_1024 / 1024)), 0);
     for (uint64_t i = 0; i < N_ITEMS / BATCH; i++) {

@@ -65,7 +65,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const uint64_t ids[3] = {0, L->num_items - 1, ((uint64_t)b[5] | (uint64_t)b[6] << 8) % L->num_items};
         for (int k = 0; k < 3; k++) {
             cdl__bytes win = {NULL, 0};
-            coordl_status r = cdl__read_window(&W, ids[k], &win);
+            coordl_status r = cdl__read_file(&W, ids[k], &win);
             FZ_CHECK(r == COORDL_OK, "window %llu: %d: %s", (unsigned long long)ids[k], (int)r, W.err);
             FZ_CHECK(win.len == (size_t)(cfg.seq_len + 1) * cdl__shard_of(L, ids[k])->tok_bytes, "window bytes");
             FZ_CHECK(cdl__decode_tokens(&W, &win, inputs) == COORDL_OK, "decode");
