@@ -21,6 +21,12 @@
 #            library with mpicc -DCOORDL_MPI into build-mpi/, runs mpirun);
 #            table in build/bench/mpi.txt. `all` runs it when mpicc and
 #            mpirun are installed.
+#   storage  a cold epoch on slow storage (a reader that adds 2 ms and
+#            10 ms per read; a loop device under dm-delay where the kernel
+#            has it) with read-ahead off and at depths 8, 32, 128, 2 prep
+#            threads, each right after a warm (all cached) epoch; table in
+#            build/bench/storage.txt. STORAGE_IMAGES (0: whole epochs),
+#            STORAGE_ROUNDS (2; medians). About 6 minutes.
 #   group    coordinated prep: k = 1..4 jobs (processes) each consuming one
 #            epoch, as one coordl group vs k separate loaders: images/s per
 #            job and the jobs' total CPU per epoch; table in
@@ -58,8 +64,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MODE=${1:-all}
-case "$MODE" in all|prep|jpeg|index|cache|placement|mpi|group|llmc|darknet|dataset) ;;
-  *) echo "usage: bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|darknet|dataset]" >&2; exit 2 ;;
+case "$MODE" in all|prep|jpeg|index|cache|placement|mpi|group|llmc|darknet|storage|dataset) ;;
+  *) echo "usage: bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|darknet|storage|dataset]" >&2; exit 2 ;;
 esac
 BENCH_DATA=${BENCH_DATA:-build/bench-data}
 BENCH_INDEX=${BENCH_INDEX:-build/bench-index}
@@ -362,6 +368,58 @@ run_group() {
     cat "$OUT/group.txt"
 }
 
+# Slow storage: bench_storage with a sleeping reader, and (as root, where
+# the kernel has device-mapper's delay target) a loop device under dm-delay.
+run_storage() {
+    ensure_lib
+    ensure_dataset
+    build bench_storage lib
+    local dev_args=() dev_note mnt=$OUT/dm-delay-mnt img=$OUT/dm-delay.img dm=coordl-bench-delay loopdev=""
+    if [ "$(id -u)" != 0 ]; then
+        dev_note="not run: needs root (losetup, dmsetup)"
+    elif ! command -v dmsetup >/dev/null || ! command -v losetup >/dev/null; then
+        dev_note="not run: dmsetup/losetup missing (apt-get install dmsetup mount)"
+    elif ! dmsetup targets 2>/dev/null | grep -q '^delay'; then
+        dev_note="not run: this kernel has no device-mapper delay target ($(dmsetup targets 2>&1 | head -1 || true))"
+    else
+        # a loop device holding a copy of the dataset, behind 10 ms of dm-delay
+        local mb=$(( $(du -sm "$BENCH_DATA" | cut -f1) * 12 / 10 + 64 ))
+        truncate -s "${mb}M" "$img" && mkfs.ext4 -q -F "$img" && loopdev=$(losetup -f --show "$img") &&
+            mkdir -p "$mnt" && mount "$loopdev" "$mnt" && cp -r "$BENCH_DATA" "$mnt/data" && umount "$mnt" &&
+            echo "0 $(blockdev --getsz "$loopdev") delay $loopdev 0 10" | dmsetup create "$dm" &&
+            mount "/dev/mapper/$dm" "$mnt" && dev_args=(--device "$mnt/data") &&
+            dev_note="a loop device under dm-delay (10 ms per I/O), page cache dropped before each case"
+        [ -n "${dev_args[*]}" ] || dev_note="not run: setting up the loop device under dm-delay failed"
+    fi
+    log "storage: cold epoch with slow storage, read-ahead off/8/32/128 (bench_storage)"
+    local load_before load_after
+    load_before=$(uptime)
+    echo "load before: $load_before"
+    "$OUT/bench_storage" --data "$BENCH_DATA" --threads 2 --latencies 2,10 --depths 0,8,32,128 \
+        --images "${STORAGE_IMAGES:-0}" --rounds "${STORAGE_ROUNDS:-2}" "${dev_args[@]}" | tee "$OUT/storage.log"
+    load_after=$(uptime)
+    echo "load after: $load_after"
+    if [ -n "${dev_args[*]}" ]; then umount "$mnt"; dmsetup remove "$dm"; fi
+    [ -n "$loopdev" ] && losetup -d "$loopdev"
+    rm -f "$img"
+    {
+        grep -v '^RESULT' "$OUT/storage.log"
+        echo
+        echo "real block device: $dev_note"
+        awk '$1 == "RESULT" && $2 == "storage" && $3 == "10" && $4 == "128" {
+            printf "target: at +10 ms per read, depth 128 reaches %.2fx the warm rate (>= 0.90: %s)\n", $6,
+                ($6 >= 0.9 ? "met" : "NOT met") }' "$OUT/storage.log"
+        awk '$1 == "RESULT" && $2 == "storage" && $3 == "10" && $4 == "0" {
+            printf "without read-ahead at +10 ms: %.2fx the warm rate (2 threads / 10 ms = 200 images/s at best)\n", $6 }' \
+            "$OUT/storage.log"
+        echo "machine load (uptime; other jobs share these $(nproc) cores):"
+        echo "  before:$load_before"
+        echo "  after: $load_after"
+    } > "$OUT/storage.txt"
+    log "storage: summary (also in $OUT/storage.txt)"
+    cat "$OUT/storage.txt"
+}
+
 # The partitioned cache over MPI: bench_mpi under mpirun at each of MPI_RANKS,
 # both cases (per-rank caches, partitioned) in every run.
 run_mpi() {
@@ -615,12 +673,13 @@ case "$MODE" in
     group) run_group ;;
     llmc) run_llmc ;;
     darknet) run_darknet ;;
+    storage) run_storage ;;
     prep) run_prep ;;
     jpeg) run_jpeg ;;
     index) run_index ;;
     cache) run_cache ;;
     placement) run_placement ;;
-    all) run_prep; run_jpeg; run_index; run_cache; run_placement; run_group; run_llmc; run_darknet
+    all) run_prep; run_jpeg; run_index; run_cache; run_placement; run_group; run_llmc; run_darknet; run_storage
          if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then run_mpi
          else log "mpi: skipped (no mpicc/mpirun; bash bench/run.sh mpi installs OpenMPI)"; fi ;;
 esac

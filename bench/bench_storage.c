@@ -1,0 +1,304 @@
+/*
+ * bench_storage - a cold epoch on slow storage, with and without read-ahead,
+ * beside the warm (prep-bound) rate, in one run.
+ *
+ *   bench_storage --data DIR [--images N] [--threads 2] [--batch 32]
+ *                 [--latencies 2,10] [--depths 0,8,32,128] [--rounds 3]
+ *                 [--device PATH]
+ *
+ * Storage: a coordl_io shim that holds the dataset's files in memory and
+ * sleeps a fixed latency in every read_at (one per item: coordl reads an
+ * item with one call), as a network file system or a cloud disk adds per
+ * request; in memory, so that the page cache of this shared machine plays
+ * no part and the latency is the only storage cost. With
+ * --device, DIR is also read through the POSIX reader with no shim (a
+ * dataset on a slow block device, e.g. a loop device under dm-delay; the
+ * page cache is dropped for its files before every case).
+ *
+ * Every case opens a fresh handle (no coordl cache: a cold epoch for the
+ * loader), the train pipeline (RandomResizedCrop 224 + flip, F32 NCHW),
+ * --threads prep threads, a consumer that takes batches as fast as they
+ * come, and times one whole epoch from open (--images N: the first N
+ * images instead). readahead_items = 0 is the
+ * loader without read-ahead (workers read synchronously, bounded near
+ * threads / latency); 8, 32, 128 keep that many items in flight ahead of
+ * the workers. The warm case caches the whole dataset, runs a warm-up
+ * epoch, then times --images images: the prep-bound rate the cold cases
+ * are measured against.
+ *
+ * --rounds R: every round times every case once, each right after a warm
+ * run of the same length (a neighbour's load on this shared machine then
+ * hits both alike); the table gives medians over the rounds, the ratio
+ * being each case over the warm run just before it. Prints a
+ * table and one line per case:
+ *   RESULT storage <latency_ms|warm|device> <depth> <img/s> <ratio to warm>
+ */
+#include "bench_common.h"
+#include "coordl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+
+/* The storage: every dataset file held in memory (so the page cache, and
+ * whatever else this shared machine's jobs do to it, is out of the
+ * measurement), served with a fixed sleep per read_at. */
+typedef struct {
+    char *path;
+    uint8_t *data;
+    uint64_t len;
+} mem_file;
+
+typedef struct {
+    mem_file *files; /* sorted by path */
+    size_t n;
+    unsigned latency_us;
+} sleepy;
+
+static int cmp_mem_file(const void *a, const void *b)
+{
+    return strcmp(((const mem_file *)a)->path, ((const mem_file *)b)->path);
+}
+
+static void sleepy_load(sleepy *s, const char *root)
+{
+    file_list fl;
+    if (list_image_folder(root, &fl) != 0) { fprintf(stderr, "bench_storage: cannot list %s\n", root); exit(1); }
+    s->files = xmalloc(fl.n * sizeof *s->files);
+    s->n = fl.n;
+    for (size_t i = 0; i < fl.n; i++) {
+        FILE *f = fopen(fl.paths[i], "rb");
+        if (!f) { fprintf(stderr, "bench_storage: cannot read %s\n", fl.paths[i]); exit(1); }
+        s->files[i].path = fl.paths[i];
+        s->files[i].len = fl.sizes[i];
+        s->files[i].data = xmalloc(fl.sizes[i] ? fl.sizes[i] : 1);
+        if (fread(s->files[i].data, 1, fl.sizes[i], f) != fl.sizes[i]) { fprintf(stderr, "bench_storage: short read\n"); exit(1); }
+        fclose(f);
+    }
+    qsort(s->files, s->n, sizeof *s->files, cmp_mem_file);
+}
+
+static int sleepy_open(void *user, const char *path, void **file, uint64_t *size)
+{
+    const sleepy *s = user;
+    mem_file key = {(char *)path, NULL, 0};
+    mem_file *m = bsearch(&key, s->files, s->n, sizeof *s->files, cmp_mem_file);
+    if (!m) return -ENOENT;
+    *file = m;
+    *size = m->len;
+    return 0;
+}
+
+static int64_t sleepy_read_at(void *user, void *file, void *buf, uint64_t len, uint64_t offset)
+{
+    const sleepy *s = user;
+    const mem_file *m = file;
+    struct timespec ts = {(time_t)(s->latency_us / 1000000u), (long)(s->latency_us % 1000000u) * 1000L};
+    while (s->latency_us && nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+    if (offset >= m->len) return 0;
+    if (len > m->len - offset) len = m->len - offset;
+    memcpy(buf, m->data + offset, (size_t)len);
+    return (int64_t)len;
+}
+
+static void sleepy_close(void *user, void *file)
+{
+    (void)user;
+    (void)file;
+}
+
+static void quiet(void *user, coordl_log_level level, const char *msg)
+{
+    (void)user;
+    if (level <= COORDL_LOG_WARN) fprintf(stderr, "  coordl: %s\n", msg);
+}
+
+static coordl_config base_config(const char *data, int threads, uint32_t batch)
+{
+    coordl_config cfg = coordl_config_default();
+    cfg.source = data;
+    cfg.pipeline = COORDL_PIPE_TRAIN;
+    cfg.threads = threads;
+    cfg.batch_size = batch;
+    cfg.out_w = cfg.out_h = 224;
+    cfg.layout = COORDL_F32_NCHW;
+    cfg.seed = 1;
+    cfg.log = quiet;
+    return cfg;
+}
+
+/* Times `images` images from open (the handle was just opened at t0). */
+static double timed(coordl *L, uint64_t images, double t0, double *stall)
+{
+    uint64_t got = 0;
+    coordl_stats s0;
+    coordl_get_stats(L, &s0);
+    while (got < images) {
+        coordl_batch b;
+        coordl_status rc = coordl_next(L, &b);
+        if (rc == COORDL_END_OF_EPOCH) continue;
+        if (rc != COORDL_OK) {
+            fprintf(stderr, "bench_storage: %s: %s\n", coordl_strerror(rc), coordl_errmsg(L));
+            exit(1);
+        }
+        got += b.n;
+        coordl_release(L, &b);
+    }
+    const double secs = now_s() - t0;
+    coordl_stats s1;
+    coordl_get_stats(L, &s1);
+    *stall = (double)(s1.stall_ns - s0.stall_ns) / 1e9 / secs;
+    return (double)got / secs;
+}
+
+static void drop_page_cache(const char *root)
+{
+    size_t nclasses;
+    char **classes = sorted_names(root, &nclasses);
+    for (size_t c = 0; classes && c < nclasses; c++) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/%s", root, classes[c]);
+        size_t n;
+        char **files = sorted_names(dir, &n);
+        for (size_t f = 0; files && f < n; f++) {
+            char p[8192];
+            snprintf(p, sizeof p, "%s/%s", dir, files[f]);
+            int fd = open(p, O_RDONLY);
+            if (fd >= 0) { posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED); close(fd); }
+            free(files[f]);
+        }
+        free(files);
+        free(classes[c]);
+    }
+    free(classes);
+}
+
+static int parse_list(const char *s, int *out, int max)
+{
+    int n = 0;
+    while (*s && n < max) {
+        out[n++] = atoi(s);
+        const char *c = strchr(s, ',');
+        if (!c) break;
+        s = c + 1;
+    }
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    const char *data = NULL, *device = NULL;
+    uint64_t images = 0; /* 0: one whole epoch */
+    int threads = 2, rounds = 3;
+    uint32_t batch = 32;
+    int lat[8] = {2, 10}, nlat = 2, dep[8] = {0, 8, 32, 128}, ndep = 4;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--data") && v) { data = v; i++; }
+        else if (!strcmp(a, "--images") && v) { images = strtoull(v, NULL, 10); i++; }
+        else if (!strcmp(a, "--threads") && v) { threads = atoi(v); i++; }
+        else if (!strcmp(a, "--batch") && v) { batch = (uint32_t)atoi(v); i++; }
+        else if (!strcmp(a, "--rounds") && v) { rounds = atoi(v); i++; }
+        else if (!strcmp(a, "--latencies") && v) { nlat = parse_list(v, lat, 8); i++; }
+        else if (!strcmp(a, "--depths") && v) { ndep = parse_list(v, dep, 8); i++; }
+        else if (!strcmp(a, "--device") && v) { device = v; i++; }
+        else {
+            fprintf(stderr, "usage: bench_storage --data DIR [--images N] [--threads 2] [--batch 32] "
+                            "[--latencies 2,10] [--depths 0,8,32,128] [--rounds 3] [--device DIR]\n");
+            return 2;
+        }
+    }
+    if (!data) { fprintf(stderr, "bench_storage: --data DIR is required\n"); return 2; }
+
+    /* warm: the prep-bound rate, from a handle whose cache holds the whole
+     * dataset after a warm-up epoch; it stays open (idle, its ring full)
+     * and is timed again in every round, beside the cold cases */
+    coordl_config cfg = base_config(data, threads, batch);
+    cfg.cache_bytes = (uint64_t)64 << 30; /* clamped to the dataset */
+    coordl *W = NULL;
+    if (coordl_open(&cfg, &W) != COORDL_OK) { fprintf(stderr, "bench_storage: %s\n", coordl_errmsg(NULL)); return 1; }
+    const uint64_t n_items = coordl_num_items(W);
+    if (images == 0 || images > n_items) images = n_items;
+    for (;;) { /* one whole warm-up epoch fills the cache */
+        coordl_batch b;
+        coordl_status rc = coordl_next(W, &b);
+        if (rc == COORDL_END_OF_EPOCH) break;
+        if (rc != COORDL_OK) { fprintf(stderr, "bench_storage: %s\n", coordl_errmsg(W)); return 1; }
+        coordl_release(W, &b);
+    }
+    sleepy store;
+    memset(&store, 0, sizeof store);
+    sleepy_load(&store, data);
+    const int ndev = device ? 1 : 0, ncases = (nlat + ndev) * ndep;
+    double *rate = calloc((size_t)(rounds * ncases), sizeof *rate), *ratio = calloc((size_t)(rounds * ncases), sizeof *ratio);
+    double *wait_ms = calloc((size_t)ncases, sizeof *wait_ms), *io_ms = calloc((size_t)ncases, sizeof *io_ms);
+    if (!rate || !ratio || !wait_ms || !io_ms) { fprintf(stderr, "bench_storage: out of memory\n"); return 1; }
+    printf("coordl storage benchmark: %llu items in %s; %d prep threads, batch %u, train 224 F32; %llu images timed "
+           "per case from open (cold: a fresh handle, no coordl cache); %d round(s): each case timed right after "
+           "the warm rate, its ratio to that warm run; medians\n",
+           (unsigned long long)n_items, data, threads, batch, (unsigned long long)images, rounds);
+    fflush(stdout);
+    double *warm_pair = calloc((size_t)(rounds * ncases), sizeof *warm_pair);
+    if (!warm_pair) { fprintf(stderr, "bench_storage: out of memory\n"); return 1; }
+    for (int r = 0; r < rounds; r++) {
+        for (int li = 0; li < nlat + ndev; li++) {
+            const int dev = li == nlat;
+            sleepy sh = store;
+            sh.latency_us = dev ? 0u : (unsigned)lat[li] * 1000u;
+            coordl_io io = {&sh, sleepy_open, sleepy_read_at, sleepy_close};
+            for (int di = 0; di < ndep; di++) {
+                const int k = li * ndep + di;
+                { /* warm, right before the case: both see the same load */
+                    coordl_batch b;
+                    for (uint32_t q = 0; q < cfg.prefetch_batches && coordl_next(W, &b) == COORDL_OK; q++)
+                        coordl_release(W, &b);
+                    double st;
+                    warm_pair[r * ncases + k] = timed(W, images, now_s(), &st);
+                }
+                coordl_config c = base_config(dev ? device : data, threads, batch);
+                c.io = dev ? NULL : &io;
+                c.readahead_items = (uint32_t)dep[di];
+                if (dev) drop_page_cache(device);
+                const double t0 = now_s();
+                coordl *H = NULL;
+                if (coordl_open(&c, &H) != COORDL_OK) {
+                    fprintf(stderr, "bench_storage: %s\n", coordl_errmsg(NULL));
+                    return 1;
+                }
+                double st;
+                rate[r * ncases + k] = timed(H, images, t0, &st);
+                ratio[r * ncases + k] = rate[r * ncases + k] / warm_pair[r * ncases + k];
+                coordl_stats s;
+                coordl_get_stats(H, &s);
+                coordl_close(H);
+                wait_ms[k] += s.readahead_wait_ns / 1e6 / rounds;
+                io_ms[k] += (s.readahead_reads ? s.readahead_read_ns / 1e6 / (double)s.readahead_reads
+                             : s.storage_reads ? s.read_storage_ns / 1e6 / (double)s.storage_reads : 0) / rounds;
+            }
+        }
+        fprintf(stderr, "  round %d of %d done\n", r + 1, rounds);
+    }
+    coordl_close(W);
+    printf("\n%-22s %10s %10s %14s %12s %12s\n", "storage", "read-ahead", "img/s", "x warm (the", "worker wait", "ms per read");
+    printf("%-22s %10s %10s %14s %12s %12s\n", "", "", "(median)", "run before)", "ms per run", "");
+    const double warm_med = median(warm_pair, (size_t)(rounds * ncases));
+    printf("%-22s %10s %10.1f %14.2f %12s %12s\n", "warm (all cached)", "-", warm_med, 1.0, "-", "-");
+    printf("RESULT storage warm 0 %.2f 1.000\n", warm_med);
+    for (int li = 0; li < nlat + ndev; li++)
+        for (int di = 0; di < ndep; di++) {
+            const int k = li * ndep + di;
+            double v[64], q[64];
+            for (int r = 0; r < rounds && r < 64; r++) { v[r] = rate[r * ncases + k]; q[r] = ratio[r * ncases + k]; }
+            const int n = rounds < 64 ? rounds : 64;
+            char what[64], depth[16];
+            if (li == nlat) snprintf(what, sizeof what, "device (dm-delay)");
+            else snprintf(what, sizeof what, "+%d ms per read", lat[li]);
+            if (dep[di]) snprintf(depth, sizeof depth, "%d", dep[di]);
+            else snprintf(depth, sizeof depth, "off");
+            printf("%-22s %10s %10.1f %14.2f %12.0f %12.2f\n", what, depth, median(v, (size_t)n), median(q, (size_t)n), wait_ms[k], io_ms[k]);
+            if (li == nlat) printf("RESULT storage device %d %.2f %.3f\n", dep[di], median(v, (size_t)n), median(q, (size_t)n));
+            else printf("RESULT storage %d %d %.2f %.3f\n", lat[li], dep[di], median(v, (size_t)n), median(q, (size_t)n));
+        }
+    free(warm_pair); free(rate); free(ratio); free(wait_ms); free(io_ms);
+    return 0;
+}
