@@ -350,9 +350,10 @@ static void test_no_allocation_per_item_in_steady_state(void **state)
     tu_run_free(&r);
     assert_true(st.readahead_hits > 0);
     /* 144 rows: a per-item allocation would show 144 or more. A worker's
-     * read buffer may still grow once to the largest item it reads itself
-     * (the read-ahead reads most of them), never per item. */
-    if (after - before > 2) fail_msg("%ld allocations in 3 steady-state epochs (144 rows)", after - before);
+     * read buffer can still grow (by doubling, from 4 KiB up to the largest
+     * item it reads itself) the first time a claim outruns the read-ahead:
+     * at most 2 workers x 4 doublings here, never per item. */
+    if (after - before > 8) fail_msg("%ld allocations in 3 steady-state epochs (144 rows)", after - before);
 }
 
 /* ---- closing, groups, configuration --------------------------------------------- */
