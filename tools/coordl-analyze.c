@@ -581,7 +581,9 @@ static void print_report(const args *a, const coordl_report *r, const int *tl, s
     printf("  prep per core               %10.1f images/s\n", r->prep_images_per_s_per_core);
     printf("  storage bandwidth           %10.1f MB/s (aggregate, cold run)\n", r->storage_mb_per_s);
     printf("  cache-hit copy bandwidth    %10.1f MB/s\n", r->memory_mb_per_s);
-    printf("  mean item                   %10.1f KB\n\n", r->mean_item_bytes / 1e3);
+    printf("  mean item                   %10.1f KB\n", r->mean_item_bytes / 1e3);
+    printf("  one storage read            %10.2f ms (read-ahead %u, on %u I/O threads)\n\n", r->read_latency_ms,
+           r->readahead_items, r->readahead_threads);
 
     coordl_whatif cur = coordl_report_predict(r, a->cache_fraction, a->threads, 0);
     printf("current setting: cache %.0f%%, %d %s: predicted %.1f images/s, stall %.1f%%\n",
@@ -596,6 +598,15 @@ static void print_report(const args *a, const coordl_report *r, const int *tl, s
     else
         printf("recommendation: none of the what-if grid gets the stall under 3%%: "
                "the trainer is faster than the loader can be made here\n\n");
+    printf("read-ahead (no cache, %d %s): predicted images/s", r->threads, thr_word(r->threads));
+    static const uint32_t depths[] = {0, 8, 32, 128};
+    for (size_t i = 0; i < sizeof depths / sizeof depths[0]; i++)
+        printf("%s depth %u %.1f", i ? "," : "", depths[i],
+               coordl_report_predict_readahead(r, 0.0, r->threads, 0, depths[i]).predicted_images_per_s);
+    if (r->recommend_readahead_items >= 0)
+        printf("; enough: depth %d\n\n", r->recommend_readahead_items);
+    else
+        printf("\n\n");
 
     printf("what-if: predicted images/s\n  cache ");
     for (size_t j = 0; j < nt; j++)
@@ -1008,6 +1019,7 @@ static void median_report(const coordl_report *reps, size_t n, coordl_report *r)
     MED(memory_mb_per_s);
     MED(reader_mb_per_s);
     MED(cores_for_prep);
+    MED(read_latency_ms);
 #undef MED
     r->synthetic = *median_run(reps, n, offsetof(coordl_report, synthetic));
     r->warm = *median_run(reps, n, offsetof(coordl_report, warm));
@@ -1024,6 +1036,15 @@ static void median_report(const coordl_report *reps, size_t n, coordl_report *r)
             r->recommend_cache_fraction = w->cache_fraction;
             r->recommend_threads = w->threads;
         }
+    }
+    /* the depth again, by the library's rule, from the median inputs */
+    if (r->recommend_readahead_items >= 0) {
+        const double best = coordl_report_predict_readahead(r, 0.0, r->threads, 0, 4096).predicted_images_per_s;
+        for (uint32_t d = 0; d <= 4096; d = d ? 2 * d : 1)
+            if (coordl_report_predict_readahead(r, 0.0, r->threads, 0, d).predicted_images_per_s >= 0.97 * best) {
+                r->recommend_readahead_items = (int32_t)d;
+                break;
+            }
     }
 }
 
