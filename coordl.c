@@ -3189,6 +3189,7 @@ struct cdl__readahead {
     pthread_cond_t room_cv; /* I/O threads: an entry or arena space freed, a restart */
     pthread_cond_t done_cv; /* workers: a read finished                       */
     int stop;
+    int paused;   /* a seek or set is under way: no new reads */
     uint64_t gen;
     /* the next position to read ahead, and the first not yet claimed */
     uint64_t next_epoch, next_pos, front_epoch, front_pos;
@@ -3270,7 +3271,7 @@ static void *cdl__ra_main(void *arg) {
     pthread_setname_np(pthread_self(), name);
     pthread_mutex_lock(&R->mu);
     while (!R->stop) {
-        if (R->head - R->tail >= R->depth) {
+        if (R->paused || R->head - R->tail >= R->depth) {
             pthread_cond_wait(&R->room_cv, &R->mu);
             continue;
         }
@@ -3360,6 +3361,16 @@ static void *cdl__ra_main(void *arg) {
     return NULL;
 }
 
+/* Stops issuing new reads until the restart (a seek or set is under way;
+ * reads in flight finish). Under the stream's lock. */
+static void cdl__ra_pause(coordl *L) {
+    cdl__readahead *R = L->ra;
+    if (!R) return;
+    pthread_mutex_lock(&R->mu);
+    R->paused = 1;
+    pthread_mutex_unlock(&R->mu);
+}
+
 /* Restarts at the stream's claim position, with the stream's geometry:
  * entries not taken are dropped (those still being read when their read
  * ends). Called under the stream's lock, when no row is in flight. */
@@ -3368,6 +3379,7 @@ static void cdl__ra_restart(coordl *L) {
     if (!R) return;
     pthread_mutex_lock(&R->mu);
     R->gen++;
+    R->paused = 0;
     for (uint64_t i = R->tail; i < R->head; i++) R->e[i % R->depth].stale = 1;
     cdl__ra_trim(R);
     R->next_epoch = R->front_epoch = L->S->claim_epoch;
@@ -7015,6 +7027,7 @@ static void cdl__stream_repair(coordl *L, int dead, uint64_t dead_gen) {
 /* pause: no new claims; waits until no row is in flight. Under mu. */
 static void cdl__stream_pause(coordl *L) {
     L->S->paused = 1;
+    cdl__ra_pause(L); /* no new reads of positions about to be dropped */
     while (L->S->inflight > 0) cdl__wait(L, &L->S->idle_cv);
     cdl__stream_check(L, "pause");
 }
