@@ -3347,6 +3347,12 @@ static void *cdl__ra_main(void *arg) {
         coordl_status rc = cdl__read_item(L, id, &dst, &cap, 0, &too_big, &len, &sbytes, x->err, sizeof x->err);
         const uint64_t t1 = cdl__now_ns();
         pthread_mutex_lock(&R->mu);
+#ifdef COORDL_DEBUG
+        /* the entry stays this read's until the read ends: nobody frees or
+         * reuses an entry (or its bytes) while its read is in flight */
+        cdl__debug_assert(L, x->state == CDL_RA_READING && x->start == start && x->id == id,
+                          "read-ahead: an entry was freed or reused while its read was in flight");
+#endif
         R->reads++;
         R->read_ns += t1 - t0;
         x->len = len;
@@ -3444,12 +3450,15 @@ static int cdl__ra_wait(cdl__worker *W, cdl__ra_entry *x, cdl__bytes *out, coord
     return 1;
 }
 
-/* The row is prepared: its entry's bytes may be reused. */
+/* The row is prepared: its entry's bytes may be reused. A read still in
+ * flight (the row came from the cache or a peer after all) is left to
+ * finish into its own bytes: the entry is freed when it ends. */
 static void cdl__ra_release(coordl *L, cdl__ra_entry *x) {
     cdl__readahead *R = L->ra;
     if (!R || !x) return;
     pthread_mutex_lock(&R->mu);
-    x->state = CDL_RA_TAKEN;
+    if (x->state == CDL_RA_READING) x->stale = 1;
+    else x->state = CDL_RA_TAKEN;
     cdl__ra_trim(R);
     pthread_mutex_unlock(&R->mu);
 }

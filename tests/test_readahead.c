@@ -175,6 +175,61 @@ static void test_seek_and_set_restart_the_readahead(void **state)
     free(got.hash);
 }
 
+/* Rows that turn out to be cache hits while their read ahead is still in
+ * flight (reads of varying latency, a ring of 8 entries reused over and
+ * over): the read finishes into its own bytes and no later entry is
+ * disturbed (COORDL_DEBUG builds assert it); 150 epochs equal the run
+ * without read-ahead. */
+static uint64_t g_jitter_state;
+static int64_t jitter_read_at(void *user, void *file, void *buf, uint64_t len, uint64_t offset)
+{
+    tu_io *io = user;
+    const uint64_t r = __atomic_add_fetch(&g_jitter_state, 0x9e3779b97f4a7c15ull, __ATOMIC_RELAXED);
+    tu_io__sleep_us((r >> 40) % 3000);
+    return tu_io__read_at(io, file, buf, len, offset);
+}
+
+static void test_cache_hits_while_reads_are_in_flight(void **state)
+{
+    (void)state;
+    /* 4 items, an LRU cache of half of them (which half changes all the
+     * time), a read-ahead of 8 (two epochs ahead: an item's read is often
+     * in flight when its row turns out to be a hit) */
+    char *root = tu_join(g_dir, "tiny");
+    const tu_folder_spec tiny = {2, 2, 24, 24, 8, TU_PAT_TEXTURED, TU_FMT_JPEG, 90, 4};
+    const uint64_t bytes = tu_make_image_folder(root, &tiny);
+    coordl_config cfg = ra_config(0);
+    cfg.source = root;
+    cfg.batch_size = 2;
+    cfg.cache_bytes = bytes / 2;
+    cfg.cache_policy = COORDL_CACHE_LRU; /* the cached half changes every epoch */
+    cfg.prefetch_batches = 2;
+    coordl *L = tu_open(&cfg);
+    tu_run want;
+    memset(&want, 0, sizeof want);
+    assert_int_equal(tu_run_epochs(L, 150, &want), COORDL_OK);
+    coordl_close(L);
+    tu_io io;
+    tu_io_init(&io);
+    coordl_io table = io.table;
+    table.read_at = jitter_read_at;
+    cfg.io = &table;
+    cfg.readahead_items = 8;
+    cfg.readahead_threads = 4;
+    L = tu_open(&cfg);
+    tu_run got;
+    memset(&got, 0, sizeof got);
+    assert_int_equal(tu_run_epochs(L, 150, &got), COORDL_OK);
+    coordl_close(L);
+    assert_same(&want, &got, "cache hits while reads are in flight");
+    assert_int_equal(atomic_load(&io.open_now), 0);
+    tu_run_free(&want);
+    tu_run_free(&got);
+    tu_io_destroy(&io);
+    tu_rmtree(root);
+    free(root);
+}
+
 /* ---- what it reads, and when ------------------------------------------------ */
 
 /* A reader that records, for reads made by the read-ahead's threads
@@ -482,6 +537,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batches_identical_at_every_depth),
         cmocka_unit_test(test_seek_and_set_restart_the_readahead),
+        cmocka_unit_test(test_cache_hits_while_reads_are_in_flight),
         cmocka_unit_test(test_reads_follow_the_claim_order),
         cmocka_unit_test(test_reads_overlap_beyond_the_workers),
         cmocka_unit_test(test_cache_hits_are_not_read_ahead),
