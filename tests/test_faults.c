@@ -224,14 +224,24 @@ static void check_eio_kth(const char *source, coordl_bad_policy policy, long k)
             }
         }
     }
-    if (bad < 0) fail_msg("%s: the EIO on read %ld hit no item (%s)", source, k, io.first_fault_path);
     /* the epoch the faulted read belonged to: the first one holding a
-     * batch that is not the reference's */
-    uint64_t bad_epoch = 0;
+     * batch that is not the reference's. None: the read was for a row
+     * beyond the two epochs consumed (the workers and the read-ahead run
+     * ahead into epoch 2), and every consumed batch must be right. */
+    int64_t bad_epoch = -1;
     for (int i = 0; i < got.n; i++)
-        if (got.st[i] != COORDL_OK || got.hash[i] != ref.hash[i]) { bad_epoch = got.epoch[i]; break; }
-    const uint64_t bad_id = (uint64_t)bad;
-    check_against(&ref, &got, policy, &bad_epoch, &bad_id, 1, strerror(EIO), source);
+        if (got.st[i] != COORDL_OK || got.hash[i] != ref.hash[i]) { bad_epoch = (int64_t)got.epoch[i]; break; }
+    if (bad_epoch < 0) {
+        check_against(&ref, &got, policy, NULL, NULL, 0, NULL, source);
+        coordl_close(L);
+        assert_int_equal(atomic_load(&io.open_now), 0);
+        tu_log_record_free(rec);
+        tu_io_destroy(&io);
+        return;
+    }
+    if (bad < 0) fail_msg("%s: the EIO on read %ld hit no item (%s)", source, k, io.first_fault_path);
+    const uint64_t bad_id = (uint64_t)bad, bad_e = (uint64_t)bad_epoch;
+    check_against(&ref, &got, policy, &bad_e, &bad_id, 1, strerror(EIO), source);
     if (policy == COORDL_BAD_FAIL) {
         int errors = 0;
         for (int i = 0; i < got.n; i++) {
@@ -244,7 +254,7 @@ static void check_eio_kth(const char *source, coordl_bad_policy policy, long k)
         assert_int_equal(errors, 1);
         assert_int_equal(got.stats.bad_samples, 0);
     } else {
-        assert_int_equal(got.stats.bad_samples, 1);
+        assert_int_equal(got.stats.bad_samples, 1); /* one fault, one substitute */
         assert_true(tu_log_contains(rec, coordl_item_path(L, bad_id)));
         assert_true(tu_log_contains(rec, strerror(EIO)));
     }
@@ -371,7 +381,9 @@ static void check_garbage(const char *source, coordl_bad_policy policy, int kind
         const uint64_t be[EPOCHS] = {0, 1}, bi[EPOCHS] = {victim, victim};
         check_against(&ref, &got, policy, be, bi, EPOCHS, needle, source);
         if (policy == COORDL_BAD_SUBSTITUTE) {
-            assert_int_equal(got.stats.bad_samples, EPOCHS);
+            /* once per epoch consumed, and maybe once more in epoch 2,
+             * which the workers start before the run stops */
+            assert_in_range(got.stats.bad_samples, EPOCHS, EPOCHS + 1);
             assert_true(tu_log_contains(rec, needle));
             assert_true(tu_log_contains(rec, strrchr(victim_path, '/') + 1));
         }
