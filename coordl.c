@@ -3150,6 +3150,7 @@ static coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes *out
 }
 
 static int cdl__peer_admits(coordl *L, uint64_t epoch);
+static int cdl__peer_map_pending(coordl *L, uint64_t epoch);
 
 /* ---- read-ahead in the known order ----------------------------------------
  * The permutation of every epoch is known, so the items the workers will
@@ -3240,8 +3241,9 @@ static void cdl__ra_trim(cdl__readahead *R) {
 }
 
 /* Whether item id will not come from storage: in the cache, or (MPI) on a
- * peer that serves it. */
-static int cdl__ra_not_from_storage(const coordl *L, uint64_t epoch, uint64_t id) {
+ * peer that serves it (once the map is known, rows claimed from then on
+ * ask the peers, whatever the epoch). */
+static int cdl__ra_not_from_storage(const coordl *L, uint64_t id) {
     if (L->cache_entries && atomic_load_explicit(&L->cache_entries[id].state, memory_order_acquire) == CDL_CE_PRESENT)
         return 1;
     if (L->lru) {
@@ -3251,12 +3253,10 @@ static int cdl__ra_not_from_storage(const coordl *L, uint64_t epoch, uint64_t id
         if (held) return 1;
     }
 #ifdef COORDL_MPI
-    if (L->peer_comm_set && epoch >= 1 && __atomic_load_n(&L->peer_map_ready, __ATOMIC_ACQUIRE)) {
+    if (L->peer_comm_set && __atomic_load_n(&L->peer_map_ready, __ATOMIC_ACQUIRE)) {
         const int owner = L->peer_owner[id];
         if (owner >= 0 && owner != L->cfg.rank) return 1;
     }
-#else
-    (void)epoch;
 #endif
     return 0;
 }
@@ -3285,10 +3285,10 @@ static void *cdl__ra_main(void *arg) {
             epoch++;
             pos = 0;
         }
-#ifdef COORDL_MPI
-        /* partitioned cache: from epoch 1 a peer may serve the item; wait
-         * for the map of who holds what before reading any of it */
-        if (L->peer_comm_set && epoch >= 1 && !__atomic_load_n(&L->peer_map_ready, __ATOMIC_ACQUIRE)) {
+        /* partitioned cache: past the admission epoch a peer may serve the
+         * item; wait for the map of who holds what before reading any of it
+         * (the claims wait for it there too) */
+        if (cdl__peer_map_pending(L, epoch)) {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_nsec += 5000000L;
@@ -3296,14 +3296,13 @@ static void *cdl__ra_main(void *arg) {
             pthread_cond_timedwait(&R->room_cv, &R->mu, &ts);
             continue;
         }
-#endif
         if (epoch != perm_epoch) {
             perm = cdl__perm_for(L, epoch);
             perm_epoch = epoch;
         }
         const uint64_t id = cdl__item_at(L, &perm, pos);
         const uint64_t want = cdl__item_bytes(L, id), need = (want + 16 + 63) / 64 * 64;
-        const int skip = cdl__ra_not_from_storage(L, epoch, id) || want == 0 || want > L->cfg.max_item_bytes ||
+        const int skip = cdl__ra_not_from_storage(L, id) || want == 0 || want > L->cfg.max_item_bytes ||
                          need > R->bytes;
         /* arena space, contiguous: a span that would cross the end starts
          * over at the beginning (the rest of the lap is left unused) */
@@ -3627,6 +3626,17 @@ static int cdl__peer_admits(coordl *L, uint64_t epoch) {
 static int cdl__peer_claim_waits(coordl *L, uint64_t epoch) {
     const uint64_t admit = atomic_load(&L->peer_admit_epoch);
     return L->peer_comm_set && !L->peer_map_ready && (admit == CDL_ADMIT_CLOSED || epoch >= admit);
+}
+
+/* Whether rows of `epoch` may be served by peers once the map is known,
+ * and it is not known yet: the read-ahead waits before reading them. The
+ * admission epoch and those before it are read from storage (the claims
+ * reach no later epoch before the map); while the exchange runs, every
+ * epoch waits. Without the stream's lock. */
+static int cdl__peer_map_pending(coordl *L, uint64_t epoch) {
+    if (!L->peer_comm_set || __atomic_load_n(&L->peer_map_ready, __ATOMIC_ACQUIRE)) return 0;
+    const uint64_t admit = atomic_load(&L->peer_admit_epoch);
+    return admit == CDL_ADMIT_CLOSED || epoch > admit;
 }
 
 /* coordl_seek before the exchange: the rank caches its share of the first
@@ -3968,7 +3978,7 @@ static void cdl__peer_exchange_map(coordl *L) {
         if (!ok || owner[id] == INT32_MAX) owner[id] = -1;
     if (!ok) cdl__log(L, COORDL_LOG_WARN, "mpi: the cache map exchange failed; every miss reads storage");
     cdl__lock(L);
-    L->peer_map_ready = 1;
+    __atomic_store_n(&L->peer_map_ready, 1, __ATOMIC_RELEASE); /* the read-ahead reads it without mu */
     cdl__broadcast(L, &L->S->work_cv); /* claims past the admission epoch */
     cdl__unlock(L);
 }
