@@ -3244,7 +3244,11 @@ static void cdl__ra_trim(cdl__readahead *R) {
  * peer that serves it (once the map is known, rows claimed from then on
  * ask the peers, whatever the epoch). */
 static int cdl__ra_not_from_storage(const coordl *L, uint64_t id) {
-    if (L->cache_entries && atomic_load_explicit(&L->cache_entries[id].state, memory_order_acquire) == CDL_CE_PRESENT)
+    /* the state's low byte (readers count above it); an entry being
+     * rewritten (section 13) is held too, its rewrite long done by the
+     * time its row is claimed */
+    if (L->cache_entries &&
+        (atomic_load_explicit(&L->cache_entries[id].state, memory_order_acquire) & CDL_CE_STATE) >= CDL_CE_PRESENT)
         return 1;
     if (L->lru) {
         pthread_mutex_lock(&L->lru->mu);
