@@ -405,10 +405,14 @@ static void test_no_allocation_per_item_in_steady_state(void **state)
     tu_run_free(&r);
     assert_true(st.readahead_hits > 0);
     /* 144 rows: a per-item allocation would show 144 or more. A worker's
-     * read buffer can still grow (by doubling, from 4 KiB up to the largest
-     * item it reads itself) the first time a claim outruns the read-ahead:
-     * at most 2 workers x 4 doublings here, never per item. */
-    if (after - before > 8) fail_msg("%ld allocations in 3 steady-state epochs (144 rows)", after - before);
+     * scratch can still grow (by doubling from 4 KiB): its read buffer the
+     * first time a claim outruns the read-ahead, its resampling tables at a
+     * more extreme crop; and under load one worker may have prepared no
+     * row before this point (the other took them all), so its whole
+     * scratch set, about ten buffers, comes now (seen: 9 allocations of
+     * 4 KiB in one run of 20 under a load of 10). At most 2 workers x 16
+     * here, never per item. */
+    if (after - before > 32) fail_msg("%ld allocations in 3 steady-state epochs (144 rows)", after - before);
 }
 
 /* ---- closing, groups, configuration --------------------------------------------- */
