@@ -24,7 +24,7 @@
  *     shard (at the size the reader gave), past a header, block-aligned;
  *     every label is in 0..num_classes-1, and with .cls labels
  *     num_classes is the largest + 1; every path is "<shard>:<member>";
- *   - every item reads through the worker's read path (cdl__read_member)
+ *   - every item reads through the worker's read path (cdl__read_file)
  *     and its bytes are the shard's bytes at that offset (an I/O error
  *     only where the reader lied or failed; CORRUPT only for an empty
  *     member or one over max_item_bytes);
@@ -282,7 +282,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             const fz_memfile *f = fz_mem_find(&m, shard, strlen(shard));
             cdl__bytes got = {NULL, 0};
             W.err[0] = '\0';
-            const coordl_status r = cdl__read_member(&W, i, &got);
+            const coordl_status r = cdl__read_file(&W, i, &got);
             FZ_CHECK(atomic_load(&m.open_now) == 0, "item %llu left its shard open", (unsigned long long)i);
             const int past_data = ti->offset + it->bytes > f->n;
             if (r == COORDL_OK) {
