@@ -60,9 +60,10 @@ static void write_jpeg(const char *path, int w, int h, unsigned seed) {
 static void silent_log(void *u, coordl_log_level l, const char *m) { (void)u; (void)l; (void)m; }
 
 /* The POSIX reader, 5 ms slower in a worker's own reads (threads named
- * coordl-w*): the resumed run checks that the read-ahead reads epoch 1
- * ahead, which needs it ahead of the workers, not racing them (8 ranks'
- * threads on 2 cores starved it of any row once in a landing check). */
+ * coordl-w*): the checks that the read-ahead read epoch 0 (and, resumed,
+ * epoch 1) need it ahead of the workers, not racing them (8 ranks'
+ * threads on 2 cores starved one rank's read-ahead of every row of an
+ * epoch in two landing checks). Batches do not depend on it. */
 static int64_t slow_worker_read_at(void *user, void *file, void *buf, uint64_t len, uint64_t offset) {
     char name[16] = "";
     pthread_getname_np(pthread_self(), name, sizeof name);
@@ -97,7 +98,7 @@ static int run(const char *root, uint32_t readahead, uint64_t first, int budget_
     coordl_get_stats(P, &ps);
     coordl_close(P);
     cfg.cache_bytes = ps.dataset_bytes * (uint64_t)budget_pct / 100;
-    if (first) cfg.io = &slow;
+    cfg.io = &slow;
     coordl *L;
     if (coordl_open(&cfg, &L) != COORDL_OK) { fprintf(stderr, "rank %d open: %s\n", g_rank, coordl_errmsg(NULL)); return 0; }
     if (first && coordl_seek(L, first, 0) != COORDL_OK) {
