@@ -5075,29 +5075,56 @@ static coordl_status cdl__name_error(cdl__worker *W, const char *path, coordl_st
  * (cdl__stb_enter/leave) and NULL otherwise, when every allocation is
  * refused: a trainer's own stb_image is a separate copy and never comes
  * here. Each block carries its size and handle in a header. */
+typedef union cdl__stb_block cdl__stb_block;
+
 typedef struct cdl__stb_budget {
     const coordl *L;
     uint64_t limit, used, peak;
     uint64_t refused; /* the total an allocation would have reached; 0: none */
+    cdl__stb_block *live; /* every block of this call not yet freed */
 } cdl__stb_budget;
 
 static _Thread_local cdl__stb_budget *cdl__stb_active;
 
-typedef union cdl__stb_block {
+union cdl__stb_block {
     struct {
         size_t size;
         const coordl *L;
+        cdl__stb_block *prev, *next; /* in its call's live list; NULL after the call */
     } h;
     max_align_t align;
-} cdl__stb_block;
+};
 
 static void cdl__stb_enter(cdl__stb_budget *b, const coordl *L, uint64_t limit) {
     b->L = L;
     b->limit = limit;
     b->used = b->peak = b->refused = 0;
+    b->live = NULL;
     cdl__stb_active = b;
 }
-static void cdl__stb_leave(void) { cdl__stb_active = NULL; }
+
+static void cdl__stb_unlink(cdl__stb_budget *b, cdl__stb_block *k) {
+    if (k->h.prev) k->h.prev->h.next = k->h.next; else if (b->live == k) b->live = k->h.next;
+    if (k->h.next) k->h.next->h.prev = k->h.prev;
+    k->h.prev = k->h.next = NULL;
+}
+
+/* Ends the call: every block stb still holds except `keep` (the image the
+ * call returns, or NULL) is freed. stb 2.27 leaks on some failure paths
+ * (stbi__convert_16_to_8 keeps the 16-bit image when the 8-bit one is
+ * refused: fuzz_image found it), so whatever stb forgets comes back here,
+ * and a failed decode can never leak. */
+static void cdl__stb_leave(cdl__stb_budget *b, void *keep) {
+    cdl__stb_block *kept = keep ? (cdl__stb_block *)keep - 1 : NULL;
+    if (kept) cdl__stb_unlink(b, kept);
+    while (b->live) {
+        cdl__stb_block *k = b->live;
+        cdl__stb_unlink(b, k);
+        b->used -= k->h.size;
+        cdl__free(k->h.L, k);
+    }
+    cdl__stb_active = NULL;
+}
 
 static int cdl__stb_grant(cdl__stb_budget *b, size_t more) {
     if (more > b->limit - b->used || more > SIZE_MAX - sizeof(cdl__stb_block)) {
@@ -5118,6 +5145,10 @@ static void *cdl__stb_malloc(size_t n) {
     memset(k + 1, 0, n);
     k->h.size = n;
     k->h.L = b->L;
+    k->h.prev = NULL;
+    k->h.next = b->live;
+    if (b->live) b->live->h.prev = k;
+    b->live = k;
     b->used += n;
     if (b->used > b->peak) b->peak = b->used;
     return k + 1;
@@ -5126,7 +5157,10 @@ static void *cdl__stb_malloc(size_t n) {
 static void cdl__stb_free(void *p) {
     if (!p) return;
     cdl__stb_block *k = (cdl__stb_block *)p - 1;
-    if (cdl__stb_active) cdl__stb_active->used -= k->h.size;
+    if (cdl__stb_active) { /* a block of the call in progress (a kept image is unlinked at leave) */
+        cdl__stb_unlink(cdl__stb_active, k);
+        cdl__stb_active->used -= k->h.size;
+    }
     cdl__free(k->h.L, k);
 }
 
@@ -5136,10 +5170,15 @@ static void *cdl__stb_realloc(void *p, size_t n) {
     cdl__stb_block *k = (cdl__stb_block *)p - 1;
     const size_t old = k->h.size;
     if (!b || (n > old && !cdl__stb_grant(b, n - old))) return NULL;
+    cdl__stb_block *prev = k->h.prev, *next = k->h.next;
+    const int head = b->live == k;
     cdl__stb_block *nk = cdl__realloc(b->L, k, sizeof *nk + n);
-    if (!nk) return NULL;
+    if (!nk) return NULL; /* k is untouched, still in the list */
     if (n > old) memset((cdl__u8 *)(nk + 1) + old, 0, n - old);
     nk->h.size = n;
+    if (prev) prev->h.next = nk;
+    if (next) next->h.prev = nk;
+    if (head) b->live = nk;
     b->used = b->used - old + n;
     if (b->used > b->peak) b->peak = b->used;
     return nk + 1;
@@ -5203,7 +5242,7 @@ static coordl_status cdl__stb_header(cdl__worker *W, const char *path, const cdl
     *iw = *ih = 0;
     cdl__stb_enter(&b, W->L, W->L->cfg.max_decode_bytes);
     ok = stbi_info_from_memory(in->p, (int)in->len, iw, ih, &channels);
-    cdl__stb_leave();
+    cdl__stb_leave(&b, NULL);
     if (comp) *comp = channels;
     if (!ok)
         return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: not a recognised image (%s)", path,
@@ -5988,7 +6027,7 @@ static coordl_status cdl__decode_stb(cdl__worker *W, const char *path, const cdl
                                h2, comp, iw, ih);
     }
     if (img && comp != 3) img = cdl__stb_to_rgb(img, (size_t)pixels, comp);
-    cdl__stb_leave();
+    cdl__stb_leave(&b, img);
     if (!img) {
         if (rc != COORDL_OK) return rc;
         if (b.refused) return cdl__over_decode_limit(W, path, "more than ", b.refused + window);
