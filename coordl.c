@@ -310,6 +310,10 @@ typedef struct cdl__cond {
 typedef struct cdl__member {
     _Atomic uint64_t gen;
     _Atomic int32_t pid;           /* in its own PID namespace: messages only */
+    _Atomic uint32_t died_holding_lock; /* set by the repair that found this
+                                      generation dead holding the stream lock
+                                      (maybe before it ever took `alive`);
+                                      member threads drop it and say so */
     _Atomic uint64_t heartbeat_ns; /* CLOCK_MONOTONIC, by its member thread */
     uint64_t start_epoch;          /* first epoch it consumes (late join)   */
     pthread_mutex_t alive;         /* robust, process-shared: held by the
@@ -606,8 +610,9 @@ static void cdl__lock_acquired(coordl *L, int e) {
     S->lock_tid = cdl__gettid();
 #endif
     if (e == EOWNERDEAD) {
-        /* the holder died mid-transition: it is dropped (if still that
-         * generation) and what it may have left half-done recomputed */
+        /* the holder died mid-transition: what it may have left
+         * half-done is recomputed, and it is flagged for the member
+         * threads to drop (if still that generation) */
         cdl__stream_repair(L, dead, dead_gen);
         pthread_mutex_consistent(&S->mu);
     }
@@ -7069,16 +7074,16 @@ static void cdl__stream_drop_member(coordl *L, int m, uint64_t gen) {
 }
 
 /* repair: the lock came back EOWNERDEAD. The dead holder's assignment is
- * finished, the holder itself (if still that generation) dropped, and the
- * rest recounted from the marks, which every transition writes first. */
+ * finished and the rest recounted from the marks, which every transition
+ * writes first. The holder itself (if still that generation) is flagged
+ * dead, not dropped here: dropping, and saying so, belongs to the member
+ * threads (whichever thread locked next, a query included, only repairs),
+ * and one of them drops it within a heartbeat period. */
 static void cdl__stream_repair(coordl *L, int dead, uint64_t dead_gen) {
     cdl__stream *S = L->S;
     if (S->assign.slot > 0 && S->assign.slot <= L->nslots) cdl__slot_assign(L);
     S->assign.slot = 0;
-    if (dead >= 0 && cdl__member_is(S, dead, dead_gen)) {
-        cdl__stream_drop_member(L, dead, dead_gen);
-        return;
-    }
+    if (dead >= 0 && cdl__member_is(S, dead, dead_gen)) atomic_store(&S->members[dead].died_holding_lock, 1u);
     cdl__stream_recount(L);
     cdl__broadcast(L, &S->work_cv);
     cdl__broadcast(L, &S->ready_cv);
@@ -7407,7 +7412,9 @@ static void cdl__pool_stop(coordl *L) {
 /* ===================================================================== */
 
 #define CDL_GROUP_MAGIC 0x636f6f72646c4731ull /* "coordlG1" */
-#define CDL_GROUP_VERSION 3 /* 3: cache entries hold room and JPEG rewrites */
+#define CDL_GROUP_VERSION 4 /* 3: cache entries hold room and JPEG rewrites;
+                               4: a holder found dead is flagged, and dropped
+                               by the member threads */
 #define CDL_GROUP_FIELDS 64
 #define CDL_GROUP_MAX_SLOTS 1024 /* prefetch_batches' bound */
 
@@ -7667,6 +7674,7 @@ enum { CDL_MEMBER_ALIVE = 0, CDL_MEMBER_DEAD, CDL_MEMBER_SILENT };
  * older than timeout_ns is silence (stopped or hung). Pids play no part:
  * they mean nothing across PID namespaces. Takes no stream lock. */
 static int cdl__member_probe(cdl__stream *S, int m, uint64_t now, uint64_t timeout_ns, int patient) {
+    if (atomic_load(&S->members[m].died_holding_lock)) return CDL_MEMBER_DEAD;
     pthread_mutex_t *alive = &S->members[m].alive;
     int e = pthread_mutex_trylock(alive);
     /* EBUSY may be another prober's moment: where a wrong "alive" would
@@ -7700,8 +7708,34 @@ static void cdl__group_drop_gone(coordl *L, int m, uint64_t gen, int how) {
     }
     cdl__log(L, COORDL_LOG_WARN, "group %s: member %d (pid %d) %s; its work is taken over", L->cfg.group, m,
              (int)atomic_load(&S->members[m].pid),
-             how == CDL_MEMBER_DEAD ? "died" : "fell silent for longer than group_timeout_ms");
+             how == CDL_MEMBER_SILENT                        ? "fell silent for longer than group_timeout_ms"
+             : atomic_load(&S->members[m].died_holding_lock) ? "died holding the group's lock"
+                                                             : "died");
     cdl__stream_drop_member(L, m, gen);
+}
+
+/* This member's heartbeat (while it is still the generation it joined as). */
+static void cdl__group_beat(coordl *L, uint64_t now) {
+    if (cdl__member_current(L)) atomic_store(&L->S->members[L->me].heartbeat_ns, now);
+}
+
+/* The member thread's stream lock: polled, beating while it waits. A
+ * member thread blocked on the lock would fall silent while its process
+ * lives: a holder stopped (SIGSTOP, a debugger, a suspended job) for
+ * longer than group_timeout_ms would, once continued, find every member
+ * that waited for it silent and drop them all. A lock held for
+ * microseconds is had at the first try or after a yield. */
+static void cdl__lock_beating(coordl *L) {
+    for (int tries = 0;; tries++) {
+        const int e = pthread_mutex_trylock(&L->S->mu);
+        if (e != EBUSY) {
+            cdl__lock_acquired(L, e);
+            return;
+        }
+        cdl__group_beat(L, cdl__now_ns());
+        if (tries < 16) sched_yield();
+        else usleep(1000);
+    }
 }
 
 /* One round of the member thread: this member's heartbeat, then every
@@ -7711,14 +7745,14 @@ static void cdl__group_reap(coordl *L) {
     cdl__stream *S = L->S;
     if (!cdl__member_current(L)) return; /* a dropped member reaps nobody */
     const uint64_t now = cdl__now_ns();
-    atomic_store(&S->members[L->me].heartbeat_ns, now);
+    cdl__group_beat(L, now);
     cdl__test_hook(L, "heartbeat");
     for (int m = 0; m < CDL_MAX_MEMBERS; m++) {
         if (m == L->me || !(atomic_load(&S->live_mask) >> m & 1u)) continue;
         const uint64_t gen = atomic_load(&S->members[m].gen);
         const int how = cdl__member_probe(S, m, now, cdl__group_timeout_ns(L), 0);
         if (how == CDL_MEMBER_ALIVE) continue;
-        cdl__lock(L);
+        cdl__lock_beating(L);
         cdl__group_drop_gone(L, m, gen, how);
         cdl__unlock(L);
     }
@@ -7738,6 +7772,7 @@ static void *cdl__member_main(void *arg) {
     int held = e == 0 || e == EOWNERDEAD;
     long period_ms = L->cfg.group_timeout_ms / 4;
     period_ms = period_ms < 1 ? 1 : period_ms > 50 ? 50 : period_ms;
+    cdl__group_beat(L, cdl__now_ns()); /* alive from here, however long open waited for the lock */
     pthread_mutex_lock(&L->member_mu);
     L->member_running = 1; /* open waits for this: from now on a death is seen at once */
     pthread_cond_broadcast(&L->member_cv);
@@ -7893,6 +7928,7 @@ static coordl_status cdl__group_join(coordl *L, uint64_t start_epoch) {
     L->my_gen = atomic_load(&M->gen) + 1;
     atomic_store(&M->gen, L->my_gen);
     atomic_store(&M->pid, (int32_t)getpid());
+    atomic_store(&M->died_holding_lock, 0u);
     atomic_store(&M->heartbeat_ns, cdl__now_ns());
     M->start_epoch = start_epoch;
     atomic_fetch_or(&S->live_mask, L->bit);

@@ -301,6 +301,7 @@ typedef struct {
     int32_t pid;         /* getpid() in the member's own PID namespace */
     int gone_logged;     /* monitor: a "member gone" message was logged */
     char gone_thread[32]; /* ... by the thread of this name            */
+    char gone_msg[256];   /* ... saying this                             */
     uint64_t cache_item_bytes;
 } member_report;
 
@@ -331,6 +332,7 @@ static void child_init(void)
 
 static atomic_int g_gone_logged;
 static char g_gone_thread[32];
+static char g_gone_msg[256];
 
 static void gone_log(void *user, coordl_log_level level, const char *msg)
 {
@@ -339,6 +341,7 @@ static void gone_log(void *user, coordl_log_level level, const char *msg)
     if ((strstr(msg, " died") || strstr(msg, "is gone") || strstr(msg, "fell silent")) &&
         !atomic_load(&g_gone_logged)) {
         pthread_getname_np(pthread_self(), g_gone_thread, sizeof g_gone_thread);
+        snprintf(g_gone_msg, sizeof g_gone_msg, "%s", msg);
         atomic_store(&g_gone_logged, 1);
     }
 }
@@ -409,6 +412,7 @@ static void member_main(member_spec *ms)
         pthread_join(th, NULL);
         R.gone_logged = atomic_load(&g_gone_logged);
         snprintf(R.gone_thread, sizeof R.gone_thread, "%s", g_gone_thread);
+        snprintf(R.gone_msg, sizeof R.gone_msg, "%s", g_gone_msg);
         char c = 'M';
         ssize_t k = write(ms->pause_fd, &c, 1);
         (void)k;
@@ -1332,8 +1336,8 @@ static void test_late_join_refused_without_flag(void **state)
 
 /* ---- identity: a dropped member that resumes, and a late joiner -------- */
 
-/* Member A is stopped (SIGSTOP) while the ring is full and nobody holds the
- * group's lock; after group_timeout_ms member S drops it and goes on. A late
+/* Member A is stopped (SIGSTOP) while the ring is full (and while it holds
+ * no lock: see below); after group_timeout_ms member S drops it and goes on. A late
  * joiner B opens; then A continues and closes. A was dropped: its close
  * must not drop B (the old code identified members by index only, B got
  * A's index, and A's close dropped B). S and B must see the single
@@ -1363,9 +1367,24 @@ static void test_resumed_member_does_not_drop_the_late_joiner(void **state)
     expect_byte(js[0], 'J', "S joined");
     pid_t pid_a = spawn(&a);
     expect_byte(pa[0], 'P', "A consumed 2 batches");
-    sleep_ms(300); /* the ring fills; every worker waits, none holds the lock */
-    assert_int_equal(kill(pid_a, SIGSTOP), 0);
-    expect_byte(ps_[0], 'P', "S went on without the stopped member");
+    sleep_ms(300); /* the ring fills */
+    /* A stopped while one of its threads holds the group's lock holds S up
+     * until it continues (README): with the ring full A's workers still
+     * take the lock now and then (idle rewriting of cached JPEGs), so a
+     * stop can land inside; then A is continued and stopped again. S's
+     * pause needs A dropped: it ends the wait. */
+    int stops = 0, got = -1;
+    while (got != 'P' && stops < 10) {
+        if (stops > 0) {
+            assert_int_equal(kill(pid_a, SIGCONT), 0);
+            sleep_ms(20);
+        }
+        assert_int_equal(kill(pid_a, SIGSTOP), 0);
+        stops++;
+        got = wait_byte(ps_[0], 6000); /* 10 x the timeout; a late 'P' is read by the next wait */
+    }
+    if (got != 'P')
+        fail_msg("S did not go on without the stopped member A (A stopped %d times, %d ms timeout)", stops, T);
     spec_init(&b, g, 2, T, 1, "zo-b");
     b.cfg.group_late_join = 1;
     spec_hook(&b, "joined", 1, 'J', 0, jb[1]);
@@ -1596,11 +1615,14 @@ static void test_damaged_objects_never_crash_a_member(void **state)
  * worker is parked in a hook, its consumer waits); member V is killed. S
  * must learn that V is gone from its member thread ("coordl-member"), not
  * from the monitoring thread's query (the old lock reaped on every
- * acquisition, whoever took it). */
-static void test_a_query_never_reaps(void **state)
+ * acquisition, whoever took it), and say why. holding_lock: V is killed
+ * while it holds the group's lock (stopped in the "joined" hook, which
+ * runs under it), so the next locker in S (its opening thread) gets
+ * EOWNERDEAD: that repair used to drop V itself, and nobody said that V
+ * was gone. */
+static void query_never_reaps(int holding_lock)
 {
-    (void)state;
-    const char *g = group_name("reap");
+    const char *g = group_name(holding_lock ? "reapheld" : "reap");
     int js[2], jv[2], ms_[2], blk[2];
     make_pipe(js);
     make_pipe(jv);
@@ -1614,8 +1636,7 @@ static void test_a_query_never_reaps(void **state)
     s.pause_fd = ms_[1];
     spec_hook(&s, "joined", 1, 'J', 0, js[1]);
     spec_hook(&s, "row_claimed", 1, 0, 0, -1)->block_fd = blk[0];
-    v.park_fd = -1;
-    spec_hook(&v, "joined", 1, 'J', 0, jv[1]);
+    spec_hook(&v, "joined", 1, 'J', holding_lock, jv[1]);
     int vpark[2];
     make_pipe(vpark);
     v.park_fd = vpark[0];
@@ -1623,7 +1644,8 @@ static void test_a_query_never_reaps(void **state)
     expect_byte(js[0], 'J', "S joined");
     pid_t pid_v = spawn(&v);
     expect_byte(jv[0], 'J', "V joined");
-    sleep_ms(200);
+    if (!holding_lock)
+        sleep_ms(200);
     kill_kid(pid_v);
     expect_byte(ms_[0], 'M', "S saw V gone");
     char c = 'U';
@@ -1631,14 +1653,93 @@ static void test_a_query_never_reaps(void **state)
     reap(pid_s, "member S");
     member_report RS;
     read_report(&s, &RS);
-    assert_int_equal(RS.open_rc, COORDL_OK);
+    if (RS.open_rc != COORDL_OK)
+        fail_msg("S: coordl_open = %d: %s", RS.open_rc, RS.errmsg);
     if (!RS.gone_logged)
         fail_msg("S never logged that V is gone");
     if (strcmp(RS.gone_thread, "coordl-member") != 0)
         fail_msg("V's departure was handled by thread \"%s\", not S's member thread: a query reaped",
                  RS.gone_thread);
+    const char *why = holding_lock ? "died holding the group's lock" : "died";
+    if (!strstr(RS.gone_msg, why))
+        fail_msg("S's message does not say \"%s\": %s", why, RS.gone_msg);
     int *fds[] = {js, jv, ms_, blk, vpark};
     for (int i = 0; i < 5; i++) {
+        close(fds[i][0]);
+        close(fds[i][1]);
+    }
+}
+
+static void test_a_query_never_reaps(void **state)
+{
+    (void)state;
+    query_never_reaps(0);
+}
+
+static void test_a_member_killed_holding_the_lock_is_reaped_and_logged(void **state)
+{
+    (void)state;
+    query_never_reaps(1);
+}
+
+/* ---- a member stopped holding the lock ---------------------------------- */
+
+/* Members S1 and S2 have consumed 2 batches and wait (outside the library).
+ * B joins late and is stopped (SIGSTOP) in the "joined" hook, holding the
+ * group's lock, for 3 x group_timeout_ms: S1's and S2's member threads,
+ * workers and consumers wait for the lock. Then B continues. Waiting for a
+ * lock is not silence: the old member thread blocked on the lock and
+ * stopped beating, so B's member thread, started right after, found S1 and
+ * S2 silent and dropped them (COORDL_ERR_GROUP at their next coordl_next).
+ * Nobody may be dropped: S1, S2 and B must see the single loader's
+ * batches. */
+static void test_member_stopped_holding_the_lock_drops_nobody(void **state)
+{
+    (void)state;
+    const char *g = group_name("held");
+    int j1[2], j2[2], hb[2], p1[2], p2[2], g1[2], g2[2];
+    int *fds[] = {j1, j2, hb, p1, p2, g1, g2};
+    for (int i = 0; i < 7; i++)
+        make_pipe(fds[i]);
+    const int T = 500;
+    member_spec s1, s2, b;
+    spec_init(&s1, g, 2, T, REF_EPOCHS, "held-s1");
+    spec_init(&s2, g, 2, T, REF_EPOCHS, "held-s2");
+    spec_init(&b, g, 2, T, 1, "held-b");
+    s1.cfg.group_late_join = s2.cfg.group_late_join = b.cfg.group_late_join = 1;
+    spec_hook(&s1, "joined", 1, 'J', 0, j1[1]);
+    spec_hook(&s2, "joined", 1, 'J', 0, j2[1]);
+    s1.pause_after = s2.pause_after = 2;
+    s1.pause_fd = p1[1];
+    s1.go_fd = g1[0];
+    s2.pause_fd = p2[1];
+    s2.go_fd = g2[0];
+    spec_hook(&b, "joined", 1, 'H', 1, hb[1]);
+    pid_t ps1 = spawn(&s1);
+    expect_byte(j1[0], 'J', "S1 joined");
+    pid_t ps2 = spawn(&s2);
+    expect_byte(j2[0], 'J', "S2 joined");
+    expect_byte(p1[0], 'P', "S1 consumed 2 batches");
+    expect_byte(p2[0], 'P', "S2 consumed 2 batches");
+    pid_t pb = spawn(&b);
+    expect_byte(hb[0], 'H', "B stopped holding the group's lock");
+    sleep_ms(3 * T);
+    assert_int_equal(kill(pb, SIGCONT), 0);
+    char go = 'G';
+    assert_int_equal(write(g1[1], &go, 1), 1);
+    assert_int_equal(write(g2[1], &go, 1), 1);
+    reap(pb, "member B");
+    reap(ps1, "member S1");
+    reap(ps2, "member S2");
+    member_report R1, R2, RB;
+    read_report(&s1, &R1);
+    read_report(&s2, &R2);
+    read_report(&b, &RB);
+    assert_matches_ref(&R1, "member S1", 0, REF_EPOCHS);
+    assert_matches_ref(&R2, "member S2", 0, REF_EPOCHS);
+    assert_matches_ref(&RB, "member B", (unsigned)RB.epoch[0], 1);
+    assert_false(shm_exists(g));
+    for (int i = 0; i < 7; i++) {
         close(fds[i][0]);
         close(fds[i][1]);
     }
@@ -1948,7 +2049,13 @@ int main(int argc, char **argv)
         T(test_object_of_another_user_is_refused),
         T(test_damaged_objects_never_crash_a_member),
         T(test_a_query_never_reaps),
+        T(test_a_member_killed_holding_the_lock_is_reaped_and_logged),
+        T(test_member_stopped_holding_the_lock_drops_nobody),
         T(test_stress_stop_kill_and_join),
     };
+    /* TEST_GROUP_ONLY=name (a glob): run only the matching tests, e.g. to
+     * repeat one under load */
+    if (getenv("TEST_GROUP_ONLY"))
+        cmocka_set_test_filter(getenv("TEST_GROUP_ONLY"));
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
