@@ -154,6 +154,20 @@ static void run_ra(const char *root, uint64_t cache_bytes, int on, float budget,
     run(&cfg, epochs, r);
 }
 
+/* The same with a ring of one batch. With 6 or 24 items the default ring
+ * spans epochs, so one item is prepared for two epochs at once: a lookup
+ * of an item still being admitted misses by design and reads storage (23
+ * hits of 24 in 1 run of 150 under load), and a rewrite finds another
+ * reader and leaves the item plain for later (one of 6 arithmetic-coded
+ * items collided at every epoch of a run: 5 rewrites, no failure). A
+ * dataset of thousands of items never meets itself in the ring. */
+static void run_ra_ring1(const char *root, uint64_t cache_bytes, int on, float budget, unsigned epochs, run_out *r)
+{
+    coordl_config cfg = ra_config(root, cache_bytes, on, budget);
+    cfg.prefetch_batches = 1;
+    run(&cfg, epochs, r);
+}
+
 static void assert_same_batches(const run_out *a, const run_out *b, const char *what)
 {
     assert_int_equal(a->nbatches, b->nbatches);
@@ -234,8 +248,8 @@ static void test_budget_of_exactly_the_dataset_still_caches_every_item(void **st
     uint64_t bytes;
     char *root = make_mixed("exact", N_MIXED, &bytes);
     run_out off, on;
-    run_ra(root, bytes, 0, 1.0f, 3, &off);
-    run_ra(root, bytes, 1, 1.0f, 3, &on);
+    run_ra_ring1(root, bytes, 0, 1.0f, 3, &off);
+    run_ra_ring1(root, bytes, 1, 1.0f, 3, &on);
     assert_same_batches(&off, &on, "cache_bytes = the dataset");
     /* no room is taken from items: all cached, no storage read after epoch 0 */
     assert_int_equal(on.st.cache_items, N_MIXED);
@@ -267,8 +281,8 @@ static void test_failed_rewrite_leaves_item_cached_as_it_was(void **state)
     }
     const uint64_t bytes = tu_tree_bytes(root);
     run_out off, on;
-    run_ra(root, bytes, 0, 1.0f, 6, &off);
-    run_ra(root, bytes, 1, 1.0f, 6, &on);
+    run_ra_ring1(root, bytes, 0, 1.0f, 6, &off);
+    run_ra_ring1(root, bytes, 1, 1.0f, 6, &on);
     assert_same_batches(&off, &on, "failed rewrites");
     /* tried when first read, not again (two workers may try one item at
      * an epoch's turn): 6 epochs would make 36 failures if retried */
@@ -282,7 +296,7 @@ static void test_failed_rewrite_leaves_item_cached_as_it_was(void **state)
     assert_int_equal(on.es[5].cache_hit_bytes, bytes);
     /* with room they are rewritten, and still identical */
     run_out room;
-    run_ra(root, 2 * bytes, 1, 1.0f, 6, &room);
+    run_ra_ring1(root, 2 * bytes, 1, 1.0f, 6, &room);
     assert_same_batches(&off, &room, "arithmetic sources rewritten");
     assert_int_equal(room.st.jpeg_rewrites, 6);
     tu_rmtree(root);
@@ -374,7 +388,8 @@ static void test_idle_workers_rewrite_the_cache(void **state)
     coordl_stats st;
     for (int k = 0; k < 500; k++) {
         coordl_get_stats(L, &st);
-        if (st.jpeg_rewritten_items == N_MIXED - 1) break;
+        /* a worker counts its rewrite after the entry turned rewritten */
+        if (st.jpeg_rewritten_items == N_MIXED - 1 && st.jpeg_rewrites >= N_MIXED - 1) break;
         struct timespec pause = {0, 10 * 1000 * 1000};
         nanosleep(&pause, NULL);
     }
