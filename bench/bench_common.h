@@ -1,6 +1,8 @@
 /*
  * bench_common.h - small helpers shared by the bench programs (header-only,
- * static functions; each program uses a subset).
+ * static functions; each program uses a subset): timing, the dataset's
+ * files, medians, perf control, and opening, draining and settling coordl
+ * handles.
  */
 #ifndef COORDL_BENCH_COMMON_H
 #define COORDL_BENCH_COMMON_H
@@ -14,6 +16,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "coordl.h"
 
 #if defined(__GNUC__) || defined(__clang__)
 #define BENCH_UNUSED __attribute__((unused))
@@ -156,6 +160,111 @@ BENCH_UNUSED static double median(double *v, size_t n)
     if (n == 0) return 0;
     qsort(v, n, sizeof *v, bench_cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- perf control ------------------------------------------------------- */
+
+/* With BENCH_PERF_CTL=<fifo> set (perf record --control fifo:<fifo> -D -1),
+ * perf_enable turns perf on and off around the timed parts. */
+BENCH_UNUSED static FILE *perf_ctl;
+
+BENCH_UNUSED static void perf_ctl_open(void)
+{
+    const char *ctl = getenv("BENCH_PERF_CTL");
+    if (ctl && *ctl && !(perf_ctl = fopen(ctl, "w"))) perror(ctl);
+}
+
+BENCH_UNUSED static void perf_enable(int on)
+{
+    if (!perf_ctl) return;
+    fputs(on ? "enable\n" : "disable\n", perf_ctl);
+    fflush(perf_ctl);
+}
+
+BENCH_UNUSED static void perf_ctl_close(void)
+{
+    if (perf_ctl) fclose(perf_ctl);
+    perf_ctl = NULL;
+}
+
+/* ---- coordl handles ------------------------------------------------------ */
+
+/* BENCH_PROG (defined before including this header) starts the messages of
+ * the helpers below that end the program. */
+#ifndef BENCH_PROG
+#define BENCH_PROG "bench"
+#endif
+
+/* Read by the consumers, so that the compiler keeps the reads. */
+BENCH_UNUSED static volatile unsigned bench_sink;
+
+/* The train pipeline the image benchmarks time: RandomResizedCrop 224 +
+ * flip to F32 NCHW, seed 42. */
+BENCH_UNUSED static coordl_config train_config(const char *data, int threads, uint32_t batch,
+                                               uint64_t cache_bytes)
+{
+    coordl_config cfg = coordl_config_default();
+    cfg.source = data;
+    cfg.pipeline = COORDL_PIPE_TRAIN;
+    cfg.batch_size = batch;
+    cfg.out_w = cfg.out_h = 224;
+    cfg.layout = COORDL_F32_NCHW;
+    cfg.flip = 1;
+    cfg.threads = threads;
+    cfg.cache_bytes = cache_bytes;
+    cfg.seed = 42;
+    return cfg;
+}
+
+BENCH_UNUSED static coordl *open_or_exit(const coordl_config *cfg)
+{
+    coordl *L = NULL;
+    coordl_status rc = coordl_open(cfg, &L);
+    if (rc != COORDL_OK) {
+        fprintf(stderr, BENCH_PROG ": coordl_open: %s: %s\n", coordl_strerror(rc), coordl_errmsg(NULL));
+        exit(1);
+    }
+    return L;
+}
+
+/* Consumes whole batches, touching one byte of each, until `images` rows
+ * have been seen; an end of epoch is passed over, or with stop_at_end ends
+ * the run. Returns the rows seen. */
+BENCH_UNUSED static uint64_t consume(coordl *L, uint64_t images, int stop_at_end)
+{
+    uint64_t seen = 0;
+    while (seen < images) {
+        coordl_batch b;
+        coordl_status rc = coordl_next(L, &b);
+        if (rc == COORDL_END_OF_EPOCH) {
+            if (stop_at_end) break;
+            continue;
+        }
+        if (rc != COORDL_OK) {
+            fprintf(stderr, BENCH_PROG ": coordl_next: %s: %s\n", coordl_strerror(rc), coordl_errmsg(L));
+            exit(1);
+        }
+        bench_sink += ((const unsigned char *)b.data)[b.data_bytes / 2];
+        seen += b.n;
+        coordl_release(L, &b);
+    }
+    return seen;
+}
+
+/* Waits until the workers have refilled the ring and gone idle (no item
+ * prepared for 100 ms), so that they do not run during the next case. */
+BENCH_UNUSED static void settle(coordl *L)
+{
+    coordl_stats st;
+    coordl_get_stats(L, &st);
+    uint64_t items = st.items;
+    for (;;) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        coordl_get_stats(L, &st);
+        if (st.items == items) return;
+        items = st.items;
+    }
 }
 
 #endif

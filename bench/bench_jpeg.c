@@ -41,49 +41,18 @@
  * With BENCH_PERF_CTL naming a perf control fifo, perf is enabled only
  * around the converted on-handle's timed runs (for the profile split).
  */
-#include <setjmp.h>
 #include <stdio.h>
 
 #include <jpeglib.h> /* after stdio.h */
 
+#define BENCH_PROG "bench_jpeg"
 #include "bench_common.h"
-#include "coordl.h"
-
-static volatile unsigned sink;
-static FILE *perf_ctl;
-
-static void perf_enable(int on)
-{
-    if (!perf_ctl) return;
-    fputs(on ? "enable\n" : "disable\n", perf_ctl);
-    fflush(perf_ctl);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median_of(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+#include "bench_floor.h"
 
 static coordl *open_handle(const char *data, int threads, uint64_t cache_bytes, int random_access,
                            float budget)
 {
-    coordl_config cfg = coordl_config_default();
-    cfg.source = data;
-    cfg.pipeline = COORDL_PIPE_TRAIN;
-    cfg.batch_size = 64;
-    cfg.out_w = cfg.out_h = 224;
-    cfg.layout = COORDL_F32_NCHW;
-    cfg.flip = 1;
-    cfg.threads = threads;
-    cfg.cache_bytes = cache_bytes;
-    cfg.seed = 42;
+    coordl_config cfg = train_config(data, threads, 64, cache_bytes);
 #ifndef BENCH_BASE
     cfg.jpeg_random_access = random_access;
     if (budget >= 0.0f) cfg.jpeg_rewrite_budget = budget;
@@ -91,121 +60,15 @@ static coordl *open_handle(const char *data, int threads, uint64_t cache_bytes, 
     (void)random_access;
     (void)budget;
 #endif
-    coordl *L = NULL;
-    coordl_status rc = coordl_open(&cfg, &L);
-    if (rc != COORDL_OK) {
-        fprintf(stderr, "bench_jpeg: coordl_open: %s: %s\n", coordl_strerror(rc), coordl_errmsg(NULL));
-        exit(1);
-    }
-    return L;
+    return open_or_exit(&cfg);
 }
 
-static coordl_status next_batch(coordl *L, coordl_batch *b)
-{
-    coordl_status rc = coordl_next(L, b);
-    if (rc != COORDL_OK && rc != COORDL_END_OF_EPOCH) {
-        fprintf(stderr, "bench_jpeg: coordl_next: %s: %s\n", coordl_strerror(rc), coordl_errmsg(L));
-        exit(1);
-    }
-    return rc;
-}
-
-/* Consumes batches until `images` rows have been seen or the epoch ends
- * (stop_at_end); returns the rows seen. */
-static uint64_t consume(coordl *L, uint64_t images, int stop_at_end, int *ended)
-{
-    uint64_t seen = 0;
-    *ended = 0;
-    while (seen < images) {
-        coordl_batch b;
-        if (next_batch(L, &b) == COORDL_END_OF_EPOCH) {
-            if (stop_at_end) { *ended = 1; break; }
-            continue;
-        }
-        sink += ((const unsigned char *)b.data)[b.data_bytes / 2];
-        seen += b.n;
-        coordl_release(L, &b);
-    }
-    return seen;
-}
-
-/* Waits until the workers have refilled the ring and gone idle (no item
- * prepared for 100 ms). */
-static void settle(coordl *L)
-{
-    coordl_stats st;
-    coordl_get_stats(L, &st);
-    uint64_t items = st.items;
-    for (;;) {
-        struct timespec ts = {0, 100 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-        coordl_get_stats(L, &st);
-        if (st.items == items) return;
-        items = st.items;
-    }
-}
-
-/* ---- the decode floor (as bench_prep's) --------------------------------- */
-
-typedef struct {
-    unsigned char **bytes;
-    uint64_t *sizes;
-    size_t n, pos;
-    unsigned char *rgb;
-    size_t rgb_cap;
-    struct jpeg_decompress_struct d;
-    struct jpeg_error_mgr em;
-} floor_state;
-
-static void floor_init(floor_state *fs, const file_list *fl)
-{
-    memset(fs, 0, sizeof *fs);
-    fs->n = fl->n;
-    fs->bytes = xmalloc(fl->n * sizeof *fs->bytes);
-    fs->sizes = xmalloc(fl->n * sizeof *fs->sizes);
-    for (size_t i = 0; i < fl->n; i++) {
-        FILE *f = fopen(fl->paths[i], "rb");
-        if (!f) { perror(fl->paths[i]); exit(1); }
-        fs->sizes[i] = fl->sizes[i];
-        fs->bytes[i] = xmalloc(fl->sizes[i]);
-        if (fread(fs->bytes[i], 1, fl->sizes[i], f) != fl->sizes[i]) {
-            fprintf(stderr, "bench_jpeg: short read %s\n", fl->paths[i]);
-            exit(1);
-        }
-        fclose(f);
-    }
-    fs->d.err = jpeg_std_error(&fs->em);
-    jpeg_create_decompress(&fs->d);
-}
+/* ---- the decode floor (bench_floor.h, as bench_prep's) ----------------- */
 
 static double measure_floor(floor_state *fs, uint64_t images, double *per_cpu_s)
 {
     double t0 = now_s(), c0 = cpu_s();
-    for (uint64_t k = 0; k < images; k++) {
-        /* a fixed stride through the files: a different one each time */
-        size_t i = fs->pos;
-        fs->pos = (fs->pos + 7919) % fs->n;
-        struct jpeg_decompress_struct *d = &fs->d;
-        jpeg_mem_src(d, fs->bytes[i], (unsigned long)fs->sizes[i]);
-        jpeg_read_header(d, TRUE);
-        d->out_color_space = JCS_RGB;
-        jpeg_start_decompress(d);
-        size_t stride = (size_t)d->output_width * 3, need = stride * (size_t)d->output_height;
-        if (need > fs->rgb_cap) {
-            free(fs->rgb);
-            fs->rgb = xmalloc(need);
-            fs->rgb_cap = need;
-        }
-        while (d->output_scanline < d->output_height) {
-            JSAMPROW rows[16];
-            JDIMENSION want = d->output_height - d->output_scanline;
-            if (want > 16) want = 16;
-            for (JDIMENSION r = 0; r < want; r++) rows[r] = fs->rgb + (size_t)(d->output_scanline + r) * stride;
-            jpeg_read_scanlines(d, rows, want);
-        }
-        jpeg_finish_decompress(d);
-        sink += fs->rgb[need / 2];
-    }
+    for (uint64_t k = 0; k < images; k++) floor_decode_one(fs);
     *per_cpu_s = (double)images / (cpu_s() - c0);
     return (double)images / (now_s() - t0);
 }
@@ -216,8 +79,7 @@ static int first_epoch(const char *data, int threads, uint64_t cache_bytes, int 
 {
     double t0 = now_s(), c0 = cpu_s();
     coordl *L = open_handle(data, threads, cache_bytes, random_access, -1.0f);
-    int ended;
-    uint64_t seen = consume(L, UINT64_MAX, 1, &ended);
+    uint64_t seen = consume(L, UINT64_MAX, 1);
     double t1 = now_s(), c1 = cpu_s();
     coordl_stats st;
     coordl_get_stats(L, &st);
@@ -251,9 +113,8 @@ typedef struct {
  * prepared before, as in training). */
 static double run_epoch(handle *h)
 {
-    int ended;
     const double t0 = now_s();
-    const uint64_t seen = consume(h->L, UINT64_MAX, 1, &ended);
+    const uint64_t seen = consume(h->L, UINT64_MAX, 1);
     const double rate = (double)seen / (now_s() - t0);
     coordl_get_stats(h->L, &h->st);
     return rate;
@@ -264,11 +125,10 @@ static double run_epoch(handle *h)
  * jobs on the machine take from it. */
 static double time_images(handle *h, uint64_t prefetch_images, uint64_t images, int profile, double *per_cpu_s)
 {
-    int ended;
-    consume(h->L, prefetch_images, 0, &ended);
+    consume(h->L, prefetch_images, 0);
     if (profile) perf_enable(1);
     double t0 = now_s(), c0 = cpu_s();
-    uint64_t seen = consume(h->L, images, 0, &ended);
+    uint64_t seen = consume(h->L, images, 0);
     double rate = (double)seen / (now_s() - t0);
     *per_cpu_s = (double)seen / (cpu_s() - c0);
     if (profile) perf_enable(0);
@@ -318,8 +178,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "bench_jpeg: built with BENCH_BASE: only --first-epoch\n");
     return 2;
 #else
-    const char *ctl = getenv("BENCH_PERF_CTL");
-    if (ctl && *ctl && !(perf_ctl = fopen(ctl, "w"))) perror(ctl);
+    perf_ctl_open();
     const uint64_t prefetch_images = (uint64_t)coordl_config_default().prefetch_batches * 64;
     printf("bench_jpeg: %zu files, %.1f MB, %d thread(s); train 224 F32 NCHW flip, batch 64, whole dataset "
            "cached\n", fl.n, fl.total_bytes / 1e6, threads);
@@ -380,8 +239,8 @@ int main(int argc, char **argv)
         printf("\n");
         fflush(stdout);
     }
-    const double m_on = median_of(r_on, rounds), m_off = median_of(r_off, rounds),
-                 m_fl = with_floor ? median_of(r_fl, rounds) : 0.0;
+    const double m_on = median(r_on, (size_t)rounds), m_off = median(r_off, (size_t)rounds),
+                 m_fl = with_floor ? median(r_fl, (size_t)rounds) : 0.0;
     printf("  median: on %.1f img/s (%.1f per core), off %.1f (%.1f per core)", m_on, m_on / threads, m_off,
            m_off / threads);
     if (with_floor) printf(", floor %.1f", m_fl);
@@ -389,8 +248,8 @@ int main(int argc, char **argv)
     if (with_floor) printf(", on/floor %.2fx, off/floor %.2fx", m_on / m_fl, m_off / m_fl);
     printf("\n");
     printf("RESULT ra_conv %d %.1f %.1f %.1f\n", threads, m_on, m_off, m_fl);
-    const double mc_on = median_of(c_on, rounds), mc_off = median_of(c_off, rounds),
-                 mc_fl = with_floor ? median_of(c_fl, rounds) : 0.0;
+    const double mc_on = median(c_on, (size_t)rounds), mc_off = median(c_off, (size_t)rounds),
+                 mc_fl = with_floor ? median(c_fl, (size_t)rounds) : 0.0;
     printf("  per CPU-second (median): on %.1f, off %.1f", mc_on, mc_off);
     if (with_floor) printf(", floor %.1f: on/floor %.2fx", mc_fl, mc_on / mc_fl);
     printf(", on/off %.2fx\n", mc_on / mc_off);
@@ -408,20 +267,14 @@ int main(int argc, char **argv)
            converted_at < 0 ? -1 : converted_at + 1);
     coordl_close(on.L);
     coordl_close(off.L);
-    if (with_floor) {
-        jpeg_destroy_decompress(&fs.d);
-        for (size_t i = 0; i < fs.n; i++) free(fs.bytes[i]);
-        free(fs.bytes);
-        free(fs.sizes);
-        free(fs.rgb);
-    }
+    if (with_floor) floor_free(&fs);
     free(r_on);
     free(r_off);
     free(r_fl);
     free(c_on);
     free(c_off);
     free(c_fl);
-    if (perf_ctl) fclose(perf_ctl);
+    perf_ctl_close();
     return 0;
 #endif
 }

@@ -25,8 +25,8 @@
  * and per ratio:
  *   RESULT ratio <name> <ratio of medians>
  */
+#define BENCH_PROG "bench_placement"
 #include "bench_common.h"
-#include "coordl.h"
 
 enum { B1P1, B0P1, B1P0, B0P0, NCASES };
 static const char *case_name[NCASES] = {"bound+pinned", "unbound+pinned", "bound+pageable",
@@ -43,14 +43,6 @@ typedef struct {
     coordl_stats st; /* after the warm-up */
 } bench_case;
 
-static volatile unsigned sink;
-
-static void fail(const char *what, coordl_status rc, const char *msg)
-{
-    fprintf(stderr, "bench_placement: %s: %s: %s\n", what, coordl_strerror(rc), msg);
-    exit(1);
-}
-
 static void log_fn(void *user, coordl_log_level level, const char *msg)
 {
     (void)user;
@@ -60,67 +52,19 @@ static void log_fn(void *user, coordl_log_level level, const char *msg)
 static coordl *open_case(const char *data, int c, int threads, uint32_t batch,
                          uint64_t cache_bytes)
 {
-    coordl_config cfg = coordl_config_default();
-    cfg.source = data;
-    cfg.pipeline = COORDL_PIPE_TRAIN;
-    cfg.batch_size = batch;
-    cfg.out_w = cfg.out_h = 224;
-    cfg.layout = COORDL_F32_NCHW;
-    cfg.flip = 1;
-    cfg.threads = threads;
-    cfg.cache_bytes = cache_bytes;
-    cfg.seed = 42;
+    coordl_config cfg = train_config(data, threads, batch, cache_bytes);
     cfg.bind = case_bind[c];
     cfg.cache_pin = case_pin[c];
     cfg.log = log_fn;
     cfg.log_level = COORDL_LOG_WARN;
-    coordl *L = NULL;
-    coordl_status rc = coordl_open(&cfg, &L);
-    if (rc != COORDL_OK) fail("coordl_open", rc, coordl_errmsg(NULL));
-    return L;
-}
-
-/* Consumes whole batches until `images` rows have been seen (0: until the
- * end of the epoch). */
-static uint64_t consume(coordl *L, uint64_t images)
-{
-    uint64_t seen = 0;
-    while (images == 0 || seen < images) {
-        coordl_batch b;
-        coordl_status rc = coordl_next(L, &b);
-        if (rc == COORDL_END_OF_EPOCH) {
-            if (images == 0) break;
-            continue;
-        }
-        if (rc != COORDL_OK) fail("coordl_next", rc, coordl_errmsg(L));
-        sink += ((const unsigned char *)b.data)[b.data_bytes / 2];
-        seen += b.n;
-        coordl_release(L, &b);
-    }
-    return seen;
-}
-
-/* Waits until the workers have refilled the ring and gone idle (no item
- * prepared for 100 ms), so that they do not run during the next case. */
-static void settle(coordl *L)
-{
-    coordl_stats st;
-    coordl_get_stats(L, &st);
-    uint64_t items = st.items;
-    for (;;) {
-        struct timespec ts = {0, 100 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-        coordl_get_stats(L, &st);
-        if (st.items == items) return;
-        items = st.items;
-    }
+    return open_or_exit(&cfg);
 }
 
 static double measure(bench_case *bc, uint64_t images)
 {
-    consume(bc->L, bc->prefetch_rows); /* prepared while idle: untimed */
+    consume(bc->L, bc->prefetch_rows, 0); /* prepared while idle: untimed */
     double t0 = now_s();
-    uint64_t seen = consume(bc->L, images);
+    uint64_t seen = consume(bc->L, images, 0);
     double t1 = now_s();
     settle(bc->L);
     return (double)seen / (t1 - t0);
@@ -169,7 +113,7 @@ int main(int argc, char **argv)
         bc[c].L = open_case(data, c, threads, batch, cache_bytes);
         bc[c].prefetch_rows = coordl_config_default().prefetch_batches * batch;
         double t0 = now_s();
-        uint64_t seen = consume(bc[c].L, 0);
+        uint64_t seen = consume(bc[c].L, UINT64_MAX, 1); /* the warm-up epoch */
         coordl_get_stats(bc[c].L, &bc[c].st);
         const coordl_stats *st = &bc[c].st;
         printf("  warm-up %-17s %llu images in %.1f s; cache %llu of %zu items; workers on "

@@ -30,13 +30,13 @@
  * With BENCH_PERF_CTL=<fifo> set (perf record --control fifo:<fifo> -D -1),
  * perf is enabled only around the timed runs.
  */
-#include <setjmp.h>
 #include <stdio.h>
 
 #include <jpeglib.h> /* after stdio.h */
 
+#define BENCH_PROG "bench_prep"
 #include "bench_common.h"
-#include "coordl.h"
+#include "bench_floor.h"
 
 enum { CASE_TRAIN1, CASE_TRAINN, CASE_EVAL1, CASE_FLOOR, NCASES };
 static const char *case_name[NCASES] = {"train1", "trainN", "eval1", "floor"};
@@ -54,80 +54,23 @@ typedef struct {
         d_misses, d_stall_ns;
 } bench_case;
 
-static volatile unsigned sink;
-static FILE *perf_ctl;
-
-static void perf_enable(int on)
-{
-    if (!perf_ctl) return;
-    fputs(on ? "enable\n" : "disable\n", perf_ctl);
-    fflush(perf_ctl);
-}
-
 /* ---- coordl cases ------------------------------------------------------ */
 
 static coordl *open_case(const char *data, coordl_pipeline pipe, int threads,
                          uint32_t batch, uint64_t cache_bytes)
 {
-    coordl_config cfg = coordl_config_default();
-    cfg.source = data;
+    coordl_config cfg = train_config(data, threads, batch, cache_bytes);
     cfg.pipeline = pipe;
-    cfg.batch_size = batch;
-    cfg.out_w = cfg.out_h = 224;
-    cfg.layout = COORDL_F32_NCHW;
-    cfg.flip = 1;
-    cfg.threads = threads;
-    cfg.cache_bytes = cache_bytes;
-    cfg.seed = 42;
     /* the ROI path, whatever the idle rounds would convert: random access
      * has its own part (bench_jpeg) */
     cfg.jpeg_random_access = 0;
-    coordl *L = NULL;
-    coordl_status rc = coordl_open(&cfg, &L);
-    if (rc != COORDL_OK) {
-        fprintf(stderr, "bench_prep: coordl_open: %s: %s\n", coordl_strerror(rc),
-                coordl_errmsg(NULL));
-        exit(1);
-    }
-    return L;
-}
-
-/* Consumes batches until `images` rows have been seen (whole batches). */
-static uint64_t consume(coordl *L, uint64_t images)
-{
-    uint64_t seen = 0;
-    while (seen < images) {
-        coordl_batch b;
-        coordl_status rc = coordl_next(L, &b);
-        if (rc == COORDL_END_OF_EPOCH) continue;
-        if (rc != COORDL_OK) {
-            fprintf(stderr, "bench_prep: coordl_next: %s: %s\n", coordl_strerror(rc),
-                    coordl_errmsg(L));
-            exit(1);
-        }
-        sink += ((const unsigned char *)b.data)[b.data_bytes / 2];
-        seen += b.n;
-        coordl_release(L, &b);
-    }
-    return seen;
+    return open_or_exit(&cfg);
 }
 
 static void warm_up(bench_case *bc, const char *name)
 {
     double t0 = now_s();
-    uint64_t seen = 0;
-    for (;;) {
-        coordl_batch b;
-        coordl_status rc = coordl_next(bc->L, &b);
-        if (rc == COORDL_END_OF_EPOCH) break;
-        if (rc != COORDL_OK) {
-            fprintf(stderr, "bench_prep: warm-up coordl_next: %s: %s\n", coordl_strerror(rc),
-                    coordl_errmsg(bc->L));
-            exit(1);
-        }
-        seen += b.n;
-        coordl_release(bc->L, &b);
-    }
+    uint64_t seen = consume(bc->L, UINT64_MAX, 1);
     coordl_stats st;
     coordl_get_stats(bc->L, &st);
     printf("  warm-up %-7s %llu images in %.1f s; cache holds %llu of %llu items "
@@ -144,31 +87,15 @@ static void warm_up(bench_case *bc, const char *name)
     }
 }
 
-/* Waits until the workers have refilled the ring and gone idle (no item
- * prepared for 100 ms), so that they do not eat into the next case's run. */
-static void settle(coordl *L)
-{
-    coordl_stats st;
-    coordl_get_stats(L, &st);
-    uint64_t items = st.items;
-    for (;;) {
-        struct timespec ts = {0, 100 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-        coordl_get_stats(L, &st);
-        if (st.items == items) return;
-        items = st.items;
-    }
-}
-
 static double measure_coordl(bench_case *bc, uint64_t images, double *cpu_frac)
 {
     /* batches prepared while the handle sat idle come out untimed */
-    consume(bc->L, (uint64_t)bc->prefetch);
+    consume(bc->L, (uint64_t)bc->prefetch, 0);
     coordl_stats s0, s1;
     coordl_get_stats(bc->L, &s0);
     perf_enable(1);
     double c0 = cpu_s(), t0 = now_s();
-    uint64_t seen = consume(bc->L, images);
+    uint64_t seen = consume(bc->L, images, 0);
     double t1 = now_s(), c1 = cpu_s();
     perf_enable(0);
     coordl_get_stats(bc->L, &s1);
@@ -184,93 +111,7 @@ static double measure_coordl(bench_case *bc, uint64_t images, double *cpu_frac)
     return (double)seen / (t1 - t0);
 }
 
-/* ---- the decode floor -------------------------------------------------- */
-
-typedef struct {
-    unsigned char **bytes;
-    uint64_t *sizes;
-    size_t n;
-    size_t *order; /* a fixed shuffle, walked cyclically */
-    size_t pos;
-    unsigned char *rgb;
-    size_t rgb_cap;
-    struct jpeg_decompress_struct d;
-    struct jpeg_error_mgr em;
-    jmp_buf jb;
-} floor_state;
-
-static void floor_error_exit(j_common_ptr c)
-{
-    floor_state *fs = (floor_state *)c->client_data;
-    char msg[JMSG_LENGTH_MAX];
-    c->err->format_message(c, msg);
-    fprintf(stderr, "bench_prep: libjpeg: %s\n", msg);
-    longjmp(fs->jb, 1);
-}
-
-static void floor_init(floor_state *fs, const file_list *fl)
-{
-    memset(fs, 0, sizeof *fs);
-    fs->n = fl->n;
-    fs->bytes = xmalloc(fl->n * sizeof *fs->bytes);
-    fs->sizes = xmalloc(fl->n * sizeof *fs->sizes);
-    fs->order = xmalloc(fl->n * sizeof *fs->order);
-    for (size_t i = 0; i < fl->n; i++) {
-        FILE *f = fopen(fl->paths[i], "rb");
-        if (!f) { perror(fl->paths[i]); exit(1); }
-        fs->sizes[i] = fl->sizes[i];
-        fs->bytes[i] = xmalloc(fl->sizes[i]);
-        if (fread(fs->bytes[i], 1, fl->sizes[i], f) != fl->sizes[i]) {
-            fprintf(stderr, "bench_prep: short read %s\n", fl->paths[i]);
-            exit(1);
-        }
-        fclose(f);
-        fs->order[i] = i;
-    }
-    uint64_t r = 12345;
-    for (size_t i = fl->n; i > 1; i--) {
-        r = r * 6364136223846793005ull + 1442695040888963407ull;
-        size_t j = (size_t)((r >> 33) % i), t = fs->order[i - 1];
-        fs->order[i - 1] = fs->order[j];
-        fs->order[j] = t;
-    }
-    fs->d.err = jpeg_std_error(&fs->em);
-    fs->em.error_exit = floor_error_exit;
-    jpeg_create_decompress(&fs->d);
-    fs->d.client_data = fs;
-}
-
-static void floor_decode_one(floor_state *fs)
-{
-    size_t i = fs->order[fs->pos];
-    fs->pos = (fs->pos + 1) % fs->n;
-    struct jpeg_decompress_struct *d = &fs->d;
-    if (setjmp(fs->jb)) {
-        fprintf(stderr, "bench_prep: cannot decode item %zu\n", i);
-        exit(1);
-    }
-    jpeg_mem_src(d, fs->bytes[i], (unsigned long)fs->sizes[i]);
-    jpeg_read_header(d, TRUE);
-    d->out_color_space = JCS_RGB;
-    jpeg_start_decompress(d);
-    size_t stride = (size_t)d->output_width * 3,
-           need = stride * (size_t)d->output_height;
-    if (need > fs->rgb_cap) {
-        free(fs->rgb);
-        fs->rgb = xmalloc(need);
-        fs->rgb_cap = need;
-    }
-    while (d->output_scanline < d->output_height) {
-        JSAMPROW rows[16];
-        JDIMENSION k, want = d->output_height - d->output_scanline;
-        if (want > 16) want = 16;
-        for (k = 0; k < want; k++)
-            rows[k] = fs->rgb + (size_t)(d->output_scanline + k) * stride;
-        jpeg_read_scanlines(d, rows, want);
-    }
-    jpeg_finish_decompress(d);
-    sink += fs->rgb[need / 2];
-}
+/* ---- the decode floor (bench_floor.h) ---------------------------------- */
 
 static double measure_floor(floor_state *fs, uint64_t images, double *cpu_frac)
 {
@@ -279,16 +120,6 @@ static double measure_floor(floor_state *fs, uint64_t images, double *cpu_frac)
     double t1 = now_s(), c1 = cpu_s();
     *cpu_frac = (c1 - c0) / (t1 - t0);
     return (double)images / (t1 - t0);
-}
-
-static void floor_free(floor_state *fs)
-{
-    jpeg_destroy_decompress(&fs->d);
-    for (size_t i = 0; i < fs->n; i++) free(fs->bytes[i]);
-    free(fs->bytes);
-    free(fs->sizes);
-    free(fs->order);
-    free(fs->rgb);
 }
 
 /* ---- main -------------------------------------------------------------- */
@@ -317,11 +148,7 @@ int main(int argc, char **argv)
         else usage();
     }
     if (!data || images == 0 || rounds <= 0 || batch == 0) usage();
-    const char *ctl = getenv("BENCH_PERF_CTL");
-    if (ctl && *ctl) {
-        perf_ctl = fopen(ctl, "w");
-        if (!perf_ctl) perror(ctl);
-    }
+    perf_ctl_open();
 
     file_list fl;
     if (list_image_folder(data, &fl) != 0 || fl.n == 0) {
@@ -403,6 +230,6 @@ int main(int argc, char **argv)
     }
     if (bc[CASE_FLOOR].on) floor_free(&fs);
     free_file_list(&fl);
-    if (perf_ctl) fclose(perf_ctl);
+    perf_ctl_close();
     return 0;
 }

@@ -96,7 +96,7 @@ apt_install() { # apt_install PACKAGE: install it, updating the lists once if ne
 
 build() { # build NAME [needs-lib]
     local src=bench/$1.c bin=$OUT/$1
-    local deps=("$src" bench/bench_common.h)
+    local deps=("$src" bench/bench_common.h bench/bench_floor.h)
     [ "${2:-}" = lib ] && deps+=(build/libcoordl.a coordl.h)
     local stale=0 d
     [ -x "$bin" ] || stale=1
