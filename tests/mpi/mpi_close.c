@@ -93,12 +93,8 @@ static int close_during_peer_wait(const char *root, int hang_ms, double *lag_s) 
 }
 
 int main(int argc, char **argv) {
-    int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_world);
     char root[512];
-    snprintf(root, sizeof root, "%s-close", argc > 1 ? argv[1] : "build/mpi-data");
+    mpi_start(&argc, &argv, "close", root, sizeof root);
     make_dataset(root, 4, 16); /* 64 items: 8 batches of 4 per rank at 2 ranks */
     g_bytes = dataset_bytes(root);
     if (g_rank == 0) printf("mpi_close: %d ranks\n", g_world);

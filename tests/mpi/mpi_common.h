@@ -58,6 +58,17 @@ static inline void watchdog(const char *step, unsigned seconds) {
 
 static inline void silent_log(void *u, coordl_log_level l, const char *m) { (void)u; (void)l; (void)m; }
 
+/* MPI_Init_thread with MPI_THREAD_MULTIPLE (the peer thread), g_rank and
+ * g_world; root gets the test's own dataset directory,
+ * "<argv[1] or build/mpi-data>-<name>". */
+static inline void mpi_start(int *argc, char ***argv, const char *name, char *root, size_t root_size) {
+    int provided;
+    MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_world);
+    snprintf(root, root_size, "%s-%s", *argc > 1 ? (*argv)[1] : "build/mpi-data", name);
+}
+
 /* --- dataset ---------------------------------------------------------- */
 static inline void write_jpeg(const char *path, int w, int h, unsigned seed) {
     struct jpeg_compress_struct c;
@@ -71,15 +82,17 @@ static inline void write_jpeg(const char *path, int w, int h, unsigned seed) {
     jpeg_set_defaults(&c);
     jpeg_set_quality(&c, 90, TRUE);
     jpeg_start_compress(&c, TRUE);
-    unsigned char row[3 * 128];
+    unsigned char *row = malloc((size_t)w * 3);
+    if (!row) { fprintf(stderr, "write_jpeg: out of memory\n"); MPI_Abort(MPI_COMM_WORLD, 2); }
     while (c.next_scanline < c.image_height) {
-        for (int x = 0; x < w && x < 128; x++) {
+        for (int x = 0; x < w; x++) {
             unsigned v = (unsigned)(x * 7 + (int)c.next_scanline * 3) * (seed | 1u);
             row[3 * x] = (unsigned char)(v >> 3); row[3 * x + 1] = (unsigned char)(v >> 7); row[3 * x + 2] = (unsigned char)seed;
         }
         JSAMPROW r = row;
         jpeg_write_scanlines(&c, &r, 1);
     }
+    free(row);
     jpeg_finish_compress(&c);
     jpeg_destroy_compress(&c);
     fclose(f);

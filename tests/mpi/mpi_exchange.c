@@ -78,13 +78,9 @@ static int run(const char *root, int with_peers, run_out *o) {
 }
 
 int main(int argc, char **argv) {
-    int provided;
     g_main = pthread_self();
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_world);
     char root[512];
-    snprintf(root, sizeof root, "%s-exchange", argc > 1 ? argv[1] : "build/mpi-data");
+    mpi_start(&argc, &argv, "exchange", root, sizeof root);
     make_dataset(root, 4, 16); /* 64 items */
     g_bytes = dataset_bytes(root);
     if (g_rank == 0) printf("mpi_exchange: %d ranks\n", g_world);

@@ -139,12 +139,8 @@ static long live_now(void) {
 }
 
 int main(int argc, char **argv) {
-    int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_world);
     char root[512];
-    snprintf(root, sizeof root, "%s-hooks", argc > 1 ? argv[1] : "build/mpi-data");
+    mpi_start(&argc, &argv, "hooks", root, sizeof root);
     make_dataset(root, 4, 16); /* 64 items */
     const uint64_t bytes = dataset_bytes(root);
     if (g_rank == 0) printf("mpi_hooks: %d ranks\n", g_world);

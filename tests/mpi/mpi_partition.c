@@ -81,11 +81,8 @@ static int cmp_u64(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_world);
-    const char *root = argc > 1 ? argv[1] : "build/mpi-data";
+    char root[512];
+    mpi_start(&argc, &argv, "partition", root, sizeof root);
     make_dataset(root, 8, 25); /* 200 items */
     if (g_rank == 0) printf("mpi_partition: %d ranks\n", g_world);
 

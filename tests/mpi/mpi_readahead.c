@@ -9,55 +9,12 @@
  * ahead (it does not wait for the map there, as the workers do not) and
  * nothing after it. Prints "N passed, M failed" on rank 0; exit status
  * non-zero on failure. */
-#include <mpi.h>
 #include <pthread.h>
-#include <stdio.h>
-#include <jpeglib.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "coordl.h"
+#include "mpi_common.h"
 
 #define EPOCHS 3
-static int g_rank, g_world, g_pass, g_fail;
-
-static void check(int ok, const char *what) {
-    int all_ok = 0;
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-    if (g_rank == 0) printf("  %s: %s\n", all_ok ? "ok  " : "FAIL", what);
-    if (all_ok) g_pass++; else g_fail++;
-}
-
-static void write_jpeg(const char *path, int w, int h, unsigned seed) {
-    struct jpeg_compress_struct c;
-    struct jpeg_error_mgr e;
-    FILE *f = fopen(path, "wb");
-    if (!f) { perror(path); MPI_Abort(MPI_COMM_WORLD, 2); }
-    c.err = jpeg_std_error(&e);
-    jpeg_create_compress(&c);
-    jpeg_stdio_dest(&c, f);
-    c.image_width = (JDIMENSION)w; c.image_height = (JDIMENSION)h; c.input_components = 3; c.in_color_space = JCS_RGB;
-    jpeg_set_defaults(&c);
-    jpeg_set_quality(&c, 90, TRUE);
-    jpeg_start_compress(&c, TRUE);
-    unsigned char *row = malloc((size_t)w * 3);
-    while (c.next_scanline < c.image_height) {
-        for (int x = 0; x < w; x++) {
-            unsigned v = (unsigned)(x * 5 + (int)c.next_scanline * 11) * (seed | 1u);
-            row[3 * x] = (unsigned char)(v >> 2); row[3 * x + 1] = (unsigned char)(v >> 9); row[3 * x + 2] = (unsigned char)seed;
-        }
-        JSAMPROW r = row;
-        jpeg_write_scanlines(&c, &r, 1);
-    }
-    free(row);
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
-    fclose(f);
-}
-
-static void silent_log(void *u, coordl_log_level l, const char *m) { (void)u; (void)l; (void)m; }
+static uint64_t g_bytes;
 
 /* The POSIX reader, 5 ms slower in a worker's own reads (threads named
  * coordl-w*): the checks that the read-ahead read epoch 0 (and, resumed,
@@ -90,14 +47,8 @@ static int run(const char *root, uint32_t readahead, uint64_t first, int budget_
     cfg.readahead_items = readahead;
     MPI_Comm comm = MPI_COMM_WORLD;
     cfg.mpi_comm = &comm;
-    coordl_config probe = cfg;
-    probe.mpi_comm = NULL;
-    coordl *P;
-    if (coordl_open(&probe, &P) != COORDL_OK) { fprintf(stderr, "probe: %s\n", coordl_errmsg(NULL)); return 0; }
-    coordl_stats ps;
-    coordl_get_stats(P, &ps);
-    coordl_close(P);
-    cfg.cache_bytes = ps.dataset_bytes * (uint64_t)budget_pct / 100;
+    if (g_bytes == 0) return 0; /* the probe failed */
+    cfg.cache_bytes = g_bytes * (uint64_t)budget_pct / 100;
     cfg.io = &slow;
     coordl *L;
     if (coordl_open(&cfg, &L) != COORDL_OK) { fprintf(stderr, "rank %d open: %s\n", g_rank, coordl_errmsg(NULL)); return 0; }
@@ -110,17 +61,7 @@ static int run(const char *root, uint32_t readahead, uint64_t first, int budget_
     coordl_get_stats(L, &s0); /* the rows prepared before the seek are done with */
     o->ra_hits_at_start = s0.readahead_hits;
     for (uint64_t e = first; e < EPOCHS; e++) {
-        unsigned long long h = 1469598103934665603ull;
-        coordl_batch b;
-        coordl_status rc;
-        while ((rc = coordl_next(L, &b)) == COORDL_OK) {
-            const unsigned char *p = b.data;
-            for (size_t i = 0; i < b.data_bytes; i++) h = (h ^ p[i]) * 1099511628211ull;
-            for (uint32_t i = 0; i < b.n; i++) h = (h ^ b.ids[i]) * 1099511628211ull;
-            coordl_release(L, &b);
-        }
-        if (rc != COORDL_END_OF_EPOCH) { fprintf(stderr, "rank %d: %s\n", g_rank, coordl_errmsg(L)); coordl_close(L); return 0; }
-        o->hash[e] = h;
+        if (consume_epoch(L, &o->hash[e]) != COORDL_OK) { coordl_close(L); return 0; }
         if (e == first) {
             coordl_stats s;
             coordl_get_stats(L, &s);
@@ -139,26 +80,10 @@ static int run(const char *root, uint32_t readahead, uint64_t first, int budget_
 }
 
 int main(int argc, char **argv) {
-    int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_world);
     char root[512];
-    snprintf(root, sizeof root, "%s-ra", argc > 1 ? argv[1] : "mpi-data");
-    if (g_rank == 0) {
-        mkdir(root, 0700);
-        for (int k = 0; k < 3; k++) {
-            char dir[600];
-            snprintf(dir, sizeof dir, "%s/c%02d", root, k);
-            mkdir(dir, 0700);
-            for (int i = 0; i < 24; i++) {
-                char path[700];
-                snprintf(path, sizeof path, "%s/img%03d.jpg", dir, i);
-                write_jpeg(path, 32 + (i * 7 + k) % 24, 28 + (i * 3 + k) % 20, (unsigned)(k * 100 + i));
-            }
-        }
-    }
-    MPI_Barrier(MPI_COMM_WORLD);
+    mpi_start(&argc, &argv, "ra", root, sizeof root);
+    make_dataset(root, 3, 24); /* 72 items */
+    g_bytes = dataset_bytes(root);
     if (g_rank == 0) printf("mpi_readahead: %d ranks\n", g_world);
     run_out off, on, resumed;
     int ok = run(root, 0, 0, 60, &off);
@@ -184,8 +109,5 @@ int main(int argc, char **argv) {
           "resumed: rows of epoch 1 (the admission epoch) were read ahead");
     check(resumed.ra_reads_end == resumed.ra_reads_after_first, "resumed: the read-ahead reads nothing after epoch 1");
     check(resumed.storage_end == resumed.storage_after_first, "resumed: no storage read after epoch 1");
-    if (g_rank == 0) printf("mpi_readahead: %d passed, %d failed\n", g_pass, g_fail);
-    MPI_Barrier(MPI_COMM_WORLD);
-    MPI_Finalize();
-    return g_fail ? 1 : 0;
+    return finish();
 }

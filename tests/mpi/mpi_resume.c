@@ -59,12 +59,8 @@ static int run(const char *root, uint64_t seek_epoch, int seek_mid, run_out *o) 
 }
 
 int main(int argc, char **argv) {
-    int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_world);
     char root[512];
-    snprintf(root, sizeof root, "%s-resume", argc > 1 ? argv[1] : "build/mpi-data");
+    mpi_start(&argc, &argv, "resume", root, sizeof root);
     make_dataset(root, 4, 24); /* 96 items */
     g_bytes = dataset_bytes(root);
     if (g_rank == 0) printf("mpi_resume: %d ranks\n", g_world);
