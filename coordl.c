@@ -7719,6 +7719,8 @@ static void cdl__group_beat(coordl *L, uint64_t now) {
     if (cdl__member_current(L)) atomic_store(&L->S->members[L->me].heartbeat_ns, now);
 }
 
+static int cdl__group_lock_until(pthread_mutex_t *mu, uint64_t deadline_ns);
+
 /* The member thread's stream lock: polled, beating while it waits. A
  * member thread blocked on the lock would fall silent while its process
  * lives: a holder stopped (SIGSTOP, a debugger, a suspended job) for
@@ -7726,16 +7728,10 @@ static void cdl__group_beat(coordl *L, uint64_t now) {
  * that waited for it silent and drop them all. A lock held for
  * microseconds is had at the first try or after a yield. */
 static void cdl__lock_beating(coordl *L) {
-    for (int tries = 0;; tries++) {
-        const int e = pthread_mutex_trylock(&L->S->mu);
-        if (e != EBUSY) {
-            cdl__lock_acquired(L, e);
-            return;
-        }
-        cdl__group_beat(L, cdl__now_ns());
-        if (tries < 16) sched_yield();
-        else usleep(1000);
-    }
+    int e;
+    while ((e = cdl__group_lock_until(&L->S->mu, cdl__now_ns() + 10000000ull)) == ETIMEDOUT)
+        cdl__group_beat(L, cdl__now_ns()); /* every 10 ms of waiting */
+    cdl__lock_acquired(L, e);
 }
 
 /* One round of the member thread: this member's heartbeat, then every
@@ -7839,8 +7835,9 @@ static void cdl__member_thread_stop(coordl *L) {
  * pthread's result (0, EOWNERDEAD, ETIMEDOUT, ...). */
 static int cdl__group_lock_until(pthread_mutex_t *mu, uint64_t deadline_ns) {
     /* polled: timedlock/clocklock would do, but ThreadSanitizer does not
-     * follow their EOWNERDEAD; this runs once per open, and a lock held
-     * for microseconds is had within one retry */
+     * follow their EOWNERDEAD; this runs at open and while a member
+     * thread waits, and a lock held for microseconds is had within one
+     * retry */
     for (int tries = 0;; tries++) {
         const int e = pthread_mutex_trylock(mu);
         if (e != EBUSY) return e;
