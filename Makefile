@@ -13,6 +13,10 @@
 #                   ASan + UBSan) for FUZZ_SECONDS each; make test replays their
 #                   seed corpus and tests/fuzz/regress/ without libFuzzer
 #   make test-switches    the vendoring switches (COORDL_NO_*), each and all together
+#   make amalgamation     regenerate coordl.c from the modules in src/ (never
+#                   edit coordl.c by hand); make check-source checks it is
+#                   current, that no layer calls up, and that every module
+#                   compiles on its own (make test runs it first)
 MPI     ?= 0
 ifeq ($(MPI),1)
 CC      := mpicc
@@ -105,10 +109,23 @@ $(BUILD)/.deps-ok: tools/install-deps.sh
 # CMakeLists.txt registers the same suite with ctest (tests/test_*.c, the
 # EXAMPLE_CHECKS below, tests/abi, tests/mpi): a new kind of step here needs
 # its add_test there.
-test: deps
+test: deps check-source
 	$(MAKE) run-tests
 	$(MAKE) BUILD=$(BUILD)-nohwloc EXTRA_CFLAGS="$(EXTRA_CFLAGS) -DCOORDL_NO_HWLOC -DCOORDL_DEBUG" HWLOC_LIB= run-tests
 	$(MAKE) test-abi
+
+# coordl.c is the amalgamation of src/ (tools/amalgamate.py, in the layer
+# order of src/modules.txt). check-source: it matches src/, no lower layer
+# uses a name of a higher one (tools/check-layers.py), and every module
+# compiles on its own, warning-free.
+.PHONY: amalgamation check-source
+amalgamation:
+	python3 tools/amalgamate.py
+check-source:
+	python3 tools/amalgamate.py --check
+	python3 tools/check-layers.py
+	@for f in src/*.c; do $(CC) -std=gnu11 -fsyntax-only $(CPPFLAGS) $(WARN) -Werror -I. -Isrc $$f || exit 1; done; \
+	echo "check-source: every module in src/ compiles on its own"
 
 # A client built against the 0.3.0 header (and one against a header from
 # the future) runs against today's library, static and shared, with every

@@ -1,35 +1,52 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * coordl.c - an embedded, in-process data loader for C training engines.
- * See coordl.h for the API and docs/DESIGN.md for the design (data flow,
- * seams, determinism contract, shm and MPI protocols).
- * Build: C11 + pthreads, libjpeg(-turbo), stb_image (header only).
  *
- * Section map (data-flow order: follow one batch from top to bottom)
- *   1. Platform and build options
- *   2. Errors, logging, allocation, the stream's lock
- *   3. Counter-based randomness      (seed, epoch, item) -> every random choice
- *   4. Placement                      cores and NUMA node(s) from hwloc, at open
- *   5. Arenas                         offset-addressed mmap regions (cache, ring)
- *   6. Storage reader, source index   coordl_io (POSIX default); ImageFolder /
- *                                     list file / token shards / tar shards
- *   7. Sampler                        epoch permutation, rank share, batch rows;
- *                                     llm.c's shard/sample order for tokens
- *   8. MinIO cache                    admit until full, never evict (+ LRU)
- *   9. Fetch                          cache, else peer, else storage (and admit);
- *                                     read-ahead in the known order
- *  10. Peers (MPI)                    partitioned cache: map exchange, requests
- *  11. Sample plan                    crop geometry, drawn before decoding
- *  12. Resampling                     fused resize/flip/normalize (+ jitter)
- *  13. Decode                         JPEG ROI + DCT scaling, restart-marker
- *                                     rewrite and spliced crops; stb_image; tokens; WAV
- *  14. Stream                         the state machine (claim, complete, take,
- *                                     release, drop, repair), ring allocator, workers
- *  15. Coordinated group              the stream in a shm object shared by
- *                                     processes: members, liveness, validation
- *  16. Public API
- *  17. DS-Analyzer                    stats as JSON, differential protocol, what-if
- *  18. Stable ABI                     sized entry points; the 0.3.0 symbols
+ * GENERATED FILE: do not edit. It is the amalgamation of the modules in
+ * src/ (tools/amalgamate.py, `make amalgamation`), in the layer order of
+ * src/modules.txt; CI fails when it differs from them. Edit src/ and
+ * regenerate. See coordl.h for the API and docs/DESIGN.md for the design.
+ *
+ * Modules, lowest layer first (each calls only the ones above it here):
+ *   platform     build switches, system headers, clocks (header only)
+ *   status       status strings, errors and logging, allocation, counters
+ *   rand         counter-based randomness: (seed, stream, epoch, item) -> draws
+ *   placement    cores and NUMA node(s) from hwloc, chosen at open
+ *   arena        offset-addressed mmap regions (cache slab, ring)
+ *   lock         the stream's shared state types and its robust lock, waits, wakes
+ *   worker       a worker's scratch (per-thread buffers every stage reuses)
+ *   io           the coordl_io seam: the POSIX reader, reads through the handle's reader
+ *   index        the item table: ImageFolder and list sources, item accessors
+ *   tar          WebDataset tar shards: scan and index
+ *   source       token shards, the source dispatcher, reading one item's bytes
+ *   sampler      epoch permutation, rank share, batches; llm.c's shard order
+ *   jpeg_layout  JPEG marker walk, restart interval and rewrite room (no libjpeg)
+ *   cache        the MinIO cache (admit until full, never evict) and the LRU one
+ *   peers        the partitioned cache over MPI: map exchange, requests, serving
+ *   readahead    I/O threads reading the known order ahead of the workers
+ *   fetch        where a row's bytes come from: cache, peer, read-ahead, storage
+ *   plan         a sample's crop geometry, drawn before decoding
+ *   resample     resampling tables and the fused resize/flip/normalize pass
+ *   image        decode limits; stb_image (PNG, BMP, PPM, TGA) under a budget
+ *   jpeg         libjpeg decode: ROI, DCT scaling, restart-marker rewrite, splices
+ *   audio        WAV parsing and the audio crop
+ *   decode       tokens, the per-item decode dispatch, the rewrite budget
+ *   config       defaults, validation, output geometry of a config
+ *   stream       the ring and the stream state machine (claim ... repair)
+ *   pool         worker threads: claim, prepare, complete; their placement
+ *   group        the coordinated group: shm object, members, liveness
+ *   api          the public API: open, next, release, seek, set, stats, close
+ *   analyzer     stats JSON, DS-Analyzer's differential protocol and what-if
+ *   abi          sized entry points and the 0.3.0 symbols
  */
+#define CDL_PRIVATE static /* internal across modules, private to this file */
+
+/* ---- src/platform.h ---------------------------------------------------- */
+#ifndef CDL_PLATFORM_H
+#define CDL_PLATFORM_H
+#ifndef CDL_PRIVATE
+#define CDL_PRIVATE /* static in the amalgamation */
+#endif
 
 /* ===================================================================== */
 /* 1. Platform and build options                                         */
@@ -107,63 +124,7 @@
 #include <jerror.h>
 #endif
 
-/* stb_image is compiled into this translation unit with static linkage so
- * that a trainer that also uses stb_image gets no symbol clash. libjpeg
- * handles JPEG unless COORDL_NO_JPEGTURBO is defined. Only the formats
- * coordl documents are compiled in (PNG, BMP, binary PPM/PGM, TGA; JPEG
- * only without libjpeg): GIF, PSD, PIC and HDR bytes are refused, not
- * decoded, whatever the file is named. stb's allocations go through the
- * handle's allocator hooks and the decode budget (section 13). */
 #define CDL_MAX_SIDE (1 << 24) /* longest image side any decoder may report */
-#ifndef COORDL_NO_STB
-#define STB_IMAGE_STATIC
-#define STB_IMAGE_IMPLEMENTATION
-#define STBI_NO_STDIO
-#define STBI_NO_HDR
-#define STBI_NO_LINEAR
-#define STBI_NO_PSD
-#define STBI_NO_PIC
-#define STBI_NO_GIF
-#ifndef COORDL_NO_JPEGTURBO
-#define STBI_NO_JPEG
-#endif
-#define STBI_MAX_DIMENSIONS CDL_MAX_SIDE
-static void *cdl__stb_malloc(size_t n);
-static void *cdl__stb_realloc(void *p, size_t n);
-static void cdl__stb_free(void *p);
-#define STBI_MALLOC(n) cdl__stb_malloc(n)
-#define STBI_REALLOC(p, n) cdl__stb_realloc(p, n)
-#define STBI_FREE(p) cdl__stb_free(p)
-#if defined(__GNUC__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"
-#pragma GCC diagnostic ignored "-Wsign-compare"
-#pragma GCC diagnostic ignored "-Wshadow"
-#pragma GCC diagnostic ignored "-Wpedantic"
-#pragma GCC diagnostic ignored "-Wunused-parameter"
-#pragma GCC diagnostic ignored "-Wimplicit-fallthrough"
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#endif
-#if defined(COORDL_STB_IMAGE_H)
-#include COORDL_STB_IMAGE_H
-#elif defined(COORDL_STB_UPSTREAM)
-#include "stb_image.h"
-#else
-#include <stb/stb_image.h>
-#endif
-#if defined(__GNUC__)
-#pragma GCC diagnostic pop
-#endif
-#endif /* COORDL_NO_STB */
-#if defined(__GNUC__) && !defined(__clang__) && !defined(COORDL_NO_STB)
-/* stb_image.h declares stbi_set_unpremultiply_on_load_thread static without
- * defining it under STB_IMAGE_STATIC (its definition is misspelled
- * stbi__unpremultiply_on_load_thread); gcc warns at the end of the file, so
- * it cannot be scoped to the include. Only gcc builds with stb carry it:
- * clang and COORDL_NO_STB builds still report coordl.c's own unused
- * functions (make test-switches builds both with -Werror). */
-#pragma GCC diagnostic ignored "-Wunused-function"
-#endif
 
 #define CDL_ERRMSG_MAX 512
 #define CDL_EPOCH_STATS_KEPT 16
@@ -172,78 +133,181 @@ static void cdl__stb_free(void *p);
 typedef unsigned char cdl__u8;
 
 /* CPU time of the calling thread (the rewrite budget, section 13). */
-static uint64_t cdl__thread_cpu_ns(void) {
+static inline uint64_t cdl__thread_cpu_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t cdl__now_ns(void) {
+static inline uint64_t cdl__now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static size_t cdl__page_size(void) {
+static inline size_t cdl__page_size(void) {
     long p = sysconf(_SC_PAGESIZE);
     return p > 0 ? (size_t)p : 4096;
 }
 
-static size_t cdl__round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+static inline size_t cdl__round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+
+/* little-endian fields (WAV headers, BMP palettes) */
+#if !defined(COORDL_NO_STB) || !defined(COORDL_NO_AUDIO)
+static inline uint32_t cdl__le32(const cdl__u8 *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static inline uint16_t cdl__le16(const cdl__u8 *p) { return (uint16_t)(p[0] | p[1] << 8); }
+#endif
+#endif /* CDL_PLATFORM_H */
+/* ---- src/status.h ------------------------------------------------------ */
+#ifndef CDL_STATUS_H
+#define CDL_STATUS_H
+
+/* Every counter, once: X(name, row, stats, epoch).
+ *   row:   a worker counts it per prepared row (cdl__counters), added to
+ *          the handle's and the epoch's totals when the row completes;
+ *   stats: a field of coordl_stats and a key of coordl_stats_json;
+ *   epoch: a field of coordl_epoch_stats and a key of its JSON.
+ * In coordl_stats' field order (the JSON follows it). */
+#define CDL_COUNTERS(X)                 \
+    X(stall_ns, 0, 1, 1)                \
+    X(compute_ns, 0, 1, 0)              \
+    X(batches, 0, 1, 1)                 \
+    X(items, 1, 1, 1)                   \
+    X(cache_hits, 1, 1, 1)              \
+    X(cache_misses, 1, 1, 1)            \
+    X(cache_hit_bytes, 1, 1, 1)         \
+    X(cache_bytes_used, 0, 1, 0)        \
+    X(cache_items, 0, 1, 0)             \
+    X(cache_bytes_budget, 0, 1, 0)      \
+    X(dataset_bytes, 0, 1, 0)           \
+    X(fetch_bytes, 1, 0, 1)             \
+    X(storage_bytes, 1, 1, 1)           \
+    X(storage_reads, 1, 1, 0)           \
+    X(bad_samples, 1, 1, 1)             \
+    X(read_ns, 1, 1, 0)                 \
+    X(read_cache_ns, 1, 1, 1)           \
+    X(read_storage_ns, 1, 1, 1)         \
+    X(decode_ns, 1, 1, 1)               \
+    X(augment_ns, 1, 1, 1)              \
+    X(wait_slot_ns, 0, 1, 0)            \
+    X(threads, 0, 1, 0)                 \
+    X(pinned_bytes, 0, 1, 0)            \
+    X(threads_bound, 0, 1, 0)           \
+    X(items_prepared, 0, 1, 0)          \
+    X(group_members, 0, 1, 0)           \
+    X(peer_hits, 1, 1, 0)               \
+    X(peer_bytes, 1, 1, 0)              \
+    X(peer_fallbacks, 1, 1, 0)          \
+    X(peer_served, 0, 1, 0)             \
+    X(jpeg_rewrites, 1, 1, 1)           \
+    X(jpeg_rewrites_idle, 1, 1, 0)      \
+    X(jpeg_rewrite_ns, 1, 1, 1)         \
+    X(jpeg_rewrite_failures, 1, 1, 0)   \
+    X(jpeg_spliced, 1, 1, 1)            \
+    X(jpeg_rewritten_items, 0, 1, 0)    \
+    X(cache_item_bytes, 0, 1, 0)        \
+    X(readahead_reads, 0, 1, 0)         \
+    X(readahead_read_ns, 0, 1, 0)       \
+    X(readahead_skips, 0, 1, 0)         \
+    X(readahead_hits, 1, 1, 0)          \
+    X(readahead_wait_ns, 1, 1, 0)
+
+#define CDL_IF_0(...)
+#define CDL_IF_1(...) __VA_ARGS__
+
+/* What a worker counts while preparing one row. */
+typedef struct cdl__counters {
+#define CDL_COUNTER_FIELD(name, row, stats, epoch) CDL_IF_##row(uint64_t name;)
+    CDL_COUNTERS(CDL_COUNTER_FIELD)
+#undef CDL_COUNTER_FIELD
+} cdl__counters;
+
+typedef struct cdl__epoch_counters {
+    uint64_t epoch;
+    int used;
+    coordl_epoch_stats s;
+} cdl__epoch_counters;
+
+
+/* ---- interface ---- */
+CDL_PRIVATE void cdl__free(const coordl *L, void *p);
+CDL_PRIVATE void *cdl__malloc(const coordl *L, size_t n);
+CDL_PRIVATE void *cdl__realloc(const coordl *L, void *p, size_t n);
+#ifdef COORDL_DEBUG
+CDL_PRIVATE void cdl__debug_assert(const coordl *L, int ok, const char *what);
+CDL_PRIVATE int cdl__gettid(void);
+#endif
+CDL_PRIVATE coordl_status cdl__open_fail(coordl_status s, const char *fmt, ...);
+CDL_PRIVATE void cdl__log(const coordl *L, coordl_log_level level, const char *fmt, ...);
+CDL_PRIVATE int cdl__reserve(const coordl *L, void **buf, size_t *cap, size_t need);
+CDL_PRIVATE void *cdl__calloc(const coordl *L, size_t count, size_t size);
+CDL_PRIVATE void cdl__test_hook(coordl *L, const char *point);
+CDL_PRIVATE void cdl__vformat(char *dst, size_t cap, const char *fmt, va_list ap);
+CDL_PRIVATE void cdl__default_log(void *user, coordl_log_level level, const char *msg);
+CDL_PRIVATE void cdl__default_free(void *u, void *p);
+CDL_PRIVATE void *cdl__default_malloc(void *u, size_t n);
+CDL_PRIVATE void *cdl__default_realloc(void *u, void *p, size_t n);
+CDL_PRIVATE _Thread_local char cdl__open_errmsg[CDL_ERRMSG_MAX];
+#endif /* CDL_STATUS_H */
+/* ---- src/rand.h -------------------------------------------------------- */
+#ifndef CDL_RAND_H
+#define CDL_RAND_H
 
 /* ===================================================================== */
-/* 2. Errors, logging, allocation, the stream's lock                    */
-/* Every failure becomes a coordl_status plus a message naming the file  */
-/* or setting. Memory comes from the configured allocator (all three     */
-/* hooks or none); nothing here calls exit().                            */
+/* 3. Counter-based randomness                                           */
+/* Every random choice is a pure function of (seed, stream, epoch, item):*/
+/* a keyed SplitMix64 hash, with a counter for draws within one sample.  */
+/* Nothing depends on which thread, process or machine asks, so batches  */
+/* are identical across thread counts and after seek (no replay).        */
 /* ===================================================================== */
 
-/* The message of the last failed coordl_open on this thread (the handle
- * does not exist yet, so it cannot hold it; tj3GetErrorStr(NULL) does the
- * same). This is the only state outside a handle. */
-static _Thread_local char cdl__open_errmsg[CDL_ERRMSG_MAX];
+enum { CDL_STREAM_PERM = 1, CDL_STREAM_CROP = 2, CDL_STREAM_SUBST = 3, CDL_STREAM_SHARD_ORDER = 4,
+       CDL_STREAM_SHARD_SAMPLES = 5 };
 
-static void *cdl__default_malloc(void *u, size_t n) { (void)u; return malloc(n); }
-static void *cdl__default_realloc(void *u, void *p, size_t n) { (void)u; return realloc(p, n); }
-static void cdl__default_free(void *u, void *p) { (void)u; free(p); }
+typedef struct cdl__rng {
+    uint64_t key, counter;
+} cdl__rng;
 
-static void cdl__default_log(void *user, coordl_log_level level, const char *msg) {
-    static const char *names[] = {"error", "warning", "info", "debug"};
-    (void)user;
-    fprintf(stderr, "coordl %s: %s\n", names[level <= COORDL_LOG_DEBUG ? level : 3], msg);
-}
 
-typedef struct cdl__item {
-    uint64_t path_off; /* into the string arena                        */
-    uint64_t bytes;    /* encoded size at indexing                     */
-    int32_t label;
-} cdl__item;
+/* ---- interface ---- */
+CDL_PRIVATE uint64_t cdl__hash4(uint64_t seed, uint64_t stream, uint64_t a, uint64_t b);
+CDL_PRIVATE uint64_t cdl__mix64(uint64_t z);
+CDL_PRIVATE uint64_t cdl__rng_below(cdl__rng *r, uint64_t n);
+CDL_PRIVATE cdl__rng cdl__rng_for(uint64_t seed, uint64_t stream, uint64_t epoch, uint64_t item);
+CDL_PRIVATE uint64_t cdl__rng_next(cdl__rng *r);
+CDL_PRIVATE double cdl__rng_uniform(cdl__rng *r);
+#endif /* CDL_RAND_H */
+/* ---- src/placement.h --------------------------------------------------- */
+#ifndef CDL_PLACEMENT_H
+#define CDL_PLACEMENT_H
 
-/* Where a tar-shard item's bytes are (tar sources only; beside the items
- * so that other sources pay nothing for it). */
-typedef struct cdl__tar_item {
-    uint64_t offset; /* of the member's data in its shard               */
-    uint32_t shard;  /* index into tar_shards                           */
-} cdl__tar_item;
+#define CDL_MAX_PUS 4096
 
-/* A cache entry lives beside the slab so that both can be shared later. */
-typedef struct cdl__cache_entry {
-    _Atomic uint32_t state; /* low byte CDL_CE_EMPTY / _ADMITTING / _PRESENT /
-                               _REWRITING; + CDL_CE_READER per worker that
-                               decodes from the bytes now                   */
-    uint32_t len;  /* bytes of the item as held now                         */
-    uint64_t off;  /* offset of the bytes in the slab                       */
-    uint32_t cap;  /* bytes reserved there: len + room for a JPEG rewrite   */
-    _Atomic uint32_t jpeg; /* CDL_CE_PLAIN / _RST / _KEEP                   */
-} cdl__cache_entry;
+typedef struct cdl__placement {
+    int *worker_pus;   /* PUs for workers, cores first, then hyper-threads */
+    int nworker_pus;
+    int *reserved_pus;
+    int nreserved;
+    int ncores;        /* non-reserved cores                              */
+    int node, nnodes;  /* node of the arenas (-1: several), nodes spanned  */
+    int simulate;      /* topology given: compute, bind nothing           */
+#ifndef COORDL_NO_HWLOC
+    hwloc_topology_t topo;
+    hwloc_bitmap_t nodeset;
+#endif
+} cdl__placement;
 
-enum { CDL_CE_EMPTY = 0, CDL_CE_ADMITTING = 1, CDL_CE_PRESENT = 2, CDL_CE_REWRITING = 3 };
-#define CDL_CE_STATE 0xFFu
-#define CDL_CE_READER 0x100u
-/* ce->jpeg: PLAIN bytes as read (may be rewritten), RST a restart-marker
- * rewrite (section 13), KEEP never rewritten (not a JPEG coordl rewrites,
- * or its rewrite failed or did not fit) */
-enum { CDL_CE_PLAIN = 0, CDL_CE_RST = 1, CDL_CE_KEEP = 2 };
+
+/* ---- interface ---- */
+CDL_PRIVATE int cdl__placement_bind_memory(coordl *L, void *p, size_t bytes);
+CDL_PRIVATE void cdl__format_pu_list(const int *pus, int n, char *buf, size_t cap);
+CDL_PRIVATE coordl_status cdl__placement_choose(coordl *L, cdl__placement *P);
+CDL_PRIVATE void cdl__placement_free(coordl *L, cdl__placement *P);
+#endif /* CDL_PLACEMENT_H */
+/* ---- src/arena.h ------------------------------------------------------- */
+#ifndef CDL_ARENA_H
+#define CDL_ARENA_H
 
 typedef struct cdl__arena {
     cdl__u8 *base;
@@ -253,14 +317,15 @@ typedef struct cdl__arena {
     int borrowed;  /* part of a group's shm mapping: not unmapped alone */
 } cdl__arena;
 
-typedef struct cdl__lru {
-    pthread_mutex_t mu;
-    int32_t *prev, *next; /* per item; -1 = none                            */
-    cdl__u8 **data;       /* per item; NULL when not cached                 */
-    uint32_t *len;
-    int32_t head, tail;   /* head = most recently used                      */
-    uint64_t bytes_used, items;
-} cdl__lru;
+
+/* ---- interface ---- */
+CDL_PRIVATE coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes, int populate, const char *what);
+CDL_PRIVATE void cdl__arena_unmap(coordl *L, cdl__arena *a);
+CDL_PRIVATE void cdl__arena_borrow(coordl *L, cdl__arena *a, void *base, size_t bytes, const char *what);
+#endif /* CDL_ARENA_H */
+/* ---- src/lock.h -------------------------------------------------------- */
+#ifndef CDL_LOCK_H
+#define CDL_LOCK_H
 
 enum { CDL_SLOT_FREE = 0, CDL_SLOT_FILLING, CDL_SLOT_READY };
 
@@ -354,88 +419,144 @@ typedef struct cdl__stream {
                                            rewritten (ce->jpeg PLAIN)       */
 } cdl__stream;
 
-/* Every counter, once: X(name, row, stats, epoch).
- *   row:   a worker counts it per prepared row (cdl__counters), added to
- *          the handle's and the epoch's totals when the row completes;
- *   stats: a field of coordl_stats and a key of coordl_stats_json;
- *   epoch: a field of coordl_epoch_stats and a key of its JSON.
- * In coordl_stats' field order (the JSON follows it). */
-#define CDL_COUNTERS(X)                 \
-    X(stall_ns, 0, 1, 1)                \
-    X(compute_ns, 0, 1, 0)              \
-    X(batches, 0, 1, 1)                 \
-    X(items, 1, 1, 1)                   \
-    X(cache_hits, 1, 1, 1)              \
-    X(cache_misses, 1, 1, 1)            \
-    X(cache_hit_bytes, 1, 1, 1)         \
-    X(cache_bytes_used, 0, 1, 0)        \
-    X(cache_items, 0, 1, 0)             \
-    X(cache_bytes_budget, 0, 1, 0)      \
-    X(dataset_bytes, 0, 1, 0)           \
-    X(fetch_bytes, 1, 0, 1)             \
-    X(storage_bytes, 1, 1, 1)           \
-    X(storage_reads, 1, 1, 0)           \
-    X(bad_samples, 1, 1, 1)             \
-    X(read_ns, 1, 1, 0)                 \
-    X(read_cache_ns, 1, 1, 1)           \
-    X(read_storage_ns, 1, 1, 1)         \
-    X(decode_ns, 1, 1, 1)               \
-    X(augment_ns, 1, 1, 1)              \
-    X(wait_slot_ns, 0, 1, 0)            \
-    X(threads, 0, 1, 0)                 \
-    X(pinned_bytes, 0, 1, 0)            \
-    X(threads_bound, 0, 1, 0)           \
-    X(items_prepared, 0, 1, 0)          \
-    X(group_members, 0, 1, 0)           \
-    X(peer_hits, 1, 1, 0)               \
-    X(peer_bytes, 1, 1, 0)              \
-    X(peer_fallbacks, 1, 1, 0)          \
-    X(peer_served, 0, 1, 0)             \
-    X(jpeg_rewrites, 1, 1, 1)           \
-    X(jpeg_rewrites_idle, 1, 1, 0)      \
-    X(jpeg_rewrite_ns, 1, 1, 1)         \
-    X(jpeg_rewrite_failures, 1, 1, 0)   \
-    X(jpeg_spliced, 1, 1, 1)            \
-    X(jpeg_rewritten_items, 0, 1, 0)    \
-    X(cache_item_bytes, 0, 1, 0)        \
-    X(readahead_reads, 0, 1, 0)         \
-    X(readahead_read_ns, 0, 1, 0)       \
-    X(readahead_skips, 0, 1, 0)         \
-    X(readahead_hits, 1, 1, 0)          \
-    X(readahead_wait_ns, 1, 1, 0)
-
-#define CDL_IF_0(...)
-#define CDL_IF_1(...) __VA_ARGS__
-
-/* What a worker counts while preparing one row. */
-typedef struct cdl__counters {
-#define CDL_COUNTER_FIELD(name, row, stats, epoch) CDL_IF_##row(uint64_t name;)
-    CDL_COUNTERS(CDL_COUNTER_FIELD)
-#undef CDL_COUNTER_FIELD
-} cdl__counters;
-
-typedef struct cdl__epoch_counters {
-    uint64_t epoch;
-    int used;
-    coordl_epoch_stats s;
-} cdl__epoch_counters;
-
-#define CDL_MAX_PUS 4096
-
-typedef struct cdl__placement {
-    int *worker_pus;   /* PUs for workers, cores first, then hyper-threads */
-    int nworker_pus;
-    int *reserved_pus;
-    int nreserved;
-    int ncores;        /* non-reserved cores                              */
-    int node, nnodes;  /* node of the arenas (-1: several), nodes spanned  */
-    int simulate;      /* topology given: compute, bind nothing           */
-#ifndef COORDL_NO_HWLOC
-    hwloc_topology_t topo;
-    hwloc_bitmap_t nodeset;
+#ifdef COORDL_DEBUG
+#define cdl__assert_locked(L) cdl__debug_assert((L), (L)->S->lock_tid == cdl__gettid(), "stream lock not held by this thread")
+#else
+#define cdl__assert_locked(L) ((void)0)
 #endif
-} cdl__placement;
+#define CDL_PER_SLOT 0
+#define CDL_PER_ROW 1
 
+/* ---- interface ---- */
+CDL_PRIVATE void cdl__broadcast(coordl *L, cdl__cond *c);
+CDL_PRIVATE void cdl__lock(coordl *L);
+CDL_PRIVATE void cdl__unlock(coordl *L);
+CDL_PRIVATE void cdl__wait_ms(coordl *L, cdl__cond *c, int ms);
+CDL_PRIVATE void cdl__signal(coordl *L, cdl__cond *c);
+CDL_PRIVATE void cdl__wait(coordl *L, cdl__cond *c);
+CDL_PRIVATE void cdl__lock_acquired(coordl *L, int e);
+CDL_PRIVATE void cdl__signal_unlocked(coordl *L, cdl__cond *c);
+#endif /* CDL_LOCK_H */
+/* ---- src/worker.h ------------------------------------------------------ */
+#ifndef CDL_WORKER_H
+#define CDL_WORKER_H
+
+/* 9. Fetch                                                              */
+/* The one place bytes come from: the cache, else a peer, else storage   */
+/* (which admits into the cache): the row's item read ahead by the I/O   */
+/* threads into their arena, or read now into the worker's buffer.       */
+/* ===================================================================== */
+
+/* Per-worker scratch; everything grows on demand and is reused, so the
+ * steady state allocates nothing per image. */
+typedef struct cdl__worker cdl__worker;
+struct cdl__worker {
+    coordl *L;
+    pthread_t thread;
+    int started;
+    int index;
+    int pu;            /* PU this worker is bound to (planned), or -1     */
+    cdl__u8 *readbuf;  size_t readcap;
+    cdl__u8 *pix;      size_t pixcap;   /* decoded region, RGB           */
+    cdl__u8 *row4;     size_t row4cap;  /* one CMYK row                  */
+    float *tmp;        size_t tmpcap;   /* resampling window + one row   */
+    float *rot;        size_t rotcap;   /* whole output image (rotation)  */
+    cdl__u8 *stage;    size_t stagecap; /* group: the row before it is copied in */
+    int32_t *targets;  /* tokens: this row's targets in the slot          */
+    int32_t *window_row; size_t window_rowcap;
+    int32_t *xstart;   size_t xstartcap;
+    float *xw;         size_t xwcap;
+    float *xw8;        size_t xw8cap;   /* x weights spread for AVX2    */
+    int32_t *ystart;   size_t ystartcap;
+    float *yw;         size_t ywcap;
+#ifndef COORDL_NO_JPEGTURBO
+    struct jpeg_decompress_struct jd;
+    struct cdl__jpeg_err {
+        struct jpeg_error_mgr pub;
+        jmp_buf jump;
+        int fatal_warning;
+        char msg[JMSG_LENGTH_MAX];
+    } jerr;
+    struct jpeg_progress_mgr jprogress; /* enforces CDL_JPEG_MAX_SCANS */
+    int jd_ready;
+    /* JPEG rewrites (section 13): a compress object made per rewrite, the
+     * destination that writes into rw, the row index before it is filled */
+    struct jpeg_compress_struct jc;
+    int jc_live;
+    struct cdl__jdest {
+        struct jpeg_destination_mgr pub;
+        cdl__u8 *buf;
+        size_t cap;
+        int overflow;
+    } jdest;
+#endif
+    cdl__u8 *rw;       size_t rwcap;     /* a rewritten JPEG                */
+    cdl__u8 *rwidx;    size_t rwidxcap;  /* its row index, being made       */
+    cdl__u8 *splice;   size_t splicecap; /* a spliced crop JPEG             */
+    /* what the last fetch found in the MinIO cache: the entry it holds a
+     * reader reference on (id + 1, 0: none), and the entry's kind and room */
+    uint64_t held;
+    int fetch_kind;    /* CDL_CE_* of ce->jpeg, -1: not a MinIO entry      */
+    uint32_t fetch_cap;
+    /* the rewrite budget, in this thread's CPU time (a busy machine
+     * stretches wall time, not the work): over a window of the last few
+     * seconds (halved as it fills), time preparing rows, rewriting, and
+     * the spliced decodes; since it started, its JPEG decodes, plain and
+     * spliced (their means: what a rewrite saves a sample) */
+    uint64_t busy_cpu, rewrite_cpu, splice_win;
+    uint64_t plain_cpu, plain_n, splice_cpu, splice_n;
+    /* this row's counters, added to the totals when the row completes */
+    cdl__counters row;
+    const struct cdl__claim *claim; /* the row being prepared (section 14) */
+    struct cdl__ra_entry *ra_entry; /* its read-ahead entry, or NULL         */
+    uint64_t cur_epoch;     /* the row being prepared: its epoch, slot, row */
+    cdl__slot *cur_slot;
+    uint32_t cur_row;
+    char err[CDL_ERRMSG_MAX];
+};
+
+typedef struct cdl__bytes {
+    const cdl__u8 *p;
+    size_t len;
+} cdl__bytes;
+
+
+/* ---- interface ---- */
+CDL_PRIVATE coordl_status cdl__worker_error(cdl__worker *W, coordl_status s, const char *fmt, ...);
+#endif /* CDL_WORKER_H */
+/* ---- src/io.h ---------------------------------------------------------- */
+#ifndef CDL_IO_H
+#define CDL_IO_H
+
+
+/* ---- interface ---- */
+CDL_PRIVATE void cdl__io_close(const coordl *L, void *file);
+CDL_PRIVATE coordl_status cdl__io_open(const coordl *L, const char *path, void **file, uint64_t *size, char *why, size_t cap);
+CDL_PRIVATE coordl_status cdl__io_read(const coordl *L, void *file, const char *path, void *buf, uint64_t len, uint64_t off, uint64_t *got, char *err, size_t cap);
+CDL_PRIVATE int cdl__next_line(char *buf, size_t len, size_t *pos, char **line, size_t *n);
+CDL_PRIVATE coordl_status cdl__io_slurp(coordl *L, const char *path, const char *what, char **out, size_t *len);
+CDL_PRIVATE const coordl_io cdl__posix_io;
+CDL_PRIVATE void cdl__posix_close(void *user, void *file);
+CDL_PRIVATE int cdl__posix_fd(void *file);
+CDL_PRIVATE int cdl__posix_open_why(const char *path, void **file, uint64_t *size, const char **why);
+#endif /* CDL_IO_H */
+/* ---- src/index.h ------------------------------------------------------- */
+#ifndef CDL_INDEX_H
+#define CDL_INDEX_H
+
+
+typedef struct cdl__item {
+    uint64_t path_off; /* into the string arena                        */
+    uint64_t bytes;    /* encoded size at indexing                     */
+    int32_t label;
+} cdl__item;
+
+/* Where a tar-shard item's bytes are (tar sources only; beside the items
+ * so that other sources pay nothing for it). */
+typedef struct cdl__tar_item {
+    uint64_t offset; /* of the member's data in its shard               */
+    uint32_t shard;  /* index into tar_shards                           */
+} cdl__tar_item;
 /* One llm.c token shard. */
 typedef struct cdl__shard {
     uint64_t path_off;   /* into the string arena                          */
@@ -444,8 +565,512 @@ typedef struct cdl__shard {
     uint32_t tok_bytes;  /* 2 (uint16) or 4 (uint32)                       */
 } cdl__shard;
 
-typedef struct cdl__worker cdl__worker;
+
+/* ---- interface ---- */
+CDL_PRIVATE int cdl__strings_append(coordl *L, const char *s, size_t n, uint64_t *off);
+CDL_PRIVATE int cdl__wanted_file(const coordl *L, const char *name);
+CDL_PRIVATE coordl_status cdl__index_image_folder(coordl *L, const char *root);
+CDL_PRIVATE coordl_status cdl__index_list_text(coordl *L, const char *list, const char *text, size_t len);
+CDL_PRIVATE const char *cdl__item_path(const coordl *L, uint64_t id);
+CDL_PRIVATE const cdl__shard *cdl__shard_of(const coordl *L, uint64_t id);
+CDL_PRIVATE uint64_t cdl__item_bytes(const coordl *L, uint64_t id);
+CDL_PRIVATE int32_t cdl__item_label(const coordl *L, uint64_t id);
+#endif /* CDL_INDEX_H */
+/* ---- src/tar.h --------------------------------------------------------- */
+#ifndef CDL_TAR_H
+#define CDL_TAR_H
+
+
+/* ---- interface ---- */
+CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, char *list_text, size_t list_len);
+CDL_PRIVATE int cdl__is_tar_name(const char *p);
+#endif /* CDL_TAR_H */
+/* ---- src/source.h ------------------------------------------------------ */
+#ifndef CDL_SOURCE_H
+#define CDL_SOURCE_H
+
+
+/* ---- interface ---- */
+CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 **buf, size_t *cap, int grow, int *too_big, uint64_t *len, uint64_t *storage_bytes, char *err, size_t errcap);
+CDL_PRIVATE coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes *out);
+CDL_PRIVATE coordl_status cdl__index_source(coordl *L);
+#endif /* CDL_SOURCE_H */
+/* ---- src/sampler.h ----------------------------------------------------- */
+#ifndef CDL_SAMPLER_H
+#define CDL_SAMPLER_H
+
+typedef struct cdl__perm {
+    uint64_t n;
+    unsigned half_bits;
+    uint64_t half_mask;
+    uint64_t keys[6];
+    int identity;
+    uint64_t epoch;
+} cdl__perm;
+typedef struct cdl__llmc_epoch {
+    uint64_t epoch;
+    int valid;
+    uint32_t *order;  /* shard at visiting position i                       */
+    uint64_t *prefix; /* batches before position i; prefix[nshards] = total */
+} cdl__llmc_epoch;
+
+typedef struct cdl__llmc {
+    uint64_t *samples;  /* G_s per shard, in source order                    */
+    uint64_t total;     /* batches per epoch: sum of G_s                     */
+    pthread_mutex_t mu; /* guards ep[] and victim                            */
+    cdl__llmc_epoch ep[2];
+    unsigned victim;    /* entry the next new epoch replaces                 */
+} cdl__llmc;
+
+
+/* ---- interface ---- */
+CDL_PRIVATE uint64_t cdl__item_at(const coordl *L, const cdl__perm *p, uint64_t pos);
+CDL_PRIVATE cdl__perm cdl__perm_for(const coordl *L, uint64_t epoch);
+CDL_PRIVATE uint64_t cdl__epoch_end(const coordl *L, uint64_t epoch);
+CDL_PRIVATE uint64_t cdl__batches_for(const coordl *L, uint64_t B);
+CDL_PRIVATE void cdl__llmc_free(coordl *L);
+CDL_PRIVATE coordl_status cdl__llmc_init(coordl *L);
+CDL_PRIVATE void cdl__llmc_locate(const coordl *L, uint64_t epoch, uint64_t k, uint64_t *shard_pos, uint64_t *sample_pos, uint32_t *shard);
+CDL_PRIVATE const cdl__llmc_epoch *cdl__llmc_table(const coordl *L, uint64_t epoch);
+#endif /* CDL_SAMPLER_H */
+/* ---- src/jpeg_layout.h ------------------------------------------------- */
+#ifndef CDL_JPEG_LAYOUT_H
+#define CDL_JPEG_LAYOUT_H
+
+#define CDL_RST_TAG "coordl-rst"
+#define CDL_RST_TAG_LEN 10
+#define CDL_RST_HEAD 16        /* tag, version, 0, interval u16, rows u16     */
+#define CDL_RST_MAX_ROWS ((65533u - CDL_RST_HEAD) / 4u)
+#define CDL_RST_BYTES_PER_MARKER_X10 43 /* mean growth a marker, standard tables */
+#define CDL_RST_ROOM_PER_MARKER_X10 65  /* reserved: above the worst file seen (6.0) */
+
+typedef struct cdl__jpeg_layout {
+    int sof;                     /* SOF marker code (0xC0 ...)                */
+    uint32_t w, h;
+    int ncomp, max_h, max_v;
+    int subsampled;              /* some component has fewer samples: fancy
+                                    upsampling reads neighbours             */
+    int hsub;                    /* ... fewer columns                          */
+    uint32_t mcu_w, mcu_h, mcus_per_row, mcu_rows;
+    size_t sof_off, data_off;    /* SOF marker; first entropy-coded byte      */
+    size_t index_off, index_len; /* our APP15 segment, marker included; 0: none */
+    uint32_t interval;           /* restart interval the index records        */
+} cdl__jpeg_layout;
+
+/* ---- interface ---- */
+CDL_PRIVATE size_t cdl__rst_room(const cdl__u8 *p, size_t len);
+CDL_PRIVATE int cdl__jpeg_walk(const cdl__u8 *p, size_t len, cdl__jpeg_layout *lay);
+CDL_PRIVATE uint32_t cdl__rst_interval(const cdl__jpeg_layout *lay, size_t len);
+#endif /* CDL_JPEG_LAYOUT_H */
+/* ---- src/cache.h ------------------------------------------------------- */
+#ifndef CDL_CACHE_H
+#define CDL_CACHE_H
+
+
+/* A cache entry lives beside the slab so that both can be shared later. */
+typedef struct cdl__cache_entry {
+    _Atomic uint32_t state; /* low byte CDL_CE_EMPTY / _ADMITTING / _PRESENT /
+                               _REWRITING; + CDL_CE_READER per worker that
+                               decodes from the bytes now                   */
+    uint32_t len;  /* bytes of the item as held now                         */
+    uint64_t off;  /* offset of the bytes in the slab                       */
+    uint32_t cap;  /* bytes reserved there: len + room for a JPEG rewrite   */
+    _Atomic uint32_t jpeg; /* CDL_CE_PLAIN / _RST / _KEEP                   */
+} cdl__cache_entry;
+
+enum { CDL_CE_EMPTY = 0, CDL_CE_ADMITTING = 1, CDL_CE_PRESENT = 2, CDL_CE_REWRITING = 3 };
+#define CDL_CE_STATE 0xFFu
+#define CDL_CE_READER 0x100u
+/* ce->jpeg: PLAIN bytes as read (may be rewritten), RST a restart-marker
+ * rewrite (section 13), KEEP never rewritten (not a JPEG coordl rewrites,
+ * or its rewrite failed or did not fit) */
+enum { CDL_CE_PLAIN = 0, CDL_CE_RST = 1, CDL_CE_KEEP = 2 };
+
+typedef struct cdl__lru {
+    pthread_mutex_t mu;
+    int32_t *prev, *next; /* per item; -1 = none                            */
+    cdl__u8 **data;       /* per item; NULL when not cached                 */
+    uint32_t *len;
+    int32_t head, tail;   /* head = most recently used                      */
+    uint64_t bytes_used, items;
+} cdl__lru;
+
+
+/* ---- interface ---- */
+CDL_PRIVATE const cdl__u8 *cdl__cache_acquire_minio(coordl *L, uint64_t id, uint32_t *len, int *kind, uint32_t *cap);
+CDL_PRIVATE void cdl__cache_admit_lru(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len);
+CDL_PRIVATE int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len, uint32_t *cap_out);
+CDL_PRIVATE int cdl__cache_lookup_lru(coordl *L, uint64_t id, cdl__u8 *dst, size_t cap, uint32_t *len);
+CDL_PRIVATE void cdl__cache_release_minio(coordl *L, uint64_t id);
+#ifndef COORDL_NO_JPEGTURBO
+CDL_PRIVATE void cdl__cache_keep_minio(coordl *L, uint64_t id);
+CDL_PRIVATE int cdl__cache_replace_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len, int held);
+#endif
+CDL_PRIVATE coordl_status cdl__cache_clamp(coordl *L);
+CDL_PRIVATE coordl_status cdl__cache_create(coordl *L);
+CDL_PRIVATE void cdl__cache_destroy(coordl *L);
+#endif /* CDL_CACHE_H */
+/* ---- src/peers.h ------------------------------------------------------- */
+#ifndef CDL_PEERS_H
+#define CDL_PEERS_H
+
+#ifdef COORDL_MPI
+#define CDL_TAG_REQ 7701
+#define CDL_TAG_RESP 8192 /* + the requester's slot (< 1024): the reply is received in place */
+
+enum { CDL_REMOTE_NONE = 0, CDL_REMOTE_WAIT, CDL_REMOTE_ARRIVED, CDL_REMOTE_FAILED };
+
+/* Peer bookkeeping of one row of a slot. */
+typedef struct cdl__remote_row {
+    uint64_t id;       /* the item asked for                               */
+    uint32_t off, len; /* ARRIVED: its bytes in the slot's reply buffer    */
+    uint8_t state;
+} cdl__remote_row;
+
+/* What this rank asked one peer for one slot. */
+typedef struct cdl__remote_ask {
+    uint64_t id;        /* the request awaiting its reply; 0: none         */
+    uint32_t first, n;  /* its rows: asked[first .. first + n), in order   */
+} cdl__remote_ask;
+
+/* Peer bookkeeping of one ring slot (private to this rank). Its rows'
+ * state is the slot's part of peer_rows; the reply to the k-th item of a
+ * request belongs to row peer_asked[first + k] (the slot's part), recorded
+ * when the request was built, so filing a reply is linear in its items. */
+typedef struct cdl__remote {
+    uint64_t gen;          /* the slot's generation the requests were for */
+    int requested;
+    uint64_t request_ns;
+    cdl__u8 *buf;          /* replies, received in place                 */
+    size_t cap, used;
+    cdl__remote_ask *ask;  /* world peers (allocated by cdl__peer_start) */
+} cdl__remote;
+
+/* The ring allocator (section 14) sizes, grows and frees these with the
+ * ring, so they always cover slot_rows_cap rows of every slot (coordl_set
+ * growing the batch cannot outgrow them); grown arrays are zeroed. */
+#define CDL_RING_ARRAYS_PEER(X)                     \
+    X(remote, cdl__remote, CDL_PER_SLOT, 0)         \
+    X(peer_rows, cdl__remote_row, CDL_PER_ROW, 0)   \
+    X(peer_asked, uint32_t, CDL_PER_ROW, 0)
+
+#endif /* COORDL_MPI */
+#ifdef COORDL_MPI
+/* A send buffer: handed to MPI_Isend, reused once MPI is done with it, so
+ * the steady state allocates nothing per batch. */
+enum { CDL_SEND_FREE = 0, CDL_SEND_FILLING, CDL_SEND_INFLIGHT };
+typedef struct cdl__peer_send {
+    MPI_Request req;
+    cdl__u8 *buf;
+    size_t cap;
+    int state;
+} cdl__peer_send;
+#endif /* COORDL_MPI */
+
+/* ---- interface ---- */
+CDL_PRIVATE int cdl__peer_map_pending(coordl *L, uint64_t epoch);
+CDL_PRIVATE int cdl__peer_admits(coordl *L, uint64_t epoch);
+#ifdef COORDL_MPI
+CDL_PRIVATE int cdl__peer_fetch(cdl__worker *W, uint64_t id, cdl__bytes *out);
+#endif
+CDL_PRIVATE int cdl__peer_claim_waits(coordl *L, uint64_t epoch);
+#ifdef COORDL_MPI
+CDL_PRIVATE void cdl__peer_request_slot(coordl *L, uint32_t s);
+CDL_PRIVATE void cdl__peer_close(coordl *L);
+CDL_PRIVATE coordl_status cdl__peer_open(coordl *L);
+#endif
+CDL_PRIVATE void cdl__peer_seek(coordl *L, uint64_t epoch, uint64_t batch);
+#ifdef COORDL_MPI
+CDL_PRIVATE coordl_status cdl__peer_start(coordl *L);
+#endif
+#endif /* CDL_PEERS_H */
+/* ---- src/readahead.h --------------------------------------------------- */
+#ifndef CDL_READAHEAD_H
+#define CDL_READAHEAD_H
+
+
+enum { CDL_RA_FREE = 0, CDL_RA_READING, CDL_RA_DONE, CDL_RA_FAILED, CDL_RA_SKIPPED, CDL_RA_TAKEN };
+
+typedef struct cdl__ra_entry {
+    int state;
+    int stale;              /* its generation was restarted: free it when done */
+    uint64_t gen;
+    uint64_t epoch, pos, id;
+    uint64_t start, end;    /* its arena bytes: [start, end) in ring space    */
+    uint64_t len;           /* bytes read                                     */
+    uint64_t storage_bytes; /* as the reader delivered them                   */
+    coordl_status status;
+    char err[CDL_ERRMSG_MAX];
+} cdl__ra_entry;
+
 typedef struct cdl__readahead cdl__readahead;
+struct cdl__readahead {
+    coordl *L;
+    pthread_mutex_t mu;
+    pthread_cond_t room_cv; /* I/O threads: an entry or arena space freed, a restart */
+    pthread_cond_t done_cv; /* workers: a read finished                       */
+    int stop;
+    int paused;   /* a seek or set is under way: no new reads */
+    uint64_t gen;
+    /* the next position to read ahead, and the first not yet claimed */
+    uint64_t next_epoch, next_pos, front_epoch, front_pos;
+    /* what cdl__epoch_end needs, as of the last restart */
+    uint64_t batch_size, share, cut_epoch, cut_pos;
+    int drop_last;
+    /* entries: a ring in position order; [tail, head) are live */
+    cdl__ra_entry *e;
+    uint32_t depth;
+    uint64_t head, tail;
+    /* the arena: a byte ring; [atail, ahead) in use (monotonic counters) */
+    cdl__u8 *base;
+    size_t bytes, map_bytes; /* the ring's size (readahead_bytes), mapped */
+    uint64_t ahead, atail;
+    pthread_t *threads;
+    int nthreads, started;
+    /* counters of the I/O threads (coordl_stats readahead_*) */
+    uint64_t reads, read_ns, skips;
+};
+
+
+/* ---- interface ---- */
+CDL_PRIVATE int cdl__ra_wait(cdl__worker *W, cdl__ra_entry *x, cdl__bytes *out, coordl_status *rc);
+CDL_PRIVATE void cdl__ra_pause(coordl *L);
+CDL_PRIVATE void cdl__ra_restart(coordl *L);
+CDL_PRIVATE void cdl__ra_release(coordl *L, cdl__ra_entry *x);
+CDL_PRIVATE void cdl__ra_stop(coordl *L);
+CDL_PRIVATE cdl__ra_entry *cdl__ra_take(coordl *L, uint64_t epoch, uint64_t pos, uint64_t id);
+CDL_PRIVATE coordl_status cdl__ra_start(coordl *L);
+#endif /* CDL_READAHEAD_H */
+/* ---- src/fetch.h ------------------------------------------------------- */
+#ifndef CDL_FETCH_H
+#define CDL_FETCH_H
+
+
+/* ---- interface ---- */
+CDL_PRIVATE coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *out);
+CDL_PRIVATE void cdl__fetch_done(cdl__worker *W);
+#endif /* CDL_FETCH_H */
+/* ---- src/plan.h -------------------------------------------------------- */
+#ifndef CDL_PLAN_H
+#define CDL_PLAN_H
+
+typedef struct cdl__geom {
+    double x0, y0, sw, sh;        /* source rectangle, float              */
+    int clip_x0, clip_y0, clip_x1, clip_y1; /* pixels the filter may read */
+    int flip;
+    /* Darknet-style extras (0 / 1 when off) */
+    float dhue, dsat, dexp; /* hue shift (turns), saturation and value scale */
+    float angle;            /* rotation, radians                             */
+    double daspect;         /* the aspect factor drawn                       */
+    /* COORDL_CROP_DARKNET: output pixel (x, y), before the flip, samples
+     * source point (m0 x + m1 y + m2, m3 x + m4 y + m5), bilinearly, black
+     * outside the image; the clip rectangle holds every tap inside it. */
+    int darknet;
+    double m[6];
+} cdl__geom;
+
+/* ---- interface ---- */
+CDL_PRIVATE void cdl__plan(const coordl *L, uint64_t epoch, uint64_t id, int W, int H, cdl__geom *g);
+#ifndef COORDL_NO_JPEGTURBO
+CDL_PRIVATE int cdl__choose_dct_denominator(const coordl *L, const cdl__geom *g);
+CDL_PRIVATE void cdl__geom_scale(cdl__geom *g, int d, int scaled_w, int scaled_h);
+#endif
+#endif /* CDL_PLAN_H */
+/* ---- src/resample.h ---------------------------------------------------- */
+#ifndef CDL_RESAMPLE_H
+#define CDL_RESAMPLE_H
+
+typedef struct cdl__axis {
+    int K;          /* taps per output */
+    int32_t *start; /* first source index per output (absolute)            */
+    float *w;       /* out x K weights                                     */
+    int lo, hi;     /* source index range the table reads                  */
+    float *w8;      /* AVX2 horizontal pass: w, spread for its registers
+                       (cdl__axis_spread_avx2); NULL: not made           */
+} cdl__axis;
+
+
+/* ---- interface ---- */
+CDL_PRIVATE void cdl__resample(coordl *L, cdl__worker *W, const cdl__u8 *src, size_t stride, int sx0, int sy0, const cdl__axis *ax, const cdl__axis *ay, const cdl__geom *g, void *dst);
+CDL_PRIVATE coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cdl__axis *ax, cdl__axis *ay);
+CDL_PRIVATE uint64_t cdl__window_bytes(const coordl *L, const cdl__axis *ax, const cdl__axis *ay);
+CDL_PRIVATE int cdl__resample_use_avx2(void);
+#endif /* CDL_RESAMPLE_H */
+/* ---- src/image.h ------------------------------------------------------- */
+#ifndef CDL_IMAGE_H
+#define CDL_IMAGE_H
+
+#define CDL_JPEG_MAX_SCANS 500 /* progressive files have ~10; libjpeg-turbo's fuzzers stop at 500 */
+
+/* ---- interface ---- */
+CDL_PRIVATE coordl_status cdl__check_image_size(cdl__worker *W, const char *path, int64_t iw, int64_t ih);
+CDL_PRIVATE coordl_status cdl__name_error(cdl__worker *W, const char *path, coordl_status rc);
+CDL_PRIVATE coordl_status cdl__over_decode_limit(cdl__worker *W, const char *path, const char *what, uint64_t need);
+CDL_PRIVATE coordl_status cdl__decode_stb(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch, uint64_t id, void *dst);
+CDL_PRIVATE coordl_status cdl__stb_header(cdl__worker *W, const char *path, const cdl__bytes *in, int *iw, int *ih, int *comp);
+#endif /* CDL_IMAGE_H */
+/* ---- src/jpeg.h -------------------------------------------------------- */
+#ifndef CDL_JPEG_H
+#define CDL_JPEG_H
+
+
+/* ---- interface ---- */
+#ifndef COORDL_NO_JPEGTURBO
+CDL_PRIVATE coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch, uint64_t id, void *dst, const cdl__jpeg_layout *rst);
+CDL_PRIVATE boolean cdl__jdest_full(j_compress_ptr c);
+CDL_PRIVATE void cdl__jdest_init(j_compress_ptr c);
+CDL_PRIVATE void cdl__jdest_term(j_compress_ptr c);
+CDL_PRIVATE void cdl__jpeg_emit_message(j_common_ptr cinfo, int level);
+CDL_PRIVATE void cdl__jpeg_error_exit(j_common_ptr cinfo);
+CDL_PRIVATE size_t cdl__jpeg_rewrite(cdl__worker *W, const cdl__u8 *src, size_t len, size_t room, int small, cdl__jpeg_layout *got, int *too_big);
+CDL_PRIVATE void cdl__jpeg_scan_limit(j_common_ptr cinfo);
+#endif
+#endif /* CDL_JPEG_H */
+/* ---- src/audio.h ------------------------------------------------------- */
+#ifndef CDL_AUDIO_H
+#define CDL_AUDIO_H
+
+/* WAV: RIFF/WAVE with a fmt chunk (PCM 16-bit, IEEE float 32-bit, or
+ * WAVE_FORMAT_EXTENSIBLE with one of those) and a data chunk; other
+ * chunks are skipped. */
+typedef struct cdl__wav {
+    const cdl__u8 *data;
+    uint64_t frames;
+    uint32_t rate, channels, bits, format; /* format 1 = PCM, 3 = float */
+} cdl__wav;
+
+/* ---- interface ---- */
+CDL_PRIVATE coordl_status cdl__decode_wav(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch, uint64_t id, void *dst);
+CDL_PRIVATE uint64_t cdl__audio_offset(const coordl *L, uint64_t epoch, uint64_t id, uint64_t n);
+CDL_PRIVATE coordl_status cdl__wav_open(cdl__worker *W, const char *path, const cdl__bytes *in, cdl__wav *wav, uint64_t *n_out);
+#endif /* CDL_AUDIO_H */
+/* ---- src/decode.h ------------------------------------------------------ */
+#ifndef CDL_DECODE_H
+#define CDL_DECODE_H
+
+
+/* ---- interface ---- */
+CDL_PRIVATE coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint64_t id, void *dst);
+#ifndef COORDL_NO_JPEGTURBO
+CDL_PRIVATE int cdl__rewrite_idle(cdl__worker *W, cdl__counters *done);
+#endif
+CDL_PRIVATE void cdl__worker_decoder_init(cdl__worker *W);
+CDL_PRIVATE coordl_status cdl__image_size(cdl__worker *W, const char *path, const cdl__bytes *in, int *iw, int *ih);
+#endif /* CDL_DECODE_H */
+/* ---- src/config.h ------------------------------------------------------ */
+#ifndef CDL_CONFIG_H
+#define CDL_CONFIG_H
+
+#define CDL_DEFAULT_MAX_DECODE_BYTES (256ull << 20)
+#define CDL_DEFAULT_MAX_AUDIO_SAMPLES (1ull << 26)
+
+/* ---- interface ---- */
+CDL_PRIVATE void cdl__row_shape(const coordl *L, uint32_t out_w, uint32_t out_h, uint32_t *c, uint32_t *h, uint32_t *w);
+CDL_PRIVATE size_t cdl__image_row_bytes(const coordl *L, uint64_t w, uint64_t h);
+CDL_PRIVATE void cdl__output_setup(coordl *L);
+CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c);
+CDL_PRIVATE coordl_config cdl__config_default(void);
+#endif /* CDL_CONFIG_H */
+/* ---- src/stream.h ------------------------------------------------------ */
+#ifndef CDL_STREAM_H
+#define CDL_STREAM_H
+
+/* A claimed row: everything its worker needs, copied under the lock, so
+ * that it never reads the slot again before completing. */
+typedef struct cdl__claim {
+    uint32_t slot, row;
+    uint64_t slot_gen;    /* the slot's assignment the row belongs to      */
+    uint32_t mark;        /* this member generation's mark on the row      */
+    uint64_t epoch, pos;  /* the row is position pos of the epoch's share  */
+    size_t row_bytes;
+    size_t data_off, targets_off; /* the row's place in the ring arena    */
+} cdl__claim;
+
+/* What a worker made of its claimed row. */
+typedef struct cdl__row_result {
+    coordl_status status;
+    uint64_t id;                   /* item used (a substitute for a bad one) */
+    int32_t label;
+    const cdl__u8 *staged;         /* group: the row, copied in on complete */
+    const int32_t *staged_targets;
+    const char *errmsg;
+} cdl__row_result;
+
+/* ---- interface ---- */
+CDL_PRIVATE void cdl__stream_repair(coordl *L, int dead, uint64_t dead_gen);
+CDL_PRIVATE int cdl__stream_claim(coordl *L, cdl__claim *c, int idle);
+CDL_PRIVATE void cdl__stream_complete(coordl *L, const cdl__claim *c, const cdl__counters *counters, const cdl__row_result *r);
+CDL_PRIVATE int cdl__member_current(const coordl *L);
+CDL_PRIVATE int cdl__member_is(const cdl__stream *S, int m, uint64_t gen);
+CDL_PRIVATE void cdl__ring_layout(coordl *L);
+CDL_PRIVATE size_t cdl__ring_slot_bytes(const coordl *L, uint32_t rows_cap, size_t data_cap, size_t *data, size_t *labels, size_t *ids);
+#ifdef COORDL_DEBUG
+CDL_PRIVATE void cdl__stream_check(const coordl *L, const char *transition);
+#else
+#define cdl__stream_check(L, transition) ((void)0)
+#endif
+CDL_PRIVATE void cdl__stream_drop_member(coordl *L, int m, uint64_t gen);
+CDL_PRIVATE coordl_status cdl__stream_init(cdl__stream *S, int pshared);
+CDL_PRIVATE cdl__epoch_counters *cdl__epoch_entry(coordl *L, uint64_t epoch);
+CDL_PRIVATE coordl_status cdl__ring_alloc(coordl *L, uint32_t rows_cap, size_t data_cap);
+CDL_PRIVATE void cdl__ring_free(coordl *L);
+CDL_PRIVATE int cdl__stream_find(const coordl *L);
+CDL_PRIVATE void cdl__stream_pause(coordl *L);
+CDL_PRIVATE int cdl__stream_release(coordl *L, const coordl_batch *b);
+CDL_PRIVATE void cdl__stream_restart(coordl *L);
+CDL_PRIVATE coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *out);
+CDL_PRIVATE int cdl__stream_try_claim(coordl *L, cdl__claim *c);
+#endif /* CDL_STREAM_H */
+/* ---- src/pool.h -------------------------------------------------------- */
+#ifndef CDL_POOL_H
+#define CDL_POOL_H
+
+
+/* ---- interface ---- */
+CDL_PRIVATE coordl_status cdl__pool_start(coordl *L);
+CDL_PRIVATE void cdl__pool_stop(coordl *L);
+CDL_PRIVATE void cdl__worker_prepare(cdl__worker *W, const cdl__claim *c, cdl__row_result *r);
+#endif /* CDL_POOL_H */
+/* ---- src/group.h ------------------------------------------------------- */
+#ifndef CDL_GROUP_H
+#define CDL_GROUP_H
+
+
+/* ---- interface ---- */
+CDL_PRIVATE void cdl__group_leave(coordl *L);
+CDL_PRIVATE coordl_status cdl__group_open(coordl *L);
+CDL_PRIVATE void cdl__member_thread_stop(coordl *L);
+#endif /* CDL_GROUP_H */
+/* ---- src/api.h --------------------------------------------------------- */
+#ifndef CDL_API_H
+#define CDL_API_H
+
+
+/* ---- interface ---- */
+CDL_PRIVATE void cdl__get_config(const coordl *L, coordl_config *out);
+CDL_PRIVATE coordl_status cdl__get_epoch_stats(const coordl *L, uint64_t epoch, coordl_epoch_stats *out);
+CDL_PRIVATE void cdl__get_stats(const coordl *L, coordl_stats *out);
+CDL_PRIVATE coordl_status cdl__next(coordl *L, coordl_batch *out);
+CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out);
+CDL_PRIVATE coordl_status cdl__sample_transform(coordl *L, uint64_t epoch, uint64_t id, coordl_transform *out);
+#endif /* CDL_API_H */
+/* ---- src/analyzer.h ---------------------------------------------------- */
+#ifndef CDL_ANALYZER_H
+#define CDL_ANALYZER_H
+
+
+/* ---- interface ---- */
+CDL_PRIVATE coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_fn, void *user, const coordl_analyze_opts *opts_in, coordl_report *r);
+CDL_PRIVATE uint32_t cdl__ra_threads_for(uint32_t depth);
+CDL_PRIVATE void cdl__report_free(coordl_report *r);
+CDL_PRIVATE size_t cdl__report_json(const coordl_report *r, char *buf, size_t cap);
+CDL_PRIVATE coordl_whatif cdl__report_predict(const coordl_report *r, double f, int threads, double storage_mb_per_s);
+CDL_PRIVATE coordl_whatif cdl__report_predict_ra(const coordl_report *r, double f, int threads, double storage_mb_per_s, uint32_t depth, uint32_t io_threads);
+#endif /* CDL_ANALYZER_H */
+/* ---- src/handle.h ------------------------------------------------------ */
+#ifndef CDL_HANDLE_H
+#define CDL_HANDLE_H
+
 
 struct coordl {
     coordl_config cfg;     /* copy; strings point into owned copies         */
@@ -498,6 +1123,8 @@ struct coordl {
 
     /* stream and group */
     cdl__stream *S;        /* own memory, or the group's shm object        */
+    void (*lock_repair)(coordl *L, int dead, uint64_t dead_gen); /* the stream's
+                              repair, run by the lock on EOWNERDEAD (set at open) */
     int me;                /* this process's member index                  */
     uint64_t my_gen;       /* and the generation it joined with            */
     uint32_t bit;          /* 1u << me                                     */
@@ -564,34 +1191,49 @@ struct coordl {
 
     char errmsg[CDL_ERRMSG_MAX];
 };
+#endif /* CDL_HANDLE_H */
+/* ---- src/status.c ------------------------------------------------------ */
 
-static void *cdl__malloc(const coordl *L, size_t n) {
+/* ===================================================================== */
+/* 2. Errors, logging, allocation, the stream's lock                    */
+/* Every failure becomes a coordl_status plus a message naming the file  */
+/* or setting. Memory comes from the configured allocator (all three     */
+/* hooks or none); nothing here calls exit().                            */
+/* ===================================================================== */
+
+/* The message of the last failed coordl_open on this thread (the handle
+ * does not exist yet, so it cannot hold it; tj3GetErrorStr(NULL) does the
+ * same). This is the only state outside a handle. */
+CDL_PRIVATE _Thread_local char cdl__open_errmsg[CDL_ERRMSG_MAX];
+
+CDL_PRIVATE void *cdl__default_malloc(void *u, size_t n) { (void)u; return malloc(n); }
+CDL_PRIVATE void *cdl__default_realloc(void *u, void *p, size_t n) { (void)u; return realloc(p, n); }
+CDL_PRIVATE void cdl__default_free(void *u, void *p) { (void)u; free(p); }
+
+CDL_PRIVATE void cdl__default_log(void *user, coordl_log_level level, const char *msg) {
+    static const char *names[] = {"error", "warning", "info", "debug"};
+    (void)user;
+    fprintf(stderr, "coordl %s: %s\n", names[level <= COORDL_LOG_DEBUG ? level : 3], msg);
+}
+
+CDL_PRIVATE void *cdl__malloc(const coordl *L, size_t n) {
     return L->alloc.malloc_fn(L->alloc.user, n ? n : 1);
 }
-static void *cdl__calloc(const coordl *L, size_t count, size_t size) {
+CDL_PRIVATE void *cdl__calloc(const coordl *L, size_t count, size_t size) {
     if (size && count > SIZE_MAX / size) return NULL;
     void *p = cdl__malloc(L, count * size);
     if (p) memset(p, 0, count * size);
     return p;
 }
-static void *cdl__realloc(const coordl *L, void *p, size_t n) {
+CDL_PRIVATE void *cdl__realloc(const coordl *L, void *p, size_t n) {
     return L->alloc.realloc_fn(L->alloc.user, p, n ? n : 1);
 }
-static void cdl__free(const coordl *L, void *p) {
+CDL_PRIVATE void cdl__free(const coordl *L, void *p) {
     if (p) L->alloc.free_fn(L->alloc.user, p);
 }
 
-/* --- the stream's lock -------------------------------------------------
- * One robust mutex guards the stream (claims, slots, members). In a group
- * it is shared by processes: a thread killed while holding it leaves it
- * EOWNERDEAD, and the next locker runs the stream's repair transition
- * (section 14) before marking it consistent. Taking the lock does nothing
- * else: heartbeats, liveness and reaping belong to the group's member
- * thread (section 15), so a thread that only queries never drops anyone. */
-static void cdl__stream_repair(coordl *L, int dead, uint64_t dead_gen);
-
 #ifdef COORDL_DEBUG
-static int cdl__gettid(void) {
+CDL_PRIVATE int cdl__gettid(void) {
 #ifdef SYS_gettid
     return (int)syscall(SYS_gettid);
 #else
@@ -600,119 +1242,15 @@ static int cdl__gettid(void) {
 }
 #endif
 
-static void cdl__lock_acquired(coordl *L, int e) {
-    cdl__stream *S = L->S;
-    const int dead = S->lock_owner;
-    const uint64_t dead_gen = S->lock_owner_gen;
-    S->lock_owner = L->me;
-    S->lock_owner_gen = L->my_gen;
-#ifdef COORDL_DEBUG
-    S->lock_tid = cdl__gettid();
-#endif
-    if (e == EOWNERDEAD) {
-        /* the holder died mid-transition: what it may have left
-         * half-done is recomputed, and it is flagged for the member
-         * threads to drop (if still that generation) */
-        cdl__stream_repair(L, dead, dead_gen);
-        pthread_mutex_consistent(&S->mu);
-    }
-}
-
-static void cdl__lock(coordl *L) { cdl__lock_acquired(L, pthread_mutex_lock(&L->S->mu)); }
-
-static void cdl__unlock(coordl *L) {
-    L->S->lock_owner = -1;
-#ifdef COORDL_DEBUG
-    L->S->lock_tid = 0;
-#endif
-    pthread_mutex_unlock(&L->S->mu);
-}
-
-/* COORDL_DEBUG: the calling thread holds the stream's lock. */
-#ifdef COORDL_DEBUG
-#define cdl__assert_locked(L) cdl__debug_assert((L), (L)->S->lock_tid == cdl__gettid(), "stream lock not held by this thread")
-static void cdl__debug_assert(const coordl *L, int ok, const char *what);
-#else
-#define cdl__assert_locked(L) ((void)0)
-#endif
-
-/* Waits on a stream condition for at most ms milliseconds (ms < 0: no
- * bound; a group always bounds it at 50 ms, so a waiter rechecks even if a
- * wake-up went to a process that died). */
-static void cdl__wait_ms(coordl *L, cdl__cond *c, int ms) {
-    int e = 0;
-    if (L->cfg.group) {
-        const uint32_t seen = atomic_load(&c->seq);
-        if (ms < 0 || ms > 50) ms = 50;
-        cdl__unlock(L);
-#ifdef __linux__
-        struct timespec rel = {0, (long)ms * 1000000L};
-        syscall(SYS_futex, (uint32_t *)&c->seq, FUTEX_WAIT, seen, &rel, NULL, 0);
-#else
-        (void)seen;
-        usleep((useconds_t)ms * 1000);
-#endif
-        e = pthread_mutex_lock(&L->S->mu);
-    } else if (ms < 0) {
-        L->S->lock_owner = -1;
-        e = pthread_cond_wait(&c->cv, &L->S->mu);
-    } else {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += ms / 1000;
-        ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-        L->S->lock_owner = -1;
-        e = pthread_cond_timedwait(&c->cv, &L->S->mu, &ts);
-        if (e == ETIMEDOUT) e = 0;
-    }
-    cdl__lock_acquired(L, e);
-}
-
-static void cdl__wait(coordl *L, cdl__cond *c) { cdl__wait_ms(L, c, -1); }
-
-/* Wakes waiters of c: all of them, or (cdl__signal) at most one. Called
- * with the mutex held, which is what makes the sequence word race-free. */
-static void cdl__wake(coordl *L, cdl__cond *c, int all) {
-    if (L->cfg.group) {
-        atomic_fetch_add(&c->seq, 1u);
-#ifdef __linux__
-        syscall(SYS_futex, (uint32_t *)&c->seq, FUTEX_WAKE, all ? INT_MAX : 1, NULL, NULL, 0);
-#endif
-    } else if (all) {
-        pthread_cond_broadcast(&c->cv);
-    } else {
-        pthread_cond_signal(&c->cv);
-    }
-}
-
-static void cdl__broadcast(coordl *L, cdl__cond *c) { cdl__wake(L, c, 1); }
-static void cdl__signal(coordl *L, cdl__cond *c) { cdl__wake(L, c, 0); }
-
-/* Wakes at most one waiter of c after the caller has unlocked (a state
- * change made under the lock): a waiter that checked the state before the
- * change either sees the new sequence word and does not sleep, or sleeps
- * and is woken; one that locks after the change sees it. */
-static void cdl__signal_unlocked(coordl *L, cdl__cond *c) {
-    if (L->cfg.group) {
-        atomic_fetch_add(&c->seq, 1u);
-#ifdef __linux__
-        syscall(SYS_futex, (uint32_t *)&c->seq, FUTEX_WAKE, 1, NULL, NULL, 0);
-#endif
-    } else {
-        pthread_cond_signal(&c->cv);
-    }
-}
-
-static void cdl__test_hook(coordl *L, const char *point) {
+CDL_PRIVATE void cdl__test_hook(coordl *L, const char *point) {
     if (L->cfg.test_hook) L->cfg.test_hook(L->cfg.test_hook_user, point);
 }
 
-static void cdl__vformat(char *dst, size_t cap, const char *fmt, va_list ap) {
+CDL_PRIVATE void cdl__vformat(char *dst, size_t cap, const char *fmt, va_list ap) {
     vsnprintf(dst, cap, fmt, ap);
 }
 
-static void cdl__log(const coordl *L, coordl_log_level level, const char *fmt, ...) {
+CDL_PRIVATE void cdl__log(const coordl *L, coordl_log_level level, const char *fmt, ...) {
     char msg[CDL_ERRMSG_MAX + 64];
     va_list ap;
     if (!L->cfg.log || level > L->cfg.log_level) return;
@@ -723,7 +1261,7 @@ static void cdl__log(const coordl *L, coordl_log_level level, const char *fmt, .
 }
 
 /* Record the detail of an open failure and return its status. */
-static coordl_status cdl__open_fail(coordl_status s, const char *fmt, ...) {
+CDL_PRIVATE coordl_status cdl__open_fail(coordl_status s, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     cdl__vformat(cdl__open_errmsg, sizeof cdl__open_errmsg, fmt, ap);
@@ -732,7 +1270,7 @@ static coordl_status cdl__open_fail(coordl_status s, const char *fmt, ...) {
 }
 
 /* Grow *buf to at least need bytes (amortised doubling); 0 on failure. */
-static int cdl__reserve(const coordl *L, void **buf, size_t *cap, size_t need) {
+CDL_PRIVATE int cdl__reserve(const coordl *L, void **buf, size_t *cap, size_t need) {
     if (need <= *cap) return 1;
     size_t ncap = *cap ? *cap : 4096;
     while (ncap < need) ncap = ncap > SIZE_MAX / 2 ? need : ncap * 2;
@@ -743,58 +1281,57 @@ static int cdl__reserve(const coordl *L, void **buf, size_t *cap, size_t need) {
     return 1;
 }
 
-/* ===================================================================== */
-/* 3. Counter-based randomness                                           */
-/* Every random choice is a pure function of (seed, stream, epoch, item):*/
-/* a keyed SplitMix64 hash, with a counter for draws within one sample.  */
-/* Nothing depends on which thread, process or machine asks, so batches  */
-/* are identical across thread counts and after seek (no replay).        */
-/* ===================================================================== */
+#ifdef COORDL_DEBUG
+/* COORDL_DEBUG: a broken invariant stops the process here, where it broke,
+ * instead of as a wrong batch much later (release builds compile it out). */
+CDL_PRIVATE void cdl__debug_assert(const coordl *L, int ok, const char *what) {
+    (void)L;
+    if (ok) return;
+    fprintf(stderr, "coordl (COORDL_DEBUG): %s\n", what);
+    abort();
+}
+#endif /* COORDL_DEBUG */
+/* ---- src/rand.c -------------------------------------------------------- */
 
-enum { CDL_STREAM_PERM = 1, CDL_STREAM_CROP = 2, CDL_STREAM_SUBST = 3, CDL_STREAM_SHARD_ORDER = 4,
-       CDL_STREAM_SHARD_SAMPLES = 5 };
-
-static uint64_t cdl__mix64(uint64_t z) {
+CDL_PRIVATE uint64_t cdl__mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
 }
 
-static uint64_t cdl__hash4(uint64_t seed, uint64_t stream, uint64_t a, uint64_t b) {
+CDL_PRIVATE uint64_t cdl__hash4(uint64_t seed, uint64_t stream, uint64_t a, uint64_t b) {
     uint64_t h = cdl__mix64(seed ^ 0x243f6a8885a308d3ull);
     h = cdl__mix64(h ^ (stream * 0x9e3779b97f4a7c15ull));
     h = cdl__mix64(h ^ (a + 0x13198a2e03707344ull));
     return cdl__mix64(h ^ (b * 0xa4093822299f31d1ull + 0x082efa98ec4e6c89ull));
 }
 
-typedef struct cdl__rng {
-    uint64_t key, counter;
-} cdl__rng;
-
-static cdl__rng cdl__rng_for(uint64_t seed, uint64_t stream, uint64_t epoch, uint64_t item) {
+CDL_PRIVATE cdl__rng cdl__rng_for(uint64_t seed, uint64_t stream, uint64_t epoch, uint64_t item) {
     cdl__rng r = {cdl__hash4(seed, stream, epoch, item), 0};
     return r;
 }
 
-static uint64_t cdl__rng_next(cdl__rng *r) {
+CDL_PRIVATE uint64_t cdl__rng_next(cdl__rng *r) {
     r->counter++;
     return cdl__mix64(r->key + r->counter * 0x9e3779b97f4a7c15ull);
 }
 
 /* Uniform in [0, 1) with 53 bits. */
-static double cdl__rng_uniform(cdl__rng *r) {
+CDL_PRIVATE double cdl__rng_uniform(cdl__rng *r) {
     return (double)(cdl__rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 /* Uniform integer in [0, n), n > 0: the high word of a 64x64 multiply
  * (Lemire), in portable C; bias below n / 2^64. */
-static uint64_t cdl__rng_below(cdl__rng *r, uint64_t n) {
+CDL_PRIVATE uint64_t cdl__rng_below(cdl__rng *r, uint64_t n) {
     uint64_t x = cdl__rng_next(r);
     uint64_t xl = x & 0xffffffffu, xh = x >> 32, nl = n & 0xffffffffu, nh = n >> 32;
     uint64_t ll = xl * nl, lh = xl * nh, hl = xh * nl, hh = xh * nh;
     uint64_t mid = (ll >> 32) + (lh & 0xffffffffu) + (hl & 0xffffffffu);
     return hh + (lh >> 32) + (hl >> 32) + (mid >> 32);
 }
+
+/* ---- src/placement.c --------------------------------------------------- */
 
 /* ===================================================================== */
 /* 4. Placement                                                          */
@@ -835,7 +1372,7 @@ static int cdl__parse_pu_list(const char *text, unsigned char *in) {
 }
 
 /* "0,2,4-6" from a list of PUs (any order), into buf. */
-static void cdl__format_pu_list(const int *pus, int n, char *buf, size_t cap) {
+CDL_PRIVATE void cdl__format_pu_list(const int *pus, int n, char *buf, size_t cap) {
     unsigned char in[CDL_MAX_PUS];
     memset(in, 0, sizeof in);
     for (int i = 0; i < n; i++)
@@ -912,7 +1449,7 @@ static coordl_status cdl__check_cpuset(const coordl *L, const unsigned char *all
 }
 
 #ifdef COORDL_NO_HWLOC
-static coordl_status cdl__placement_choose(coordl *L, cdl__placement *P) {
+CDL_PRIVATE coordl_status cdl__placement_choose(coordl *L, cdl__placement *P) {
     memset(P, 0, sizeof *P);
     P->node = -1;
     if (L->cfg.numa_node >= 0 || L->cfg.pci_bus_id || L->cfg.topology)
@@ -933,7 +1470,7 @@ static coordl_status cdl__placement_choose(coordl *L, cdl__placement *P) {
     starts[n] = n;
     return cdl__place_from_cores(L, P, pus, starts, n);
 }
-static void cdl__placement_free(coordl *L, cdl__placement *P) {
+CDL_PRIVATE void cdl__placement_free(coordl *L, cdl__placement *P) {
     cdl__free(L, P->worker_pus);
     cdl__free(L, P->reserved_pus);
 }
@@ -1048,7 +1585,7 @@ static coordl_status cdl__place_by_cores(coordl *L, cdl__placement *P, hwloc_con
     return rc;
 }
 
-static coordl_status cdl__placement_choose(coordl *L, cdl__placement *P) {
+CDL_PRIVATE coordl_status cdl__placement_choose(coordl *L, cdl__placement *P) {
     memset(P, 0, sizeof *P);
     P->node = -1;
     coordl_status rc = cdl__place_load_topology(L, P);
@@ -1068,7 +1605,7 @@ static coordl_status cdl__placement_choose(coordl *L, cdl__placement *P) {
     return rc;
 }
 
-static void cdl__placement_free(coordl *L, cdl__placement *P) {
+CDL_PRIVATE void cdl__placement_free(coordl *L, cdl__placement *P) {
     cdl__free(L, P->worker_pus);
     cdl__free(L, P->reserved_pus);
     if (P->nodeset) hwloc_bitmap_free(P->nodeset);
@@ -1079,7 +1616,7 @@ static void cdl__placement_free(coordl *L, cdl__placement *P) {
 #endif
 
 /* Binds [p, p + bytes) to the chosen node(s) before it is touched. */
-static int cdl__placement_bind_memory(coordl *L, void *p, size_t bytes) {
+CDL_PRIVATE int cdl__placement_bind_memory(coordl *L, void *p, size_t bytes) {
 #ifndef COORDL_NO_HWLOC
     cdl__placement *P = &L->place;
     if (!L->cfg.bind || P->simulate || !P->topo || P->nnodes < 1) return 0;
@@ -1090,6 +1627,8 @@ static int cdl__placement_bind_memory(coordl *L, void *p, size_t bytes) {
     return 0;
 #endif
 }
+
+/* ---- src/arena.c ------------------------------------------------------- */
 
 /* ===================================================================== */
 /* 5. Arenas                                                             */
@@ -1106,7 +1645,7 @@ static int cdl__placement_bind_memory(coordl *L, void *p, size_t bytes) {
  * a page on a VM); otherwise pages are locked as they fault in (the cache
  * fills over the first epoch, so locking it all up front would make open
  * pay for pages that may never be used). */
-static coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes,
+CDL_PRIVATE coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes,
                                     int populate, const char *what) {
     memset(a, 0, sizeof *a);
     if (bytes == 0) return COORDL_OK;
@@ -1157,7 +1696,7 @@ static coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes,
 
 /* Unregisters (pin callback) and unmaps an arena. A borrowed arena (part
  * of a group's mapping) is only unregistered: the mapping goes as one. */
-static void cdl__arena_unmap(coordl *L, cdl__arena *a) {
+CDL_PRIVATE void cdl__arena_unmap(coordl *L, cdl__arena *a) {
     if (!a->base) return;
     if (a->pin_registered && L->cfg.pin) L->cfg.pin(L->cfg.pin_user, a->base, a->bytes, 0);
     a->pin_registered = 0;
@@ -1175,7 +1714,7 @@ static void cdl__arena_unmap(coordl *L, cdl__arena *a) {
 
 /* Registers a part of a group's mapping as an arena with the pin
  * callback, once; cdl__arena_unmap unregisters it before the unmap. */
-static void cdl__arena_borrow(coordl *L, cdl__arena *a, void *base, size_t bytes, const char *what) {
+CDL_PRIVATE void cdl__arena_borrow(coordl *L, cdl__arena *a, void *base, size_t bytes, const char *what) {
     memset(a, 0, sizeof *a);
     a->base = base;
     a->bytes = bytes;
@@ -1187,6 +1726,138 @@ static void cdl__arena_borrow(coordl *L, cdl__arena *a, void *base, size_t bytes
             cdl__log(L, COORDL_LOG_WARN, "pin callback failed for the %s", what);
     }
 }
+
+/* ---- src/lock.c -------------------------------------------------------- */
+
+/* --- the stream's lock -------------------------------------------------
+ * One robust mutex guards the stream (claims, slots, members). In a group
+ * it is shared by processes: a thread killed while holding it leaves it
+ * EOWNERDEAD, and the next locker runs the stream's repair transition
+ * (section 14) before marking it consistent. Taking the lock does nothing
+ * else: heartbeats, liveness and reaping belong to the group's member
+ * thread (section 15), so a thread that only queries never drops anyone.
+ * The repair transition belongs to the stream, a layer above: open sets
+ * L->lock_repair to it, so this module never calls up. */
+
+
+CDL_PRIVATE void cdl__lock_acquired(coordl *L, int e) {
+    cdl__stream *S = L->S;
+    const int dead = S->lock_owner;
+    const uint64_t dead_gen = S->lock_owner_gen;
+    S->lock_owner = L->me;
+    S->lock_owner_gen = L->my_gen;
+#ifdef COORDL_DEBUG
+    S->lock_tid = cdl__gettid();
+#endif
+    if (e == EOWNERDEAD) {
+        /* the holder died mid-transition: what it may have left
+         * half-done is recomputed, and it is flagged for the member
+         * threads to drop (if still that generation) */
+        L->lock_repair(L, dead, dead_gen);
+        pthread_mutex_consistent(&S->mu);
+    }
+}
+
+CDL_PRIVATE void cdl__lock(coordl *L) { cdl__lock_acquired(L, pthread_mutex_lock(&L->S->mu)); }
+
+CDL_PRIVATE void cdl__unlock(coordl *L) {
+    L->S->lock_owner = -1;
+#ifdef COORDL_DEBUG
+    L->S->lock_tid = 0;
+#endif
+    pthread_mutex_unlock(&L->S->mu);
+}
+
+/* COORDL_DEBUG: the calling thread holds the stream's lock. */
+
+/* Waits on a stream condition for at most ms milliseconds (ms < 0: no
+ * bound; a group always bounds it at 50 ms, so a waiter rechecks even if a
+ * wake-up went to a process that died). */
+CDL_PRIVATE void cdl__wait_ms(coordl *L, cdl__cond *c, int ms) {
+    int e = 0;
+    if (L->cfg.group) {
+        const uint32_t seen = atomic_load(&c->seq);
+        if (ms < 0 || ms > 50) ms = 50;
+        cdl__unlock(L);
+#ifdef __linux__
+        struct timespec rel = {0, (long)ms * 1000000L};
+        syscall(SYS_futex, (uint32_t *)&c->seq, FUTEX_WAIT, seen, &rel, NULL, 0);
+#else
+        (void)seen;
+        usleep((useconds_t)ms * 1000);
+#endif
+        e = pthread_mutex_lock(&L->S->mu);
+    } else if (ms < 0) {
+        L->S->lock_owner = -1;
+        e = pthread_cond_wait(&c->cv, &L->S->mu);
+    } else {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += ms / 1000;
+        ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        L->S->lock_owner = -1;
+        e = pthread_cond_timedwait(&c->cv, &L->S->mu, &ts);
+        if (e == ETIMEDOUT) e = 0;
+    }
+    cdl__lock_acquired(L, e);
+}
+
+CDL_PRIVATE void cdl__wait(coordl *L, cdl__cond *c) { cdl__wait_ms(L, c, -1); }
+
+/* Wakes waiters of c: all of them, or (cdl__signal) at most one. Called
+ * with the mutex held, which is what makes the sequence word race-free. */
+static void cdl__wake(coordl *L, cdl__cond *c, int all) {
+    if (L->cfg.group) {
+        atomic_fetch_add(&c->seq, 1u);
+#ifdef __linux__
+        syscall(SYS_futex, (uint32_t *)&c->seq, FUTEX_WAKE, all ? INT_MAX : 1, NULL, NULL, 0);
+#endif
+    } else if (all) {
+        pthread_cond_broadcast(&c->cv);
+    } else {
+        pthread_cond_signal(&c->cv);
+    }
+}
+
+CDL_PRIVATE void cdl__broadcast(coordl *L, cdl__cond *c) { cdl__wake(L, c, 1); }
+CDL_PRIVATE void cdl__signal(coordl *L, cdl__cond *c) { cdl__wake(L, c, 0); }
+
+/* Wakes at most one waiter of c after the caller has unlocked (a state
+ * change made under the lock): a waiter that checked the state before the
+ * change either sees the new sequence word and does not sleep, or sleeps
+ * and is woken; one that locks after the change sees it. */
+CDL_PRIVATE void cdl__signal_unlocked(coordl *L, cdl__cond *c) {
+    if (L->cfg.group) {
+        atomic_fetch_add(&c->seq, 1u);
+#ifdef __linux__
+        syscall(SYS_futex, (uint32_t *)&c->seq, FUTEX_WAKE, 1, NULL, NULL, 0);
+#endif
+    } else {
+        pthread_cond_signal(&c->cv);
+    }
+}
+/* ---- src/worker.c ------------------------------------------------------ */
+
+CDL_PRIVATE coordl_status cdl__worker_error(cdl__worker *W, coordl_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    cdl__vformat(W->err, sizeof W->err, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+/* Item id's bytes from storage, through the reader, into *buf (of *cap
+ * bytes): a plain item is its whole file, at the size it has now (it may
+ * have changed since indexing); a token window and a tar member are a byte
+ * range (their shard may not have shrunk). With grow, *buf is grown
+ * through the allocator to fit; without (the read-ahead arena), an item
+ * larger than *cap is not read and *too_big is set. *len receives the
+ * item's bytes, *storage_bytes what the reader delivered. Errors name the
+ * item: COORDL_ERR_IO (the reader, a file gone or shrunk), COORDL_ERR_CORRUPT
+ * (empty, over max_item_bytes, a window cut short), COORDL_ERR_NOMEM. Any
+ * thread; touches only its arguments. */
+/* ---- src/io.c ---------------------------------------------------------- */
 
 /* ===================================================================== */
 /* 6. Storage reader and source index                                    */
@@ -1209,7 +1880,7 @@ static void cdl__arena_borrow(coordl *L, cdl__arena *a, void *base, size_t bytes
  * links); a loop fails the open with ELOOP. A handle is the descriptor + 1
  * (so that descriptor 0 is not NULL): nothing is allocated per open. *why
  * gets a static description when the refusal is ours, not an errno's. */
-static int cdl__posix_open_why(const char *path, void **file, uint64_t *size, const char **why) {
+CDL_PRIVATE int cdl__posix_open_why(const char *path, void **file, uint64_t *size, const char **why) {
     *why = NULL;
     int fd;
     do fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
@@ -1235,7 +1906,7 @@ static int cdl__posix_open_why(const char *path, void **file, uint64_t *size, co
     return 0;
 }
 
-static int cdl__posix_fd(void *file) { return (int)(intptr_t)file - 1; }
+CDL_PRIVATE int cdl__posix_fd(void *file) { return (int)(intptr_t)file - 1; }
 
 static int cdl__posix_open(void *user, const char *path, void **file, uint64_t *size) {
     const char *why;
@@ -1262,12 +1933,12 @@ static int64_t cdl__posix_read_at(void *user, void *file, void *buf, uint64_t le
     return (int64_t)got;
 }
 
-static void cdl__posix_close(void *user, void *file) {
+CDL_PRIVATE void cdl__posix_close(void *user, void *file) {
     (void)user;
     close(cdl__posix_fd(file));
 }
 
-static const coordl_io cdl__posix_io = {NULL, cdl__posix_open, cdl__posix_read_at, cdl__posix_close};
+CDL_PRIVATE const coordl_io cdl__posix_io = {NULL, cdl__posix_open, cdl__posix_read_at, cdl__posix_close};
 
 /* ---- reading through the handle's reader ---------------------------------
  * A custom reader is trusted with nothing: its return values are checked,
@@ -1276,7 +1947,7 @@ static const coordl_io cdl__posix_io = {NULL, cdl__posix_open, cdl__posix_read_a
 
 /* Opens path. On failure: COORDL_ERR_IO, and the reason (not the path:
  * callers name the file as they need) in why. */
-static coordl_status cdl__io_open(const coordl *L, const char *path, void **file, uint64_t *size,
+CDL_PRIVATE coordl_status cdl__io_open(const coordl *L, const char *path, void **file, uint64_t *size,
                                   char *why, size_t cap) {
     const coordl_io *io = L->io;
     const char *ours = NULL;
@@ -1298,13 +1969,13 @@ static coordl_status cdl__io_open(const coordl *L, const char *path, void **file
     return COORDL_ERR_IO;
 }
 
-static void cdl__io_close(const coordl *L, void *file) { L->io->close(L->io->user, file); }
+CDL_PRIVATE void cdl__io_close(const coordl *L, void *file) { L->io->close(L->io->user, file); }
 
 /* Reads len bytes at offset off of an open file, looping over short reads
  * and EINTR; *got receives the bytes read (fewer than len: the file ended
  * there). A reader error, or a count it cannot have read, is
  * COORDL_ERR_IO with "<path>: ..." in err. */
-static coordl_status cdl__io_read(const coordl *L, void *file, const char *path, void *buf, uint64_t len,
+CDL_PRIVATE coordl_status cdl__io_read(const coordl *L, void *file, const char *path, void *buf, uint64_t len,
                                   uint64_t off, uint64_t *got, char *err, size_t cap) {
     const coordl_io *io = L->io;
     uint64_t done = 0;
@@ -1334,7 +2005,7 @@ static coordl_status cdl__io_read(const coordl *L, void *file, const char *path,
 
 /* A whole (text) file through the reader, NUL-terminated, into memory from
  * the allocator (list files). Open-time errors go to cdl__open_fail. */
-static coordl_status cdl__io_slurp(coordl *L, const char *path, const char *what, char **out, size_t *len) {
+CDL_PRIVATE coordl_status cdl__io_slurp(coordl *L, const char *path, const char *what, char **out, size_t *len) {
     char err[CDL_ERRMSG_MAX];
     void *f;
     uint64_t size, got = 0;
@@ -1367,7 +2038,7 @@ static coordl_status cdl__io_slurp(coordl *L, const char *path, const char *what
 
 /* The next line of a text buffer (LF or CRLF; a NUL-terminated copy made in
  * place); 0 at the end. *n is the line's length, as getline counts it. */
-static int cdl__next_line(char *buf, size_t len, size_t *pos, char **line, size_t *n) {
+CDL_PRIVATE int cdl__next_line(char *buf, size_t len, size_t *pos, char **line, size_t *n) {
     if (*pos >= len) return 0;
     char *start = buf + *pos;
     char *nl = memchr(start, '\n', len - *pos);
@@ -1380,6 +2051,8 @@ static int cdl__next_line(char *buf, size_t len, size_t *pos, char **line, size_
     return 1;
 }
 
+/* ---- src/index.c ------------------------------------------------------- */
+
 /* ---- the source index --------------------------------------------------- */
 
 typedef struct cdl__indexer {
@@ -1387,7 +2060,7 @@ typedef struct cdl__indexer {
     uint64_t cap_items;
 } cdl__indexer;
 
-static int cdl__strings_append(coordl *L, const char *s, size_t n, uint64_t *off) {
+CDL_PRIVATE int cdl__strings_append(coordl *L, const char *s, size_t n, uint64_t *off) {
     if (!cdl__reserve(L, (void **)&L->strings, &L->strings_cap, L->strings_len + n + 1)) return 0;
     memcpy(L->strings + L->strings_len, s, n);
     L->strings[L->strings_len + n] = '\0';
@@ -1414,7 +2087,7 @@ static int cdl__items_push(cdl__indexer *ix, uint64_t path_off, uint64_t bytes, 
 
 /* Files an ImageFolder-style tree contributes: image extensions, or .wav
  * for the audio pipeline; any case. */
-static int cdl__wanted_file(const coordl *L, const char *name) {
+CDL_PRIVATE int cdl__wanted_file(const coordl *L, const char *name) {
     static const char *image_exts[] = {"jpg", "jpeg", "png", "bmp", "ppm", "pgm", "tga"};
     const char *dot = strrchr(name, '.');
     if (!dot) return 0;
@@ -1491,7 +2164,7 @@ static coordl_status cdl__index_class_dir(cdl__indexer *ix, char *path, size_t p
     return rc;
 }
 
-static coordl_status cdl__index_image_folder(coordl *L, const char *root) {
+CDL_PRIVATE coordl_status cdl__index_image_folder(coordl *L, const char *root) {
     cdl__indexer ix = {L, 0};
     DIR *d = opendir(root);
     if (!d) return cdl__open_fail(COORDL_ERR_IO, "source: cannot open directory %s: %s", root, strerror(errno));
@@ -1584,7 +2257,7 @@ static void cdl__quote_bytes(char *dst, size_t cap, const char *s, size_t n) {
  * skipped. The path is everything before the last TAB (it may hold spaces
  * and tabs), relative to the list file's folder unless absolute, and must
  * name a regular file now; a malformed line fails the open naming it. */
-static coordl_status cdl__index_list_text(coordl *L, const char *list, const char *text, size_t len) {
+CDL_PRIVATE coordl_status cdl__index_list_text(coordl *L, const char *list, const char *text, size_t len) {
     cdl__indexer ix = {L, 0};
     const char *slash = strrchr(list, '/');
     const size_t dir_len = slash ? (size_t)(slash - list) : 0;
@@ -1659,6 +2332,33 @@ static coordl_status cdl__index_list_text(coordl *L, const char *list, const cha
     return rc;
 }
 
+CDL_PRIVATE const cdl__shard *cdl__shard_of(const coordl *L, uint64_t id) {
+    size_t lo = 0, hi = L->nshards;
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (L->shards[mid].first_item <= id) lo = mid; else hi = mid;
+    }
+    while (lo > 0 && L->shards[lo].nwindows == 0) lo--;
+    return &L->shards[lo];
+}
+
+CDL_PRIVATE const char *cdl__item_path(const coordl *L, uint64_t id) {
+    if (L->shards) return L->strings + cdl__shard_of(L, id)->path_off;
+    return L->strings + L->items[id].path_off;
+}
+
+CDL_PRIVATE int32_t cdl__item_label(const coordl *L, uint64_t id) {
+    if (L->shards) return (int32_t)(cdl__shard_of(L, id) - L->shards);
+    return L->items[id].label;
+}
+
+CDL_PRIVATE uint64_t cdl__item_bytes(const coordl *L, uint64_t id) {
+    if (L->shards) return (uint64_t)(L->cfg.seq_len + 1) * cdl__shard_of(L, id)->tok_bytes;
+    return L->items[id].bytes;
+}
+
+/* ---- src/tar.c --------------------------------------------------------- */
+
 /* ---- WebDataset tar shards ------------------------------------------------
  * A shard is indexed from its headers (ustar, GNU long names 'L', pax
  * extended headers 'x'), read through the reader one 512-byte header at a
@@ -1719,7 +2419,7 @@ typedef struct cdl__tar_index {
     size_t last_class_off; int have_last_class;
 } cdl__tar_index;
 
-static int cdl__is_tar_name(const char *p) {
+CDL_PRIVATE int cdl__is_tar_name(const char *p) {
     size_t n = strlen(p);
     return n >= 4 && strcasecmp(p + n - 4, ".tar") == 0;
 }
@@ -2250,7 +2950,7 @@ static coordl_status cdl__tar_list_shards(coordl *L, int kind, char *list_text, 
 
 /* Indexes tar shards: kind 1 a .tar file, 2 a folder of them, 3 a glob,
  * 4 a list of them (its text given). */
-static coordl_status cdl__index_tar(coordl *L, int kind, char *list_text, size_t list_len) {
+CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, char *list_text, size_t list_len) {
     cdl__tar_index t;
     memset(&t, 0, sizeof t);
     t.L = L;
@@ -2297,6 +2997,8 @@ static coordl_status cdl__index_tar(coordl *L, int kind, char *list_text, size_t
  * stride of seq_len; they are not materialised (a 10-billion-token corpus
  * has 10 million windows of 1024): an item id maps to its shard by a
  * binary search over the shards' first ids. */
+/* ---- src/source.c ------------------------------------------------------ */
+
 #define CDL_SHARD_HEADER_BYTES 1024
 #define CDL_SHARD_MAGIC_U16 20240520
 #define CDL_SHARD_MAGIC_U32 20240801
@@ -2459,7 +3161,7 @@ static int cdl__is_shard_list(const char *text, size_t len) {
     return strncasecmp(text + b - 4, ".tar", 4) == 0;
 }
 
-static coordl_status cdl__index_source(coordl *L) {
+CDL_PRIVATE coordl_status cdl__index_source(coordl *L) {
     struct stat sb;
     const char *src = L->cfg.source;
     if (L->cfg.pipeline == COORDL_PIPE_TOKENS) return cdl__index_tokens(L);
@@ -2498,554 +3200,7 @@ static coordl_status cdl__index_source(coordl *L) {
 
 /* The shard holding token window `id` (the last shard whose first id is
  * <= id and that has windows). */
-static const cdl__shard *cdl__shard_of(const coordl *L, uint64_t id) {
-    size_t lo = 0, hi = L->nshards;
-    while (hi - lo > 1) {
-        size_t mid = (lo + hi) / 2;
-        if (L->shards[mid].first_item <= id) lo = mid; else hi = mid;
-    }
-    while (lo > 0 && L->shards[lo].nwindows == 0) lo--;
-    return &L->shards[lo];
-}
-
-static const char *cdl__item_path(const coordl *L, uint64_t id) {
-    if (L->shards) return L->strings + cdl__shard_of(L, id)->path_off;
-    return L->strings + L->items[id].path_off;
-}
-
-static int32_t cdl__item_label(const coordl *L, uint64_t id) {
-    if (L->shards) return (int32_t)(cdl__shard_of(L, id) - L->shards);
-    return L->items[id].label;
-}
-
-static uint64_t cdl__item_bytes(const coordl *L, uint64_t id) {
-    if (L->shards) return (uint64_t)(L->cfg.seq_len + 1) * cdl__shard_of(L, id)->tok_bytes;
-    return L->items[id].bytes;
-}
-
-/* ===================================================================== */
-/* 7. Sampler                                                            */
-/* The epoch permutation is a keyed Feistel network over the next power  */
-/* of four with cycle walking: a bijection on [0, N) computed in O(1)    */
-/* per position from (seed, epoch), with no per-epoch array, so any      */
-/* worker can map (epoch, position) to an item and seek is O(1). Rank r  */
-/* of W gets positions r, r+W, ... (floor(N/W) of them). Token windows   */
-/* in llm.c's order (token_order LLMC) map positions through shards and  */
-/* samples instead, as llm.c's DataLoader does (below).                  */
-/* ===================================================================== */
-
-typedef struct cdl__perm {
-    uint64_t n;
-    unsigned half_bits;
-    uint64_t half_mask;
-    uint64_t keys[6];
-    int identity;
-    uint64_t epoch;
-} cdl__perm;
-
-/* A permutation of [0, n) keyed by (seed, stream, epoch, salt): the epoch
- * permutation of the items, and for token_order LLMC the shard order and
- * the order of a shard's samples. */
-static cdl__perm cdl__perm_keyed(uint64_t n, int identity, uint64_t seed, uint64_t stream, uint64_t epoch,
-                                 uint64_t salt) {
-    cdl__perm p;
-    memset(&p, 0, sizeof p);
-    p.n = n;
-    p.identity = identity;
-    p.epoch = epoch;
-    unsigned bits = 2;
-    while (bits < 64 && (1ull << bits) < p.n) bits++;
-    if (bits & 1) bits++;
-    p.half_bits = bits / 2;
-    p.half_mask = (1ull << p.half_bits) - 1;
-    for (uint64_t r = 0; r < 6; r++) p.keys[r] = cdl__hash4(seed, stream, epoch, salt * 8 + r);
-    return p;
-}
-
-static cdl__perm cdl__perm_for(const coordl *L, uint64_t epoch) {
-    return cdl__perm_keyed(L->num_items, !L->cfg.shuffle, L->cfg.seed, CDL_STREAM_PERM, epoch, 0);
-}
-
-static uint64_t cdl__perm_apply(const cdl__perm *p, uint64_t x) {
-    if (p->identity) return x;
-    do {
-        uint64_t left = x >> p->half_bits, right = x & p->half_mask;
-        for (int r = 0; r < 6; r++) {
-            uint64_t f = cdl__mix64(right ^ p->keys[r]) & p->half_mask;
-            uint64_t nl = right;
-            right = left ^ f;
-            left = nl;
-        }
-        x = (left << p->half_bits) | right;
-    } while (x >= p->n); /* cycle walking keeps the bijection inside [0, n) */
-    return x;
-}
-
-/* Where an epoch's batches stop: drop_last cuts the share at the last
- * whole batch of the current batch size, counted from where that size
- * took effect (coordl_set mid-epoch) or from the epoch's start. */
-static uint64_t cdl__epoch_end(const coordl *L, uint64_t epoch) {
-    const uint64_t B = L->cfg.batch_size;
-    const uint64_t from = epoch == L->S->cut_epoch ? L->S->cut_pos : 0;
-    return L->cfg.drop_last ? from + (L->share - from) / B * B : L->share;
-}
-
-static uint64_t cdl__batches_for(const coordl *L, uint64_t B) {
-    return L->cfg.drop_last ? L->share / B : (L->share + B - 1) / B;
-}
-
-/* llm.c's DataLoader order (token_order = COORDL_TOKENS_LLMC). With P
- * ranks and batch size B, shard s of n_s windows holds G_s = floor(n_s /
- * (P B)) samples (llm.c's shard_num_samples: floor((tokens - 1) / (P B T))
- * is the same number); sample j is P blocks of B consecutive windows and
- * rank r takes block j P + r; windows past the last sample are dropped. An
- * epoch visits the shards in an order (identity, or a permutation keyed by
- * (seed, epoch)) and a shard's samples in an order (identity, or keyed by
- * (seed, epoch, shard)); batch k of an epoch is the k-th sample visited, so
- * a rank's share is sum(G_s) x B positions and position p is row p % B of
- * batch p / B. Finding the shard of batch k needs the prefix sums of G in
- * the epoch's shard order: computed once per epoch (O(shards)) and kept for
- * the last two epochs asked for, under a lock of this process (workers,
- * the MPI thread and the converters ask). */
-typedef struct cdl__llmc_epoch {
-    uint64_t epoch;
-    int valid;
-    uint32_t *order;  /* shard at visiting position i                       */
-    uint64_t *prefix; /* batches before position i; prefix[nshards] = total */
-} cdl__llmc_epoch;
-
-typedef struct cdl__llmc {
-    uint64_t *samples;  /* G_s per shard, in source order                    */
-    uint64_t total;     /* batches per epoch: sum of G_s                     */
-    pthread_mutex_t mu; /* guards ep[] and victim                            */
-    cdl__llmc_epoch ep[2];
-    unsigned victim;    /* entry the next new epoch replaces                 */
-} cdl__llmc;
-
-static cdl__perm cdl__llmc_shard_perm(const coordl *L, uint64_t epoch) {
-    return cdl__perm_keyed(L->nshards, !L->cfg.shuffle, L->cfg.seed, CDL_STREAM_SHARD_ORDER, epoch, 0);
-}
-
-/* The table of `epoch`, built if it is not one of the two kept. Under mu. */
-static const cdl__llmc_epoch *cdl__llmc_table(const coordl *L, uint64_t epoch) {
-    cdl__llmc *M = L->llmc;
-    for (int i = 0; i < 2; i++)
-        if (M->ep[i].valid && (M->ep[i].epoch == epoch || !L->cfg.shuffle)) return &M->ep[i];
-    cdl__llmc_epoch *e = &M->ep[M->victim];
-    M->victim ^= 1u;
-    cdl__perm order = cdl__llmc_shard_perm(L, epoch);
-    e->prefix[0] = 0;
-    for (size_t i = 0; i < L->nshards; i++) {
-        e->order[i] = (uint32_t)cdl__perm_apply(&order, i);
-        e->prefix[i + 1] = e->prefix[i] + M->samples[e->order[i]];
-    }
-    e->epoch = epoch;
-    e->valid = 1;
-    return e;
-}
-
-/* Batch k < total of `epoch`: the visiting position of its shard and the
- * sample's position within the shard (llm.c's current_shard_idx and
- * current_sample_idx before it loads the batch), and the shard. */
-static void cdl__llmc_locate(const coordl *L, uint64_t epoch, uint64_t k, uint64_t *shard_pos,
-                             uint64_t *sample_pos, uint32_t *shard) {
-    cdl__llmc *M = L->llmc;
-    pthread_mutex_lock(&M->mu);
-    const cdl__llmc_epoch *e = cdl__llmc_table(L, epoch);
-    size_t lo = 0, hi = L->nshards; /* the last i with prefix[i] <= k */
-    while (hi - lo > 1) {
-        size_t mid = (lo + hi) / 2;
-        if (e->prefix[mid] <= k) lo = mid; else hi = mid;
-    }
-    *shard_pos = lo;
-    *sample_pos = k - e->prefix[lo];
-    *shard = e->order[lo];
-    pthread_mutex_unlock(&M->mu);
-}
-
-/* The first window of sample position j of shard s for this rank. */
-static uint64_t cdl__llmc_block_first(const coordl *L, uint64_t epoch, uint32_t s, uint64_t j) {
-    const uint64_t G = L->llmc->samples[s];
-    cdl__perm within = cdl__perm_keyed(G, !L->cfg.shuffle, L->cfg.seed, CDL_STREAM_SHARD_SAMPLES, epoch, s);
-    const uint64_t idx = cdl__perm_apply(&within, j);
-    const uint64_t B = L->cfg.batch_size;
-    return L->shards[s].first_item + (idx * (uint64_t)L->cfg.world + (uint64_t)L->cfg.rank) * B;
-}
-
-/* Sizes the order at open (after indexing): G_s per shard and one table
- * (shuffle = 0 needs no other). */
-static coordl_status cdl__llmc_init(coordl *L) {
-    cdl__llmc *M = cdl__calloc(L, 1, sizeof *M);
-    if (!M) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
-    if (pthread_mutex_init(&M->mu, NULL) != 0) {
-        cdl__free(L, M);
-        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot create a mutex");
-    }
-    L->llmc = M; /* from here on cdl__llmc_free (via coordl_close) owns it */
-    M->samples = cdl__calloc(L, L->nshards, sizeof *M->samples);
-    int ok = M->samples != NULL;
-    for (int i = 0; i < 2; i++) {
-        M->ep[i].order = cdl__calloc(L, L->nshards, sizeof *M->ep[i].order);
-        M->ep[i].prefix = cdl__calloc(L, L->nshards + 1, sizeof *M->ep[i].prefix);
-        ok = ok && M->ep[i].order && M->ep[i].prefix;
-    }
-    if (!ok) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
-    const uint64_t per_sample = (uint64_t)L->cfg.world * L->cfg.batch_size;
-    for (size_t s = 0; s < L->nshards; s++) {
-        M->samples[s] = L->shards[s].nwindows / per_sample;
-        M->total += M->samples[s];
-    }
-    if (M->total == 0)
-        return cdl__open_fail(COORDL_ERR_INVALID, "token_order: llm.c's order needs a shard of at least world x "
-                              "batch_size x seq_len + 1 = %llu tokens; no shard of %s has that many",
-                              (unsigned long long)(per_sample * L->cfg.seq_len + 1), L->cfg.source);
-    pthread_mutex_lock(&M->mu);
-    cdl__llmc_table(L, 0);
-    pthread_mutex_unlock(&M->mu);
-    return COORDL_OK;
-}
-
-static void cdl__llmc_free(coordl *L) {
-    cdl__llmc *M = L->llmc;
-    if (!M) return;
-    for (int i = 0; i < 2; i++) {
-        cdl__free(L, M->ep[i].order);
-        cdl__free(L, M->ep[i].prefix);
-    }
-    cdl__free(L, M->samples);
-    pthread_mutex_destroy(&M->mu);
-    cdl__free(L, M);
-    L->llmc = NULL;
-}
-
-/* Dataset item at position `pos` of this rank's share of an epoch. */
-static uint64_t cdl__item_at(const coordl *L, const cdl__perm *p, uint64_t pos) {
-    if (L->llmc) {
-        const uint64_t B = L->cfg.batch_size;
-        uint64_t shard_pos, sample_pos;
-        uint32_t s;
-        cdl__llmc_locate(L, p->epoch, pos / B, &shard_pos, &sample_pos, &s);
-        return cdl__llmc_block_first(L, p->epoch, s, sample_pos) + pos % B;
-    }
-    return cdl__perm_apply(p, pos * (uint64_t)L->cfg.world + (uint64_t)L->cfg.rank);
-}
-
-/* ===================================================================== */
-/* 8. MinIO cache                                                        */
-/* Encoded bytes of items, admitted on first read until the byte budget  */
-/* is full, never evicted: under a fresh random permutation per epoch    */
-/* the hit rate is then exactly the cached fraction, the best a demand   */
-/* cache can do. One slab, space reserved by a lock-free bump counter;   */
-/* entries hold offsets. The LRU variant (malloc per item, a mutex) is   */
-/* only for comparison.                                                  */
-/* ===================================================================== */
-
-/* Cached JPEGs may be rewritten in place (section 13: restart markers for
- * crop-only decoding), so whoever reads an entry's bytes holds a reader
- * reference in its state word until done: a rewrite replaces the bytes
- * only while nobody reads them, and a lookup that finds the entry being
- * replaced (a memcpy long) takes it as a miss. */
-static size_t cdl__rst_room(const cdl__u8 *p, size_t len);
-
-/* Returns a pointer to the cached bytes and takes a reader reference (give
- * it back with cdl__cache_release_minio), or NULL on a miss. */
-static const cdl__u8 *cdl__cache_acquire_minio(coordl *L, uint64_t id, uint32_t *len, int *kind,
-                                               uint32_t *cap) {
-    cdl__cache_entry *ce = &L->cache_entries[id];
-    uint32_t s = atomic_load_explicit(&ce->state, memory_order_acquire);
-    do {
-        if ((s & CDL_CE_STATE) != CDL_CE_PRESENT) return NULL;
-    } while (!atomic_compare_exchange_weak_explicit(&ce->state, &s, s + CDL_CE_READER, memory_order_acquire,
-                                                    memory_order_acquire));
-    *len = ce->len;
-    if (kind) *kind = (int)atomic_load_explicit(&ce->jpeg, memory_order_relaxed);
-    if (cap) *cap = ce->cap;
-    return L->cache_arena.base + ce->off;
-}
-
-static void cdl__cache_release_minio(coordl *L, uint64_t id) {
-    atomic_fetch_sub_explicit(&L->cache_entries[id].state, CDL_CE_READER, memory_order_release);
-}
-
-/* Admits an item read from storage. A JPEG coordl may rewrite gets room to
- * grow into (cdl__rst_room, about 3-4% of its bytes for photos), but only
- * while the budget still holds every item not yet admitted at its size as
- * read: so random access never costs the cache an item it would have held
- * (a budget of exactly the dataset holds all of it, without room). Without
- * room an item is rewritten only if it fits in place (optimized tables
- * usually make it smaller). Returns the entry's ce->jpeg, or -1 when the
- * item was not admitted. */
-static int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len, uint32_t *cap_out) {
-    cdl__cache_entry *ce = &L->cache_entries[id];
-    uint32_t expect = CDL_CE_EMPTY;
-    if (len == 0 || len > UINT32_MAX / 2) return -1;
-    if (!atomic_compare_exchange_strong(&ce->state, &expect, CDL_CE_ADMITTING)) return -1;
-    const int image = L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL;
-    const size_t room = L->cfg.jpeg_random_access && image ? cdl__rst_room(bytes, len) : 0;
-    const uint64_t rest = L->dataset_bytes > atomic_load(&L->S->cache_src_bytes) + len
-                              ? L->dataset_bytes - atomic_load(&L->S->cache_src_bytes) - len : 0;
-    uint64_t used = atomic_load(&L->S->cache_used), cap;
-    for (;;) {
-        if (used + len > L->cfg.cache_bytes) { /* full for this item: never evict */
-            atomic_store_explicit(&ce->state, CDL_CE_EMPTY, memory_order_release);
-            return -1;
-        }
-        cap = room && used + len + room + rest <= L->cfg.cache_bytes ? len + room : len;
-        if (atomic_compare_exchange_weak(&L->S->cache_used, &used, used + cap)) break;
-    }
-    cdl__test_hook(L, "admitting");
-    memcpy(L->cache_arena.base + used, bytes, len);
-    ce->off = used;
-    ce->len = (uint32_t)len;
-    ce->cap = (uint32_t)cap;
-    atomic_store_explicit(&ce->jpeg, room ? CDL_CE_PLAIN : CDL_CE_KEEP, memory_order_relaxed);
-    if (room) atomic_fetch_add(&L->S->cache_plain_items, 1);
-    atomic_fetch_add(&L->S->cache_items, 1);
-    atomic_fetch_add(&L->S->cache_src_bytes, len);
-    atomic_store_explicit(&ce->state, CDL_CE_PRESENT, memory_order_release);
-    *cap_out = (uint32_t)cap;
-    return room ? CDL_CE_PLAIN : CDL_CE_KEEP;
-}
-
-#ifndef COORDL_NO_JPEGTURBO /* only JPEG rewrites replace or keep entries */
-/* Replaces a cached item's bytes by its rewrite (len <= its cap), if no
- * reader but the caller (held: it holds a reader reference, which it keeps)
- * has them. Returns 1 when replaced. */
-static int cdl__cache_replace_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len, int held) {
-    cdl__cache_entry *ce = &L->cache_entries[id];
-    uint32_t expect = CDL_CE_PRESENT + (held ? CDL_CE_READER : 0u);
-    if (!atomic_compare_exchange_strong_explicit(&ce->state, &expect, CDL_CE_REWRITING, memory_order_acquire,
-                                                 memory_order_relaxed))
-        return 0;
-    uint32_t plain = CDL_CE_PLAIN;
-    /* a CAS: cdl__cache_keep_minio may mark it KEEP meanwhile */
-    const int skip = len > ce->cap || !atomic_compare_exchange_strong(&ce->jpeg, &plain, CDL_CE_RST);
-    if (!skip) {
-        memcpy(L->cache_arena.base + ce->off, bytes, len);
-        ce->len = (uint32_t)len;
-        atomic_fetch_add(&L->S->cache_rst_items, 1);
-        atomic_fetch_sub(&L->S->cache_plain_items, 1);
-    }
-    atomic_store_explicit(&ce->state, expect, memory_order_release);
-    return !skip;
-}
-
-/* A rewrite that failed is not tried again. */
-static void cdl__cache_keep_minio(coordl *L, uint64_t id) {
-    uint32_t plain = CDL_CE_PLAIN;
-    if (atomic_compare_exchange_strong(&L->cache_entries[id].jpeg, &plain, CDL_CE_KEEP))
-        atomic_fetch_sub(&L->S->cache_plain_items, 1);
-}
-#endif
-
-static void cdl__lru_unlink(cdl__lru *c, int32_t i) {
-    if (c->prev[i] >= 0) c->next[c->prev[i]] = c->next[i]; else c->head = c->next[i];
-    if (c->next[i] >= 0) c->prev[c->next[i]] = c->prev[i]; else c->tail = c->prev[i];
-    c->prev[i] = c->next[i] = -1;
-}
-static void cdl__lru_push_front(cdl__lru *c, int32_t i) {
-    c->prev[i] = -1;
-    c->next[i] = c->head;
-    if (c->head >= 0) c->prev[c->head] = i;
-    c->head = i;
-    if (c->tail < 0) c->tail = i;
-}
-
-/* LRU hit: copies into dst (an evicting cache cannot lend its memory). */
-static int cdl__cache_lookup_lru(coordl *L, uint64_t id, cdl__u8 *dst, size_t cap, uint32_t *len) {
-    cdl__lru *c = L->lru;
-    int hit = 0;
-    pthread_mutex_lock(&c->mu);
-    if (c->data[id] && c->len[id] <= cap) {
-        memcpy(dst, c->data[id], c->len[id]);
-        *len = c->len[id];
-        cdl__lru_unlink(c, (int32_t)id);
-        cdl__lru_push_front(c, (int32_t)id);
-        hit = 1;
-    }
-    pthread_mutex_unlock(&c->mu);
-    return hit;
-}
-
-static void cdl__cache_admit_lru(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len) {
-    cdl__lru *c = L->lru;
-    if (len == 0 || len > L->cfg.cache_bytes) return;
-    pthread_mutex_lock(&c->mu);
-    if (!c->data[id]) {
-        while (c->bytes_used + len > L->cfg.cache_bytes && c->tail >= 0) {
-            int32_t victim = c->tail;
-            cdl__lru_unlink(c, victim);
-            c->bytes_used -= c->len[victim];
-            c->items--;
-            cdl__free(L, c->data[victim]);
-            c->data[victim] = NULL;
-        }
-        cdl__u8 *copy = cdl__malloc(L, len);
-        if (copy) {
-            memcpy(copy, bytes, len);
-            c->data[id] = copy;
-            c->len[id] = (uint32_t)len;
-            c->bytes_used += len;
-            c->items++;
-            cdl__lru_push_front(c, (int32_t)id);
-        }
-    }
-    pthread_mutex_unlock(&c->mu);
-}
-
-/* A budget beyond the dataset is never used: map only what can fill. */
-static coordl_status cdl__cache_clamp(coordl *L) {
-    uint64_t slab = L->cfg.cache_bytes;
-    /* JPEG rewrites may use up to 1/8 more (the room section 13 reserves:
-     * 3-5% for photos, 12-25% for progressive and arithmetic sources) */
-    const uint64_t most = L->dataset_bytes + (L->cfg.jpeg_random_access ? L->dataset_bytes / 8 : 0) + (64u << 20);
-    if (slab > most) slab = most;
-    if (slab > SIZE_MAX / 2)
-        return cdl__open_fail(COORDL_ERR_INVALID, "cache_bytes: %llu is too large for this platform",
-                              (unsigned long long)slab);
-    L->cfg.cache_bytes = slab;
-    return COORDL_OK;
-}
-
-static coordl_status cdl__cache_create(coordl *L) {
-    if (L->cfg.cache_bytes == 0) return COORDL_OK;
-    if (L->cfg.cache_policy == COORDL_CACHE_LRU) {
-        cdl__lru *c = cdl__calloc(L, 1, sizeof *c);
-        if (!c) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the LRU cache");
-        L->lru = c;
-        pthread_mutex_init(&c->mu, NULL);
-        c->prev = cdl__malloc(L, L->num_items * sizeof *c->prev);
-        c->next = cdl__malloc(L, L->num_items * sizeof *c->next);
-        c->data = cdl__calloc(L, L->num_items, sizeof *c->data);
-        c->len = cdl__calloc(L, L->num_items, sizeof *c->len);
-        if (!c->prev || !c->next || !c->data || !c->len)
-            return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the LRU cache");
-        for (uint64_t i = 0; i < L->num_items; i++) c->prev[i] = c->next[i] = -1;
-        c->head = c->tail = -1;
-        return COORDL_OK;
-    }
-    const uint64_t slab = L->cfg.cache_bytes;
-    L->cache_entries = cdl__calloc(L, L->num_items, sizeof *L->cache_entries);
-    if (!L->cache_entries) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the cache table");
-    return cdl__arena_map(L, &L->cache_arena, (size_t)slab, 0, "cache slab");
-}
-
-static void cdl__cache_destroy(coordl *L) {
-    if (L->lru) {
-        cdl__lru *c = L->lru;
-        if (c->data)
-            for (uint64_t i = 0; i < L->num_items; i++) cdl__free(L, c->data[i]);
-        cdl__free(L, c->prev);
-        cdl__free(L, c->next);
-        cdl__free(L, c->data);
-        cdl__free(L, c->len);
-        pthread_mutex_destroy(&c->mu);
-        cdl__free(L, c);
-        L->lru = NULL;
-    }
-    cdl__arena_unmap(L, &L->cache_arena);
-    if (!L->shm_base) cdl__free(L, L->cache_entries);
-    L->cache_entries = NULL;
-}
-
-/* ===================================================================== */
-/* 9. Fetch                                                              */
-/* The one place bytes come from: the cache, else a peer, else storage   */
-/* (which admits into the cache): the row's item read ahead by the I/O   */
-/* threads into their arena, or read now into the worker's buffer.       */
-/* ===================================================================== */
-
-/* Per-worker scratch; everything grows on demand and is reused, so the
- * steady state allocates nothing per image. */
-struct cdl__worker {
-    coordl *L;
-    pthread_t thread;
-    int started;
-    int index;
-    int pu;            /* PU this worker is bound to (planned), or -1     */
-    cdl__u8 *readbuf;  size_t readcap;
-    cdl__u8 *pix;      size_t pixcap;   /* decoded region, RGB           */
-    cdl__u8 *row4;     size_t row4cap;  /* one CMYK row                  */
-    float *tmp;        size_t tmpcap;   /* resampling window + one row   */
-    float *rot;        size_t rotcap;   /* whole output image (rotation)  */
-    cdl__u8 *stage;    size_t stagecap; /* group: the row before it is copied in */
-    int32_t *targets;  /* tokens: this row's targets in the slot          */
-    int32_t *window_row; size_t window_rowcap;
-    int32_t *xstart;   size_t xstartcap;
-    float *xw;         size_t xwcap;
-    float *xw8;        size_t xw8cap;   /* x weights spread for AVX2    */
-    int32_t *ystart;   size_t ystartcap;
-    float *yw;         size_t ywcap;
-#ifndef COORDL_NO_JPEGTURBO
-    struct jpeg_decompress_struct jd;
-    struct cdl__jpeg_err {
-        struct jpeg_error_mgr pub;
-        jmp_buf jump;
-        int fatal_warning;
-        char msg[JMSG_LENGTH_MAX];
-    } jerr;
-    struct jpeg_progress_mgr jprogress; /* enforces CDL_JPEG_MAX_SCANS */
-    int jd_ready;
-    /* JPEG rewrites (section 13): a compress object made per rewrite, the
-     * destination that writes into rw, the row index before it is filled */
-    struct jpeg_compress_struct jc;
-    int jc_live;
-    struct cdl__jdest {
-        struct jpeg_destination_mgr pub;
-        cdl__u8 *buf;
-        size_t cap;
-        int overflow;
-    } jdest;
-#endif
-    cdl__u8 *rw;       size_t rwcap;     /* a rewritten JPEG                */
-    cdl__u8 *rwidx;    size_t rwidxcap;  /* its row index, being made       */
-    cdl__u8 *splice;   size_t splicecap; /* a spliced crop JPEG             */
-    /* what the last fetch found in the MinIO cache: the entry it holds a
-     * reader reference on (id + 1, 0: none), and the entry's kind and room */
-    uint64_t held;
-    int fetch_kind;    /* CDL_CE_* of ce->jpeg, -1: not a MinIO entry      */
-    uint32_t fetch_cap;
-    /* the rewrite budget, in this thread's CPU time (a busy machine
-     * stretches wall time, not the work): over a window of the last few
-     * seconds (halved as it fills), time preparing rows, rewriting, and
-     * the spliced decodes; since it started, its JPEG decodes, plain and
-     * spliced (their means: what a rewrite saves a sample) */
-    uint64_t busy_cpu, rewrite_cpu, splice_win;
-    uint64_t plain_cpu, plain_n, splice_cpu, splice_n;
-    /* this row's counters, added to the totals when the row completes */
-    cdl__counters row;
-    const struct cdl__claim *claim; /* the row being prepared (section 14) */
-    struct cdl__ra_entry *ra_entry; /* its read-ahead entry, or NULL         */
-    uint64_t cur_epoch;     /* the row being prepared: its epoch, slot, row */
-    cdl__slot *cur_slot;
-    uint32_t cur_row;
-    char err[CDL_ERRMSG_MAX];
-};
-
-typedef struct cdl__bytes {
-    const cdl__u8 *p;
-    size_t len;
-} cdl__bytes;
-
-static coordl_status cdl__worker_error(cdl__worker *W, coordl_status s, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    cdl__vformat(W->err, sizeof W->err, fmt, ap);
-    va_end(ap);
-    return s;
-}
-
-/* Item id's bytes from storage, through the reader, into *buf (of *cap
- * bytes): a plain item is its whole file, at the size it has now (it may
- * have changed since indexing); a token window and a tar member are a byte
- * range (their shard may not have shrunk). With grow, *buf is grown
- * through the allocator to fit; without (the read-ahead arena), an item
- * larger than *cap is not read and *too_big is set. *len receives the
- * item's bytes, *storage_bytes what the reader delivered. Errors name the
- * item: COORDL_ERR_IO (the reader, a file gone or shrunk), COORDL_ERR_CORRUPT
- * (empty, over max_item_bytes, a window cut short), COORDL_ERR_NOMEM. Any
- * thread; touches only its arguments. */
-static coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 **buf, size_t *cap, int grow,
+CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 **buf, size_t *cap, int grow,
                                     int *too_big, uint64_t *len, uint64_t *storage_bytes, char *err, size_t errcap) {
     const char *path = cdl__item_path(L, id), *file = path;
     uint64_t off = 0, want = 0;
@@ -3143,7 +3298,7 @@ static coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 **buf,
 }
 
 /* An item's bytes from storage into the worker's buffer. */
-static coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes *out) {
+CDL_PRIVATE coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes *out) {
     uint64_t len = 0;
     int too_big = 0;
     coordl_status rc = cdl__read_item(W->L, id, &W->readbuf, &W->readcap, 1, &too_big, &len, &W->row.storage_bytes,
@@ -3154,452 +3309,545 @@ static coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes *out
     return COORDL_OK;
 }
 
-static int cdl__peer_admits(coordl *L, uint64_t epoch);
-static int cdl__peer_map_pending(coordl *L, uint64_t epoch);
+/* ---- src/sampler.c ----------------------------------------------------- */
 
-/* ---- read-ahead in the known order ----------------------------------------
- * The permutation of every epoch is known, so the items the workers will
- * claim next are known: a few I/O threads keep up to readahead_items of
- * them in flight ahead of the claims, in claim order, reading through the
- * reader into one arena (a byte ring bounded by readahead_bytes, allocated
- * at open: nothing per item). A worker that claims a row takes its entry:
- * the bytes are there (decoded in place), or in flight (it waits for that
- * read only), or were not read ahead (a cache hit, an item a peer serves,
- * one too large for the arena, a position the read-ahead had not reached):
- * then it reads as before. Entries and arena space are handed out in
- * position order and freed in that order once their rows are prepared.
- * A seek or coordl_set restarts it at the new position (a new generation:
- * reads still in flight finish into their own space and are dropped).
- * Private loaders only: in a coordinated group the rows are claimed by
- * every member's workers, and each member reading ahead would read every
- * item k times. Lock order: the stream's lock, then this one; the I/O
- * threads never take the stream's lock. */
+/* ===================================================================== */
+/* 7. Sampler                                                            */
+/* The epoch permutation is a keyed Feistel network over the next power  */
+/* of four with cycle walking: a bijection on [0, N) computed in O(1)    */
+/* per position from (seed, epoch), with no per-epoch array, so any      */
+/* worker can map (epoch, position) to an item and seek is O(1). Rank r  */
+/* of W gets positions r, r+W, ... (floor(N/W) of them). Token windows   */
+/* in llm.c's order (token_order LLMC) map positions through shards and  */
+/* samples instead, as llm.c's DataLoader does (below).                  */
+/* ===================================================================== */
 
-enum { CDL_RA_FREE = 0, CDL_RA_READING, CDL_RA_DONE, CDL_RA_FAILED, CDL_RA_SKIPPED, CDL_RA_TAKEN };
 
-typedef struct cdl__ra_entry {
-    int state;
-    int stale;              /* its generation was restarted: free it when done */
-    uint64_t gen;
-    uint64_t epoch, pos, id;
-    uint64_t start, end;    /* its arena bytes: [start, end) in ring space    */
-    uint64_t len;           /* bytes read                                     */
-    uint64_t storage_bytes; /* as the reader delivered them                   */
-    coordl_status status;
-    char err[CDL_ERRMSG_MAX];
-} cdl__ra_entry;
-
-struct cdl__readahead {
-    coordl *L;
-    pthread_mutex_t mu;
-    pthread_cond_t room_cv; /* I/O threads: an entry or arena space freed, a restart */
-    pthread_cond_t done_cv; /* workers: a read finished                       */
-    int stop;
-    int paused;   /* a seek or set is under way: no new reads */
-    uint64_t gen;
-    /* the next position to read ahead, and the first not yet claimed */
-    uint64_t next_epoch, next_pos, front_epoch, front_pos;
-    /* what cdl__epoch_end needs, as of the last restart */
-    uint64_t batch_size, share, cut_epoch, cut_pos;
-    int drop_last;
-    /* entries: a ring in position order; [tail, head) are live */
-    cdl__ra_entry *e;
-    uint32_t depth;
-    uint64_t head, tail;
-    /* the arena: a byte ring; [atail, ahead) in use (monotonic counters) */
-    cdl__u8 *base;
-    size_t bytes, map_bytes; /* the ring's size (readahead_bytes), mapped */
-    uint64_t ahead, atail;
-    pthread_t *threads;
-    int nthreads, started;
-    /* counters of the I/O threads (coordl_stats readahead_*) */
-    uint64_t reads, read_ns, skips;
-};
-
-static int cdl__pos_before(uint64_t e1, uint64_t p1, uint64_t e2, uint64_t p2) {
-    return e1 < e2 || (e1 == e2 && p1 < p2);
+/* A permutation of [0, n) keyed by (seed, stream, epoch, salt): the epoch
+ * permutation of the items, and for token_order LLMC the shard order and
+ * the order of a shard's samples. */
+static cdl__perm cdl__perm_keyed(uint64_t n, int identity, uint64_t seed, uint64_t stream, uint64_t epoch,
+                                 uint64_t salt) {
+    cdl__perm p;
+    memset(&p, 0, sizeof p);
+    p.n = n;
+    p.identity = identity;
+    p.epoch = epoch;
+    unsigned bits = 2;
+    while (bits < 64 && (1ull << bits) < p.n) bits++;
+    if (bits & 1) bits++;
+    p.half_bits = bits / 2;
+    p.half_mask = (1ull << p.half_bits) - 1;
+    for (uint64_t r = 0; r < 6; r++) p.keys[r] = cdl__hash4(seed, stream, epoch, salt * 8 + r);
+    return p;
 }
 
-/* cdl__epoch_end on the snapshot taken at the last restart. */
-static uint64_t cdl__ra_epoch_end(const cdl__readahead *R, uint64_t epoch) {
-    const uint64_t from = epoch == R->cut_epoch ? R->cut_pos : 0;
-    return R->drop_last ? from + (R->share - from) / R->batch_size * R->batch_size : R->share;
+CDL_PRIVATE cdl__perm cdl__perm_for(const coordl *L, uint64_t epoch) {
+    return cdl__perm_keyed(L->num_items, !L->cfg.shuffle, L->cfg.seed, CDL_STREAM_PERM, epoch, 0);
 }
 
-/* Frees the entries at the tail that are done with, and their bytes. */
-static void cdl__ra_trim(cdl__readahead *R) {
-    int freed = 0;
-    while (R->tail < R->head) {
-        cdl__ra_entry *x = &R->e[R->tail % R->depth];
-        const int done = x->state == CDL_RA_TAKEN || (x->stale && x->state != CDL_RA_READING);
-        if (!done) break;
-        R->atail = x->end;
-        x->state = CDL_RA_FREE;
-        x->stale = 0;
-        R->tail++;
-        freed++;
-    }
-    if (R->tail == R->head) R->atail = R->ahead; /* nothing in use */
-    /* one I/O thread per freed entry (waking all of them for one entry
-     * costs more than the read on a loaded machine) */
-    for (int i = 0; i < freed && i < R->nthreads; i++) pthread_cond_signal(&R->room_cv);
-}
-
-/* Whether item id will not come from storage: in the cache, or (MPI) on a
- * peer that serves it (once the map is known, rows claimed from then on
- * ask the peers, whatever the epoch). */
-static int cdl__ra_not_from_storage(const coordl *L, uint64_t id) {
-    /* the state's low byte (readers count above it); an entry being
-     * rewritten (section 13) is held too, its rewrite long done by the
-     * time its row is claimed */
-    if (L->cache_entries &&
-        (atomic_load_explicit(&L->cache_entries[id].state, memory_order_acquire) & CDL_CE_STATE) >= CDL_CE_PRESENT)
-        return 1;
-    if (L->lru) {
-        pthread_mutex_lock(&L->lru->mu);
-        const int held = L->lru->data[id] != NULL;
-        pthread_mutex_unlock(&L->lru->mu);
-        if (held) return 1;
-    }
-#ifdef COORDL_MPI
-    if (L->peer_comm_set && __atomic_load_n(&L->peer_map_ready, __ATOMIC_ACQUIRE)) {
-        const int owner = L->peer_owner[id];
-        if (owner >= 0 && owner != L->cfg.rank) return 1;
-    }
-#endif
-    return 0;
-}
-
-static void *cdl__ra_main(void *arg) {
-    cdl__readahead *R = arg;
-    coordl *L = R->L;
-    cdl__perm perm;
-    uint64_t perm_epoch = UINT64_MAX;
-    char name[16];
-    snprintf(name, sizeof name, "coordl-io");
-    pthread_setname_np(pthread_self(), name);
-    pthread_mutex_lock(&R->mu);
-    while (!R->stop) {
-        if (R->paused || R->head - R->tail >= R->depth) {
-            pthread_cond_wait(&R->room_cv, &R->mu);
-            continue;
+static uint64_t cdl__perm_apply(const cdl__perm *p, uint64_t x) {
+    if (p->identity) return x;
+    do {
+        uint64_t left = x >> p->half_bits, right = x & p->half_mask;
+        for (int r = 0; r < 6; r++) {
+            uint64_t f = cdl__mix64(right ^ p->keys[r]) & p->half_mask;
+            uint64_t nl = right;
+            right = left ^ f;
+            left = nl;
         }
-        /* the next position, never one a worker has already claimed */
-        if (cdl__pos_before(R->next_epoch, R->next_pos, R->front_epoch, R->front_pos)) {
-            R->next_epoch = R->front_epoch;
-            R->next_pos = R->front_pos;
-        }
-        uint64_t epoch = R->next_epoch, pos = R->next_pos;
-        if (pos >= cdl__ra_epoch_end(R, epoch)) {
-            epoch++;
-            pos = 0;
-        }
-        /* partitioned cache: past the admission epoch a peer may serve the
-         * item; wait for the map of who holds what before reading any of it
-         * (the claims wait for it there too) */
-        if (cdl__peer_map_pending(L, epoch)) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 5000000L;
-            if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-            pthread_cond_timedwait(&R->room_cv, &R->mu, &ts);
-            continue;
-        }
-        if (epoch != perm_epoch) {
-            perm = cdl__perm_for(L, epoch);
-            perm_epoch = epoch;
-        }
-        const uint64_t id = cdl__item_at(L, &perm, pos);
-        const uint64_t want = cdl__item_bytes(L, id), need = (want + 16 + 63) / 64 * 64;
-        const int skip = cdl__ra_not_from_storage(L, id) || want == 0 || want > L->cfg.max_item_bytes ||
-                         need > R->bytes;
-        /* arena space, contiguous: a span that would cross the end starts
-         * over at the beginning (the rest of the lap is left unused) */
-        if (R->tail == R->head) /* empty: start a fresh lap, so any item that fits the arena fits now */
-            R->ahead = R->atail = (R->ahead + R->bytes - 1) / R->bytes * R->bytes;
-        uint64_t start = R->ahead, end = R->ahead;
-        if (!skip) {
-            if (start % R->bytes + need > R->bytes) start += R->bytes - start % R->bytes;
-            end = start + need;
-            if (end - R->atail > R->bytes) { /* full: wait for the workers to free some */
-                pthread_cond_wait(&R->room_cv, &R->mu);
-                continue;
-            }
-        }
-        R->next_epoch = epoch;
-        R->next_pos = pos + 1;
-        cdl__ra_entry *x = &R->e[R->head++ % R->depth];
-        x->gen = R->gen;
-        x->stale = 0;
-        x->epoch = epoch;
-        x->pos = pos;
-        x->id = id;
-        x->start = start;
-        x->end = end;
-        x->len = x->storage_bytes = 0;
-        x->status = COORDL_OK;
-        x->err[0] = '\0';
-        R->ahead = end;
-        if (skip) {
-            x->state = CDL_RA_SKIPPED;
-            R->skips++;
-            continue;
-        }
-        x->state = CDL_RA_READING;
-        pthread_mutex_unlock(&R->mu);
-        cdl__u8 *dst = R->base + start % R->bytes;
-        size_t cap = (size_t)(end - start);
-        uint64_t len = 0, sbytes = 0;
-        int too_big = 0;
-        const uint64_t t0 = cdl__now_ns();
-        coordl_status rc = cdl__read_item(L, id, &dst, &cap, 0, &too_big, &len, &sbytes, x->err, sizeof x->err);
-        const uint64_t t1 = cdl__now_ns();
-        pthread_mutex_lock(&R->mu);
-#ifdef COORDL_DEBUG
-        /* the entry stays this read's until the read ends: nobody frees or
-         * reuses an entry (or its bytes) while its read is in flight */
-        cdl__debug_assert(L, x->state == CDL_RA_READING && x->start == start && x->id == id,
-                          "read-ahead: an entry was freed or reused while its read was in flight");
-#endif
-        R->reads++;
-        R->read_ns += t1 - t0;
-        x->len = len;
-        x->storage_bytes = sbytes;
-        x->status = rc;
-        /* an item larger now than indexed: its worker reads it */
-        x->state = too_big ? CDL_RA_SKIPPED : rc == COORDL_OK ? CDL_RA_DONE : CDL_RA_FAILED;
-        pthread_cond_broadcast(&R->done_cv);
-        if (x->stale) cdl__ra_trim(R);
-    }
-    pthread_mutex_unlock(&R->mu);
-    return NULL;
+        x = (left << p->half_bits) | right;
+    } while (x >= p->n); /* cycle walking keeps the bijection inside [0, n) */
+    return x;
 }
 
-/* Stops issuing new reads until the restart (a seek or set is under way;
- * reads in flight finish). Under the stream's lock. */
-static void cdl__ra_pause(coordl *L) {
-    cdl__readahead *R = L->ra;
-    if (!R) return;
-    pthread_mutex_lock(&R->mu);
-    R->paused = 1;
-    pthread_mutex_unlock(&R->mu);
+/* Where an epoch's batches stop: drop_last cuts the share at the last
+ * whole batch of the current batch size, counted from where that size
+ * took effect (coordl_set mid-epoch) or from the epoch's start. */
+CDL_PRIVATE uint64_t cdl__epoch_end(const coordl *L, uint64_t epoch) {
+    const uint64_t B = L->cfg.batch_size;
+    const uint64_t from = epoch == L->S->cut_epoch ? L->S->cut_pos : 0;
+    return L->cfg.drop_last ? from + (L->share - from) / B * B : L->share;
 }
 
-/* Restarts at the stream's claim position, with the stream's geometry:
- * entries not taken are dropped (those still being read when their read
- * ends). Called under the stream's lock, when no row is in flight. */
-static void cdl__ra_restart(coordl *L) {
-    cdl__readahead *R = L->ra;
-    if (!R) return;
-    pthread_mutex_lock(&R->mu);
-    R->gen++;
-    R->paused = 0;
-    for (uint64_t i = R->tail; i < R->head; i++) R->e[i % R->depth].stale = 1;
-    cdl__ra_trim(R);
-    R->next_epoch = R->front_epoch = L->S->claim_epoch;
-    R->next_pos = R->front_pos = L->S->claim_pos;
-    R->batch_size = L->cfg.batch_size;
-    R->drop_last = L->cfg.drop_last;
-    R->share = L->share;
-    R->cut_epoch = L->S->cut_epoch;
-    R->cut_pos = L->S->cut_pos;
-    pthread_cond_broadcast(&R->room_cv);
-    pthread_mutex_unlock(&R->mu);
+CDL_PRIVATE uint64_t cdl__batches_for(const coordl *L, uint64_t B) {
+    return L->cfg.drop_last ? L->share / B : (L->share + B - 1) / B;
 }
 
-/* The entry read ahead for the row at (epoch, pos) holding item id, or
- * NULL; marks every position up to it as claimed. */
-static cdl__ra_entry *cdl__ra_take(coordl *L, uint64_t epoch, uint64_t pos, uint64_t id) {
-    cdl__readahead *R = L->ra;
-    cdl__ra_entry *found = NULL;
-    if (!R) return NULL;
-    pthread_mutex_lock(&R->mu);
-    if (cdl__pos_before(R->front_epoch, R->front_pos, epoch, pos + 1)) {
-        R->front_epoch = epoch;
-        R->front_pos = pos + 1;
-    }
-    for (uint64_t i = R->tail; i < R->head && !found; i++) {
-        cdl__ra_entry *x = &R->e[i % R->depth];
-        if (!x->stale && x->gen == R->gen && x->epoch == epoch && x->pos == pos && x->id == id &&
-            x->state != CDL_RA_TAKEN)
-            found = x;
-    }
-    if (found && found->state == CDL_RA_SKIPPED) { /* nothing to wait for */
-        found->state = CDL_RA_TAKEN;
-        cdl__ra_trim(R);
-        found = NULL;
-    }
-    pthread_mutex_unlock(&R->mu);
-    return found;
+/* llm.c's DataLoader order (token_order = COORDL_TOKENS_LLMC). With P
+ * ranks and batch size B, shard s of n_s windows holds G_s = floor(n_s /
+ * (P B)) samples (llm.c's shard_num_samples: floor((tokens - 1) / (P B T))
+ * is the same number); sample j is P blocks of B consecutive windows and
+ * rank r takes block j P + r; windows past the last sample are dropped. An
+ * epoch visits the shards in an order (identity, or a permutation keyed by
+ * (seed, epoch)) and a shard's samples in an order (identity, or keyed by
+ * (seed, epoch, shard)); batch k of an epoch is the k-th sample visited, so
+ * a rank's share is sum(G_s) x B positions and position p is row p % B of
+ * batch p / B. Finding the shard of batch k needs the prefix sums of G in
+ * the epoch's shard order: computed once per epoch (O(shards)) and kept for
+ * the last two epochs asked for, under a lock of this process (workers,
+ * the MPI thread and the converters ask). */
+static cdl__perm cdl__llmc_shard_perm(const coordl *L, uint64_t epoch) {
+    return cdl__perm_keyed(L->nshards, !L->cfg.shuffle, L->cfg.seed, CDL_STREAM_SHARD_ORDER, epoch, 0);
 }
 
-/* Waits for a taken entry's read; its bytes or its error. Returns 1 with
- * *out set, 0 when the worker must read the item itself (the read-ahead
- * skipped it after all), or -1 with the read's status in *rc. */
-static int cdl__ra_wait(cdl__worker *W, cdl__ra_entry *x, cdl__bytes *out, coordl_status *rc) {
-    cdl__readahead *R = W->L->ra;
-    const uint64_t t0 = cdl__now_ns();
-    pthread_mutex_lock(&R->mu);
-    const int waited = x->state == CDL_RA_READING;
-    while (x->state == CDL_RA_READING) pthread_cond_wait(&R->done_cv, &R->mu);
-    const int state = x->state;
-    pthread_mutex_unlock(&R->mu);
-    if (waited) W->row.readahead_wait_ns += cdl__now_ns() - t0;
-    if (state == CDL_RA_SKIPPED) return 0;
-    W->row.storage_bytes += x->storage_bytes;
-    if (state == CDL_RA_FAILED) {
-        snprintf(W->err, sizeof W->err, "%s", x->err);
-        *rc = x->status;
-        return -1;
+/* The table of `epoch`, built if it is not one of the two kept. Under mu. */
+CDL_PRIVATE const cdl__llmc_epoch *cdl__llmc_table(const coordl *L, uint64_t epoch) {
+    cdl__llmc *M = L->llmc;
+    for (int i = 0; i < 2; i++)
+        if (M->ep[i].valid && (M->ep[i].epoch == epoch || !L->cfg.shuffle)) return &M->ep[i];
+    cdl__llmc_epoch *e = &M->ep[M->victim];
+    M->victim ^= 1u;
+    cdl__perm order = cdl__llmc_shard_perm(L, epoch);
+    e->prefix[0] = 0;
+    for (size_t i = 0; i < L->nshards; i++) {
+        e->order[i] = (uint32_t)cdl__perm_apply(&order, i);
+        e->prefix[i + 1] = e->prefix[i] + M->samples[e->order[i]];
     }
-    W->row.readahead_hits++;
-    out->p = R->base + x->start % R->bytes;
-    out->len = (size_t)x->len;
-    return 1;
+    e->epoch = epoch;
+    e->valid = 1;
+    return e;
 }
 
-/* The row is prepared: its entry's bytes may be reused. A read still in
- * flight (the row came from the cache or a peer after all) is left to
- * finish into its own bytes: the entry is freed when it ends. */
-static void cdl__ra_release(coordl *L, cdl__ra_entry *x) {
-    cdl__readahead *R = L->ra;
-    if (!R || !x) return;
-    pthread_mutex_lock(&R->mu);
-    if (x->state == CDL_RA_READING) x->stale = 1;
-    else x->state = CDL_RA_TAKEN;
-    cdl__ra_trim(R);
-    pthread_mutex_unlock(&R->mu);
+/* Batch k < total of `epoch`: the visiting position of its shard and the
+ * sample's position within the shard (llm.c's current_shard_idx and
+ * current_sample_idx before it loads the batch), and the shard. */
+CDL_PRIVATE void cdl__llmc_locate(const coordl *L, uint64_t epoch, uint64_t k, uint64_t *shard_pos,
+                             uint64_t *sample_pos, uint32_t *shard) {
+    cdl__llmc *M = L->llmc;
+    pthread_mutex_lock(&M->mu);
+    const cdl__llmc_epoch *e = cdl__llmc_table(L, epoch);
+    size_t lo = 0, hi = L->nshards; /* the last i with prefix[i] <= k */
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (e->prefix[mid] <= k) lo = mid; else hi = mid;
+    }
+    *shard_pos = lo;
+    *sample_pos = k - e->prefix[lo];
+    *shard = e->order[lo];
+    pthread_mutex_unlock(&M->mu);
 }
 
-/* Sizes and starts the read-ahead (after the ring, before the workers). */
-static coordl_status cdl__ra_start(coordl *L) {
-    const uint32_t depth = L->cfg.readahead_items;
-    if (depth == 0 || L->cfg.group) return COORDL_OK;
-    cdl__readahead *R = cdl__calloc(L, 1, sizeof *R);
-    if (!R) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the read-ahead");
-    L->ra = R;
-    R->L = L;
-    R->depth = depth;
-    R->e = cdl__calloc(L, depth, sizeof *R->e);
-    if (!R->e) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %u read-ahead entries", depth);
-    R->bytes = (size_t)L->cfg.readahead_bytes; /* the ring: exactly the bound */
-    R->map_bytes = cdl__round_up(R->bytes, cdl__page_size());
-    void *p = mmap(NULL, R->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED)
-        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot map %zu bytes for the read-ahead: %s", R->map_bytes,
-                              strerror(errno));
-    R->base = p;
-    cdl__placement_bind_memory(L, p, R->map_bytes);
-    if (pthread_mutex_init(&R->mu, NULL) != 0 || pthread_cond_init(&R->room_cv, NULL) != 0 ||
-        pthread_cond_init(&R->done_cv, NULL) != 0)
-        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot initialise the read-ahead's lock");
-    R->cut_epoch = UINT64_MAX;
-    R->batch_size = L->cfg.batch_size;
-    R->drop_last = L->cfg.drop_last;
-    R->share = L->share;
-    R->cut_epoch = L->S->cut_epoch;
-    R->cut_pos = L->S->cut_pos;
-    R->next_epoch = R->front_epoch = L->cur_epoch;
-    R->next_pos = R->front_pos = L->cur_pos;
-    R->threads = cdl__calloc(L, L->cfg.readahead_threads, sizeof *R->threads);
-    if (!R->threads) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the read-ahead threads");
-    for (uint32_t i = 0; i < L->cfg.readahead_threads; i++) {
-        const int e = pthread_create(&R->threads[i], NULL, cdl__ra_main, R);
-        if (e != 0) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start read-ahead thread %u: %s", i, strerror(e));
-        R->nthreads++;
+/* The first window of sample position j of shard s for this rank. */
+static uint64_t cdl__llmc_block_first(const coordl *L, uint64_t epoch, uint32_t s, uint64_t j) {
+    const uint64_t G = L->llmc->samples[s];
+    cdl__perm within = cdl__perm_keyed(G, !L->cfg.shuffle, L->cfg.seed, CDL_STREAM_SHARD_SAMPLES, epoch, s);
+    const uint64_t idx = cdl__perm_apply(&within, j);
+    const uint64_t B = L->cfg.batch_size;
+    return L->shards[s].first_item + (idx * (uint64_t)L->cfg.world + (uint64_t)L->cfg.rank) * B;
+}
+
+/* Sizes the order at open (after indexing): G_s per shard and one table
+ * (shuffle = 0 needs no other). */
+CDL_PRIVATE coordl_status cdl__llmc_init(coordl *L) {
+    cdl__llmc *M = cdl__calloc(L, 1, sizeof *M);
+    if (!M) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+    if (pthread_mutex_init(&M->mu, NULL) != 0) {
+        cdl__free(L, M);
+        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot create a mutex");
     }
+    L->llmc = M; /* from here on cdl__llmc_free (via coordl_close) owns it */
+    M->samples = cdl__calloc(L, L->nshards, sizeof *M->samples);
+    int ok = M->samples != NULL;
+    for (int i = 0; i < 2; i++) {
+        M->ep[i].order = cdl__calloc(L, L->nshards, sizeof *M->ep[i].order);
+        M->ep[i].prefix = cdl__calloc(L, L->nshards + 1, sizeof *M->ep[i].prefix);
+        ok = ok && M->ep[i].order && M->ep[i].prefix;
+    }
+    if (!ok) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+    const uint64_t per_sample = (uint64_t)L->cfg.world * L->cfg.batch_size;
+    for (size_t s = 0; s < L->nshards; s++) {
+        M->samples[s] = L->shards[s].nwindows / per_sample;
+        M->total += M->samples[s];
+    }
+    if (M->total == 0)
+        return cdl__open_fail(COORDL_ERR_INVALID, "token_order: llm.c's order needs a shard of at least world x "
+                              "batch_size x seq_len + 1 = %llu tokens; no shard of %s has that many",
+                              (unsigned long long)(per_sample * L->cfg.seq_len + 1), L->cfg.source);
+    pthread_mutex_lock(&M->mu);
+    cdl__llmc_table(L, 0);
+    pthread_mutex_unlock(&M->mu);
     return COORDL_OK;
 }
 
-/* Stops the I/O threads (after the workers: a worker may wait on a read)
- * and frees everything. */
-static void cdl__ra_stop(coordl *L) {
-    cdl__readahead *R = L->ra;
-    if (!R) return;
-    if (R->threads) {
-        pthread_mutex_lock(&R->mu);
-        R->stop = 1;
-        pthread_cond_broadcast(&R->room_cv);
-        pthread_mutex_unlock(&R->mu);
-        for (int i = 0; i < R->nthreads; i++) pthread_join(R->threads[i], NULL);
-        pthread_mutex_destroy(&R->mu);
-        pthread_cond_destroy(&R->room_cv);
-        pthread_cond_destroy(&R->done_cv);
+CDL_PRIVATE void cdl__llmc_free(coordl *L) {
+    cdl__llmc *M = L->llmc;
+    if (!M) return;
+    for (int i = 0; i < 2; i++) {
+        cdl__free(L, M->ep[i].order);
+        cdl__free(L, M->ep[i].prefix);
     }
-    if (R->base) munmap(R->base, R->map_bytes);
-    cdl__free(L, R->threads);
-    cdl__free(L, R->e);
-    cdl__free(L, R);
-    L->ra = NULL;
+    cdl__free(L, M->samples);
+    pthread_mutex_destroy(&M->mu);
+    cdl__free(L, M);
+    L->llmc = NULL;
 }
 
-#ifdef COORDL_MPI
-static int cdl__peer_fetch(cdl__worker *W, uint64_t id, cdl__bytes *out);
+/* Dataset item at position `pos` of this rank's share of an epoch. */
+CDL_PRIVATE uint64_t cdl__item_at(const coordl *L, const cdl__perm *p, uint64_t pos) {
+    if (L->llmc) {
+        const uint64_t B = L->cfg.batch_size;
+        uint64_t shard_pos, sample_pos;
+        uint32_t s;
+        cdl__llmc_locate(L, p->epoch, pos / B, &shard_pos, &sample_pos, &s);
+        return cdl__llmc_block_first(L, p->epoch, s, sample_pos) + pos % B;
+    }
+    return cdl__perm_apply(p, pos * (uint64_t)L->cfg.world + (uint64_t)L->cfg.rank);
+}
+
+/* ===================================================================== */
+/* ---- src/jpeg_layout.c ------------------------------------------------- */
+
+/* --- JPEG random access: restart-marker rewrite and spliced crops -------
+ * Huffman decoding is most of a JPEG decode, and the libjpeg API cannot
+ * skip it for the MCUs above and beside a crop: each MCU's bits must be
+ * decoded to find where the next one starts, and DC prediction chains
+ * them. That is a property of the file, and the MinIO cache lets coordl
+ * change the file: it holds the item's bytes for every later epoch.
+ *
+ * Rewrite: jpeg_read_coefficients + jpeg_write_coefficients (coefficients
+ * untouched, so the pixels a decoder makes are the same) as baseline
+ * Huffman with a restart marker every k MCUs, plus an APP15 segment
+ * ("coordl-rst") holding where each MCU row's entropy-coded data starts.
+ * DC prediction restarts at every marker, so each run of k MCUs (a
+ * segment) decodes on its own. k divides the MCUs per row, so segments
+ * never straddle rows; it is the smallest such divisor that keeps the
+ * markers under ~3.5% of the bytes (~4.3 bytes a marker with the standard
+ * tables, measured: k = 1 for ImageNet-like photos, more for 4:4:4, gray
+ * and low-detail large files, which have fewer bytes per MCU).
+ *
+ * Splice: for a crop, a small valid JPEG is built in worker scratch: the
+ * headers copied (every marker before SOS: DHT may follow SOF), the frame
+ * size patched in place, DRI k, and only the segments that cover the crop,
+ * their restart markers renumbered 0-7 in sequence. The stock libjpeg
+ * decodes it at the sample's DCT scale and the resampler cuts the crop.
+ * The spliced image's edges are image edges to libjpeg, where fancy chroma
+ * upsampling replicates the edge sample; so a side gets one more MCU when
+ * the crop comes within a pixel of it (tests/test_jpeg_exact.c: the result
+ * is byte-identical to a full decode's crop at every scale), and a span is
+ * at least two MCUs wide (libjpeg upsamples a component 2 samples wide or
+ * less by replication instead).
+ *
+ * Tables: a source with the standard Huffman tables is rewritten with them
+ * (one pass, ~1.3x a full decode); progressive, arithmetic and
+ * custom-table sources, and items with no room to grow, with optimized
+ * tables (two passes, ~3x; they usually come out smaller than the original).
+ * A fresh compress object per rewrite: libjpeg-turbo 2.1 keeps the tables
+ * a reused one holds, so a standard-table rewrite after an optimized one
+ * would write a corrupt stream. */
+
+
+static uint32_t cdl__be16(const cdl__u8 *p) { return (uint32_t)p[0] << 8 | p[1]; }
+
+/* Walks a JPEG's markers up to the first SOS. Returns 0 when the bytes are
+ * not a JPEG this code can rewrite or splice (only the frame types libjpeg
+ * decodes to 8-bit samples, 1, 3 or 4 components). Reads nothing past len. */
+CDL_PRIVATE int cdl__jpeg_walk(const cdl__u8 *p, size_t len, cdl__jpeg_layout *lay) {
+    memset(lay, 0, sizeof *lay);
+    if (len < 4 || p[0] != 0xFF || p[1] != 0xD8) return 0;
+    size_t at = 2;
+    for (;;) {
+        while (at + 1 < len && p[at] == 0xFF && p[at + 1] == 0xFF) at++; /* fill bytes */
+        if (at + 4 > len || p[at] != 0xFF) return 0;
+        const int m = p[at + 1];
+        const size_t seg = cdl__be16(p + at + 2);
+        if (seg < 2 || at + 2 + seg > len) return 0;
+        const cdl__u8 *q = p + at + 4;
+        if (m == 0xC0 || m == 0xC1 || m == 0xC2 || m == 0xC9 || m == 0xCA) {
+            if (lay->sof || seg < 8 || q[0] != 8) return 0;
+            lay->sof = m;
+            lay->sof_off = at;
+            lay->h = cdl__be16(q + 1);
+            lay->w = cdl__be16(q + 3);
+            lay->ncomp = q[5];
+            if (lay->w == 0 || lay->h == 0 || (lay->ncomp != 1 && lay->ncomp != 3 && lay->ncomp != 4) ||
+                seg != 8 + 3u * (unsigned)lay->ncomp)
+                return 0;
+            int hs[4], vs[4];
+            for (int c = 0; c < lay->ncomp; c++) {
+                hs[c] = q[7 + 3 * c] >> 4;
+                vs[c] = q[7 + 3 * c] & 15;
+                if (hs[c] < 1 || hs[c] > 4 || vs[c] < 1 || vs[c] > 4) return 0;
+                if (hs[c] > lay->max_h) lay->max_h = hs[c];
+                if (vs[c] > lay->max_v) lay->max_v = vs[c];
+            }
+            for (int c = 0; c < lay->ncomp && lay->ncomp > 1; c++) {
+                if (hs[c] != lay->max_h) lay->hsub = 1;
+                if (hs[c] != lay->max_h || vs[c] != lay->max_v) lay->subsampled = 1;
+            }
+            /* a one-component scan is not interleaved: its MCU is one block */
+            lay->mcu_w = lay->ncomp == 1 ? 8u : 8u * (uint32_t)lay->max_h;
+            lay->mcu_h = lay->ncomp == 1 ? 8u : 8u * (uint32_t)lay->max_v;
+            lay->mcus_per_row = (lay->w + lay->mcu_w - 1) / lay->mcu_w;
+            lay->mcu_rows = (lay->h + lay->mcu_h - 1) / lay->mcu_h;
+        } else if ((m >= 0xC3 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) || m == 0xD8 ||
+                   m == 0xD9 || (m >= 0xD0 && m <= 0xD7) || m == 0x01) {
+            return 0; /* lossless, hierarchical, 12-bit-only frame types; stray markers */
+        } else if (m == 0xEF && seg >= 2 + CDL_RST_HEAD && memcmp(q, CDL_RST_TAG, CDL_RST_TAG_LEN) == 0 &&
+                   q[CDL_RST_TAG_LEN] == 1) {
+            lay->index_off = at;
+            lay->index_len = 2 + seg;
+            lay->interval = (uint32_t)q[12] | (uint32_t)q[13] << 8;
+        } else if (m == 0xDA) {
+            lay->data_off = at + 2 + seg;
+            return lay->sof != 0 && lay->data_off < len;
+        }
+        at += 2 + seg;
+    }
+}
+
+/* The restart interval for a rewrite: the smallest divisor of the MCUs per
+ * row that keeps the markers' bytes under ~3.5% of the file. */
+CDL_PRIVATE uint32_t cdl__rst_interval(const cdl__jpeg_layout *lay, size_t len) {
+    const uint64_t mcus = (uint64_t)lay->mcus_per_row * lay->mcu_rows;
+    /* markers * 4.3 <= 0.035 * len  <=>  k >= mcus * 43 / (0.35 * len) */
+    uint64_t want = (mcus * CDL_RST_BYTES_PER_MARKER_X10 * 100 + (uint64_t)len * 35 - 1) / ((uint64_t)len * 35);
+    if (want < 1) want = 1;
+    for (uint32_t k = (uint32_t)(want < lay->mcus_per_row ? want : lay->mcus_per_row); k < lay->mcus_per_row; k++)
+        if (lay->mcus_per_row % k == 0) return k;
+    return lay->mcus_per_row;
+}
+
+/* Bytes a rewrite may add to an item (room reserved at admission so the
+ * rewrite fits in place), or 0 when the item is not a JPEG coordl
+ * rewrites. Measured on the bench photos (bench/README.md): the standard
+ * tables add 4.3 bytes a marker (at most 6.0); progressive sources grow
+ * by 8-11% as baseline, arithmetic ones by 14-20%. */
+CDL_PRIVATE size_t cdl__rst_room(const cdl__u8 *p, size_t len) {
+#ifdef COORDL_NO_JPEGTURBO
+    (void)p; (void)len;
+    return 0; /* no rewrites without libjpeg */
+#endif
+    cdl__jpeg_layout lay;
+    if (!cdl__jpeg_walk(p, len, &lay) || lay.index_off || lay.mcu_rows > CDL_RST_MAX_ROWS) return 0;
+    const uint64_t markers = (uint64_t)lay.mcus_per_row * lay.mcu_rows / cdl__rst_interval(&lay, len);
+    uint64_t room = markers * CDL_RST_ROOM_PER_MARKER_X10 / 10 + CDL_RST_HEAD + 4u * lay.mcu_rows + 64;
+    if (lay.sof == 0xC2) room += len / 8;
+    if (lay.sof == 0xC9 || lay.sof == 0xCA) room += len / 4;
+    return room > UINT32_MAX / 2 ? 0 : (size_t)room;
+}
+
+
+/* ---- src/cache.c ------------------------------------------------------- */
+
+/* 8. MinIO cache                                                        */
+/* Encoded bytes of items, admitted on first read until the byte budget  */
+/* is full, never evicted: under a fresh random permutation per epoch    */
+/* the hit rate is then exactly the cached fraction, the best a demand   */
+/* cache can do. One slab, space reserved by a lock-free bump counter;   */
+/* entries hold offsets. The LRU variant (malloc per item, a mutex) is   */
+/* only for comparison.                                                  */
+/* ===================================================================== */
+
+/* Cached JPEGs may be rewritten in place (section 13: restart markers for
+ * crop-only decoding), so whoever reads an entry's bytes holds a reader
+ * reference in its state word until done: a rewrite replaces the bytes
+ * only while nobody reads them, and a lookup that finds the entry being
+ * replaced (a memcpy long) takes it as a miss. */
+
+/* Returns a pointer to the cached bytes and takes a reader reference (give
+ * it back with cdl__cache_release_minio), or NULL on a miss. */
+CDL_PRIVATE const cdl__u8 *cdl__cache_acquire_minio(coordl *L, uint64_t id, uint32_t *len, int *kind,
+                                               uint32_t *cap) {
+    cdl__cache_entry *ce = &L->cache_entries[id];
+    uint32_t s = atomic_load_explicit(&ce->state, memory_order_acquire);
+    do {
+        if ((s & CDL_CE_STATE) != CDL_CE_PRESENT) return NULL;
+    } while (!atomic_compare_exchange_weak_explicit(&ce->state, &s, s + CDL_CE_READER, memory_order_acquire,
+                                                    memory_order_acquire));
+    *len = ce->len;
+    if (kind) *kind = (int)atomic_load_explicit(&ce->jpeg, memory_order_relaxed);
+    if (cap) *cap = ce->cap;
+    return L->cache_arena.base + ce->off;
+}
+
+CDL_PRIVATE void cdl__cache_release_minio(coordl *L, uint64_t id) {
+    atomic_fetch_sub_explicit(&L->cache_entries[id].state, CDL_CE_READER, memory_order_release);
+}
+
+/* Admits an item read from storage. A JPEG coordl may rewrite gets room to
+ * grow into (cdl__rst_room, about 3-4% of its bytes for photos), but only
+ * while the budget still holds every item not yet admitted at its size as
+ * read: so random access never costs the cache an item it would have held
+ * (a budget of exactly the dataset holds all of it, without room). Without
+ * room an item is rewritten only if it fits in place (optimized tables
+ * usually make it smaller). Returns the entry's ce->jpeg, or -1 when the
+ * item was not admitted. */
+CDL_PRIVATE int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len, uint32_t *cap_out) {
+    cdl__cache_entry *ce = &L->cache_entries[id];
+    uint32_t expect = CDL_CE_EMPTY;
+    if (len == 0 || len > UINT32_MAX / 2) return -1;
+    if (!atomic_compare_exchange_strong(&ce->state, &expect, CDL_CE_ADMITTING)) return -1;
+    const int image = L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL;
+    const size_t room = L->cfg.jpeg_random_access && image ? cdl__rst_room(bytes, len) : 0;
+    const uint64_t rest = L->dataset_bytes > atomic_load(&L->S->cache_src_bytes) + len
+                              ? L->dataset_bytes - atomic_load(&L->S->cache_src_bytes) - len : 0;
+    uint64_t used = atomic_load(&L->S->cache_used), cap;
+    for (;;) {
+        if (used + len > L->cfg.cache_bytes) { /* full for this item: never evict */
+            atomic_store_explicit(&ce->state, CDL_CE_EMPTY, memory_order_release);
+            return -1;
+        }
+        cap = room && used + len + room + rest <= L->cfg.cache_bytes ? len + room : len;
+        if (atomic_compare_exchange_weak(&L->S->cache_used, &used, used + cap)) break;
+    }
+    cdl__test_hook(L, "admitting");
+    memcpy(L->cache_arena.base + used, bytes, len);
+    ce->off = used;
+    ce->len = (uint32_t)len;
+    ce->cap = (uint32_t)cap;
+    atomic_store_explicit(&ce->jpeg, room ? CDL_CE_PLAIN : CDL_CE_KEEP, memory_order_relaxed);
+    if (room) atomic_fetch_add(&L->S->cache_plain_items, 1);
+    atomic_fetch_add(&L->S->cache_items, 1);
+    atomic_fetch_add(&L->S->cache_src_bytes, len);
+    atomic_store_explicit(&ce->state, CDL_CE_PRESENT, memory_order_release);
+    *cap_out = (uint32_t)cap;
+    return room ? CDL_CE_PLAIN : CDL_CE_KEEP;
+}
+
+#ifndef COORDL_NO_JPEGTURBO /* only JPEG rewrites replace or keep entries */
+/* Replaces a cached item's bytes by its rewrite (len <= its cap), if no
+ * reader but the caller (held: it holds a reader reference, which it keeps)
+ * has them. Returns 1 when replaced. */
+CDL_PRIVATE int cdl__cache_replace_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len, int held) {
+    cdl__cache_entry *ce = &L->cache_entries[id];
+    uint32_t expect = CDL_CE_PRESENT + (held ? CDL_CE_READER : 0u);
+    if (!atomic_compare_exchange_strong_explicit(&ce->state, &expect, CDL_CE_REWRITING, memory_order_acquire,
+                                                 memory_order_relaxed))
+        return 0;
+    uint32_t plain = CDL_CE_PLAIN;
+    /* a CAS: cdl__cache_keep_minio may mark it KEEP meanwhile */
+    const int skip = len > ce->cap || !atomic_compare_exchange_strong(&ce->jpeg, &plain, CDL_CE_RST);
+    if (!skip) {
+        memcpy(L->cache_arena.base + ce->off, bytes, len);
+        ce->len = (uint32_t)len;
+        atomic_fetch_add(&L->S->cache_rst_items, 1);
+        atomic_fetch_sub(&L->S->cache_plain_items, 1);
+    }
+    atomic_store_explicit(&ce->state, expect, memory_order_release);
+    return !skip;
+}
+
+/* A rewrite that failed is not tried again. */
+CDL_PRIVATE void cdl__cache_keep_minio(coordl *L, uint64_t id) {
+    uint32_t plain = CDL_CE_PLAIN;
+    if (atomic_compare_exchange_strong(&L->cache_entries[id].jpeg, &plain, CDL_CE_KEEP))
+        atomic_fetch_sub(&L->S->cache_plain_items, 1);
+}
 #endif
 
-/* Bytes of item id into *out. A MinIO hit lends the cache's own bytes:
- * the worker holds a reader reference on the entry (W->held) until
- * cdl__fetch_done. W->fetch_kind says whether the bytes are a JPEG rewrite
- * (section 13), or may become one. */
-static coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
-    coordl *L = W->L;
-    uint64_t t0 = cdl__now_ns();
-    coordl_status rc = COORDL_OK;
+static void cdl__lru_unlink(cdl__lru *c, int32_t i) {
+    if (c->prev[i] >= 0) c->next[c->prev[i]] = c->next[i]; else c->head = c->next[i];
+    if (c->next[i] >= 0) c->prev[c->next[i]] = c->prev[i]; else c->tail = c->prev[i];
+    c->prev[i] = c->next[i] = -1;
+}
+static void cdl__lru_push_front(cdl__lru *c, int32_t i) {
+    c->prev[i] = -1;
+    c->next[i] = c->head;
+    if (c->head >= 0) c->prev[c->head] = i;
+    c->head = i;
+    if (c->tail < 0) c->tail = i;
+}
+
+/* LRU hit: copies into dst (an evicting cache cannot lend its memory). */
+CDL_PRIVATE int cdl__cache_lookup_lru(coordl *L, uint64_t id, cdl__u8 *dst, size_t cap, uint32_t *len) {
+    cdl__lru *c = L->lru;
     int hit = 0;
-    W->held = 0;
-    W->fetch_kind = -1;
-    if (L->cache_entries) {
-        uint32_t len;
-        const cdl__u8 *p = cdl__cache_acquire_minio(L, id, &len, &W->fetch_kind, &W->fetch_cap);
-        if (p) { out->p = p; out->len = len; hit = 1; W->held = id + 1; }
-    } else if (L->lru) {
-        uint32_t len;
-        size_t need = cdl__item_bytes(L, id) + 16;
-        if (cdl__reserve(L, (void **)&W->readbuf, &W->readcap, need) &&
-            cdl__cache_lookup_lru(L, id, W->readbuf, W->readcap, &len)) {
-            out->p = W->readbuf; out->len = len; hit = 1;
-        }
+    pthread_mutex_lock(&c->mu);
+    if (c->data[id] && c->len[id] <= cap) {
+        memcpy(dst, c->data[id], c->len[id]);
+        *len = c->len[id];
+        cdl__lru_unlink(c, (int32_t)id);
+        cdl__lru_push_front(c, (int32_t)id);
+        hit = 1;
     }
-    uint64_t t1 = cdl__now_ns();
-    if (hit) {
-        W->row.cache_hits++;
-        W->row.cache_hit_bytes += out->len;
-        W->row.read_cache_ns += t1 - t0;
-    } else
-#ifdef COORDL_MPI
-    if (cdl__peer_fetch(W, id, out)) {
-        W->row.read_cache_ns += t1 - t0;
-        t1 = cdl__now_ns();
-    } else
-#endif
-    {
-        /* the row's item read ahead (or in flight), else read now */
-        int ahead = 0;
-        if (W->ra_entry && W->ra_entry->id == id) ahead = cdl__ra_wait(W, W->ra_entry, out, &rc);
-        if (ahead == 0) rc = cdl__read_file(W, id, out);
-        /* partitioned: only the rank's share of one epoch is admitted,
-         * before the map exchange, so the exchanged map stays exact */
-        const int may_admit = !L->peer_comm_set || cdl__peer_admits(L, W->cur_epoch);
-        if (rc == COORDL_OK) {
-            W->row.cache_misses++;
-            W->row.storage_reads++;
-            if (L->cache_entries && may_admit) W->fetch_kind = cdl__cache_admit_minio(L, id, out->p, out->len, &W->fetch_cap);
-            else if (L->lru) cdl__cache_admit_lru(L, id, out->p, out->len);
-        }
-        uint64_t t2 = cdl__now_ns();
-        W->row.read_cache_ns += t1 - t0; /* the lookup that missed */
-        W->row.read_storage_ns += t2 - t1;
-        t1 = t2;
-    }
-    if (rc == COORDL_OK) W->row.fetch_bytes += out->len;
-    W->row.read_ns += t1 - t0;
-    return rc;
+    pthread_mutex_unlock(&c->mu);
+    return hit;
 }
 
-static void cdl__fetch_done(cdl__worker *W) {
-    if (W->held) cdl__cache_release_minio(W->L, W->held - 1);
-    W->held = 0;
+CDL_PRIVATE void cdl__cache_admit_lru(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len) {
+    cdl__lru *c = L->lru;
+    if (len == 0 || len > L->cfg.cache_bytes) return;
+    pthread_mutex_lock(&c->mu);
+    if (!c->data[id]) {
+        while (c->bytes_used + len > L->cfg.cache_bytes && c->tail >= 0) {
+            int32_t victim = c->tail;
+            cdl__lru_unlink(c, victim);
+            c->bytes_used -= c->len[victim];
+            c->items--;
+            cdl__free(L, c->data[victim]);
+            c->data[victim] = NULL;
+        }
+        cdl__u8 *copy = cdl__malloc(L, len);
+        if (copy) {
+            memcpy(copy, bytes, len);
+            c->data[id] = copy;
+            c->len[id] = (uint32_t)len;
+            c->bytes_used += len;
+            c->items++;
+            cdl__lru_push_front(c, (int32_t)id);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
 }
+
+/* A budget beyond the dataset is never used: map only what can fill. */
+CDL_PRIVATE coordl_status cdl__cache_clamp(coordl *L) {
+    uint64_t slab = L->cfg.cache_bytes;
+    /* JPEG rewrites may use up to 1/8 more (the room section 13 reserves:
+     * 3-5% for photos, 12-25% for progressive and arithmetic sources) */
+    const uint64_t most = L->dataset_bytes + (L->cfg.jpeg_random_access ? L->dataset_bytes / 8 : 0) + (64u << 20);
+    if (slab > most) slab = most;
+    if (slab > SIZE_MAX / 2)
+        return cdl__open_fail(COORDL_ERR_INVALID, "cache_bytes: %llu is too large for this platform",
+                              (unsigned long long)slab);
+    L->cfg.cache_bytes = slab;
+    return COORDL_OK;
+}
+
+CDL_PRIVATE coordl_status cdl__cache_create(coordl *L) {
+    if (L->cfg.cache_bytes == 0) return COORDL_OK;
+    if (L->cfg.cache_policy == COORDL_CACHE_LRU) {
+        cdl__lru *c = cdl__calloc(L, 1, sizeof *c);
+        if (!c) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the LRU cache");
+        L->lru = c;
+        pthread_mutex_init(&c->mu, NULL);
+        c->prev = cdl__malloc(L, L->num_items * sizeof *c->prev);
+        c->next = cdl__malloc(L, L->num_items * sizeof *c->next);
+        c->data = cdl__calloc(L, L->num_items, sizeof *c->data);
+        c->len = cdl__calloc(L, L->num_items, sizeof *c->len);
+        if (!c->prev || !c->next || !c->data || !c->len)
+            return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the LRU cache");
+        for (uint64_t i = 0; i < L->num_items; i++) c->prev[i] = c->next[i] = -1;
+        c->head = c->tail = -1;
+        return COORDL_OK;
+    }
+    const uint64_t slab = L->cfg.cache_bytes;
+    L->cache_entries = cdl__calloc(L, L->num_items, sizeof *L->cache_entries);
+    if (!L->cache_entries) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the cache table");
+    return cdl__arena_map(L, &L->cache_arena, (size_t)slab, 0, "cache slab");
+}
+
+CDL_PRIVATE void cdl__cache_destroy(coordl *L) {
+    if (L->lru) {
+        cdl__lru *c = L->lru;
+        if (c->data)
+            for (uint64_t i = 0; i < L->num_items; i++) cdl__free(L, c->data[i]);
+        cdl__free(L, c->prev);
+        cdl__free(L, c->next);
+        cdl__free(L, c->data);
+        cdl__free(L, c->len);
+        pthread_mutex_destroy(&c->mu);
+        cdl__free(L, c);
+        L->lru = NULL;
+    }
+    cdl__arena_unmap(L, &L->cache_arena);
+    if (!L->shm_base) cdl__free(L, L->cache_entries);
+    L->cache_entries = NULL;
+}
+
+/* ===================================================================== */
+/* ---- src/peers.c ------------------------------------------------------- */
 
 /* ===================================================================== */
 /* 10. Peers (MPI, COORDL_MPI)                                           */
@@ -3625,14 +3873,14 @@ static void cdl__fetch_done(cdl__worker *W) {
 /* Whether a storage read of `epoch` may be admitted into the cache (any
  * thread: the admission epoch moves only while no row is in flight, at a
  * seek, or closes at the exchange, when admitting more is harmless). */
-static int cdl__peer_admits(coordl *L, uint64_t epoch) {
+CDL_PRIVATE int cdl__peer_admits(coordl *L, uint64_t epoch) {
     return atomic_load_explicit(&L->peer_admit_epoch, memory_order_relaxed) == epoch;
 }
 
 /* Whether the claims, at the end of `epoch`, must wait for the map before
  * moving on: past the admission epoch (or while the exchange runs), rows
  * would miss the peers that hold them. Under mu. */
-static int cdl__peer_claim_waits(coordl *L, uint64_t epoch) {
+CDL_PRIVATE int cdl__peer_claim_waits(coordl *L, uint64_t epoch) {
     const uint64_t admit = atomic_load(&L->peer_admit_epoch);
     return L->peer_comm_set && !L->peer_map_ready && (admit == CDL_ADMIT_CLOSED || epoch >= admit);
 }
@@ -3642,7 +3890,7 @@ static int cdl__peer_claim_waits(coordl *L, uint64_t epoch) {
  * admission epoch and those before it are read from storage (the claims
  * reach no later epoch before the map); while the exchange runs, every
  * epoch waits. Without the stream's lock. */
-static int cdl__peer_map_pending(coordl *L, uint64_t epoch) {
+CDL_PRIVATE int cdl__peer_map_pending(coordl *L, uint64_t epoch) {
     if (!L->peer_comm_set || __atomic_load_n(&L->peer_map_ready, __ATOMIC_ACQUIRE)) return 0;
     const uint64_t admit = atomic_load(&L->peer_admit_epoch);
     return admit == CDL_ADMIT_CLOSED || epoch > admit;
@@ -3652,51 +3900,12 @@ static int cdl__peer_map_pending(coordl *L, uint64_t epoch) {
  * whole epoch from the new position instead (a mid-epoch resume skips
  * the rest of that epoch). After the exchange (or once it began) the map
  * is final. Under mu. */
-static void cdl__peer_seek(coordl *L, uint64_t epoch, uint64_t batch) {
+CDL_PRIVATE void cdl__peer_seek(coordl *L, uint64_t epoch, uint64_t batch) {
     if (!L->peer_comm_set || atomic_load(&L->peer_admit_epoch) == CDL_ADMIT_CLOSED) return;
     atomic_store(&L->peer_admit_epoch, batch == 0 ? epoch : epoch + 1);
 }
 
 #ifdef COORDL_MPI
-#define CDL_TAG_REQ 7701
-#define CDL_TAG_RESP 8192 /* + the requester's slot (< 1024): the reply is received in place */
-
-enum { CDL_REMOTE_NONE = 0, CDL_REMOTE_WAIT, CDL_REMOTE_ARRIVED, CDL_REMOTE_FAILED };
-
-/* Peer bookkeeping of one row of a slot. */
-typedef struct cdl__remote_row {
-    uint64_t id;       /* the item asked for                               */
-    uint32_t off, len; /* ARRIVED: its bytes in the slot's reply buffer    */
-    uint8_t state;
-} cdl__remote_row;
-
-/* What this rank asked one peer for one slot. */
-typedef struct cdl__remote_ask {
-    uint64_t id;        /* the request awaiting its reply; 0: none         */
-    uint32_t first, n;  /* its rows: asked[first .. first + n), in order   */
-} cdl__remote_ask;
-
-/* Peer bookkeeping of one ring slot (private to this rank). Its rows'
- * state is the slot's part of peer_rows; the reply to the k-th item of a
- * request belongs to row peer_asked[first + k] (the slot's part), recorded
- * when the request was built, so filing a reply is linear in its items. */
-typedef struct cdl__remote {
-    uint64_t gen;          /* the slot's generation the requests were for */
-    int requested;
-    uint64_t request_ns;
-    cdl__u8 *buf;          /* replies, received in place                 */
-    size_t cap, used;
-    cdl__remote_ask *ask;  /* world peers (allocated by cdl__peer_start) */
-} cdl__remote;
-
-/* The ring allocator (section 14) sizes, grows and frees these with the
- * ring, so they always cover slot_rows_cap rows of every slot (coordl_set
- * growing the batch cannot outgrow them); grown arrays are zeroed. */
-#define CDL_RING_ARRAYS_PEER(X)                     \
-    X(remote, cdl__remote, CDL_PER_SLOT, 0)         \
-    X(peer_rows, cdl__remote_row, CDL_PER_ROW, 0)   \
-    X(peer_asked, uint32_t, CDL_PER_ROW, 0)
-
 static cdl__remote_row *cdl__peer_rows_of(const coordl *L, uint32_t s) {
     return L->peer_rows + (size_t)s * L->slot_rows_cap;
 }
@@ -3704,15 +3913,6 @@ static uint32_t *cdl__peer_asked_of(const coordl *L, uint32_t s) {
     return L->peer_asked + (size_t)s * L->slot_rows_cap;
 }
 
-/* A send buffer: handed to MPI_Isend, reused once MPI is done with it, so
- * the steady state allocates nothing per batch. */
-enum { CDL_SEND_FREE = 0, CDL_SEND_FILLING, CDL_SEND_INFLIGHT };
-typedef struct cdl__peer_send {
-    MPI_Request req;
-    cdl__u8 *buf;
-    size_t cap;
-    int state;
-} cdl__peer_send;
 
 /* A free send buffer of at least `bytes` (the smallest that fits, else one
  * grown), marked FILLING; -1 when memory runs out. Under mu. */
@@ -3772,7 +3972,7 @@ static size_t cdl__peer_sends_retire(coordl *L) {
 /* Builds and sends this slot's requests: one message per peer holding
  * some of its rows: [u64 request id][u64 id]..., the id carrying the slot
  * (the reply's tag). Called when the slot is assigned. Under mu. */
-static void cdl__peer_request_slot(coordl *L, uint32_t s) {
+CDL_PRIVATE void cdl__peer_request_slot(coordl *L, uint32_t s) {
     if (!L->peer_map_ready) return;
     cdl__slot *sl = &L->slots[s];
     cdl__remote *rm = &L->remote[s];
@@ -4062,7 +4262,7 @@ static void *cdl__peer_main(void *arg) {
 /* Worker side: the row's bytes from a peer, if this row was asked of one,
  * waiting at most peer_timeout_ms after the request, and not past close.
  * 1: got them; 0: read storage. */
-static int cdl__peer_fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
+CDL_PRIVATE int cdl__peer_fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
     coordl *L = W->L;
     if (!L->peer_comm_set || !L->remote) return 0;
     cdl__slot *sl = W->cur_slot;
@@ -4102,7 +4302,7 @@ static int cdl__peer_fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
     return got;
 }
 
-static coordl_status cdl__peer_open(coordl *L) {
+CDL_PRIVATE coordl_status cdl__peer_open(coordl *L) {
     int provided = 0;
     MPI_Query_thread(&provided);
     if (provided < MPI_THREAD_MULTIPLE)
@@ -4132,7 +4332,7 @@ static coordl_status cdl__peer_open(coordl *L) {
 /* Collective: every rank checks that all index the same dataset (the map
  * is by item id), then allocates the map and the per-slot bookkeeping and
  * starts the peer thread. */
-static coordl_status cdl__peer_start(coordl *L) {
+CDL_PRIVATE coordl_status cdl__peer_start(coordl *L) {
     uint64_t mine[2] = {L->num_items, L->dataset_bytes}, lo[2], hi[2];
     if (MPI_Allreduce(mine, lo, 2, MPI_UINT64_T, MPI_MIN, L->peer_comm) != MPI_SUCCESS ||
         MPI_Allreduce(mine, hi, 2, MPI_UINT64_T, MPI_MAX, L->peer_comm) != MPI_SUCCESS)
@@ -4157,7 +4357,7 @@ static coordl_status cdl__peer_start(coordl *L) {
     return COORDL_OK;
 }
 
-static void cdl__peer_close(coordl *L) {
+CDL_PRIVATE void cdl__peer_close(coordl *L) {
     if (L->peer_thread_started) {
         cdl__lock(L);
         L->peer_closing = 1;
@@ -4192,6 +4392,412 @@ static void cdl__peer_close(coordl *L) {
 }
 #endif /* COORDL_MPI */
 
+/* ---- src/readahead.c --------------------------------------------------- */
+
+/* ---- read-ahead in the known order ----------------------------------------
+ * The permutation of every epoch is known, so the items the workers will
+ * claim next are known: a few I/O threads keep up to readahead_items of
+ * them in flight ahead of the claims, in claim order, reading through the
+ * reader into one arena (a byte ring bounded by readahead_bytes, allocated
+ * at open: nothing per item). A worker that claims a row takes its entry:
+ * the bytes are there (decoded in place), or in flight (it waits for that
+ * read only), or were not read ahead (a cache hit, an item a peer serves,
+ * one too large for the arena, a position the read-ahead had not reached):
+ * then it reads as before. Entries and arena space are handed out in
+ * position order and freed in that order once their rows are prepared.
+ * A seek or coordl_set restarts it at the new position (a new generation:
+ * reads still in flight finish into their own space and are dropped).
+ * Private loaders only: in a coordinated group the rows are claimed by
+ * every member's workers, and each member reading ahead would read every
+ * item k times. Lock order: the stream's lock, then this one; the I/O
+ * threads never take the stream's lock. */
+
+static int cdl__pos_before(uint64_t e1, uint64_t p1, uint64_t e2, uint64_t p2) {
+    return e1 < e2 || (e1 == e2 && p1 < p2);
+}
+
+/* cdl__epoch_end on the snapshot taken at the last restart. */
+static uint64_t cdl__ra_epoch_end(const cdl__readahead *R, uint64_t epoch) {
+    const uint64_t from = epoch == R->cut_epoch ? R->cut_pos : 0;
+    return R->drop_last ? from + (R->share - from) / R->batch_size * R->batch_size : R->share;
+}
+
+/* Frees the entries at the tail that are done with, and their bytes. */
+static void cdl__ra_trim(cdl__readahead *R) {
+    int freed = 0;
+    while (R->tail < R->head) {
+        cdl__ra_entry *x = &R->e[R->tail % R->depth];
+        const int done = x->state == CDL_RA_TAKEN || (x->stale && x->state != CDL_RA_READING);
+        if (!done) break;
+        R->atail = x->end;
+        x->state = CDL_RA_FREE;
+        x->stale = 0;
+        R->tail++;
+        freed++;
+    }
+    if (R->tail == R->head) R->atail = R->ahead; /* nothing in use */
+    /* one I/O thread per freed entry (waking all of them for one entry
+     * costs more than the read on a loaded machine) */
+    for (int i = 0; i < freed && i < R->nthreads; i++) pthread_cond_signal(&R->room_cv);
+}
+
+/* Whether item id will not come from storage: in the cache, or (MPI) on a
+ * peer that serves it (once the map is known, rows claimed from then on
+ * ask the peers, whatever the epoch). */
+static int cdl__ra_not_from_storage(const coordl *L, uint64_t id) {
+    /* the state's low byte (readers count above it); an entry being
+     * rewritten (section 13) is held too, its rewrite long done by the
+     * time its row is claimed */
+    if (L->cache_entries &&
+        (atomic_load_explicit(&L->cache_entries[id].state, memory_order_acquire) & CDL_CE_STATE) >= CDL_CE_PRESENT)
+        return 1;
+    if (L->lru) {
+        pthread_mutex_lock(&L->lru->mu);
+        const int held = L->lru->data[id] != NULL;
+        pthread_mutex_unlock(&L->lru->mu);
+        if (held) return 1;
+    }
+#ifdef COORDL_MPI
+    if (L->peer_comm_set && __atomic_load_n(&L->peer_map_ready, __ATOMIC_ACQUIRE)) {
+        const int owner = L->peer_owner[id];
+        if (owner >= 0 && owner != L->cfg.rank) return 1;
+    }
+#endif
+    return 0;
+}
+
+static void *cdl__ra_main(void *arg) {
+    cdl__readahead *R = arg;
+    coordl *L = R->L;
+    cdl__perm perm;
+    uint64_t perm_epoch = UINT64_MAX;
+    char name[16];
+    snprintf(name, sizeof name, "coordl-io");
+    pthread_setname_np(pthread_self(), name);
+    pthread_mutex_lock(&R->mu);
+    while (!R->stop) {
+        if (R->paused || R->head - R->tail >= R->depth) {
+            pthread_cond_wait(&R->room_cv, &R->mu);
+            continue;
+        }
+        /* the next position, never one a worker has already claimed */
+        if (cdl__pos_before(R->next_epoch, R->next_pos, R->front_epoch, R->front_pos)) {
+            R->next_epoch = R->front_epoch;
+            R->next_pos = R->front_pos;
+        }
+        uint64_t epoch = R->next_epoch, pos = R->next_pos;
+        if (pos >= cdl__ra_epoch_end(R, epoch)) {
+            epoch++;
+            pos = 0;
+        }
+        /* partitioned cache: past the admission epoch a peer may serve the
+         * item; wait for the map of who holds what before reading any of it
+         * (the claims wait for it there too) */
+        if (cdl__peer_map_pending(L, epoch)) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 5000000L;
+            if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+            pthread_cond_timedwait(&R->room_cv, &R->mu, &ts);
+            continue;
+        }
+        if (epoch != perm_epoch) {
+            perm = cdl__perm_for(L, epoch);
+            perm_epoch = epoch;
+        }
+        const uint64_t id = cdl__item_at(L, &perm, pos);
+        const uint64_t want = cdl__item_bytes(L, id), need = (want + 16 + 63) / 64 * 64;
+        const int skip = cdl__ra_not_from_storage(L, id) || want == 0 || want > L->cfg.max_item_bytes ||
+                         need > R->bytes;
+        /* arena space, contiguous: a span that would cross the end starts
+         * over at the beginning (the rest of the lap is left unused) */
+        if (R->tail == R->head) /* empty: start a fresh lap, so any item that fits the arena fits now */
+            R->ahead = R->atail = (R->ahead + R->bytes - 1) / R->bytes * R->bytes;
+        uint64_t start = R->ahead, end = R->ahead;
+        if (!skip) {
+            if (start % R->bytes + need > R->bytes) start += R->bytes - start % R->bytes;
+            end = start + need;
+            if (end - R->atail > R->bytes) { /* full: wait for the workers to free some */
+                pthread_cond_wait(&R->room_cv, &R->mu);
+                continue;
+            }
+        }
+        R->next_epoch = epoch;
+        R->next_pos = pos + 1;
+        cdl__ra_entry *x = &R->e[R->head++ % R->depth];
+        x->gen = R->gen;
+        x->stale = 0;
+        x->epoch = epoch;
+        x->pos = pos;
+        x->id = id;
+        x->start = start;
+        x->end = end;
+        x->len = x->storage_bytes = 0;
+        x->status = COORDL_OK;
+        x->err[0] = '\0';
+        R->ahead = end;
+        if (skip) {
+            x->state = CDL_RA_SKIPPED;
+            R->skips++;
+            continue;
+        }
+        x->state = CDL_RA_READING;
+        pthread_mutex_unlock(&R->mu);
+        cdl__u8 *dst = R->base + start % R->bytes;
+        size_t cap = (size_t)(end - start);
+        uint64_t len = 0, sbytes = 0;
+        int too_big = 0;
+        const uint64_t t0 = cdl__now_ns();
+        coordl_status rc = cdl__read_item(L, id, &dst, &cap, 0, &too_big, &len, &sbytes, x->err, sizeof x->err);
+        const uint64_t t1 = cdl__now_ns();
+        pthread_mutex_lock(&R->mu);
+#ifdef COORDL_DEBUG
+        /* the entry stays this read's until the read ends: nobody frees or
+         * reuses an entry (or its bytes) while its read is in flight */
+        cdl__debug_assert(L, x->state == CDL_RA_READING && x->start == start && x->id == id,
+                          "read-ahead: an entry was freed or reused while its read was in flight");
+#endif
+        R->reads++;
+        R->read_ns += t1 - t0;
+        x->len = len;
+        x->storage_bytes = sbytes;
+        x->status = rc;
+        /* an item larger now than indexed: its worker reads it */
+        x->state = too_big ? CDL_RA_SKIPPED : rc == COORDL_OK ? CDL_RA_DONE : CDL_RA_FAILED;
+        pthread_cond_broadcast(&R->done_cv);
+        if (x->stale) cdl__ra_trim(R);
+    }
+    pthread_mutex_unlock(&R->mu);
+    return NULL;
+}
+
+/* Stops issuing new reads until the restart (a seek or set is under way;
+ * reads in flight finish). Under the stream's lock. */
+CDL_PRIVATE void cdl__ra_pause(coordl *L) {
+    cdl__readahead *R = L->ra;
+    if (!R) return;
+    pthread_mutex_lock(&R->mu);
+    R->paused = 1;
+    pthread_mutex_unlock(&R->mu);
+}
+
+/* Restarts at the stream's claim position, with the stream's geometry:
+ * entries not taken are dropped (those still being read when their read
+ * ends). Called under the stream's lock, when no row is in flight. */
+CDL_PRIVATE void cdl__ra_restart(coordl *L) {
+    cdl__readahead *R = L->ra;
+    if (!R) return;
+    pthread_mutex_lock(&R->mu);
+    R->gen++;
+    R->paused = 0;
+    for (uint64_t i = R->tail; i < R->head; i++) R->e[i % R->depth].stale = 1;
+    cdl__ra_trim(R);
+    R->next_epoch = R->front_epoch = L->S->claim_epoch;
+    R->next_pos = R->front_pos = L->S->claim_pos;
+    R->batch_size = L->cfg.batch_size;
+    R->drop_last = L->cfg.drop_last;
+    R->share = L->share;
+    R->cut_epoch = L->S->cut_epoch;
+    R->cut_pos = L->S->cut_pos;
+    pthread_cond_broadcast(&R->room_cv);
+    pthread_mutex_unlock(&R->mu);
+}
+
+/* The entry read ahead for the row at (epoch, pos) holding item id, or
+ * NULL; marks every position up to it as claimed. */
+CDL_PRIVATE cdl__ra_entry *cdl__ra_take(coordl *L, uint64_t epoch, uint64_t pos, uint64_t id) {
+    cdl__readahead *R = L->ra;
+    cdl__ra_entry *found = NULL;
+    if (!R) return NULL;
+    pthread_mutex_lock(&R->mu);
+    if (cdl__pos_before(R->front_epoch, R->front_pos, epoch, pos + 1)) {
+        R->front_epoch = epoch;
+        R->front_pos = pos + 1;
+    }
+    for (uint64_t i = R->tail; i < R->head && !found; i++) {
+        cdl__ra_entry *x = &R->e[i % R->depth];
+        if (!x->stale && x->gen == R->gen && x->epoch == epoch && x->pos == pos && x->id == id &&
+            x->state != CDL_RA_TAKEN)
+            found = x;
+    }
+    if (found && found->state == CDL_RA_SKIPPED) { /* nothing to wait for */
+        found->state = CDL_RA_TAKEN;
+        cdl__ra_trim(R);
+        found = NULL;
+    }
+    pthread_mutex_unlock(&R->mu);
+    return found;
+}
+
+/* Waits for a taken entry's read; its bytes or its error. Returns 1 with
+ * *out set, 0 when the worker must read the item itself (the read-ahead
+ * skipped it after all), or -1 with the read's status in *rc. */
+CDL_PRIVATE int cdl__ra_wait(cdl__worker *W, cdl__ra_entry *x, cdl__bytes *out, coordl_status *rc) {
+    cdl__readahead *R = W->L->ra;
+    const uint64_t t0 = cdl__now_ns();
+    pthread_mutex_lock(&R->mu);
+    const int waited = x->state == CDL_RA_READING;
+    while (x->state == CDL_RA_READING) pthread_cond_wait(&R->done_cv, &R->mu);
+    const int state = x->state;
+    pthread_mutex_unlock(&R->mu);
+    if (waited) W->row.readahead_wait_ns += cdl__now_ns() - t0;
+    if (state == CDL_RA_SKIPPED) return 0;
+    W->row.storage_bytes += x->storage_bytes;
+    if (state == CDL_RA_FAILED) {
+        snprintf(W->err, sizeof W->err, "%s", x->err);
+        *rc = x->status;
+        return -1;
+    }
+    W->row.readahead_hits++;
+    out->p = R->base + x->start % R->bytes;
+    out->len = (size_t)x->len;
+    return 1;
+}
+
+/* The row is prepared: its entry's bytes may be reused. A read still in
+ * flight (the row came from the cache or a peer after all) is left to
+ * finish into its own bytes: the entry is freed when it ends. */
+CDL_PRIVATE void cdl__ra_release(coordl *L, cdl__ra_entry *x) {
+    cdl__readahead *R = L->ra;
+    if (!R || !x) return;
+    pthread_mutex_lock(&R->mu);
+    if (x->state == CDL_RA_READING) x->stale = 1;
+    else x->state = CDL_RA_TAKEN;
+    cdl__ra_trim(R);
+    pthread_mutex_unlock(&R->mu);
+}
+
+/* Sizes and starts the read-ahead (after the ring, before the workers). */
+CDL_PRIVATE coordl_status cdl__ra_start(coordl *L) {
+    const uint32_t depth = L->cfg.readahead_items;
+    if (depth == 0 || L->cfg.group) return COORDL_OK;
+    cdl__readahead *R = cdl__calloc(L, 1, sizeof *R);
+    if (!R) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the read-ahead");
+    L->ra = R;
+    R->L = L;
+    R->depth = depth;
+    R->e = cdl__calloc(L, depth, sizeof *R->e);
+    if (!R->e) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %u read-ahead entries", depth);
+    R->bytes = (size_t)L->cfg.readahead_bytes; /* the ring: exactly the bound */
+    R->map_bytes = cdl__round_up(R->bytes, cdl__page_size());
+    void *p = mmap(NULL, R->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot map %zu bytes for the read-ahead: %s", R->map_bytes,
+                              strerror(errno));
+    R->base = p;
+    cdl__placement_bind_memory(L, p, R->map_bytes);
+    if (pthread_mutex_init(&R->mu, NULL) != 0 || pthread_cond_init(&R->room_cv, NULL) != 0 ||
+        pthread_cond_init(&R->done_cv, NULL) != 0)
+        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot initialise the read-ahead's lock");
+    R->cut_epoch = UINT64_MAX;
+    R->batch_size = L->cfg.batch_size;
+    R->drop_last = L->cfg.drop_last;
+    R->share = L->share;
+    R->cut_epoch = L->S->cut_epoch;
+    R->cut_pos = L->S->cut_pos;
+    R->next_epoch = R->front_epoch = L->cur_epoch;
+    R->next_pos = R->front_pos = L->cur_pos;
+    R->threads = cdl__calloc(L, L->cfg.readahead_threads, sizeof *R->threads);
+    if (!R->threads) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the read-ahead threads");
+    for (uint32_t i = 0; i < L->cfg.readahead_threads; i++) {
+        const int e = pthread_create(&R->threads[i], NULL, cdl__ra_main, R);
+        if (e != 0) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start read-ahead thread %u: %s", i, strerror(e));
+        R->nthreads++;
+    }
+    return COORDL_OK;
+}
+
+/* Stops the I/O threads (after the workers: a worker may wait on a read)
+ * and frees everything. */
+CDL_PRIVATE void cdl__ra_stop(coordl *L) {
+    cdl__readahead *R = L->ra;
+    if (!R) return;
+    if (R->threads) {
+        pthread_mutex_lock(&R->mu);
+        R->stop = 1;
+        pthread_cond_broadcast(&R->room_cv);
+        pthread_mutex_unlock(&R->mu);
+        for (int i = 0; i < R->nthreads; i++) pthread_join(R->threads[i], NULL);
+        pthread_mutex_destroy(&R->mu);
+        pthread_cond_destroy(&R->room_cv);
+        pthread_cond_destroy(&R->done_cv);
+    }
+    if (R->base) munmap(R->base, R->map_bytes);
+    cdl__free(L, R->threads);
+    cdl__free(L, R->e);
+    cdl__free(L, R);
+    L->ra = NULL;
+}
+
+/* ---- src/fetch.c ------------------------------------------------------- */
+
+
+/* Bytes of item id into *out. A MinIO hit lends the cache's own bytes:
+ * the worker holds a reader reference on the entry (W->held) until
+ * cdl__fetch_done. W->fetch_kind says whether the bytes are a JPEG rewrite
+ * (section 13), or may become one. */
+CDL_PRIVATE coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
+    coordl *L = W->L;
+    uint64_t t0 = cdl__now_ns();
+    coordl_status rc = COORDL_OK;
+    int hit = 0;
+    W->held = 0;
+    W->fetch_kind = -1;
+    if (L->cache_entries) {
+        uint32_t len;
+        const cdl__u8 *p = cdl__cache_acquire_minio(L, id, &len, &W->fetch_kind, &W->fetch_cap);
+        if (p) { out->p = p; out->len = len; hit = 1; W->held = id + 1; }
+    } else if (L->lru) {
+        uint32_t len;
+        size_t need = cdl__item_bytes(L, id) + 16;
+        if (cdl__reserve(L, (void **)&W->readbuf, &W->readcap, need) &&
+            cdl__cache_lookup_lru(L, id, W->readbuf, W->readcap, &len)) {
+            out->p = W->readbuf; out->len = len; hit = 1;
+        }
+    }
+    uint64_t t1 = cdl__now_ns();
+    if (hit) {
+        W->row.cache_hits++;
+        W->row.cache_hit_bytes += out->len;
+        W->row.read_cache_ns += t1 - t0;
+    } else
+#ifdef COORDL_MPI
+    if (cdl__peer_fetch(W, id, out)) {
+        W->row.read_cache_ns += t1 - t0;
+        t1 = cdl__now_ns();
+    } else
+#endif
+    {
+        /* the row's item read ahead (or in flight), else read now */
+        int ahead = 0;
+        if (W->ra_entry && W->ra_entry->id == id) ahead = cdl__ra_wait(W, W->ra_entry, out, &rc);
+        if (ahead == 0) rc = cdl__read_file(W, id, out);
+        /* partitioned: only the rank's share of one epoch is admitted,
+         * before the map exchange, so the exchanged map stays exact */
+        const int may_admit = !L->peer_comm_set || cdl__peer_admits(L, W->cur_epoch);
+        if (rc == COORDL_OK) {
+            W->row.cache_misses++;
+            W->row.storage_reads++;
+            if (L->cache_entries && may_admit) W->fetch_kind = cdl__cache_admit_minio(L, id, out->p, out->len, &W->fetch_cap);
+            else if (L->lru) cdl__cache_admit_lru(L, id, out->p, out->len);
+        }
+        uint64_t t2 = cdl__now_ns();
+        W->row.read_cache_ns += t1 - t0; /* the lookup that missed */
+        W->row.read_storage_ns += t2 - t1;
+        t1 = t2;
+    }
+    if (rc == COORDL_OK) W->row.fetch_bytes += out->len;
+    W->row.read_ns += t1 - t0;
+    return rc;
+}
+
+CDL_PRIVATE void cdl__fetch_done(cdl__worker *W) {
+    if (W->held) cdl__cache_release_minio(W->L, W->held - 1);
+    W->held = 0;
+}
+
+/* ---- src/plan.c -------------------------------------------------------- */
+
 /* ===================================================================== */
 /* 11. Sample plan: crop geometry                                        */
 /* The crop is drawn before decoding, from (seed, epoch, item) and the   */
@@ -4202,20 +4808,6 @@ static void cdl__peer_close(coordl *L) {
 /* pixel indices, sampled point-wise) so its pixels are Darknet's.       */
 /* ===================================================================== */
 
-typedef struct cdl__geom {
-    double x0, y0, sw, sh;        /* source rectangle, float              */
-    int clip_x0, clip_y0, clip_x1, clip_y1; /* pixels the filter may read */
-    int flip;
-    /* Darknet-style extras (0 / 1 when off) */
-    float dhue, dsat, dexp; /* hue shift (turns), saturation and value scale */
-    float angle;            /* rotation, radians                             */
-    double daspect;         /* the aspect factor drawn                       */
-    /* COORDL_CROP_DARKNET: output pixel (x, y), before the flip, samples
-     * source point (m0 x + m1 y + m2, m3 x + m4 y + m5), bilinearly, black
-     * outside the image; the clip rectangle holds every tap inside it. */
-    int darknet;
-    double m[6];
-} cdl__geom;
 
 /* Darknet's rand_scale (src/utils.c): a factor uniform between 1 and s,
  * inverted with p = 0.5, so in [min(s, 1/s), max(s, 1/s)] for any s > 0. */
@@ -4382,7 +4974,7 @@ static void cdl__plan_eval(const coordl *L, int W, int H, cdl__geom *g) {
     g->darknet = 0;
 }
 
-static void cdl__plan(const coordl *L, uint64_t epoch, uint64_t id, int W, int H, cdl__geom *g) {
+CDL_PRIVATE void cdl__plan(const coordl *L, uint64_t epoch, uint64_t id, int W, int H, cdl__geom *g) {
     if (L->cfg.pipeline == COORDL_PIPE_EVAL) {
         cdl__plan_eval(L, W, H, g);
     } else {
@@ -4397,7 +4989,7 @@ static void cdl__plan(const coordl *L, uint64_t epoch, uint64_t id, int W, int H
  * rectangle still covers the output; 3/8..7/8 have no SIMD path in
  * libjpeg-turbo 2.1 and are slower than a full decode, so they are not
  * used. */
-static int cdl__choose_dct_denominator(const coordl *L, const cdl__geom *g) {
+CDL_PRIVATE int cdl__choose_dct_denominator(const coordl *L, const cdl__geom *g) {
     if (g->darknet) return 1;
     int d = 8;
     while (d > 1 && (g->sw / d < L->cfg.out_w || g->sh / d < L->cfg.out_h)) d /= 2;
@@ -4406,7 +4998,7 @@ static int cdl__choose_dct_denominator(const coordl *L, const cdl__geom *g) {
 
 /* Maps geometry in full-size pixels to an image decoded at 1/d whose size
  * is (sw, sh) (libjpeg rounds scaled sizes up). */
-static void cdl__geom_scale(cdl__geom *g, int d, int scaled_w, int scaled_h) {
+CDL_PRIVATE void cdl__geom_scale(cdl__geom *g, int d, int scaled_w, int scaled_h) {
     if (d == 1) return;
     g->x0 /= d; g->y0 /= d; g->sw /= d; g->sh /= d;
     g->clip_x0 /= d; g->clip_y0 /= d;
@@ -4419,6 +5011,8 @@ static void cdl__geom_scale(cdl__geom *g, int d, int scaled_w, int scaled_h) {
 }
 #endif
 
+/* ---- src/resample.c ---------------------------------------------------- */
+
 /* ===================================================================== */
 /* 12. Resampling tables and the fused resize/flip/normalize pass        */
 /* Separable antialiased bilinear (a triangle filter widened by the      */
@@ -4429,15 +5023,6 @@ static void cdl__geom_scale(cdl__geom *g, int d, int scaled_w, int scaled_h) {
 /* on out_h rows only, 4-wide over RGB(+1) per tap. The flip is folded   */
 /* into the horizontal table; normalization happens at the final store. */
 /* ===================================================================== */
-
-typedef struct cdl__axis {
-    int K;          /* taps per output */
-    int32_t *start; /* first source index per output (absolute)            */
-    float *w;       /* out x K weights                                     */
-    int lo, hi;     /* source index range the table reads                  */
-    float *w8;      /* AVX2 horizontal pass: w, spread for its registers
-                       (cdl__axis_spread_avx2); NULL: not made           */
-} cdl__axis;
 
 static double cdl__triangle(double x) {
     x = fabs(x);
@@ -4900,7 +5485,7 @@ static void cdl__resample_darknet(coordl *L, cdl__worker *W, const cdl__u8 *src,
  * K_y planar rows (source-row starts are monotone in the output row);
  * then the vertical pass runs over contiguous floats and the store
  * normalizes into the batch row. */
-static void cdl__resample(coordl *L, cdl__worker *W, const cdl__u8 *src, size_t stride, int sx0,
+CDL_PRIVATE void cdl__resample(coordl *L, cdl__worker *W, const cdl__u8 *src, size_t stride, int sx0,
                           int sy0, const cdl__axis *ax, const cdl__axis *ay, const cdl__geom *g, void *dst) {
     if (g->darknet) {
         cdl__resample_darknet(L, W, src, stride, sx0, sy0, ax, ay, g, dst);
@@ -4962,7 +5547,7 @@ static void cdl__resample(coordl *L, cdl__worker *W, const cdl__u8 *src, size_t 
  * the output width and one float row of the source span. It grows with
  * the crop's width in source pixels, so it counts in the decode budget
  * (section 13). */
-static uint64_t cdl__window_bytes(const coordl *L, const cdl__axis *ax, const cdl__axis *ay) {
+CDL_PRIVATE uint64_t cdl__window_bytes(const coordl *L, const cdl__axis *ax, const cdl__axis *ay) {
     const uint64_t rowf = 3 * cdl__round_up((size_t)L->cfg.out_w, 4);
     const uint64_t cols = (uint64_t)(ax->hi - ax->lo) * 3 + 8;
     return (((uint64_t)ay->K + 1) * rowf + cols) * sizeof(float);
@@ -4970,7 +5555,7 @@ static uint64_t cdl__window_bytes(const coordl *L, const cdl__axis *ax, const cd
 
 /* Builds both tables for geometry g (in decoded-image pixels) and makes
  * room for the resampling window. */
-static coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cdl__axis *ax, cdl__axis *ay) {
+CDL_PRIVATE coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cdl__axis *ax, cdl__axis *ay) {
     coordl *L = W->L;
     if (g->darknet) { /* no tables: the region to decode, one row of floats */
         memset(ax, 0, sizeof *ax);
@@ -5019,6 +5604,76 @@ static coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cdl__ax
 /* worker, reused. Other formats: stb_image, full decode.                */
 /* ===================================================================== */
 
+
+/* Whether this process resamples with the AVX2 loops: the CPU has them and
+ * COORDL_NO_AVX2=1 is not set (the SSE2 loops' output is the same). Read
+ * once, at open. */
+CDL_PRIVATE int cdl__resample_use_avx2(void) {
+#ifdef CDL_HAVE_AVX2
+    const char *no_avx2 = getenv("COORDL_NO_AVX2");
+    return __builtin_cpu_supports("avx2") && !(no_avx2 && no_avx2[0] == '1');
+#else
+    return 0;
+#endif
+}
+/* ---- src/image.c ------------------------------------------------------- */
+
+/* stb_image is compiled into this translation unit with static linkage so
+ * that a trainer that also uses stb_image gets no symbol clash. libjpeg
+ * handles JPEG unless COORDL_NO_JPEGTURBO is defined. Only the formats
+ * coordl documents are compiled in (PNG, BMP, binary PPM/PGM, TGA; JPEG
+ * only without libjpeg): GIF, PSD, PIC and HDR bytes are refused, not
+ * decoded, whatever the file is named. stb's allocations go through the
+ * handle's allocator hooks and the decode budget (section 13). */
+#ifndef COORDL_NO_STB
+#define STB_IMAGE_STATIC
+#define STB_IMAGE_IMPLEMENTATION
+#define STBI_NO_STDIO
+#define STBI_NO_HDR
+#define STBI_NO_LINEAR
+#define STBI_NO_PSD
+#define STBI_NO_PIC
+#define STBI_NO_GIF
+#ifndef COORDL_NO_JPEGTURBO
+#define STBI_NO_JPEG
+#endif
+#define STBI_MAX_DIMENSIONS CDL_MAX_SIDE
+static void *cdl__stb_malloc(size_t n);
+static void *cdl__stb_realloc(void *p, size_t n);
+static void cdl__stb_free(void *p);
+#define STBI_MALLOC(n) cdl__stb_malloc(n)
+#define STBI_REALLOC(p, n) cdl__stb_realloc(p, n)
+#define STBI_FREE(p) cdl__stb_free(p)
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wshadow"
+#pragma GCC diagnostic ignored "-Wpedantic"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wimplicit-fallthrough"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#endif
+#if defined(COORDL_STB_IMAGE_H)
+#include COORDL_STB_IMAGE_H
+#elif defined(COORDL_STB_UPSTREAM)
+#include "stb_image.h"
+#else
+#include <stb/stb_image.h>
+#endif
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+#endif /* COORDL_NO_STB */
+#if defined(__GNUC__) && !defined(__clang__) && !defined(COORDL_NO_STB)
+/* stb_image.h declares stbi_set_unpremultiply_on_load_thread static without
+ * defining it under STB_IMAGE_STATIC (its definition is misspelled
+ * stbi__unpremultiply_on_load_thread); gcc warns at the end of the file, so
+ * it cannot be scoped to the include. Only gcc builds with stb carry it:
+ * clang and COORDL_NO_STB builds still report coordl.c's own unused
+ * functions (make test-switches builds both with -Werror). */
+#pragma GCC diagnostic ignored "-Wunused-function"
+#endif
 /* --- what is decoded, and within which bounds --------------------------
  * Only the documented formats are decoded: JPEG (libjpeg; stb's JPEG
  * decoder only under COORDL_NO_JPEGTURBO), PNG, BMP, binary PPM/PGM and
@@ -5029,7 +5684,6 @@ static coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cdl__ax
  * and at most max_pixels, and the decode's memory (the decoder's buffers,
  * coordl's decoded region and resampling window) must fit
  * max_decode_bytes; otherwise the item is a bad sample. */
-#define CDL_JPEG_MAX_SCANS 500 /* progressive files have ~10; libjpeg-turbo's fuzzers stop at 500 */
 
 static const char *cdl__unsupported_format(const cdl__u8 *p, size_t n) {
 #define CDL_SIG(off, lit) (n >= (off) + sizeof(lit) - 1 && memcmp(p + (off), lit, sizeof(lit) - 1) == 0)
@@ -5048,7 +5702,7 @@ static const char *cdl__unsupported_format(const cdl__u8 *p, size_t n) {
     return NULL;
 }
 
-static coordl_status cdl__check_image_size(cdl__worker *W, const char *path, int64_t iw, int64_t ih) {
+CDL_PRIVATE coordl_status cdl__check_image_size(cdl__worker *W, const char *path, int64_t iw, int64_t ih) {
     if (iw < 1 || ih < 1 || iw > CDL_MAX_SIDE || ih > CDL_MAX_SIDE)
         return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: image size %lldx%lld is not decodable (each side "
                                  "must be 1..%d)", path, (long long)iw, (long long)ih, CDL_MAX_SIDE);
@@ -5058,13 +5712,13 @@ static coordl_status cdl__check_image_size(cdl__worker *W, const char *path, int
     return COORDL_OK;
 }
 
-static coordl_status cdl__over_decode_limit(cdl__worker *W, const char *path, const char *what, uint64_t need) {
+CDL_PRIVATE coordl_status cdl__over_decode_limit(cdl__worker *W, const char *path, const char *what, uint64_t need) {
     return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: decoding needs %s%llu bytes, over max_decode_bytes (%llu)",
                              path, what, (unsigned long long)need, (unsigned long long)W->L->cfg.max_decode_bytes);
 }
 
 /* A resampling error (section 12 knows no path) gets the file's name. */
-static coordl_status cdl__name_error(cdl__worker *W, const char *path, coordl_status rc) {
+CDL_PRIVATE coordl_status cdl__name_error(cdl__worker *W, const char *path, coordl_status rc) {
     char msg[CDL_ERRMSG_MAX];
     memcpy(msg, W->err, sizeof msg);
     return cdl__worker_error(W, rc, "%s: %s", path, msg);
@@ -5231,7 +5885,7 @@ static int cdl__png_first_idat_ok(const cdl__u8 *p, size_t n) {
 
 /* The size (and channels, if comp is not NULL) in an stb-decodable
  * header, checked; refuses formats coordl does not decode. */
-static coordl_status cdl__stb_header(cdl__worker *W, const char *path, const cdl__bytes *in, int *iw, int *ih,
+CDL_PRIVATE coordl_status cdl__stb_header(cdl__worker *W, const char *path, const cdl__bytes *in, int *iw, int *ih,
                                      int *comp) {
     const char *other = cdl__unsupported_format(in->p, in->len);
     if (other)
@@ -5255,7 +5909,7 @@ static coordl_status cdl__stb_header(cdl__worker *W, const char *path, const cdl
     return cdl__check_image_size(W, path, *iw, *ih);
 }
 #else /* COORDL_NO_STB: JPEG only. Every other image is refused, naming the switch. */
-static coordl_status cdl__stb_header(cdl__worker *W, const char *path, const cdl__bytes *in, int *iw, int *ih,
+CDL_PRIVATE coordl_status cdl__stb_header(cdl__worker *W, const char *path, const cdl__bytes *in, int *iw, int *ih,
                                      int *comp) {
     const char *other = cdl__unsupported_format(in->p, in->len);
     *iw = *ih = 0;
@@ -5265,157 +5919,192 @@ static coordl_status cdl__stb_header(cdl__worker *W, const char *path, const cdl
                              other ? other : "not a JPEG");
 }
 #endif /* COORDL_NO_STB */
-/* --- JPEG random access: restart-marker rewrite and spliced crops -------
- * Huffman decoding is most of a JPEG decode, and the libjpeg API cannot
- * skip it for the MCUs above and beside a crop: each MCU's bits must be
- * decoded to find where the next one starts, and DC prediction chains
- * them. That is a property of the file, and the MinIO cache lets coordl
- * change the file: it holds the item's bytes for every later epoch.
- *
- * Rewrite: jpeg_read_coefficients + jpeg_write_coefficients (coefficients
- * untouched, so the pixels a decoder makes are the same) as baseline
- * Huffman with a restart marker every k MCUs, plus an APP15 segment
- * ("coordl-rst") holding where each MCU row's entropy-coded data starts.
- * DC prediction restarts at every marker, so each run of k MCUs (a
- * segment) decodes on its own. k divides the MCUs per row, so segments
- * never straddle rows; it is the smallest such divisor that keeps the
- * markers under ~3.5% of the bytes (~4.3 bytes a marker with the standard
- * tables, measured: k = 1 for ImageNet-like photos, more for 4:4:4, gray
- * and low-detail large files, which have fewer bytes per MCU).
- *
- * Splice: for a crop, a small valid JPEG is built in worker scratch: the
- * headers copied (every marker before SOS: DHT may follow SOF), the frame
- * size patched in place, DRI k, and only the segments that cover the crop,
- * their restart markers renumbered 0-7 in sequence. The stock libjpeg
- * decodes it at the sample's DCT scale and the resampler cuts the crop.
- * The spliced image's edges are image edges to libjpeg, where fancy chroma
- * upsampling replicates the edge sample; so a side gets one more MCU when
- * the crop comes within a pixel of it (tests/test_jpeg_exact.c: the result
- * is byte-identical to a full decode's crop at every scale), and a span is
- * at least two MCUs wide (libjpeg upsamples a component 2 samples wide or
- * less by replication instead).
- *
- * Tables: a source with the standard Huffman tables is rewritten with them
- * (one pass, ~1.3x a full decode); progressive, arithmetic and
- * custom-table sources, and items with no room to grow, with optimized
- * tables (two passes, ~3x; they usually come out smaller than the original).
- * A fresh compress object per rewrite: libjpeg-turbo 2.1 keeps the tables
- * a reused one holds, so a standard-table rewrite after an optimized one
- * would write a corrupt stream. */
 
-#define CDL_RST_TAG "coordl-rst"
-#define CDL_RST_TAG_LEN 10
-#define CDL_RST_HEAD 16        /* tag, version, 0, interval u16, rows u16     */
-#define CDL_RST_MAX_ROWS ((65533u - CDL_RST_HEAD) / 4u)
-#define CDL_RST_BYTES_PER_MARKER_X10 43 /* mean growth a marker, standard tables */
-#define CDL_RST_ROOM_PER_MARKER_X10 65  /* reserved: above the worst file seen (6.0) */
-
-typedef struct cdl__jpeg_layout {
-    int sof;                     /* SOF marker code (0xC0 ...)                */
-    uint32_t w, h;
-    int ncomp, max_h, max_v;
-    int subsampled;              /* some component has fewer samples: fancy
-                                    upsampling reads neighbours             */
-    int hsub;                    /* ... fewer columns                          */
-    uint32_t mcu_w, mcu_h, mcus_per_row, mcu_rows;
-    size_t sof_off, data_off;    /* SOF marker; first entropy-coded byte      */
-    size_t index_off, index_len; /* our APP15 segment, marker included; 0: none */
-    uint32_t interval;           /* restart interval the index records        */
-} cdl__jpeg_layout;
-
-static uint32_t cdl__be16(const cdl__u8 *p) { return (uint32_t)p[0] << 8 | p[1]; }
-
-/* Walks a JPEG's markers up to the first SOS. Returns 0 when the bytes are
- * not a JPEG this code can rewrite or splice (only the frame types libjpeg
- * decodes to 8-bit samples, 1, 3 or 4 components). Reads nothing past len. */
-static int cdl__jpeg_walk(const cdl__u8 *p, size_t len, cdl__jpeg_layout *lay) {
-    memset(lay, 0, sizeof *lay);
-    if (len < 4 || p[0] != 0xFF || p[1] != 0xD8) return 0;
-    size_t at = 2;
-    for (;;) {
-        while (at + 1 < len && p[at] == 0xFF && p[at + 1] == 0xFF) at++; /* fill bytes */
-        if (at + 4 > len || p[at] != 0xFF) return 0;
-        const int m = p[at + 1];
-        const size_t seg = cdl__be16(p + at + 2);
-        if (seg < 2 || at + 2 + seg > len) return 0;
-        const cdl__u8 *q = p + at + 4;
-        if (m == 0xC0 || m == 0xC1 || m == 0xC2 || m == 0xC9 || m == 0xCA) {
-            if (lay->sof || seg < 8 || q[0] != 8) return 0;
-            lay->sof = m;
-            lay->sof_off = at;
-            lay->h = cdl__be16(q + 1);
-            lay->w = cdl__be16(q + 3);
-            lay->ncomp = q[5];
-            if (lay->w == 0 || lay->h == 0 || (lay->ncomp != 1 && lay->ncomp != 3 && lay->ncomp != 4) ||
-                seg != 8 + 3u * (unsigned)lay->ncomp)
-                return 0;
-            int hs[4], vs[4];
-            for (int c = 0; c < lay->ncomp; c++) {
-                hs[c] = q[7 + 3 * c] >> 4;
-                vs[c] = q[7 + 3 * c] & 15;
-                if (hs[c] < 1 || hs[c] > 4 || vs[c] < 1 || vs[c] > 4) return 0;
-                if (hs[c] > lay->max_h) lay->max_h = hs[c];
-                if (vs[c] > lay->max_v) lay->max_v = vs[c];
-            }
-            for (int c = 0; c < lay->ncomp && lay->ncomp > 1; c++) {
-                if (hs[c] != lay->max_h) lay->hsub = 1;
-                if (hs[c] != lay->max_h || vs[c] != lay->max_v) lay->subsampled = 1;
-            }
-            /* a one-component scan is not interleaved: its MCU is one block */
-            lay->mcu_w = lay->ncomp == 1 ? 8u : 8u * (uint32_t)lay->max_h;
-            lay->mcu_h = lay->ncomp == 1 ? 8u : 8u * (uint32_t)lay->max_v;
-            lay->mcus_per_row = (lay->w + lay->mcu_w - 1) / lay->mcu_w;
-            lay->mcu_rows = (lay->h + lay->mcu_h - 1) / lay->mcu_h;
-        } else if ((m >= 0xC3 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) || m == 0xD8 ||
-                   m == 0xD9 || (m >= 0xD0 && m <= 0xD7) || m == 0x01) {
-            return 0; /* lossless, hierarchical, 12-bit-only frame types; stray markers */
-        } else if (m == 0xEF && seg >= 2 + CDL_RST_HEAD && memcmp(q, CDL_RST_TAG, CDL_RST_TAG_LEN) == 0 &&
-                   q[CDL_RST_TAG_LEN] == 1) {
-            lay->index_off = at;
-            lay->index_len = 2 + seg;
-            lay->interval = (uint32_t)q[12] | (uint32_t)q[13] << 8;
-        } else if (m == 0xDA) {
-            lay->data_off = at + 2 + seg;
-            return lay->sof != 0 && lay->data_off < len;
+#ifndef COORDL_NO_STB
+/* stb's pixels in the file's own channel count (1 gray, 2 gray + alpha,
+ * 3 RGB, 4 RGBA) to RGB, in place, growing the block through the budget:
+ * gray is replicated, alpha dropped. coordl asks stb for the file's own
+ * channels and converts here because stb 2.27's conversion of 16-bit PGM
+ * to another channel count reads past its buffer (fuzz_image found it). */
+static cdl__u8 *cdl__stb_to_rgb(cdl__u8 *img, size_t pixels, int comp) {
+    if (comp == 4) { /* shrinks: forward */
+        for (size_t i = 0; i < pixels; i++) {
+            img[3 * i] = img[4 * i];
+            img[3 * i + 1] = img[4 * i + 1];
+            img[3 * i + 2] = img[4 * i + 2];
         }
-        at += 2 + seg;
+        return img;
     }
+    cdl__u8 *p = cdl__stb_realloc(img, pixels * 3);
+    if (!p) {
+        cdl__stb_free(img);
+        return NULL;
+    }
+    for (size_t i = pixels; i-- > 0;) { /* grows: backward, so no source byte is overwritten before it is read */
+        const cdl__u8 v = p[(size_t)comp * i];
+        p[3 * i] = p[3 * i + 1] = p[3 * i + 2] = v;
+    }
+    return p;
 }
 
-/* The restart interval for a rewrite: the smallest divisor of the MCUs per
- * row that keeps the markers' bytes under ~3.5% of the file. */
-static uint32_t cdl__rst_interval(const cdl__jpeg_layout *lay, size_t len) {
-    const uint64_t mcus = (uint64_t)lay->mcus_per_row * lay->mcu_rows;
-    /* markers * 4.3 <= 0.035 * len  <=>  k >= mcus * 43 / (0.35 * len) */
-    uint64_t want = (mcus * CDL_RST_BYTES_PER_MARKER_X10 * 100 + (uint64_t)len * 35 - 1) / ((uint64_t)len * 35);
-    if (want < 1) want = 1;
-    for (uint32_t k = (uint32_t)(want < lay->mcus_per_row ? want : lay->mcus_per_row); k < lay->mcus_per_row; k++)
-        if (lay->mcus_per_row % k == 0) return k;
-    return lay->mcus_per_row;
+/* stb 2.27 keeps the palette of a PNG or BMP in an uninitialized stack
+ * array and looks pixel indices up in it unchecked: an index past the
+ * file's palette copies stack contents into the image (fuzz_image found it;
+ * a 2-entry PLTE and index 255 gave 0xAA bytes from an earlier call). An
+ * index past the palette is an error by both formats' specifications, and
+ * encoders often write short palettes for images that never use them. So a
+ * paletted PNG or BMP with fewer than 256 entries is handed to stb with its
+ * palette padded to 256 black entries: the same pixels for every valid
+ * file, and black, the same on every run, for an index past the palette.
+ * Returns a padded copy from the stb budget (stbi_image_free it), NULL when
+ * the file needs none (*refused: the budget refused the copy). */
+
+static uint32_t cdl__crc32(const cdl__u8 *p, size_t n) {
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+    }
+    return c ^ 0xffffffffu;
 }
 
-/* Bytes a rewrite may add to an item (room reserved at admission so the
- * rewrite fits in place), or 0 when the item is not a JPEG coordl
- * rewrites. Measured on the bench photos (bench/README.md): the standard
- * tables add 4.3 bytes a marker (at most 6.0); progressive sources grow
- * by 8-11% as baseline, arithmetic ones by 14-20%. */
-static size_t cdl__rst_room(const cdl__u8 *p, size_t len) {
-#ifdef COORDL_NO_JPEGTURBO
-    (void)p; (void)len;
-    return 0; /* no rewrites without libjpeg */
-#endif
-    cdl__jpeg_layout lay;
-    if (!cdl__jpeg_walk(p, len, &lay) || lay.index_off || lay.mcu_rows > CDL_RST_MAX_ROWS) return 0;
-    const uint64_t markers = (uint64_t)lay.mcus_per_row * lay.mcu_rows / cdl__rst_interval(&lay, len);
-    uint64_t room = markers * CDL_RST_ROOM_PER_MARKER_X10 / 10 + CDL_RST_HEAD + 4u * lay.mcu_rows + 64;
-    if (lay.sof == 0xC2) room += len / 8;
-    if (lay.sof == 0xC9 || lay.sof == 0xCA) room += len / 4;
-    return room > UINT32_MAX / 2 ? 0 : (size_t)room;
+static uint32_t cdl__be32(const cdl__u8 *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 }
 
+enum { CDL_PAD_NONE = 0, CDL_PAD_COPY, CDL_PAD_CORRUPT, CDL_PAD_NOMEM };
+
+static int cdl__pad_palette(const cdl__u8 *p, size_t n, cdl__u8 **out, size_t *out_len) {
+    static const cdl__u8 sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    *out = NULL;
+    if (n >= 33 && memcmp(p, sig, 8) == 0 && memcmp(p + 12, "IHDR", 4) == 0 && p[25] == 3) {
+        /* colour type 3: the first PLTE chunk, wherever it is */
+        for (size_t at = 8; at + 8 <= n;) {
+            const uint32_t len = cdl__be32(p + at);
+            if (len > n - at - 8) return CDL_PAD_NONE; /* cut short: stb fails on its own */
+            if (memcmp(p + at + 4, "IEND", 4) == 0) return CDL_PAD_NONE;
+            if (memcmp(p + at + 4, "PLTE", 4) != 0) {
+                at += 12 + (size_t)len;
+                continue;
+            }
+            if (len >= 768 || len % 3 != 0 || len + 12 > n - at) return CDL_PAD_NONE; /* full, or refused by stb */
+            const size_t old = (size_t)len + 12, grown = 768 + 12; /* the chunk with its CRC */
+            cdl__u8 *q = cdl__stb_malloc(n - old + grown);
+            if (!q) return CDL_PAD_NOMEM;
+            cdl__u8 *c = q + at;
+            memcpy(q, p, at);
+            c[0] = 0; c[1] = 0; c[2] = 768 >> 8; c[3] = 768 & 255;
+            memcpy(c + 4, "PLTE", 4);
+            memcpy(c + 8, p + at + 8, len);
+            memset(c + 8 + len, 0, 768 - len);
+            const uint32_t crc = cdl__crc32(c + 4, 4 + 768);
+            c[776] = (cdl__u8)(crc >> 24); c[777] = (cdl__u8)(crc >> 16);
+            c[778] = (cdl__u8)(crc >> 8); c[779] = (cdl__u8)crc;
+            memcpy(c + grown, p + at + old, n - at - old);
+            *out = q;
+            *out_len = n - old + grown;
+            return CDL_PAD_COPY;
+        }
+        return CDL_PAD_NONE;
+    }
+    if (n >= 2 && p[0] == 'B' && p[1] == 'M') {
+        /* as stb reads it: the palette right after the header, its size
+         * from the pixel offset, entries of 3 bytes (OS/2 header) or 4;
+         * stb reads 0 past the end of the file, and so does this */
+        cdl__u8 h[30] = {0};
+        memcpy(h, p, n < sizeof h ? n : sizeof h);
+        const uint32_t off = cdl__le32(h + 10), hsz = cdl__le32(h + 14);
+        if (hsz != 12 && hsz != 40 && hsz != 56 && hsz != 108 && hsz != 124) return CDL_PAD_NONE; /* refused by stb */
+        const uint32_t bpp = hsz == 12 ? cdl__le16(h + 24) : cdl__le16(h + 28), k = hsz == 12 ? 3 : 4;
+        if (bpp >= 16 || off > (uint32_t)INT_MAX) return CDL_PAD_NONE; /* no palette, or refused by stb */
+        /* stb's count, in its int arithmetic: (off - 38) / 3 truncated for
+         * OS/2, (off - 14 - hsz) >> 2 (a floor) otherwise */
+        const int64_t d = hsz == 12 ? (int64_t)off - 38 : (int64_t)off - 14 - hsz;
+        const int64_t psize = hsz == 12 ? d / 3 : d >= 0 ? d / 4 : -((-d + 3) / 4);
+        if (psize < 0) return CDL_PAD_CORRUPT; /* stb would read no entry and then use them all */
+        const uint64_t end = 14u + hsz + (uint64_t)psize * k; /* entries follow the header */
+        if (psize == 0 || psize >= 256 || end > n) return CDL_PAD_NONE; /* refused by stb, full, or cut short */
+        const size_t add = (size_t)(256 - psize) * k;
+        if (off > (uint32_t)INT_MAX - add) return CDL_PAD_NONE;
+        cdl__u8 *q = cdl__stb_malloc(n + add);
+        if (!q) return CDL_PAD_NOMEM;
+        memcpy(q, p, (size_t)end);
+        memset(q + end, 0, add);
+        memcpy(q + end + add, p + end, n - (size_t)end);
+        const uint32_t noff = off + (uint32_t)add;
+        q[10] = (cdl__u8)noff; q[11] = (cdl__u8)(noff >> 8); q[12] = (cdl__u8)(noff >> 16); q[13] = (cdl__u8)(noff >> 24);
+        *out = q;
+        *out_len = n + add;
+        return CDL_PAD_COPY;
+    }
+    return CDL_PAD_NONE;
+}
+
+/* PNG, BMP, binary PPM/PGM, TGA (and JPEG without libjpeg): the header is
+ * checked and the crop drawn first; stb then decodes the whole image into
+ * a buffer it allocates under the budget left after coordl's window. */
+CDL_PRIVATE coordl_status cdl__decode_stb(cdl__worker *W, const char *path, const cdl__bytes *in,
+                                     uint64_t epoch, uint64_t id, void *dst) {
+    coordl *L = W->L;
+    const uint64_t t0 = cdl__now_ns();
+    int iw, ih, channels;
+    coordl_status rc = cdl__stb_header(W, path, in, &iw, &ih, &channels);
+    if (rc != COORDL_OK) return rc;
+    cdl__geom g;
+    cdl__plan(L, epoch, id, iw, ih, &g);
+    cdl__axis ax, ay;
+    rc = cdl__tables_for(W, &g, &ax, &ay);
+    if (rc != COORDL_OK) return cdl__name_error(W, path, rc);
+    /* stb's output in the file's channels, then RGB when that differs */
+    const uint64_t pixels = (uint64_t)iw * (uint64_t)ih, window = cdl__window_bytes(L, &ax, &ay);
+    const uint64_t image = pixels * (uint64_t)(channels > 0 ? channels : 3) + (channels != 3 ? pixels * 3 : 0);
+    if (image + window > L->cfg.max_decode_bytes) return cdl__over_decode_limit(W, path, "at least ", image + window);
+    cdl__stb_budget b;
+    int w2 = 0, h2 = 0, comp = 0;
+    cdl__stb_enter(&b, L, L->cfg.max_decode_bytes - window);
+    cdl__u8 *padded = NULL, *img = NULL;
+    size_t plen = 0;
+    const int pad = cdl__pad_palette(in->p, in->len, &padded, &plen);
+    if (pad == CDL_PAD_CORRUPT)
+        rc = cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: BMP pixel offset inside its header", path);
+    else if (pad == CDL_PAD_NONE || (pad == CDL_PAD_COPY && plen <= INT_MAX))
+        img = stbi_load_from_memory(padded ? padded : in->p, padded ? (int)plen : (int)in->len, &w2, &h2, &comp, 0);
+    cdl__stb_free(padded);
+    if (img && (w2 != iw || h2 != ih || comp < 1 || comp > 4)) { /* never resample past the buffer */
+        stbi_image_free(img);
+        img = NULL;
+        b.refused = 0;
+        rc = cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: the decoder gave %dx%d x %d for a %dx%d header", path, w2,
+                               h2, comp, iw, ih);
+    }
+    if (img && comp != 3) img = cdl__stb_to_rgb(img, (size_t)pixels, comp);
+    cdl__stb_leave(&b, img);
+    if (!img) {
+        if (rc != COORDL_OK) return rc;
+        if (b.refused) return cdl__over_decode_limit(W, path, "more than ", b.refused + window);
+        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: cannot decode: %s", path, stbi_failure_reason());
+    }
+    const uint64_t t1 = cdl__now_ns();
+    W->row.decode_ns += t1 - t0;
+    /* straight from stb's buffer: the resampler reads no byte past a row's
+     * last pixel */
+    cdl__resample(L, W, img, (size_t)iw * 3, 0, 0, &ax, &ay, &g, dst);
+    stbi_image_free(img);
+    W->row.augment_ns += cdl__now_ns() - t1;
+    return COORDL_OK;
+}
+#else
+CDL_PRIVATE coordl_status cdl__decode_stb(cdl__worker *W, const char *path, const cdl__bytes *in,
+                                     uint64_t epoch, uint64_t id, void *dst) {
+    int iw, ih;
+    (void)epoch, (void)id, (void)dst;
+    return cdl__stb_header(W, path, in, &iw, &ih, NULL);
+}
+#endif /* COORDL_NO_STB */
+/* ---- src/jpeg.c -------------------------------------------------------- */
 
 #ifndef COORDL_NO_JPEGTURBO
-static void cdl__jpeg_scan_limit(j_common_ptr cinfo) {
+CDL_PRIVATE void cdl__jpeg_scan_limit(j_common_ptr cinfo) {
     if (cinfo->is_decompressor && ((j_decompress_ptr)cinfo)->input_scan_number > CDL_JPEG_MAX_SCANS) {
         struct cdl__jpeg_err *e = (struct cdl__jpeg_err *)cinfo->err;
         snprintf(e->msg, sizeof e->msg, "more than %d scans", CDL_JPEG_MAX_SCANS);
@@ -5445,13 +6134,13 @@ static uint64_t cdl__jpeg_need(j_decompress_ptr jd) {
     return need;
 }
 
-static void cdl__jpeg_error_exit(j_common_ptr cinfo) {
+CDL_PRIVATE void cdl__jpeg_error_exit(j_common_ptr cinfo) {
     struct cdl__jpeg_err *e = (struct cdl__jpeg_err *)cinfo->err;
     (*cinfo->err->format_message)(cinfo, e->msg);
     longjmp(e->jump, 1);
 }
 
-static void cdl__jpeg_emit_message(j_common_ptr cinfo, int level) {
+CDL_PRIVATE void cdl__jpeg_emit_message(j_common_ptr cinfo, int level) {
     struct cdl__jpeg_err *e = (struct cdl__jpeg_err *)cinfo->err;
     if (level >= 0) return; /* trace messages */
     int code = cinfo->err->msg_code;
@@ -5510,17 +6199,17 @@ static int cdl__jpeg_context_margin(const struct jpeg_decompress_struct *jd, int
 /* A libjpeg destination that writes into worker scratch and stops the
  * rewrite (through the error handler) when the output outgrows the room
  * the item has: nothing is allocated behind coordl's back. */
-static void cdl__jdest_init(j_compress_ptr c) {
+CDL_PRIVATE void cdl__jdest_init(j_compress_ptr c) {
     struct cdl__jdest *d = (struct cdl__jdest *)c->dest;
     d->pub.next_output_byte = d->buf;
     d->pub.free_in_buffer = d->cap;
 }
-static boolean cdl__jdest_full(j_compress_ptr c) {
+CDL_PRIVATE boolean cdl__jdest_full(j_compress_ptr c) {
     ((struct cdl__jdest *)c->dest)->overflow = 1;
     ERREXIT(c, JERR_BUFFER_SIZE);
     return FALSE;
 }
-static void cdl__jdest_term(j_compress_ptr c) { (void)c; }
+CDL_PRIVATE void cdl__jdest_term(j_compress_ptr c) { (void)c; }
 
 /* The Huffman tables a baseline source uses are libjpeg's standard ones
  * (what jpeg_copy_critical_parameters put in the fresh compress object):
@@ -5581,7 +6270,7 @@ static int cdl__rst_index(cdl__u8 *p, size_t len, cdl__jpeg_layout *lay) {
  * item has no room to grow). Returns the rewritten length and its layout
  * in *got, or 0 when the source cannot be rewritten (corrupt, unsupported,
  * or too big for the room: then *too_big). */
-static size_t cdl__jpeg_rewrite(cdl__worker *W, const cdl__u8 *src, size_t len, size_t room, int small,
+CDL_PRIVATE size_t cdl__jpeg_rewrite(cdl__worker *W, const cdl__u8 *src, size_t len, size_t room, int small,
                                 cdl__jpeg_layout *got, int *too_big) {
     coordl *L = W->L;
     struct jpeg_decompress_struct *jd = &W->jd;
@@ -5741,7 +6430,7 @@ static size_t cdl__jpeg_splice(cdl__worker *W, const cdl__u8 *p, size_t len, con
 /* Decodes what the sample needs and resamples it into dst. rst: the
  * layout of a restart-marker rewrite (in holds one): then only the crop's
  * segments are decoded, spliced into a JPEG of their own. */
-static coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cdl__bytes *in,
+CDL_PRIVATE coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cdl__bytes *in,
                                       uint64_t epoch, uint64_t id, void *dst, const cdl__jpeg_layout *rst) {
     coordl *L = W->L;
     struct jpeg_decompress_struct *jd = &W->jd;
@@ -5867,235 +6556,9 @@ static coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cd
 }
 
 #endif
+/* ---- src/audio.c ------------------------------------------------------- */
 
-/* little-endian fields (WAV headers, BMP palettes) */
-#if !defined(COORDL_NO_STB) || !defined(COORDL_NO_AUDIO)
-static inline uint32_t cdl__le32(const cdl__u8 *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
-static inline uint16_t cdl__le16(const cdl__u8 *p) { return (uint16_t)(p[0] | p[1] << 8); }
-#endif
 
-#ifndef COORDL_NO_STB
-/* stb's pixels in the file's own channel count (1 gray, 2 gray + alpha,
- * 3 RGB, 4 RGBA) to RGB, in place, growing the block through the budget:
- * gray is replicated, alpha dropped. coordl asks stb for the file's own
- * channels and converts here because stb 2.27's conversion of 16-bit PGM
- * to another channel count reads past its buffer (fuzz_image found it). */
-static cdl__u8 *cdl__stb_to_rgb(cdl__u8 *img, size_t pixels, int comp) {
-    if (comp == 4) { /* shrinks: forward */
-        for (size_t i = 0; i < pixels; i++) {
-            img[3 * i] = img[4 * i];
-            img[3 * i + 1] = img[4 * i + 1];
-            img[3 * i + 2] = img[4 * i + 2];
-        }
-        return img;
-    }
-    cdl__u8 *p = cdl__stb_realloc(img, pixels * 3);
-    if (!p) {
-        cdl__stb_free(img);
-        return NULL;
-    }
-    for (size_t i = pixels; i-- > 0;) { /* grows: backward, so no source byte is overwritten before it is read */
-        const cdl__u8 v = p[(size_t)comp * i];
-        p[3 * i] = p[3 * i + 1] = p[3 * i + 2] = v;
-    }
-    return p;
-}
-
-/* stb 2.27 keeps the palette of a PNG or BMP in an uninitialized stack
- * array and looks pixel indices up in it unchecked: an index past the
- * file's palette copies stack contents into the image (fuzz_image found it;
- * a 2-entry PLTE and index 255 gave 0xAA bytes from an earlier call). An
- * index past the palette is an error by both formats' specifications, and
- * encoders often write short palettes for images that never use them. So a
- * paletted PNG or BMP with fewer than 256 entries is handed to stb with its
- * palette padded to 256 black entries: the same pixels for every valid
- * file, and black, the same on every run, for an index past the palette.
- * Returns a padded copy from the stb budget (stbi_image_free it), NULL when
- * the file needs none (*refused: the budget refused the copy). */
-
-static uint32_t cdl__crc32(const cdl__u8 *p, size_t n) {
-    uint32_t c = 0xffffffffu;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int k = 0; k < 8; k++) c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
-    }
-    return c ^ 0xffffffffu;
-}
-
-static uint32_t cdl__be32(const cdl__u8 *p) {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
-
-enum { CDL_PAD_NONE = 0, CDL_PAD_COPY, CDL_PAD_CORRUPT, CDL_PAD_NOMEM };
-
-static int cdl__pad_palette(const cdl__u8 *p, size_t n, cdl__u8 **out, size_t *out_len) {
-    static const cdl__u8 sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-    *out = NULL;
-    if (n >= 33 && memcmp(p, sig, 8) == 0 && memcmp(p + 12, "IHDR", 4) == 0 && p[25] == 3) {
-        /* colour type 3: the first PLTE chunk, wherever it is */
-        for (size_t at = 8; at + 8 <= n;) {
-            const uint32_t len = cdl__be32(p + at);
-            if (len > n - at - 8) return CDL_PAD_NONE; /* cut short: stb fails on its own */
-            if (memcmp(p + at + 4, "IEND", 4) == 0) return CDL_PAD_NONE;
-            if (memcmp(p + at + 4, "PLTE", 4) != 0) {
-                at += 12 + (size_t)len;
-                continue;
-            }
-            if (len >= 768 || len % 3 != 0 || len + 12 > n - at) return CDL_PAD_NONE; /* full, or refused by stb */
-            const size_t old = (size_t)len + 12, grown = 768 + 12; /* the chunk with its CRC */
-            cdl__u8 *q = cdl__stb_malloc(n - old + grown);
-            if (!q) return CDL_PAD_NOMEM;
-            cdl__u8 *c = q + at;
-            memcpy(q, p, at);
-            c[0] = 0; c[1] = 0; c[2] = 768 >> 8; c[3] = 768 & 255;
-            memcpy(c + 4, "PLTE", 4);
-            memcpy(c + 8, p + at + 8, len);
-            memset(c + 8 + len, 0, 768 - len);
-            const uint32_t crc = cdl__crc32(c + 4, 4 + 768);
-            c[776] = (cdl__u8)(crc >> 24); c[777] = (cdl__u8)(crc >> 16);
-            c[778] = (cdl__u8)(crc >> 8); c[779] = (cdl__u8)crc;
-            memcpy(c + grown, p + at + old, n - at - old);
-            *out = q;
-            *out_len = n - old + grown;
-            return CDL_PAD_COPY;
-        }
-        return CDL_PAD_NONE;
-    }
-    if (n >= 2 && p[0] == 'B' && p[1] == 'M') {
-        /* as stb reads it: the palette right after the header, its size
-         * from the pixel offset, entries of 3 bytes (OS/2 header) or 4;
-         * stb reads 0 past the end of the file, and so does this */
-        cdl__u8 h[30] = {0};
-        memcpy(h, p, n < sizeof h ? n : sizeof h);
-        const uint32_t off = cdl__le32(h + 10), hsz = cdl__le32(h + 14);
-        if (hsz != 12 && hsz != 40 && hsz != 56 && hsz != 108 && hsz != 124) return CDL_PAD_NONE; /* refused by stb */
-        const uint32_t bpp = hsz == 12 ? cdl__le16(h + 24) : cdl__le16(h + 28), k = hsz == 12 ? 3 : 4;
-        if (bpp >= 16 || off > (uint32_t)INT_MAX) return CDL_PAD_NONE; /* no palette, or refused by stb */
-        /* stb's count, in its int arithmetic: (off - 38) / 3 truncated for
-         * OS/2, (off - 14 - hsz) >> 2 (a floor) otherwise */
-        const int64_t d = hsz == 12 ? (int64_t)off - 38 : (int64_t)off - 14 - hsz;
-        const int64_t psize = hsz == 12 ? d / 3 : d >= 0 ? d / 4 : -((-d + 3) / 4);
-        if (psize < 0) return CDL_PAD_CORRUPT; /* stb would read no entry and then use them all */
-        const uint64_t end = 14u + hsz + (uint64_t)psize * k; /* entries follow the header */
-        if (psize == 0 || psize >= 256 || end > n) return CDL_PAD_NONE; /* refused by stb, full, or cut short */
-        const size_t add = (size_t)(256 - psize) * k;
-        if (off > (uint32_t)INT_MAX - add) return CDL_PAD_NONE;
-        cdl__u8 *q = cdl__stb_malloc(n + add);
-        if (!q) return CDL_PAD_NOMEM;
-        memcpy(q, p, (size_t)end);
-        memset(q + end, 0, add);
-        memcpy(q + end + add, p + end, n - (size_t)end);
-        const uint32_t noff = off + (uint32_t)add;
-        q[10] = (cdl__u8)noff; q[11] = (cdl__u8)(noff >> 8); q[12] = (cdl__u8)(noff >> 16); q[13] = (cdl__u8)(noff >> 24);
-        *out = q;
-        *out_len = n + add;
-        return CDL_PAD_COPY;
-    }
-    return CDL_PAD_NONE;
-}
-
-/* PNG, BMP, binary PPM/PGM, TGA (and JPEG without libjpeg): the header is
- * checked and the crop drawn first; stb then decodes the whole image into
- * a buffer it allocates under the budget left after coordl's window. */
-static coordl_status cdl__decode_stb(cdl__worker *W, const char *path, const cdl__bytes *in,
-                                     uint64_t epoch, uint64_t id, void *dst) {
-    coordl *L = W->L;
-    const uint64_t t0 = cdl__now_ns();
-    int iw, ih, channels;
-    coordl_status rc = cdl__stb_header(W, path, in, &iw, &ih, &channels);
-    if (rc != COORDL_OK) return rc;
-    cdl__geom g;
-    cdl__plan(L, epoch, id, iw, ih, &g);
-    cdl__axis ax, ay;
-    rc = cdl__tables_for(W, &g, &ax, &ay);
-    if (rc != COORDL_OK) return cdl__name_error(W, path, rc);
-    /* stb's output in the file's channels, then RGB when that differs */
-    const uint64_t pixels = (uint64_t)iw * (uint64_t)ih, window = cdl__window_bytes(L, &ax, &ay);
-    const uint64_t image = pixels * (uint64_t)(channels > 0 ? channels : 3) + (channels != 3 ? pixels * 3 : 0);
-    if (image + window > L->cfg.max_decode_bytes) return cdl__over_decode_limit(W, path, "at least ", image + window);
-    cdl__stb_budget b;
-    int w2 = 0, h2 = 0, comp = 0;
-    cdl__stb_enter(&b, L, L->cfg.max_decode_bytes - window);
-    cdl__u8 *padded = NULL, *img = NULL;
-    size_t plen = 0;
-    const int pad = cdl__pad_palette(in->p, in->len, &padded, &plen);
-    if (pad == CDL_PAD_CORRUPT)
-        rc = cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: BMP pixel offset inside its header", path);
-    else if (pad == CDL_PAD_NONE || (pad == CDL_PAD_COPY && plen <= INT_MAX))
-        img = stbi_load_from_memory(padded ? padded : in->p, padded ? (int)plen : (int)in->len, &w2, &h2, &comp, 0);
-    cdl__stb_free(padded);
-    if (img && (w2 != iw || h2 != ih || comp < 1 || comp > 4)) { /* never resample past the buffer */
-        stbi_image_free(img);
-        img = NULL;
-        b.refused = 0;
-        rc = cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: the decoder gave %dx%d x %d for a %dx%d header", path, w2,
-                               h2, comp, iw, ih);
-    }
-    if (img && comp != 3) img = cdl__stb_to_rgb(img, (size_t)pixels, comp);
-    cdl__stb_leave(&b, img);
-    if (!img) {
-        if (rc != COORDL_OK) return rc;
-        if (b.refused) return cdl__over_decode_limit(W, path, "more than ", b.refused + window);
-        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: cannot decode: %s", path, stbi_failure_reason());
-    }
-    const uint64_t t1 = cdl__now_ns();
-    W->row.decode_ns += t1 - t0;
-    /* straight from stb's buffer: the resampler reads no byte past a row's
-     * last pixel */
-    cdl__resample(L, W, img, (size_t)iw * 3, 0, 0, &ax, &ay, &g, dst);
-    stbi_image_free(img);
-    W->row.augment_ns += cdl__now_ns() - t1;
-    return COORDL_OK;
-}
-#else
-static coordl_status cdl__decode_stb(cdl__worker *W, const char *path, const cdl__bytes *in,
-                                     uint64_t epoch, uint64_t id, void *dst) {
-    int iw, ih;
-    (void)epoch, (void)id, (void)dst;
-    return cdl__stb_header(W, path, in, &iw, &ih, NULL);
-}
-#endif /* COORDL_NO_STB */
-
-#ifndef COORDL_NO_TOKENS
-/* Tokens: widen the window into inputs and targets (shifted by one). */
-static coordl_status cdl__decode_tokens(cdl__worker *W, const cdl__bytes *in, void *dst) {
-    coordl *L = W->L;
-    const uint32_t T = L->cfg.seq_len;
-    int32_t *inputs = dst, *targets = W->targets;
-    const size_t tb = in->len / (T + 1);
-    uint64_t t0 = cdl__now_ns();
-    for (uint32_t t = 0; t <= T; t++) {
-        int32_t v;
-        if (tb == 2) {
-            uint16_t u;
-            memcpy(&u, in->p + 2 * (size_t)t, 2);
-            v = u;
-        } else {
-            uint32_t u;
-            memcpy(&u, in->p + 4 * (size_t)t, 4);
-            v = (int32_t)u;
-        }
-        if (t < T) inputs[t] = v;
-        if (t > 0 && targets) targets[t - 1] = v;
-    }
-    W->row.decode_ns += cdl__now_ns() - t0;
-    return COORDL_OK;
-}
-#else /* COORDL_NO_TOKENS: open refuses COORDL_PIPE_TOKENS (section 18) */
-static coordl_status cdl__decode_tokens(cdl__worker *W, const cdl__bytes *in, void *dst) {
-    (void)in, (void)dst;
-    return cdl__worker_error(W, COORDL_ERR_UNSUPPORTED, "tokens are not in this build (COORDL_NO_TOKENS)");
-}
-#endif /* COORDL_NO_TOKENS */
-
-/* WAV: RIFF/WAVE with a fmt chunk (PCM 16-bit, IEEE float 32-bit, or
- * WAVE_FORMAT_EXTENSIBLE with one of those) and a data chunk; other
- * chunks are skipped. */
-typedef struct cdl__wav {
-    const cdl__u8 *data;
-    uint64_t frames;
-    uint32_t rate, channels, bits, format; /* format 1 = PCM, 3 = float */
-} cdl__wav;
 
 #ifndef COORDL_NO_AUDIO
 
@@ -6139,7 +6602,7 @@ static const char *cdl__wav_parse(const cdl__u8 *p, size_t len, cdl__wav *w) {
 /* The item's length in output samples (after resampling to audio_rate),
  * from the header alone: the crop is drawn on it before anything is
  * converted. */
-static coordl_status cdl__wav_open(cdl__worker *W, const char *path, const cdl__bytes *in, cdl__wav *wav,
+CDL_PRIVATE coordl_status cdl__wav_open(cdl__worker *W, const char *path, const cdl__bytes *in, cdl__wav *wav,
                                    uint64_t *n_out) {
     const char *why = cdl__wav_parse(in->p, in->len, wav);
     if (why) return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: %s", path, why);
@@ -6169,7 +6632,7 @@ static float cdl__wav_mono(const cdl__wav *w, uint64_t f) {
 }
 
 /* Crop offset for an item of n samples: uniform from (seed, epoch, item). */
-static uint64_t cdl__audio_offset(const coordl *L, uint64_t epoch, uint64_t id, uint64_t n) {
+CDL_PRIVATE uint64_t cdl__audio_offset(const coordl *L, uint64_t epoch, uint64_t id, uint64_t n) {
     if (n <= L->cfg.audio_samples) return 0;
     cdl__rng rng = cdl__rng_for(L->cfg.seed, CDL_STREAM_CROP, epoch, id);
     return cdl__rng_below(&rng, n - L->cfg.audio_samples + 1);
@@ -6181,7 +6644,7 @@ static uint64_t cdl__audio_offset(const coordl *L, uint64_t epoch, uint64_t id, 
  * work is the source samples (frames x channels) the window reads, known
  * before reading any and bounded by max_audio_samples; no buffer is
  * needed beyond the row itself. */
-static coordl_status cdl__decode_wav(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch,
+CDL_PRIVATE coordl_status cdl__decode_wav(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch,
                                      uint64_t id, void *dst) {
     coordl *L = W->L;
     const uint64_t t0 = cdl__now_ns();
@@ -6239,18 +6702,18 @@ static coordl_status cdl__decode_wav(cdl__worker *W, const char *path, const cdl
 }
 #else /* COORDL_NO_AUDIO: open refuses COORDL_PIPE_AUDIO (section 18), so
         * nothing calls these; they keep the callers' code the same. */
-static coordl_status cdl__wav_open(cdl__worker *W, const char *path, const cdl__bytes *in, cdl__wav *wav,
+CDL_PRIVATE coordl_status cdl__wav_open(cdl__worker *W, const char *path, const cdl__bytes *in, cdl__wav *wav,
                                    uint64_t *n_out) {
     (void)in;
     memset(wav, 0, sizeof *wav);
     *n_out = 0;
     return cdl__worker_error(W, COORDL_ERR_UNSUPPORTED, "%s: audio is not in this build (COORDL_NO_AUDIO)", path);
 }
-static uint64_t cdl__audio_offset(const coordl *L, uint64_t epoch, uint64_t id, uint64_t n) {
+CDL_PRIVATE uint64_t cdl__audio_offset(const coordl *L, uint64_t epoch, uint64_t id, uint64_t n) {
     (void)L, (void)epoch, (void)id, (void)n;
     return 0;
 }
-static coordl_status cdl__decode_wav(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch,
+CDL_PRIVATE coordl_status cdl__decode_wav(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch,
                                      uint64_t id, void *dst) {
     cdl__wav wav;
     uint64_t n;
@@ -6258,6 +6721,40 @@ static coordl_status cdl__decode_wav(cdl__worker *W, const char *path, const cdl
     return cdl__wav_open(W, path, in, &wav, &n);
 }
 #endif /* COORDL_NO_AUDIO */
+/* ---- src/decode.c ------------------------------------------------------ */
+
+
+#ifndef COORDL_NO_TOKENS
+/* Tokens: widen the window into inputs and targets (shifted by one). */
+static coordl_status cdl__decode_tokens(cdl__worker *W, const cdl__bytes *in, void *dst) {
+    coordl *L = W->L;
+    const uint32_t T = L->cfg.seq_len;
+    int32_t *inputs = dst, *targets = W->targets;
+    const size_t tb = in->len / (T + 1);
+    uint64_t t0 = cdl__now_ns();
+    for (uint32_t t = 0; t <= T; t++) {
+        int32_t v;
+        if (tb == 2) {
+            uint16_t u;
+            memcpy(&u, in->p + 2 * (size_t)t, 2);
+            v = u;
+        } else {
+            uint32_t u;
+            memcpy(&u, in->p + 4 * (size_t)t, 4);
+            v = (int32_t)u;
+        }
+        if (t < T) inputs[t] = v;
+        if (t > 0 && targets) targets[t - 1] = v;
+    }
+    W->row.decode_ns += cdl__now_ns() - t0;
+    return COORDL_OK;
+}
+#else /* COORDL_NO_TOKENS: open refuses COORDL_PIPE_TOKENS (section 18) */
+static coordl_status cdl__decode_tokens(cdl__worker *W, const cdl__bytes *in, void *dst) {
+    (void)in, (void)dst;
+    return cdl__worker_error(W, COORDL_ERR_UNSUPPORTED, "tokens are not in this build (COORDL_NO_TOKENS)");
+}
+#endif /* COORDL_NO_TOKENS */
 
 #ifndef COORDL_NO_JPEGTURBO /* else stb's JPEG decoder takes them */
 static int cdl__is_jpeg(const cdl__bytes *in) {
@@ -6267,7 +6764,7 @@ static int cdl__is_jpeg(const cdl__bytes *in) {
 
 /* The size an image's header gives, checked like a decode would (format,
  * sides, max_pixels); for coordl_sample_transform. */
-static coordl_status cdl__image_size(cdl__worker *W, const char *path, const cdl__bytes *in, int *iw, int *ih) {
+CDL_PRIVATE coordl_status cdl__image_size(cdl__worker *W, const char *path, const cdl__bytes *in, int *iw, int *ih) {
     *iw = *ih = 0;
 #ifndef COORDL_NO_JPEGTURBO
     if (cdl__is_jpeg(in)) {
@@ -6309,7 +6806,7 @@ static coordl_status cdl__decode_item(cdl__worker *W, const char *path, uint64_t
 }
 
 /* The worker's JPEG decompressor, created once and reused. */
-static void cdl__worker_decoder_init(cdl__worker *W) {
+CDL_PRIVATE void cdl__worker_decoder_init(cdl__worker *W) {
 #ifndef COORDL_NO_JPEGTURBO
     W->jd.err = jpeg_std_error(&W->jerr.pub);
     W->jerr.pub.error_exit = cdl__jpeg_error_exit;
@@ -6387,7 +6884,7 @@ static int cdl__rewrite_item(cdl__worker *W, uint64_t id, cdl__bytes *in, cdl__j
  * bottleneck): rewrites one cached JPEG not rewritten yet, found from this
  * handle's cursor, with no lock held. Its counters go into *done. Returns
  * 1 when it found one (more may remain), 0 when there is none. */
-static int cdl__rewrite_idle(cdl__worker *W, cdl__counters *done) {
+CDL_PRIVATE int cdl__rewrite_idle(cdl__worker *W, cdl__counters *done) {
     coordl *L = W->L;
     memset(done, 0, sizeof *done);
     if (!L->cache_entries || !L->cfg.jpeg_random_access || atomic_load(&L->S->cache_plain_items) == 0) return 0;
@@ -6435,7 +6932,7 @@ static coordl_status cdl__prepare_item_bytes(cdl__worker *W, uint64_t epoch, uin
 }
 
 /* Fetch, decode and augment item `id` into dst. */
-static coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint64_t id, void *dst) {
+CDL_PRIVATE coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint64_t id, void *dst) {
     cdl__bytes in = {NULL, 0};
 #ifndef COORDL_NO_JPEGTURBO
     const int budget = W->L->cfg.jpeg_random_access && W->L->cache_entries;
@@ -6457,6 +6954,179 @@ static coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint64_t 
     return rc;
 }
 
+/* ---- src/config.c ------------------------------------------------------ */
+
+/* ===================================================================== */
+/* 16. Public API                                                        */
+/* ===================================================================== */
+
+/* Shape of one row: images c x h x w; tokens 1 x 1 x seq_len; audio
+ * 1 x 1 x audio_samples. */
+CDL_PRIVATE void cdl__row_shape(const coordl *L, uint32_t out_w, uint32_t out_h, uint32_t *c, uint32_t *h,
+                           uint32_t *w) {
+    switch (L->cfg.pipeline) {
+    case COORDL_PIPE_TOKENS: *c = 1; *h = 1; *w = L->cfg.seq_len; break;
+    case COORDL_PIPE_AUDIO: *c = 1; *h = 1; *w = L->cfg.audio_samples; break;
+    default: *c = 3; *h = out_h; *w = out_w; break;
+    }
+}
+
+/* Bytes of one data row for an output size (image pipelines). */
+CDL_PRIVATE size_t cdl__image_row_bytes(const coordl *L, uint64_t w, uint64_t h) {
+    return (size_t)(w * h * 3 * L->elem_bytes);
+}
+
+
+CDL_PRIVATE coordl_config cdl__config_default(void) {
+    coordl_config c;
+    memset(&c, 0, sizeof c);
+    c.pipeline = COORDL_PIPE_TRAIN;
+    c.batch_size = 32;
+    c.shuffle = 1;
+    c.out_w = c.out_h = 224;
+    c.layout = COORDL_F32_NCHW;
+    c.mean[0] = 0.485f; c.mean[1] = 0.456f; c.mean[2] = 0.406f;
+    c.std[0] = 0.229f; c.std[1] = 0.224f; c.std[2] = 0.225f;
+    c.scale_min = 0.08f; c.scale_max = 1.0f;
+    c.ratio_min = 3.0f / 4.0f; c.ratio_max = 4.0f / 3.0f;
+    c.flip = 1;
+    c.cache_policy = COORDL_CACHE_MINIO;
+    c.cache_pin = COORDL_PIN_TRY;
+    c.prefetch_batches = 4;
+    c.seq_len = 1024;
+    c.group_size = 1;
+    c.group_timeout_ms = 10000;
+    c.peer_timeout_ms = 2000;
+    c.audio_samples = 16000;
+    c.numa_node = -1;
+    c.bind = 1;
+    c.rank = 0;
+    c.world = 1;
+    c.on_bad_sample = COORDL_BAD_FAIL;
+    c.max_pixels = 100000000ull;
+    c.max_item_bytes = 256ull << 20;
+    c.max_decode_bytes = CDL_DEFAULT_MAX_DECODE_BYTES;
+    c.max_audio_samples = CDL_DEFAULT_MAX_AUDIO_SAMPLES;
+    c.log = cdl__default_log;
+    c.log_level = COORDL_LOG_WARN;
+    c.jpeg_random_access = 1;
+    c.jpeg_rewrite_budget = 0.08f;
+    c.readahead_items = 32;
+    return c;
+}
+
+/* What a row looks like, derived from a validated config: layout forced by
+ * the pipeline, element and row sizes, Darknet crop ratios, normalization.
+ * coordl_open runs it; so do the fuzz harnesses, to prepare rows exactly as
+ * a worker does. */
+CDL_PRIVATE void cdl__output_setup(coordl *L) {
+    if (L->cfg.pipeline == COORDL_PIPE_TOKENS) L->cfg.layout = COORDL_I32;
+    if (L->cfg.pipeline == COORDL_PIPE_AUDIO) L->cfg.layout = COORDL_F32;
+    L->elem_bytes = (L->cfg.layout == COORDL_U8_NHWC || L->cfg.layout == COORDL_U8_NCHW) ? 1 : 4;
+    uint32_t rc_, rh, rw;
+    cdl__row_shape(L, L->cfg.out_w, L->cfg.out_h, &rc_, &rh, &rw);
+    L->row_bytes = (size_t)rc_ * rh * rw * L->elem_bytes;
+    L->target_row_bytes = L->cfg.pipeline == COORDL_PIPE_TOKENS ? (size_t)L->cfg.seq_len * sizeof(int32_t) : 0;
+    if (L->cfg.train_crop == COORDL_CROP_DARKNET) { /* Darknet's parse_net_options defaults */
+        if (L->cfg.min_crop == 0) L->cfg.min_crop = L->cfg.out_w;
+        if (L->cfg.max_crop == 0) L->cfg.max_crop = 2 * L->cfg.out_w > L->cfg.min_crop ? 2 * L->cfg.out_w : L->cfg.min_crop;
+        L->crop_min_ratio = (float)L->cfg.min_crop / (float)L->cfg.out_w;
+        L->crop_max_ratio = (float)L->cfg.max_crop / (float)L->cfg.out_w;
+    }
+    for (int c = 0; c < 3; c++) {
+        L->norm_scale[c] = 1.0f / (255.0f * L->cfg.std[c]);
+        L->norm_bias[c] = -L->cfg.mean[c] / L->cfg.std[c];
+    }
+}
+
+CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
+#define CDL_BAD(...) return cdl__open_fail(COORDL_ERR_INVALID, __VA_ARGS__)
+    if (!c->source || !c->source[0]) CDL_BAD("source: not set; give an ImageFolder root or a list file");
+    if (c->pipeline < COORDL_PIPE_TRAIN || c->pipeline > COORDL_PIPE_AUDIO)
+        CDL_BAD("pipeline: %d is not a known pipeline", (int)c->pipeline);
+    if (c->pipeline == COORDL_PIPE_TOKENS && (c->seq_len == 0 || c->seq_len > (1u << 24)))
+        CDL_BAD("seq_len: %u is out of range (1..16777216)", c->seq_len);
+    if (c->token_order != COORDL_TOKENS_WINDOWS && c->token_order != COORDL_TOKENS_LLMC)
+        CDL_BAD("token_order: %d is not a known order (COORDL_TOKENS_WINDOWS or COORDL_TOKENS_LLMC)", c->token_order);
+    if (c->token_order == COORDL_TOKENS_LLMC && c->pipeline != COORDL_PIPE_TOKENS)
+        CDL_BAD("token_order: COORDL_TOKENS_LLMC orders token windows; set pipeline = COORDL_PIPE_TOKENS");
+    if (c->pipeline == COORDL_PIPE_AUDIO && (c->audio_samples == 0 || c->audio_samples > (1u << 28)))
+        CDL_BAD("audio_samples: %u is out of range (1..2^28)", c->audio_samples);
+    if (c->pipeline <= COORDL_PIPE_EVAL && c->layout > COORDL_U8_NCHW)
+        CDL_BAD("layout: %d is not an image layout", (int)c->layout);
+    if (c->batch_size == 0) CDL_BAD("batch_size: must be at least 1");
+    if (c->out_w == 0 || c->out_h == 0) CDL_BAD("out_w/out_h: output size %ux%u must be at least 1x1", c->out_w, c->out_h);
+    if ((uint64_t)c->out_w * c->out_h > (1u << 26)) CDL_BAD("out_w/out_h: output size %ux%u is too large", c->out_w, c->out_h);
+    /* the ring is sized for the largest output coordl_set may ask for:
+     * bounded like out_w/out_h (and coordl_set), so the row size cannot wrap */
+    if (c->max_out_w > 65535 || c->max_out_h > 65535)
+        CDL_BAD("max_out_w/max_out_h: %ux%u is out of range (0 = out_w/out_h, else up to 65535)", c->max_out_w, c->max_out_h);
+    if ((uint64_t)(c->max_out_w > c->out_w ? c->max_out_w : c->out_w) * (c->max_out_h > c->out_h ? c->max_out_h : c->out_h) > (1u << 26))
+        CDL_BAD("max_out_w/max_out_h: largest output size %ux%u is too large", c->max_out_w > c->out_w ? c->max_out_w : c->out_w,
+                c->max_out_h > c->out_h ? c->max_out_h : c->out_h);
+    if (c->layout < COORDL_F32_NCHW || c->layout > COORDL_F32) CDL_BAD("layout: %d is not a known layout", (int)c->layout);
+    for (int i = 0; i < 3; i++) {
+        if (!(c->std[i] > 0.0f) && !(c->std[i] < 0.0f)) CDL_BAD("std[%d]: must be non-zero", i);
+        if (!isfinite(c->mean[i]) || !isfinite(c->std[i])) CDL_BAD("mean/std[%d]: must be finite", i);
+    }
+    if (!(c->scale_min > 0.0f) || !(c->scale_min <= c->scale_max) || c->scale_max > 1.0f)
+        CDL_BAD("scale_min/scale_max: need 0 < scale_min <= scale_max <= 1 (got %g, %g)", c->scale_min, c->scale_max);
+    if (!(c->ratio_min > 0.0f) || !(c->ratio_min <= c->ratio_max) || !isfinite(c->ratio_max))
+        CDL_BAD("ratio_min/ratio_max: need 0 < ratio_min <= ratio_max (got %g, %g)", c->ratio_min, c->ratio_max);
+    if (c->threads < 0 || c->threads > 1024) CDL_BAD("threads: %d is out of range (0 = usable cores, max 1024)", c->threads);
+    if (c->prefetch_batches == 0 || c->prefetch_batches > 1024) CDL_BAD("prefetch_batches: %u is out of range (1..1024)", c->prefetch_batches);
+    if (c->reserve_cores < 0) CDL_BAD("reserve_cores: %d must not be negative", c->reserve_cores);
+    if (c->bind != 0 && c->bind != 1) CDL_BAD("bind: %d must be 0 or 1", c->bind);
+    if (c->numa_node < -1) CDL_BAD("numa_node: %d is not a node (-1 leaves it unset)", c->numa_node);
+    if (c->group && (c->group_size < 1 || c->group_size > CDL_MAX_MEMBERS))
+        CDL_BAD("group_size: %d is out of range (1..%d)", c->group_size, CDL_MAX_MEMBERS);
+    if (c->group && (c->group_timeout_ms < 1 || c->group_timeout_ms > 3600000))
+        CDL_BAD("group_timeout_ms: %d is out of range (1..3600000)", c->group_timeout_ms);
+    if (c->mpi_comm && (c->peer_timeout_ms < 1 || c->peer_timeout_ms > 3600000))
+        CDL_BAD("peer_timeout_ms: %d is out of range (1..3600000)", c->peer_timeout_ms);
+    if (c->world < 1) CDL_BAD("world: must be at least 1 (got %d)", c->world);
+    if (c->rank < 0 || c->rank >= c->world) CDL_BAD("rank: %d is outside [0, world=%d)", c->rank, c->world);
+    if (c->on_bad_sample != COORDL_BAD_FAIL && c->on_bad_sample != COORDL_BAD_SUBSTITUTE)
+        CDL_BAD("on_bad_sample: %d is not a known policy", (int)c->on_bad_sample);
+    if (c->cache_policy != COORDL_CACHE_MINIO && c->cache_policy != COORDL_CACHE_LRU)
+        CDL_BAD("cache_policy: %d is not a known policy", (int)c->cache_policy);
+    if (c->cache_pin < COORDL_PIN_TRY || c->cache_pin > COORDL_PIN_REQUIRED)
+        CDL_BAD("cache_pin: %d is not a known mode", (int)c->cache_pin);
+    if (!(c->hue >= 0.0f && c->hue <= 0.5f)) CDL_BAD("hue: %g must be in [0, 0.5] (a fraction of the colour wheel)", c->hue);
+    /* rand_scale settings: s and 1/s are the same range, so 0.01..100 */
+    if (!(c->saturation == 0.0f || (c->saturation >= 0.01f && c->saturation <= 100.0f)))
+        CDL_BAD("saturation: %g must be 0 (off) or in [0.01, 100] (a factor between 1/s and s; 1: off)", c->saturation);
+    if (!(c->exposure == 0.0f || (c->exposure >= 0.01f && c->exposure <= 100.0f)))
+        CDL_BAD("exposure: %g must be 0 (off) or in [0.01, 100] (a factor between 1/s and s; 1: off)", c->exposure);
+    if (!(c->rotate_deg >= 0.0f && c->rotate_deg <= 180.0f)) CDL_BAD("rotate_deg: %g must be in [0, 180]", c->rotate_deg);
+    if (c->jpeg_random_access != 0 && c->jpeg_random_access != 1)
+        CDL_BAD("jpeg_random_access: %d must be 0 or 1", c->jpeg_random_access);
+    if (!(c->jpeg_rewrite_budget >= 0.0f && c->jpeg_rewrite_budget <= 1.0f))
+        CDL_BAD("jpeg_rewrite_budget: %g must be in [0, 1] (a fraction of worker time)", c->jpeg_rewrite_budget);
+    if (!(c->aspect == 0.0f || (c->aspect >= 0.01f && c->aspect <= 100.0f)))
+        CDL_BAD("aspect: %g must be 0 (off) or in [0.01, 100] (a factor between 1/s and s; 1: off)", c->aspect);
+    if (c->train_crop != COORDL_CROP_RESIZED && c->train_crop != COORDL_CROP_DARKNET)
+        CDL_BAD("train_crop: %d is not a known crop (COORDL_CROP_RESIZED or COORDL_CROP_DARKNET)", c->train_crop);
+    if (c->train_crop == COORDL_CROP_DARKNET && (c->min_crop > 65535 || c->max_crop > 65535 ||
+                                                (c->max_crop && c->min_crop > c->max_crop)))
+        CDL_BAD("min_crop/max_crop: need min_crop <= max_crop <= 65535 (got %u, %u; 0 = Darknet's defaults out_w "
+                "and 2 x out_w)", c->min_crop, c->max_crop);
+    if (c->max_pixels == 0) CDL_BAD("max_pixels: must be at least 1");
+    if (c->max_item_bytes == 0) CDL_BAD("max_item_bytes: must be at least 1");
+    int hooks = (c->allocator.malloc_fn != NULL) + (c->allocator.realloc_fn != NULL) + (c->allocator.free_fn != NULL);
+    if (hooks != 0 && hooks != 3) CDL_BAD("allocator: set all of malloc_fn, realloc_fn and free_fn, or none");
+    if (c->readahead_items > 4096) CDL_BAD("readahead_items: %u is out of range (0 = off, at most 4096)", c->readahead_items);
+    if (c->readahead_threads > 256) CDL_BAD("readahead_threads: %u is out of range (0 = auto, at most 256)", c->readahead_threads);
+    if (c->io && (!c->io->open || !c->io->read_at || !c->io->close))
+        CDL_BAD("io: set all of open, read_at and close (or io = NULL for the built-in POSIX reader)");
+#undef CDL_BAD
+    return COORDL_OK;
+}
+
+/* Copies the config and its strings (the caller's may go away after
+ * open) into a fresh handle. */
+/* ---- src/stream.c ------------------------------------------------------ */
+
 /* ===================================================================== */
 /* 14. Stream: batch ring, claims, batches, workers                      */
 /* The stream is one state machine over the ring's slots, owned here.    */
@@ -6475,8 +7145,6 @@ static coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint64_t 
 
 /* --- the ring allocator ----------------------------------------------- */
 
-#define CDL_PER_SLOT 0
-#define CDL_PER_ROW 1
 /* Every array with an entry per slot or per row of a slot, as
  * X(field of coordl, element type, CDL_PER_SLOT or CDL_PER_ROW, shared).
  * cdl__ring_alloc sizes them all: per-slot arrays once (nslots never
@@ -6497,7 +7165,7 @@ static coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint64_t 
 
 /* Bytes of one ring slot holding rows_cap rows in data_cap data bytes:
  * data, labels, ids and (tokens) targets, each 64-byte aligned. */
-static size_t cdl__ring_slot_bytes(const coordl *L, uint32_t rows_cap, size_t data_cap, size_t *data,
+CDL_PRIVATE size_t cdl__ring_slot_bytes(const coordl *L, uint32_t rows_cap, size_t data_cap, size_t *data,
                                    size_t *labels, size_t *ids) {
     const size_t B = rows_cap, align = 64;
     *data = cdl__round_up(data_cap, align);
@@ -6507,7 +7175,7 @@ static size_t cdl__ring_slot_bytes(const coordl *L, uint32_t rows_cap, size_t da
 }
 
 /* Points every slot at its part of the ring arena, and frees it. */
-static void cdl__ring_layout(coordl *L) {
+CDL_PRIVATE void cdl__ring_layout(coordl *L) {
     size_t data, labels, ids;
     const size_t per_slot = cdl__ring_slot_bytes(L, L->slot_rows_cap, L->slot_data_cap, &data, &labels, &ids);
     for (uint32_t s = 0; s < L->nslots; s++) {
@@ -6528,7 +7196,7 @@ static void cdl__ring_layout(coordl *L) {
  * stay installed and the arena is gone: coordl_set then maps the old size
  * again. In a group the arena and the shared arrays are the shm object's:
  * only the private arrays are allocated. */
-static coordl_status cdl__ring_alloc(coordl *L, uint32_t rows_cap, size_t data_cap) {
+CDL_PRIVATE coordl_status cdl__ring_alloc(coordl *L, uint32_t rows_cap, size_t data_cap) {
     const int in_group = L->shm_base != NULL;
     const uint64_t nslots = L->nslots, nrows = nslots * rows_cap;
     size_t data, labels, ids;
@@ -6577,7 +7245,7 @@ static coordl_status cdl__ring_alloc(coordl *L, uint32_t rows_cap, size_t data_c
 
 /* Unregisters and unmaps the arena and frees the private arrays (before a
  * group is left: which arrays are shared depends on it). */
-static void cdl__ring_free(coordl *L) {
+CDL_PRIVATE void cdl__ring_free(coordl *L) {
     const int in_group = L->shm_base != NULL;
     cdl__arena_unmap(L, &L->ring_arena);
 #define CDL_RING_FREE(f, type, per, shared) \
@@ -6607,13 +7275,13 @@ static uint32_t cdl__mark_for(int m, uint64_t gen) {
 }
 
 /* Member m is in the group with generation gen. */
-static int cdl__member_is(const cdl__stream *S, int m, uint64_t gen) {
+CDL_PRIVATE int cdl__member_is(const cdl__stream *S, int m, uint64_t gen) {
     return m >= 0 && m < CDL_MAX_MEMBERS && (atomic_load(&S->live_mask) >> m & 1u) &&
            atomic_load(&S->members[m].gen) == gen;
 }
 
 /* This handle is still the member generation it joined as. */
-static int cdl__member_current(const coordl *L) { return cdl__member_is(L->S, L->me, L->my_gen); }
+CDL_PRIVATE int cdl__member_current(const coordl *L) { return cdl__member_is(L->S, L->me, L->my_gen); }
 
 /* A claim mark whose member generation is no longer in the group. */
 static int cdl__mark_stale(const cdl__stream *S, uint32_t mark) {
@@ -6633,7 +7301,7 @@ static uint32_t cdl__consumers_of(const coordl *L, uint64_t epoch) {
     return m;
 }
 
-static cdl__epoch_counters *cdl__epoch_entry(coordl *L, uint64_t epoch) {
+CDL_PRIVATE cdl__epoch_counters *cdl__epoch_entry(coordl *L, uint64_t epoch) {
     cdl__epoch_counters *e = &L->epochs[epoch % CDL_EPOCH_STATS_KEPT];
     if (!e->used || e->epoch != epoch) {
         memset(e, 0, sizeof *e);
@@ -6711,16 +7379,8 @@ static int cdl__stream_invariants(const coordl *L, char *why, size_t cap) {
 }
 
 #ifdef COORDL_DEBUG
-/* COORDL_DEBUG: a broken invariant stops the process here, where it broke,
- * instead of as a wrong batch much later (release builds compile it out). */
-static void cdl__debug_assert(const coordl *L, int ok, const char *what) {
-    (void)L;
-    if (ok) return;
-    fprintf(stderr, "coordl (COORDL_DEBUG): %s\n", what);
-    abort();
-}
 
-static void cdl__stream_check(const coordl *L, const char *transition) {
+CDL_PRIVATE void cdl__stream_check(const coordl *L, const char *transition) {
     char why[256], msg[320];
     cdl__assert_locked(L);
     if (!cdl__stream_invariants(L, why, sizeof why)) {
@@ -6728,36 +7388,13 @@ static void cdl__stream_check(const coordl *L, const char *transition) {
         cdl__debug_assert(L, 0, msg);
     }
 }
-#else
-#define cdl__stream_check(L, transition) ((void)0)
 #endif
 
 /* --- transitions ------------------------------------------------------- */
 
 #ifdef COORDL_MPI
-static void cdl__peer_request_slot(coordl *L, uint32_t s);
 #endif
 
-/* A claimed row: everything its worker needs, copied under the lock, so
- * that it never reads the slot again before completing. */
-typedef struct cdl__claim {
-    uint32_t slot, row;
-    uint64_t slot_gen;    /* the slot's assignment the row belongs to      */
-    uint32_t mark;        /* this member generation's mark on the row      */
-    uint64_t epoch, pos;  /* the row is position pos of the epoch's share  */
-    size_t row_bytes;
-    size_t data_off, targets_off; /* the row's place in the ring arena    */
-} cdl__claim;
-
-/* What a worker made of its claimed row. */
-typedef struct cdl__row_result {
-    coordl_status status;
-    uint64_t id;                   /* item used (a substitute for a bad one) */
-    int32_t label;
-    const cdl__u8 *staged;         /* group: the row, copied in on complete */
-    const int32_t *staged_targets;
-    const char *errmsg;
-} cdl__row_result;
 
 /* Carries out the recorded assignment S->assign (idempotent: repair runs
  * it again when its holder died half-way). Under mu. */
@@ -6875,7 +7512,7 @@ static void cdl__slot_ready(coordl *L, cdl__slot *sl) {
 /* try_claim: marks the next row as this member generation's and fills c
  * with a snapshot of everything its preparer needs; 0 when no row can be
  * claimed now (nothing to fill, paused, stopping). Under mu. */
-static int cdl__stream_try_claim(coordl *L, cdl__claim *c) {
+CDL_PRIVATE int cdl__stream_try_claim(coordl *L, cdl__claim *c) {
     cdl__stream *S = L->S;
     if (L->stop || S->paused || S->broken || !S->started || !cdl__member_current(L)) return 0;
     cdl__slot *sl = cdl__slot_to_fill(L);
@@ -6905,7 +7542,7 @@ static int cdl__stream_try_claim(coordl *L, cdl__claim *c) {
  * there is no slot to fill and cached JPEGs wait for a rewrite: the worker
  * does one with no lock held and claims again (idle time, section 13).
  * Under mu (the waits release it). */
-static int cdl__stream_claim(coordl *L, cdl__claim *c, int idle) {
+CDL_PRIVATE int cdl__stream_claim(coordl *L, cdl__claim *c, int idle) {
     cdl__stream *S = L->S;
     for (;;) {
         if (L->stop) return 0;
@@ -6928,7 +7565,7 @@ static int cdl__stream_claim(coordl *L, cdl__claim *c, int idle) {
  * slot still holds that assignment. Otherwise a drop already put the row
  * back (and took it out of the rows in flight), so nothing changes. The
  * work is counted in the stats either way: it was done. Under mu. */
-static void cdl__stream_complete(coordl *L, const cdl__claim *c, const cdl__counters *counters,
+CDL_PRIVATE void cdl__stream_complete(coordl *L, const cdl__claim *c, const cdl__counters *counters,
                                  const cdl__row_result *r) {
     cdl__stream *S = L->S;
     cdl__slot *sl = &L->slots[c->slot];
@@ -6955,7 +7592,7 @@ static void cdl__stream_complete(coordl *L, const cdl__claim *c, const cdl__coun
 }
 
 /* The READY slot holding this consumer's next batch, or -1. Under mu. */
-static int cdl__stream_find(const coordl *L) {
+CDL_PRIVATE int cdl__stream_find(const coordl *L) {
     for (uint32_t s = 0; s < L->nslots; s++) {
         const cdl__slot *c = &L->slots[s];
         if (c->state == CDL_SLOT_READY && c->epoch == L->cur_epoch && c->pos == L->cur_pos &&
@@ -6965,8 +7602,6 @@ static int cdl__stream_find(const coordl *L) {
     return -1;
 }
 
-static void cdl__row_shape(const coordl *L, uint32_t out_w, uint32_t out_h, uint32_t *c, uint32_t *h,
-                           uint32_t *w);
 
 static void cdl__fill_batch(coordl *L, const cdl__slot *sl, uint32_t slot_index, coordl_batch *out) {
     out->n = sl->n;
@@ -6985,7 +7620,7 @@ static void cdl__fill_batch(coordl *L, const cdl__slot *sl, uint32_t slot_index,
 
 /* take: the consumer takes its next batch from slot s. A batch whose rows
  * failed is skipped (released at once) and its status returned. Under mu. */
-static coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *out) {
+CDL_PRIVATE coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *out) {
     cdl__slot *sl = &L->slots[s];
     L->cur_pos += sl->n;
     L->cur_index++;
@@ -7010,7 +7645,7 @@ static coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *out) 
  * member generation, or a second release is a no-op. Returns 1 when it
  * freed the slot and half the ring is free: the caller then wakes one
  * worker once it has unlocked (cdl__signal_unlocked). Under mu. */
-static int cdl__stream_release(coordl *L, const coordl_batch *b) {
+CDL_PRIVATE int cdl__stream_release(coordl *L, const coordl_batch *b) {
     if (b->slot_ == 0 || b->slot_ > L->nslots) return 0;
     cdl__slot *sl = &L->slots[b->slot_ - 1];
     if (!cdl__member_current(L) || sl->state != CDL_SLOT_READY || (uint32_t)sl->gen != b->gen_ ||
@@ -7061,7 +7696,7 @@ static void cdl__stream_recount(coordl *L) {
  * set first, so its marks and handles are stale from then on; then the
  * recount frees its claimed rows and clears its consumer bits. A process
  * killed in the middle leaves nothing repair cannot finish. Under mu. */
-static void cdl__stream_drop_member(coordl *L, int m, uint64_t gen) {
+CDL_PRIVATE void cdl__stream_drop_member(coordl *L, int m, uint64_t gen) {
     cdl__stream *S = L->S;
     if (!cdl__member_is(S, m, gen)) return;
     atomic_fetch_add(&S->members[m].gen, 1);
@@ -7079,7 +7714,7 @@ static void cdl__stream_drop_member(coordl *L, int m, uint64_t gen) {
  * dead, not dropped here: dropping, and saying so, belongs to the member
  * threads (whichever thread locked next, a query included, only repairs),
  * and one of them drops it within a heartbeat period. */
-static void cdl__stream_repair(coordl *L, int dead, uint64_t dead_gen) {
+CDL_PRIVATE void cdl__stream_repair(coordl *L, int dead, uint64_t dead_gen) {
     cdl__stream *S = L->S;
     if (S->assign.slot > 0 && S->assign.slot <= L->nslots) cdl__slot_assign(L);
     S->assign.slot = 0;
@@ -7092,7 +7727,7 @@ static void cdl__stream_repair(coordl *L, int dead, uint64_t dead_gen) {
 }
 
 /* pause: no new claims; waits until no row is in flight. Under mu. */
-static void cdl__stream_pause(coordl *L) {
+CDL_PRIVATE void cdl__stream_pause(coordl *L) {
     L->S->paused = 1;
     cdl__ra_pause(L); /* no new reads of positions about to be dropped */
     while (L->S->inflight > 0) cdl__wait(L, &L->S->idle_cv);
@@ -7102,7 +7737,7 @@ static void cdl__stream_pause(coordl *L) {
 /* restart: frees every slot not held by the caller (a new generation for
  * each) and restarts the claims at the consumer's position. Under mu,
  * paused. */
-static void cdl__stream_restart(coordl *L) {
+CDL_PRIVATE void cdl__stream_restart(coordl *L) {
     for (uint32_t s = 0; s < L->nslots; s++) {
         cdl__slot *sl = &L->slots[s];
         const int held = sl->state == CDL_SLOT_READY && (sl->taken_mask & ~sl->done_mask & L->bit);
@@ -7122,7 +7757,7 @@ static void cdl__stream_restart(coordl *L) {
 
 /* A stream block with a robust mutex and monotonic condition variables;
  * process-shared (with a liveness lock per member) in a group's object. */
-static coordl_status cdl__stream_init(cdl__stream *S, int pshared) {
+CDL_PRIVATE coordl_status cdl__stream_init(cdl__stream *S, int pshared) {
     pthread_mutexattr_t ma;
     pthread_condattr_t ca;
     memset(S, 0, sizeof *S);
@@ -7146,6 +7781,8 @@ static coordl_status cdl__stream_init(cdl__stream *S, int pshared) {
     S->lock_owner = -1;
     return COORDL_OK;
 }
+
+/* ---- src/pool.c -------------------------------------------------------- */
 
 /* --- workers ------------------------------------------------------------ */
 
@@ -7175,7 +7812,7 @@ static coordl_status cdl__prepare_row(cdl__worker *W, uint64_t epoch, uint64_t i
  * into the worker's staging buffer in a group, copied in by complete only
  * if the claim still holds (a member stopped mid-row, dropped and resumed
  * would otherwise write into a slot that by then holds another batch). */
-static void cdl__worker_prepare(cdl__worker *W, const cdl__claim *c, cdl__row_result *r) {
+CDL_PRIVATE void cdl__worker_prepare(cdl__worker *W, const cdl__claim *c, cdl__row_result *r) {
     coordl *L = W->L;
     const int staged = L->cfg.group != NULL;
     cdl__u8 *dst = staged ? W->stage : L->ring_arena.base + c->data_off;
@@ -7324,7 +7961,7 @@ static int cdl__worker_start(cdl__worker *W, int bind, int *bound) {
     return e;
 }
 
-static coordl_status cdl__pool_start(coordl *L) {
+CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
     const cdl__placement *P = &L->place;
     int first, count;
     cdl__pool_pus(L, &first, &count);
@@ -7371,7 +8008,7 @@ static coordl_status cdl__pool_start(coordl *L) {
     return COORDL_OK;
 }
 
-static void cdl__pool_stop(coordl *L) {
+CDL_PRIVATE void cdl__pool_stop(coordl *L) {
     if (!L->workers) {
         cdl__ra_stop(L);
         return;
@@ -7392,6 +8029,8 @@ static void cdl__pool_stop(coordl *L) {
     }
     cdl__ra_stop(L); /* after the workers: one may wait for a read */
 }
+
+/* ---- src/group.c ------------------------------------------------------- */
 
 /* ===================================================================== */
 /* 15. Coordinated group                                                 */
@@ -7811,7 +8450,7 @@ static coordl_status cdl__member_thread_start(coordl *L) {
     return COORDL_OK;
 }
 
-static void cdl__member_thread_stop(coordl *L) {
+CDL_PRIVATE void cdl__member_thread_stop(coordl *L) {
     if (L->member_thread_started) {
         pthread_mutex_lock(&L->member_mu);
         L->member_stop = 1;
@@ -8212,7 +8851,7 @@ static void cdl__group_pin(coordl *L) {
 
 /* Creates or joins the group's object, starts the member thread and waits
  * for group_size members. */
-static coordl_status cdl__group_open(coordl *L) {
+CDL_PRIVATE coordl_status cdl__group_open(coordl *L) {
     const char *g = L->cfg.group;
     if (!cdl__group_name_ok(g))
         return cdl__open_fail(COORDL_ERR_INVALID, "group: \"%s\" is not a valid name (1-200 of A-Z a-z 0-9 . _ -, "
@@ -8277,7 +8916,7 @@ static coordl_status cdl__group_open(coordl *L) {
 
 /* Leaves the group (if still in it); the last member out removes the
  * object; then the member thread stops and the mapping goes. */
-static void cdl__group_leave(coordl *L) {
+CDL_PRIVATE void cdl__group_leave(coordl *L) {
     cdl__group_header *h = L->shm_base;
     if (!h) return;
     if (L->S && L->me >= 0) {
@@ -8306,177 +8945,8 @@ static void cdl__group_leave(coordl *L) {
     L->shm_base = NULL;
 }
 
-/* ===================================================================== */
-/* 16. Public API                                                        */
-/* ===================================================================== */
+/* ---- src/api.c --------------------------------------------------------- */
 
-/* Shape of one row: images c x h x w; tokens 1 x 1 x seq_len; audio
- * 1 x 1 x audio_samples. */
-static void cdl__row_shape(const coordl *L, uint32_t out_w, uint32_t out_h, uint32_t *c, uint32_t *h,
-                           uint32_t *w) {
-    switch (L->cfg.pipeline) {
-    case COORDL_PIPE_TOKENS: *c = 1; *h = 1; *w = L->cfg.seq_len; break;
-    case COORDL_PIPE_AUDIO: *c = 1; *h = 1; *w = L->cfg.audio_samples; break;
-    default: *c = 3; *h = out_h; *w = out_w; break;
-    }
-}
-
-/* Bytes of one data row for an output size (image pipelines). */
-static size_t cdl__image_row_bytes(const coordl *L, uint64_t w, uint64_t h) {
-    return (size_t)(w * h * 3 * L->elem_bytes);
-}
-
-#define CDL_DEFAULT_MAX_DECODE_BYTES (256ull << 20)
-#define CDL_DEFAULT_MAX_AUDIO_SAMPLES (1ull << 26)
-
-static coordl_config cdl__config_default(void) {
-    coordl_config c;
-    memset(&c, 0, sizeof c);
-    c.pipeline = COORDL_PIPE_TRAIN;
-    c.batch_size = 32;
-    c.shuffle = 1;
-    c.out_w = c.out_h = 224;
-    c.layout = COORDL_F32_NCHW;
-    c.mean[0] = 0.485f; c.mean[1] = 0.456f; c.mean[2] = 0.406f;
-    c.std[0] = 0.229f; c.std[1] = 0.224f; c.std[2] = 0.225f;
-    c.scale_min = 0.08f; c.scale_max = 1.0f;
-    c.ratio_min = 3.0f / 4.0f; c.ratio_max = 4.0f / 3.0f;
-    c.flip = 1;
-    c.cache_policy = COORDL_CACHE_MINIO;
-    c.cache_pin = COORDL_PIN_TRY;
-    c.prefetch_batches = 4;
-    c.seq_len = 1024;
-    c.group_size = 1;
-    c.group_timeout_ms = 10000;
-    c.peer_timeout_ms = 2000;
-    c.audio_samples = 16000;
-    c.numa_node = -1;
-    c.bind = 1;
-    c.rank = 0;
-    c.world = 1;
-    c.on_bad_sample = COORDL_BAD_FAIL;
-    c.max_pixels = 100000000ull;
-    c.max_item_bytes = 256ull << 20;
-    c.max_decode_bytes = CDL_DEFAULT_MAX_DECODE_BYTES;
-    c.max_audio_samples = CDL_DEFAULT_MAX_AUDIO_SAMPLES;
-    c.log = cdl__default_log;
-    c.log_level = COORDL_LOG_WARN;
-    c.jpeg_random_access = 1;
-    c.jpeg_rewrite_budget = 0.08f;
-    c.readahead_items = 32;
-    return c;
-}
-
-/* What a row looks like, derived from a validated config: layout forced by
- * the pipeline, element and row sizes, Darknet crop ratios, normalization.
- * coordl_open runs it; so do the fuzz harnesses, to prepare rows exactly as
- * a worker does. */
-static void cdl__output_setup(coordl *L) {
-    if (L->cfg.pipeline == COORDL_PIPE_TOKENS) L->cfg.layout = COORDL_I32;
-    if (L->cfg.pipeline == COORDL_PIPE_AUDIO) L->cfg.layout = COORDL_F32;
-    L->elem_bytes = (L->cfg.layout == COORDL_U8_NHWC || L->cfg.layout == COORDL_U8_NCHW) ? 1 : 4;
-    uint32_t rc_, rh, rw;
-    cdl__row_shape(L, L->cfg.out_w, L->cfg.out_h, &rc_, &rh, &rw);
-    L->row_bytes = (size_t)rc_ * rh * rw * L->elem_bytes;
-    L->target_row_bytes = L->cfg.pipeline == COORDL_PIPE_TOKENS ? (size_t)L->cfg.seq_len * sizeof(int32_t) : 0;
-    if (L->cfg.train_crop == COORDL_CROP_DARKNET) { /* Darknet's parse_net_options defaults */
-        if (L->cfg.min_crop == 0) L->cfg.min_crop = L->cfg.out_w;
-        if (L->cfg.max_crop == 0) L->cfg.max_crop = 2 * L->cfg.out_w > L->cfg.min_crop ? 2 * L->cfg.out_w : L->cfg.min_crop;
-        L->crop_min_ratio = (float)L->cfg.min_crop / (float)L->cfg.out_w;
-        L->crop_max_ratio = (float)L->cfg.max_crop / (float)L->cfg.out_w;
-    }
-    for (int c = 0; c < 3; c++) {
-        L->norm_scale[c] = 1.0f / (255.0f * L->cfg.std[c]);
-        L->norm_bias[c] = -L->cfg.mean[c] / L->cfg.std[c];
-    }
-}
-
-static coordl_status cdl__validate(const coordl_config *c) {
-#define CDL_BAD(...) return cdl__open_fail(COORDL_ERR_INVALID, __VA_ARGS__)
-    if (!c->source || !c->source[0]) CDL_BAD("source: not set; give an ImageFolder root or a list file");
-    if (c->pipeline < COORDL_PIPE_TRAIN || c->pipeline > COORDL_PIPE_AUDIO)
-        CDL_BAD("pipeline: %d is not a known pipeline", (int)c->pipeline);
-    if (c->pipeline == COORDL_PIPE_TOKENS && (c->seq_len == 0 || c->seq_len > (1u << 24)))
-        CDL_BAD("seq_len: %u is out of range (1..16777216)", c->seq_len);
-    if (c->token_order != COORDL_TOKENS_WINDOWS && c->token_order != COORDL_TOKENS_LLMC)
-        CDL_BAD("token_order: %d is not a known order (COORDL_TOKENS_WINDOWS or COORDL_TOKENS_LLMC)", c->token_order);
-    if (c->token_order == COORDL_TOKENS_LLMC && c->pipeline != COORDL_PIPE_TOKENS)
-        CDL_BAD("token_order: COORDL_TOKENS_LLMC orders token windows; set pipeline = COORDL_PIPE_TOKENS");
-    if (c->pipeline == COORDL_PIPE_AUDIO && (c->audio_samples == 0 || c->audio_samples > (1u << 28)))
-        CDL_BAD("audio_samples: %u is out of range (1..2^28)", c->audio_samples);
-    if (c->pipeline <= COORDL_PIPE_EVAL && c->layout > COORDL_U8_NCHW)
-        CDL_BAD("layout: %d is not an image layout", (int)c->layout);
-    if (c->batch_size == 0) CDL_BAD("batch_size: must be at least 1");
-    if (c->out_w == 0 || c->out_h == 0) CDL_BAD("out_w/out_h: output size %ux%u must be at least 1x1", c->out_w, c->out_h);
-    if ((uint64_t)c->out_w * c->out_h > (1u << 26)) CDL_BAD("out_w/out_h: output size %ux%u is too large", c->out_w, c->out_h);
-    /* the ring is sized for the largest output coordl_set may ask for:
-     * bounded like out_w/out_h (and coordl_set), so the row size cannot wrap */
-    if (c->max_out_w > 65535 || c->max_out_h > 65535)
-        CDL_BAD("max_out_w/max_out_h: %ux%u is out of range (0 = out_w/out_h, else up to 65535)", c->max_out_w, c->max_out_h);
-    if ((uint64_t)(c->max_out_w > c->out_w ? c->max_out_w : c->out_w) * (c->max_out_h > c->out_h ? c->max_out_h : c->out_h) > (1u << 26))
-        CDL_BAD("max_out_w/max_out_h: largest output size %ux%u is too large", c->max_out_w > c->out_w ? c->max_out_w : c->out_w,
-                c->max_out_h > c->out_h ? c->max_out_h : c->out_h);
-    if (c->layout < COORDL_F32_NCHW || c->layout > COORDL_F32) CDL_BAD("layout: %d is not a known layout", (int)c->layout);
-    for (int i = 0; i < 3; i++) {
-        if (!(c->std[i] > 0.0f) && !(c->std[i] < 0.0f)) CDL_BAD("std[%d]: must be non-zero", i);
-        if (!isfinite(c->mean[i]) || !isfinite(c->std[i])) CDL_BAD("mean/std[%d]: must be finite", i);
-    }
-    if (!(c->scale_min > 0.0f) || !(c->scale_min <= c->scale_max) || c->scale_max > 1.0f)
-        CDL_BAD("scale_min/scale_max: need 0 < scale_min <= scale_max <= 1 (got %g, %g)", c->scale_min, c->scale_max);
-    if (!(c->ratio_min > 0.0f) || !(c->ratio_min <= c->ratio_max) || !isfinite(c->ratio_max))
-        CDL_BAD("ratio_min/ratio_max: need 0 < ratio_min <= ratio_max (got %g, %g)", c->ratio_min, c->ratio_max);
-    if (c->threads < 0 || c->threads > 1024) CDL_BAD("threads: %d is out of range (0 = usable cores, max 1024)", c->threads);
-    if (c->prefetch_batches == 0 || c->prefetch_batches > 1024) CDL_BAD("prefetch_batches: %u is out of range (1..1024)", c->prefetch_batches);
-    if (c->reserve_cores < 0) CDL_BAD("reserve_cores: %d must not be negative", c->reserve_cores);
-    if (c->bind != 0 && c->bind != 1) CDL_BAD("bind: %d must be 0 or 1", c->bind);
-    if (c->numa_node < -1) CDL_BAD("numa_node: %d is not a node (-1 leaves it unset)", c->numa_node);
-    if (c->group && (c->group_size < 1 || c->group_size > CDL_MAX_MEMBERS))
-        CDL_BAD("group_size: %d is out of range (1..%d)", c->group_size, CDL_MAX_MEMBERS);
-    if (c->group && (c->group_timeout_ms < 1 || c->group_timeout_ms > 3600000))
-        CDL_BAD("group_timeout_ms: %d is out of range (1..3600000)", c->group_timeout_ms);
-    if (c->mpi_comm && (c->peer_timeout_ms < 1 || c->peer_timeout_ms > 3600000))
-        CDL_BAD("peer_timeout_ms: %d is out of range (1..3600000)", c->peer_timeout_ms);
-    if (c->world < 1) CDL_BAD("world: must be at least 1 (got %d)", c->world);
-    if (c->rank < 0 || c->rank >= c->world) CDL_BAD("rank: %d is outside [0, world=%d)", c->rank, c->world);
-    if (c->on_bad_sample != COORDL_BAD_FAIL && c->on_bad_sample != COORDL_BAD_SUBSTITUTE)
-        CDL_BAD("on_bad_sample: %d is not a known policy", (int)c->on_bad_sample);
-    if (c->cache_policy != COORDL_CACHE_MINIO && c->cache_policy != COORDL_CACHE_LRU)
-        CDL_BAD("cache_policy: %d is not a known policy", (int)c->cache_policy);
-    if (c->cache_pin < COORDL_PIN_TRY || c->cache_pin > COORDL_PIN_REQUIRED)
-        CDL_BAD("cache_pin: %d is not a known mode", (int)c->cache_pin);
-    if (!(c->hue >= 0.0f && c->hue <= 0.5f)) CDL_BAD("hue: %g must be in [0, 0.5] (a fraction of the colour wheel)", c->hue);
-    /* rand_scale settings: s and 1/s are the same range, so 0.01..100 */
-    if (!(c->saturation == 0.0f || (c->saturation >= 0.01f && c->saturation <= 100.0f)))
-        CDL_BAD("saturation: %g must be 0 (off) or in [0.01, 100] (a factor between 1/s and s; 1: off)", c->saturation);
-    if (!(c->exposure == 0.0f || (c->exposure >= 0.01f && c->exposure <= 100.0f)))
-        CDL_BAD("exposure: %g must be 0 (off) or in [0.01, 100] (a factor between 1/s and s; 1: off)", c->exposure);
-    if (!(c->rotate_deg >= 0.0f && c->rotate_deg <= 180.0f)) CDL_BAD("rotate_deg: %g must be in [0, 180]", c->rotate_deg);
-    if (c->jpeg_random_access != 0 && c->jpeg_random_access != 1)
-        CDL_BAD("jpeg_random_access: %d must be 0 or 1", c->jpeg_random_access);
-    if (!(c->jpeg_rewrite_budget >= 0.0f && c->jpeg_rewrite_budget <= 1.0f))
-        CDL_BAD("jpeg_rewrite_budget: %g must be in [0, 1] (a fraction of worker time)", c->jpeg_rewrite_budget);
-    if (!(c->aspect == 0.0f || (c->aspect >= 0.01f && c->aspect <= 100.0f)))
-        CDL_BAD("aspect: %g must be 0 (off) or in [0.01, 100] (a factor between 1/s and s; 1: off)", c->aspect);
-    if (c->train_crop != COORDL_CROP_RESIZED && c->train_crop != COORDL_CROP_DARKNET)
-        CDL_BAD("train_crop: %d is not a known crop (COORDL_CROP_RESIZED or COORDL_CROP_DARKNET)", c->train_crop);
-    if (c->train_crop == COORDL_CROP_DARKNET && (c->min_crop > 65535 || c->max_crop > 65535 ||
-                                                (c->max_crop && c->min_crop > c->max_crop)))
-        CDL_BAD("min_crop/max_crop: need min_crop <= max_crop <= 65535 (got %u, %u; 0 = Darknet's defaults out_w "
-                "and 2 x out_w)", c->min_crop, c->max_crop);
-    if (c->max_pixels == 0) CDL_BAD("max_pixels: must be at least 1");
-    if (c->max_item_bytes == 0) CDL_BAD("max_item_bytes: must be at least 1");
-    int hooks = (c->allocator.malloc_fn != NULL) + (c->allocator.realloc_fn != NULL) + (c->allocator.free_fn != NULL);
-    if (hooks != 0 && hooks != 3) CDL_BAD("allocator: set all of malloc_fn, realloc_fn and free_fn, or none");
-    if (c->readahead_items > 4096) CDL_BAD("readahead_items: %u is out of range (0 = off, at most 4096)", c->readahead_items);
-    if (c->readahead_threads > 256) CDL_BAD("readahead_threads: %u is out of range (0 = auto, at most 256)", c->readahead_threads);
-    if (c->io && (!c->io->open || !c->io->read_at || !c->io->close))
-        CDL_BAD("io: set all of open, read_at and close (or io = NULL for the built-in POSIX reader)");
-#undef CDL_BAD
-    return COORDL_OK;
-}
-
-/* Copies the config and its strings (the caller's may go away after
- * open) into a fresh handle. */
 static coordl_status cdl__open_handle(const coordl_config *cfg, coordl **out) {
     coordl_allocator a = cfg->allocator;
     if (!a.malloc_fn) {
@@ -8492,12 +8962,8 @@ static coordl_status cdl__open_handle(const coordl_config *cfg, coordl **out) {
     L->io = cfg->io ? cfg->io : &cdl__posix_io;
     L->me = -1;
     *out = L;
-#ifdef CDL_HAVE_AVX2
-    { /* COORDL_NO_AVX2=1 keeps the SSE2 loops (their output is the same) */
-        const char *no_avx2 = getenv("COORDL_NO_AVX2");
-        L->avx2 = __builtin_cpu_supports("avx2") && !(no_avx2 && no_avx2[0] == '1');
-    }
-#endif
+    L->avx2 = cdl__resample_use_avx2();
+    L->lock_repair = cdl__stream_repair;
     /* limits added after 0.3.0: 0 (a caller that predates them) = default */
     if (!L->cfg.max_decode_bytes) L->cfg.max_decode_bytes = CDL_DEFAULT_MAX_DECODE_BYTES;
     if (!L->cfg.max_audio_samples) L->cfg.max_audio_samples = CDL_DEFAULT_MAX_AUDIO_SAMPLES;
@@ -8610,7 +9076,7 @@ static void cdl__open_log(coordl *L) {
              (unsigned long long)L->st.pinned_bytes);
 }
 
-static coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
+CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
     cdl__open_errmsg[0] = '\0';
     if (out) *out = NULL;
     if (!cfg || !out) return cdl__open_fail(COORDL_ERR_INVALID, "coordl_open: cfg and out must not be NULL");
@@ -8755,7 +9221,7 @@ static coordl_status cdl__consumer_next(coordl *L, coordl_batch *out, uint64_t *
     }
 }
 
-static coordl_status cdl__next(coordl *L, coordl_batch *out) {
+CDL_PRIVATE coordl_status cdl__next(coordl *L, coordl_batch *out) {
     if (!L || !out) return COORDL_ERR_INVALID;
     const uint64_t t0 = cdl__now_ns();
     uint64_t epoch;
@@ -8981,7 +9447,7 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
 
 /* Queries ("any thread") read what workers and coordl_set write under the
  * stream's lock, so they take it too. */
-static void cdl__get_stats(const coordl *L, coordl_stats *out) {
+CDL_PRIVATE void cdl__get_stats(const coordl *L, coordl_stats *out) {
     if (!out) return;
     memset(out, 0, sizeof *out);
     if (!L) return;
@@ -9017,7 +9483,7 @@ static void cdl__get_stats(const coordl *L, coordl_stats *out) {
     }
 }
 
-static coordl_status cdl__get_epoch_stats(const coordl *L, uint64_t epoch, coordl_epoch_stats *out) {
+CDL_PRIVATE coordl_status cdl__get_epoch_stats(const coordl *L, uint64_t epoch, coordl_epoch_stats *out) {
     if (!L || !out) return COORDL_ERR_INVALID;
     coordl *M = (coordl *)L;
     coordl_status rc = COORDL_ERR_INVALID;
@@ -9033,7 +9499,7 @@ static coordl_status cdl__get_epoch_stats(const coordl *L, uint64_t epoch, coord
 
 /* The settings L runs with: the config as open resolved it, and as
  * coordl_set changed it since (under the lock, like the stats). */
-static void cdl__get_config(const coordl *L, coordl_config *out) {
+CDL_PRIVATE void cdl__get_config(const coordl *L, coordl_config *out) {
     coordl *M = (coordl *)L; /* the mutex is the only thing touched */
     cdl__lock(M);
     *out = L->cfg;
@@ -9071,7 +9537,7 @@ int32_t coordl_item_label(const coordl *L, uint64_t id) {
     return cdl__item_label(L, id);
 }
 
-static coordl_status cdl__sample_transform(coordl *L, uint64_t epoch, uint64_t id, coordl_transform *out) {
+CDL_PRIVATE coordl_status cdl__sample_transform(coordl *L, uint64_t epoch, uint64_t id, coordl_transform *out) {
     if (!L || !out || id >= L->num_items) return COORDL_ERR_INVALID;
     memset(out, 0, sizeof *out);
     /* A throwaway worker: this is a diagnostic call, not the hot path. */
@@ -9187,6 +9653,8 @@ void coordl_close(coordl *L) {
 int coordl_libversion_number(void) { return COORDL_VERSION_NUMBER; }
 
 const coordl_io *coordl_io_posix(void) { return &cdl__posix_io; }
+
+/* ---- src/analyzer.c ---------------------------------------------------- */
 
 /* ===================================================================== */
 /* 17. DS-Analyzer                                                       */
@@ -9391,13 +9859,13 @@ static double cdl__memcpy_mb_per_s(const coordl_allocator *al) {
 }
 
 /* I/O threads a read-ahead of depth d runs (the default, as at open). */
-static uint32_t cdl__ra_threads_for(uint32_t depth) { return depth < 16 ? depth : 16; }
+CDL_PRIVATE uint32_t cdl__ra_threads_for(uint32_t depth) { return depth < 16 ? depth : 16; }
 
 /* The model (see coordl.h): the lowest of what the trainer ingests, the
  * workers' CPU, the reads (waited for by the workers, or kept in flight
  * by the read-ahead: depth and I/O threads), the aggregate storage
  * bandwidth and the cache's memory bandwidth. */
-static coordl_whatif cdl__report_predict_ra(const coordl_report *r, double f, int threads, double storage_mb_per_s,
+CDL_PRIVATE coordl_whatif cdl__report_predict_ra(const coordl_report *r, double f, int threads, double storage_mb_per_s,
                                             uint32_t depth, uint32_t io_threads) {
     coordl_whatif w;
     memset(&w, 0, sizeof w);
@@ -9452,7 +9920,7 @@ static coordl_whatif cdl__report_predict_ra(const coordl_report *r, double f, in
 }
 
 /* At the depth and I/O threads the measured runs used. */
-static coordl_whatif cdl__report_predict(const coordl_report *r, double f, int threads, double storage_mb_per_s) {
+CDL_PRIVATE coordl_whatif cdl__report_predict(const coordl_report *r, double f, int threads, double storage_mb_per_s) {
     return cdl__report_predict_ra(r, f, threads, storage_mb_per_s, r->readahead_items,
                                   r->readahead_threads ? r->readahead_threads : cdl__ra_threads_for(r->readahead_items));
 }
@@ -9659,7 +10127,7 @@ static coordl_status cdl__analyze_whatif(const coordl_allocator *al, const coord
 
 /* The differential protocol: synthetic, warm, cold, then the split and the
  * what-if model fitted on them. */
-static coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_fn, void *user,
+CDL_PRIVATE coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_fn, void *user,
                                   const coordl_analyze_opts *opts_in, coordl_report *r) {
     if (!cfg || !r) return cdl__open_fail(COORDL_ERR_INVALID, "coordl_analyze: cfg and report must not be NULL");
     memset(r, 0, sizeof *r);
@@ -9681,7 +10149,7 @@ static coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_
     return cdl__analyze_whatif(&al, &o, usable, r);
 }
 
-static size_t cdl__report_json(const coordl_report *r, char *buf, size_t cap) {
+CDL_PRIVATE size_t cdl__report_json(const coordl_report *r, char *buf, size_t cap) {
     cdl__json j = {buf, buf ? cap : 0, 0};
     const coordl_run_report *runs[3] = {&r->synthetic, &r->warm, &r->cold};
     static const char *names[3] = {"synthetic", "warm", "cold"};
@@ -9732,7 +10200,7 @@ static size_t cdl__report_json(const coordl_report *r, char *buf, size_t cap) {
     return cdl__json_finish(&j);
 }
 
-static void cdl__report_free(coordl_report *r) {
+CDL_PRIVATE void cdl__report_free(coordl_report *r) {
     if (!r) return;
     if (r->whatif) {
         cdl__whatif_head *head = (cdl__whatif_head *)(void *)r->whatif - 1;
@@ -9745,22 +10213,22 @@ static void cdl__report_free(coordl_report *r) {
 
 #else /* COORDL_NO_ANALYZER: the differential protocol and the what-if model
         * are left out; the stats and coordl_stats_json are the loader's. */
-static coordl_whatif cdl__report_predict(const coordl_report *r, double f, int threads, double storage_mb_per_s) {
+CDL_PRIVATE coordl_whatif cdl__report_predict(const coordl_report *r, double f, int threads, double storage_mb_per_s) {
     coordl_whatif w;
     (void)r, (void)f, (void)threads, (void)storage_mb_per_s;
     memset(&w, 0, sizeof w);
     return w;
 }
 
-static uint32_t cdl__ra_threads_for(uint32_t depth) { return depth; }
+CDL_PRIVATE uint32_t cdl__ra_threads_for(uint32_t depth) { return depth; }
 
-static coordl_whatif cdl__report_predict_ra(const coordl_report *r, double f, int threads, double storage_mb_per_s,
+CDL_PRIVATE coordl_whatif cdl__report_predict_ra(const coordl_report *r, double f, int threads, double storage_mb_per_s,
                                             uint32_t depth, uint32_t io_threads) {
     (void)depth, (void)io_threads;
     return cdl__report_predict(r, f, threads, storage_mb_per_s);
 }
 
-static coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_fn, void *user,
+CDL_PRIVATE coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_fn, void *user,
                                   const coordl_analyze_opts *opts_in, coordl_report *r) {
     (void)cfg, (void)step_fn, (void)user, (void)opts_in;
     memset(r, 0, sizeof *r);
@@ -9771,19 +10239,21 @@ static coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_
                           "was compiled with COORDL_NO_ANALYZER)");
 }
 
-static size_t cdl__report_json(const coordl_report *r, char *buf, size_t cap) {
+CDL_PRIVATE size_t cdl__report_json(const coordl_report *r, char *buf, size_t cap) {
     cdl__json j = {buf, buf ? cap : 0, 0};
     (void)r;
     cdl__jsonf(&j, "{\"error\":\"DS-Analyzer is not in this build (COORDL_NO_ANALYZER)\"}");
     return cdl__json_finish(&j);
 }
 
-static void cdl__report_free(coordl_report *r) {
+CDL_PRIVATE void cdl__report_free(coordl_report *r) {
     if (!r) return;
     r->whatif = NULL; /* this build never allocates one */
     r->n_whatif = 0;
 }
 #endif /* COORDL_NO_ANALYZER */
+
+/* ---- src/abi.c --------------------------------------------------------- */
 
 /* ===================================================================== */
 /* 18. Stable ABI                                                        */

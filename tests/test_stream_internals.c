@@ -48,6 +48,7 @@ static coordl *fake_open(void)
     L->alloc.malloc_fn = cdl__default_malloc;
     L->alloc.realloc_fn = cdl__default_realloc;
     L->alloc.free_fn = cdl__default_free;
+    L->lock_repair = cdl__stream_repair;
     L->cfg = coordl_config_default();
     L->cfg.source = "fake";
     L->cfg.log = NULL;

@@ -2,7 +2,7 @@
 # Installs the Debian packages coordl builds and tests with, if missing.
 # Run as root (CI and `make deps` do); as another user it prints the command.
 set -euo pipefail
-PKGS="build-essential clang libclang-rt-14-dev cmake pkg-config libjpeg62-turbo-dev libstb-dev libhwloc-dev libcmocka-dev libxml2-utils openmpi-bin libopenmpi-dev ${EXTRA_PKGS:-}"
+PKGS="build-essential python3 clang libclang-rt-14-dev cmake pkg-config libjpeg62-turbo-dev libstb-dev libhwloc-dev libcmocka-dev libxml2-utils openmpi-bin libopenmpi-dev ${EXTRA_PKGS:-}"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,0 +1,730 @@
+#include "platform.h"
+#include "api.h"
+#include "status.h"
+#include "placement.h"
+#include "lock.h"
+#include "worker.h"
+#include "io.h"
+#include "index.h"
+#include "source.h"
+#include "sampler.h"
+#include "cache.h"
+#include "peers.h"
+#include "readahead.h"
+#include "plan.h"
+#include "resample.h"
+#include "audio.h"
+#include "decode.h"
+#include "config.h"
+#include "stream.h"
+#include "pool.h"
+#include "group.h"
+#include "handle.h"
+
+static coordl_status cdl__open_handle(const coordl_config *cfg, coordl **out) {
+    coordl_allocator a = cfg->allocator;
+    if (!a.malloc_fn) {
+        a.malloc_fn = cdl__default_malloc;
+        a.realloc_fn = cdl__default_realloc;
+        a.free_fn = cdl__default_free;
+    }
+    coordl *L = a.malloc_fn(a.user, sizeof *L);
+    if (!L) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the handle");
+    memset(L, 0, sizeof *L);
+    L->alloc = a;
+    L->cfg = *cfg;
+    L->io = cfg->io ? cfg->io : &cdl__posix_io;
+    L->me = -1;
+    *out = L;
+    L->avx2 = cdl__resample_use_avx2();
+    L->lock_repair = cdl__stream_repair;
+    /* limits added after 0.3.0: 0 (a caller that predates them) = default */
+    if (!L->cfg.max_decode_bytes) L->cfg.max_decode_bytes = CDL_DEFAULT_MAX_DECODE_BYTES;
+    if (!L->cfg.max_audio_samples) L->cfg.max_audio_samples = CDL_DEFAULT_MAX_AUDIO_SAMPLES;
+    /* Strings are copied: the caller's config may go away after open. */
+    size_t slen = strlen(cfg->source);
+    L->source_copy = cdl__malloc(L, slen + 1);
+    if (!L->source_copy) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+    memcpy(L->source_copy, cfg->source, slen + 1);
+    while (slen > 1 && L->source_copy[slen - 1] == '/') L->source_copy[--slen] = '\0';
+    L->cfg.source = L->source_copy;
+    if (cfg->group) {
+        size_t glen = strlen(cfg->group);
+        L->group_copy = cdl__malloc(L, glen + 1);
+        if (!L->group_copy) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+        memcpy(L->group_copy, cfg->group, glen + 1);
+        L->cfg.group = L->group_copy;
+    }
+    if (cfg->topology) { /* kept: coordl_get_config says what the cpuset indexes */
+        size_t tlen = strlen(cfg->topology);
+        L->topology_copy = cdl__malloc(L, tlen + 1);
+        if (!L->topology_copy) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+        memcpy(L->topology_copy, cfg->topology, tlen + 1);
+        L->cfg.topology = L->topology_copy;
+    }
+    return COORDL_OK;
+}
+
+/* From the indexed dataset: the rank's share, batches per epoch, the row
+ * sizes and the ring's capacity (the largest sizes coordl_set may ask for
+ * without reallocating it). */
+static coordl_status cdl__open_geometry(coordl *L) {
+    /* Token windows are copies: one worker keeps up with any trainer, and
+     * one per core would compete with the trainer's OpenMP threads. */
+    if (L->cfg.pipeline == COORDL_PIPE_TOKENS && L->cfg.threads == 0) L->cfg.threads = 1;
+    L->share = L->llmc ? L->llmc->total * L->cfg.batch_size : L->num_items / (uint64_t)L->cfg.world;
+    L->bpe = cdl__batches_for(L, L->cfg.batch_size);
+    if (L->share == 0)
+        return cdl__open_fail(COORDL_ERR_INVALID, "world: %d ranks but only %llu items; every rank needs at least "
+                              "one item per epoch", L->cfg.world, (unsigned long long)L->num_items);
+    if (L->bpe == 0)
+        return cdl__open_fail(COORDL_ERR_INVALID, "batch_size: %u is larger than this rank's %llu items per epoch "
+                              "with drop_last; lower batch_size", L->cfg.batch_size, (unsigned long long)L->share);
+    cdl__output_setup(L);
+    const uint32_t mw = L->cfg.max_out_w > L->cfg.out_w ? L->cfg.max_out_w : L->cfg.out_w;
+    const uint32_t mh = L->cfg.max_out_h > L->cfg.out_h ? L->cfg.max_out_h : L->cfg.out_h;
+    L->slot_rows_cap = L->cfg.max_batch_size > L->cfg.batch_size ? L->cfg.max_batch_size : L->cfg.batch_size;
+    size_t max_row = L->row_bytes;
+    if (L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL)
+        max_row = cdl__image_row_bytes(L, mw, mh); /* mw x mh <= 2^26 (cdl__validate) */
+    if (max_row > SIZE_MAX / L->slot_rows_cap)
+        return cdl__open_fail(COORDL_ERR_INVALID, "max_batch_size: %u rows of %zu bytes do not fit this platform",
+                              L->slot_rows_cap, max_row);
+    L->slot_data_cap = (size_t)L->slot_rows_cap * max_row;
+    L->nslots = L->cfg.prefetch_batches;
+    /* read-ahead as it will run (coordl_get_config reports it) */
+    if (L->cfg.group) L->cfg.readahead_items = 0;
+    if (L->cfg.readahead_items == 0) {
+        L->cfg.readahead_threads = 0;
+        L->cfg.readahead_bytes = 0;
+    } else {
+        if (L->cfg.readahead_threads == 0)
+            L->cfg.readahead_threads = L->cfg.readahead_items < 16 ? L->cfg.readahead_items : 16;
+        if (L->cfg.readahead_bytes == 0) {
+            /* twice the depth's worth of mean items, 4..64 MiB (every page
+             * of it is touched once per lap: no bigger than it needs) */
+            const uint64_t mean = L->num_items ? L->dataset_bytes / L->num_items : 0;
+            uint64_t b = 2 * (uint64_t)L->cfg.readahead_items * (mean + 64);
+            if (b < ((uint64_t)4 << 20)) b = (uint64_t)4 << 20;
+            if (b > ((uint64_t)64 << 20)) b = (uint64_t)64 << 20;
+            const uint64_t small = L->dataset_bytes + ((uint64_t)1 << 20);
+            L->cfg.readahead_bytes = small < b ? small : b;
+        }
+        if (L->cfg.readahead_bytes > SIZE_MAX / 4)
+            return cdl__open_fail(COORDL_ERR_INVALID, "readahead_bytes: %llu is too large for this platform",
+                                  (unsigned long long)L->cfg.readahead_bytes);
+    }
+    L->st.dataset_bytes = L->dataset_bytes;
+    L->st.cache_bytes_budget = L->cfg.cache_bytes;
+    return COORDL_OK;
+}
+
+/* A private stream: this process is the only member (index 0). */
+static coordl_status cdl__open_private_stream(coordl *L) {
+    L->S = cdl__calloc(L, 1, sizeof *L->S);
+    coordl_status rc = L->S ? cdl__stream_init(L->S, 0) : cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+    if (rc != COORDL_OK) return rc;
+    L->me = 0;
+    L->bit = 1;
+    L->my_gen = 1;
+    atomic_store(&L->S->members[0].gen, 1);
+    atomic_store(&L->S->members[0].pid, (int32_t)getpid());
+    atomic_store(&L->S->live_mask, 1u);
+    L->S->started = 1;
+    rc = cdl__cache_create(L);
+    if (rc == COORDL_OK) rc = cdl__ring_alloc(L, L->slot_rows_cap, L->slot_data_cap);
+    return rc;
+}
+
+static void cdl__open_log(coordl *L) {
+    cdl__log(L, COORDL_LOG_INFO, "opened %s: %llu items, %u classes, %llu batches/epoch, %d workers, "
+             "cache %llu bytes", L->cfg.source, (unsigned long long)L->num_items, L->num_classes,
+             (unsigned long long)L->bpe, L->nworkers, (unsigned long long)L->cfg.cache_bytes);
+    char node[32];
+    if (L->place.node >= 0) snprintf(node, sizeof node, "node %d", L->place.node);
+    else snprintf(node, sizeof node, "%d nodes (interleaved)", L->place.nnodes);
+    cdl__log(L, COORDL_LOG_INFO, "placement%s: workers on PUs %s%s%s; memory on %s, %s; "
+             "%llu bytes page-locked", L->place.simulate ? " (simulated topology, nothing bound)" : "",
+             L->st.placement_cpus, L->st.reserved_cpus[0] ? "; reserved for the trainer: PUs " : "",
+             L->st.reserved_cpus, node, L->st.memory_bound ? "bound" : "not bound",
+             (unsigned long long)L->st.pinned_bytes);
+}
+
+CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
+    cdl__open_errmsg[0] = '\0';
+    if (out) *out = NULL;
+    if (!cfg || !out) return cdl__open_fail(COORDL_ERR_INVALID, "coordl_open: cfg and out must not be NULL");
+    coordl_status rc = cdl__validate(cfg);
+    if (rc != COORDL_OK) return rc;
+    coordl *L = NULL;
+    rc = cdl__open_handle(cfg, &L);
+    if (rc == COORDL_OK && L->cfg.mpi_comm) {
+#ifdef COORDL_MPI
+        rc = cdl__peer_open(L);
+#else
+        rc = cdl__open_fail(COORDL_ERR_UNSUPPORTED, "mpi_comm: this build has no MPI; build with COORDL_MPI "
+                            "(make MPI=1)");
+#endif
+    }
+    if (rc == COORDL_OK) rc = cdl__index_source(L);
+    if (rc == COORDL_OK && L->cfg.pipeline == COORDL_PIPE_TOKENS && L->cfg.token_order == COORDL_TOKENS_LLMC)
+        rc = cdl__llmc_init(L);
+    if (rc == COORDL_OK) rc = cdl__open_geometry(L);
+    if (rc == COORDL_OK) rc = cdl__placement_choose(L, &L->place);
+    if (rc == COORDL_OK) {
+        L->memory_bound_all = L->cfg.bind && !L->place.simulate;
+        if (L->cfg.cache_policy == COORDL_CACHE_MINIO) rc = cdl__cache_clamp(L);
+    }
+    if (rc == COORDL_OK && L->cfg.group) {
+        L->memory_bound_all = 0; /* the shm object is placed by first touch */
+        rc = cdl__group_open(L);
+        if (rc == COORDL_OK) rc = cdl__ring_alloc(L, L->slot_rows_cap, L->slot_data_cap); /* private arrays */
+    } else if (rc == COORDL_OK) {
+        rc = cdl__open_private_stream(L);
+    }
+#ifdef COORDL_MPI
+    /* before the workers: they read the peer bookkeeping */
+    if (rc == COORDL_OK && L->peer_comm_set) rc = cdl__peer_start(L);
+#endif
+    if (rc == COORDL_OK) {
+        L->st.memory_bound = L->memory_bound_all;
+        if (L->pin_failed)
+            cdl__log(L, COORDL_LOG_WARN, "cache and batch ring are not page-locked (%s); using pageable "
+                     "memory (raise RLIMIT_MEMLOCK or grant CAP_IPC_LOCK to pin them)", L->pin_error);
+        rc = cdl__ra_start(L);
+        if (rc == COORDL_OK) rc = cdl__pool_start(L);
+    }
+    if (rc != COORDL_OK) {
+        char keep[CDL_ERRMSG_MAX];
+        memcpy(keep, cdl__open_errmsg, sizeof keep);
+        coordl_close(L);
+        memcpy(cdl__open_errmsg, keep, sizeof keep);
+        return rc;
+    }
+    cdl__open_log(L);
+    L->last_return_ns = 0;
+    /* the placement strings were consumed by open; drop the caller's
+     * pointers so nothing can read them after the caller frees them (the
+     * topology points to the handle's copy) */
+    L->cfg.cpuset = L->cfg.pci_bus_id = NULL;
+    *out = L;
+    return COORDL_OK;
+}
+
+/* The consumer's time inside every coordl call (next, next_into, release,
+ * seek, set) counts as stall; the time between the end of one call and
+ * the start of the next as compute. The stall also goes to `epoch`'s
+ * counters. cdl__consumer_time, at the end of each such call under mu,
+ * counts up to now and returns now; cdl__consumer_done, after the unlock,
+ * keeps the rest (the unlock, a wake-up, the thread preempted meanwhile:
+ * on a busy machine most of a release) as the tail that the next call
+ * moves into the counters (coordl_get_stats adds it meanwhile). */
+static uint64_t cdl__consumer_time(coordl *L, uint64_t t_enter, uint64_t epoch) {
+    const uint64_t now = cdl__now_ns();
+    const uint64_t tail = atomic_exchange(&L->stall_tail_ns, 0);
+    if (tail) {
+        L->st.stall_ns += tail;
+        cdl__epoch_entry(L, L->stall_tail_epoch)->s.stall_ns += tail;
+    }
+    if (L->last_return_ns && t_enter > L->last_return_ns) L->st.compute_ns += t_enter - L->last_return_ns;
+    L->st.stall_ns += now - t_enter;
+    cdl__epoch_entry(L, epoch)->s.stall_ns += now - t_enter;
+    return now;
+}
+
+static void cdl__consumer_done(coordl *L, uint64_t counted_until, uint64_t epoch) {
+    const uint64_t end = cdl__now_ns();
+    L->stall_tail_epoch = epoch;
+    atomic_store(&L->stall_tail_ns, end > counted_until ? end - counted_until : 0);
+    L->last_return_ns = end;
+}
+
+/* While its next batch is not ready the consumer of a token pipeline
+ * prepares rows itself, as a worker would (claim, prepare, complete): a
+ * window is a copy of a few hundred bytes, so doing it is cheaper than
+ * waiting for a worker that the trainer's own threads or other processes
+ * keep off the cores. 1 when it prepared a row. Under mu (released while
+ * the row is prepared). */
+static int cdl__consumer_help(coordl *L) {
+    cdl__worker *H = L->helper;
+    cdl__claim c;
+    cdl__row_result r;
+    if (!H || !cdl__stream_try_claim(L, &c)) return 0;
+    cdl__unlock(L);
+    cdl__worker_prepare(H, &c, &r);
+    cdl__lock(L);
+    cdl__stream_complete(L, &c, &H->row, &r);
+    return 1;
+}
+
+/* coordl_next under mu: the end of an epoch, or the next batch in order
+ * (waiting for it). *epoch: the epoch the call's time belongs to. */
+static coordl_status cdl__consumer_next(coordl *L, coordl_batch *out, uint64_t *epoch) {
+    cdl__stream *S = L->S;
+    memset(out, 0, sizeof *out);
+    L->errmsg[0] = '\0';
+    *epoch = L->cur_epoch;
+    if (L->cur_pos >= cdl__epoch_end(L, L->cur_epoch)) {
+        out->epoch = L->cur_epoch;
+        L->cur_epoch++;
+        L->cur_pos = 0;
+        L->cur_index = 0;
+        return COORDL_END_OF_EPOCH;
+    }
+    if (S->broken) {
+        snprintf(L->errmsg, sizeof L->errmsg, "the batch ring could not be reallocated by coordl_set; "
+                 "close this handle");
+        return COORDL_ERR_NOMEM;
+    }
+    if (L->held >= L->nslots) {
+        snprintf(L->errmsg, sizeof L->errmsg, "all %u batch slots are held; release a batch before "
+                 "asking for the next (or raise prefetch_batches)", L->nslots);
+        return COORDL_ERR_INVALID;
+    }
+    for (;;) {
+        if (!cdl__member_current(L)) {
+            snprintf(L->errmsg, sizeof L->errmsg, "group %s: this member was dropped from the group "
+                     "(no heartbeat within group_timeout_ms); close and reopen", L->cfg.group ? L->cfg.group : "");
+            return COORDL_ERR_GROUP;
+        }
+        const int s = cdl__stream_find(L);
+        if (s >= 0) return cdl__stream_take(L, (uint32_t)s, out);
+        if (cdl__consumer_help(L)) continue;
+        cdl__signal(L, &S->work_cv); /* below the release mark a worker may sleep */
+        cdl__wait(L, &S->ready_cv);
+    }
+}
+
+CDL_PRIVATE coordl_status cdl__next(coordl *L, coordl_batch *out) {
+    if (!L || !out) return COORDL_ERR_INVALID;
+    const uint64_t t0 = cdl__now_ns();
+    uint64_t epoch;
+    cdl__lock(L);
+    const coordl_status rc = cdl__consumer_next(L, out, &epoch);
+    const uint64_t counted = cdl__consumer_time(L, t0, epoch);
+    cdl__unlock(L);
+    cdl__consumer_done(L, counted, epoch);
+    return rc;
+}
+
+void coordl_release(coordl *L, coordl_batch *b) {
+    if (!L || !b || b->slot_ == 0) return;
+    const uint64_t t0 = cdl__now_ns();
+    cdl__test_hook(L, "release");
+    cdl__lock(L);
+    const int freed = cdl__stream_release(L, b);
+    const uint64_t counted = cdl__consumer_time(L, t0, b->epoch);
+    cdl__unlock(L);
+    if (freed) cdl__signal_unlocked(L, &L->S->work_cv);
+    cdl__consumer_done(L, counted, b->epoch);
+    b->slot_ = 0;
+}
+
+coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes, void *labels_or_targets,
+                               size_t label_bytes) {
+    if (!L || !data) return COORDL_ERR_INVALID;
+    const uint64_t t0 = cdl__now_ns();
+    uint64_t epoch = L->cur_epoch;
+    coordl_batch b;
+    coordl_status rc = COORDL_OK;
+    cdl__lock(L);
+    const uint64_t end = cdl__epoch_end(L, L->cur_epoch);
+    if (L->cur_pos < end) {
+        /* Check sizes against the batch that comes next, before taking it,
+         * so that a too-small buffer consumes nothing. */
+        const uint64_t left = end - L->cur_pos;
+        const size_t n = (size_t)(left < L->cfg.batch_size ? left : L->cfg.batch_size);
+        const size_t need_data = n * L->row_bytes;
+        const size_t need_labels = n * (L->target_row_bytes ? L->target_row_bytes : sizeof(int32_t));
+        if (data_bytes < need_data || (labels_or_targets && label_bytes < need_labels)) {
+            snprintf(L->errmsg, sizeof L->errmsg, "coordl_next_into: the next batch needs %zu data bytes "
+                     "and %zu %s bytes; got %zu and %zu", need_data, need_labels,
+                     L->target_row_bytes ? "target" : "label", data_bytes, label_bytes);
+            rc = COORDL_ERR_INVALID;
+        }
+    }
+    if (rc == COORDL_OK) rc = cdl__consumer_next(L, &b, &epoch);
+    if (rc != COORDL_OK) {
+        const uint64_t counted = cdl__consumer_time(L, t0, epoch);
+        cdl__unlock(L);
+        cdl__consumer_done(L, counted, epoch);
+        return rc;
+    }
+    /* the batch is held: its slot cannot be reused while it is copied,
+     * and the workers need not wait for the copy */
+    cdl__unlock(L);
+    memcpy(data, b.data, b.data_bytes);
+    if (labels_or_targets) {
+        if (b.targets) memcpy(labels_or_targets, b.targets, (size_t)b.n * L->target_row_bytes);
+        else memcpy(labels_or_targets, b.labels, (size_t)b.n * sizeof(int32_t));
+    }
+    cdl__lock(L);
+    const int freed = cdl__stream_release(L, &b);
+    const uint64_t counted = cdl__consumer_time(L, t0, epoch);
+    cdl__unlock(L);
+    if (freed) cdl__signal_unlocked(L, &L->S->work_cv);
+    cdl__consumer_done(L, counted, epoch);
+    return COORDL_OK;
+}
+
+coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
+    if (!L) return COORDL_ERR_INVALID;
+    if (L->cfg.group) {
+        snprintf(L->errmsg, sizeof L->errmsg, "coordl_seek: a coordinated group shares one stream; members cannot "
+                 "seek alone");
+        return COORDL_ERR_UNSUPPORTED;
+    }
+    const uint64_t t0 = cdl__now_ns();
+    cdl__lock(L);
+    if (batch >= L->bpe) {
+        snprintf(L->errmsg, sizeof L->errmsg, "coordl_seek: batch %llu is not below batches_per_epoch (%llu)",
+                 (unsigned long long)batch, (unsigned long long)L->bpe);
+        cdl__unlock(L);
+        return COORDL_ERR_INVALID;
+    }
+    cdl__stream_pause(L);
+    L->cur_epoch = epoch;
+    L->cur_pos = batch * L->cfg.batch_size;
+    L->cur_index = batch;
+    L->S->cut_epoch = UINT64_MAX; /* whole epochs of the current size again */
+    L->S->cut_pos = 0;
+    cdl__peer_seek(L, epoch, batch);
+    cdl__stream_restart(L);
+    const uint64_t counted = cdl__consumer_time(L, t0, epoch);
+    cdl__unlock(L);
+    cdl__consumer_done(L, counted, epoch);
+    return COORDL_OK;
+}
+
+coordl_status coordl_from_llmc(const coordl *L, uint64_t epoch, uint64_t shard_idx, uint64_t sample_idx,
+                               uint64_t *out_epoch, uint64_t *out_batch) {
+    if (!L || !L->llmc || !out_epoch || !out_batch || shard_idx >= L->nshards) return COORDL_ERR_INVALID;
+    cdl__llmc *M = L->llmc;
+    pthread_mutex_lock(&M->mu);
+    const cdl__llmc_epoch *e = cdl__llmc_table(L, epoch);
+    const uint64_t first = e->prefix[shard_idx], count = e->prefix[shard_idx + 1] - first;
+    pthread_mutex_unlock(&M->mu);
+    if (sample_idx > count) return COORDL_ERR_INVALID;
+    const uint64_t batch = first + sample_idx;
+    *out_epoch = batch < M->total ? epoch : epoch + 1;
+    *out_batch = batch < M->total ? batch : 0;
+    return COORDL_OK;
+}
+
+coordl_status coordl_to_llmc(const coordl *L, uint64_t epoch, uint64_t batch, uint64_t *shard_idx,
+                             uint64_t *sample_idx) {
+    if (!L || !L->llmc || !shard_idx || !sample_idx || batch >= L->llmc->total) return COORDL_ERR_INVALID;
+    uint32_t shard;
+    cdl__llmc_locate(L, epoch, batch, shard_idx, sample_idx, &shard);
+    return COORDL_OK;
+}
+
+/* coordl_set's checks: the new (w, h, B) for parameter p, or an error. */
+static coordl_status cdl__set_sizes(coordl *L, coordl_param p, int64_t value, uint32_t *w, uint32_t *h, uint32_t *B) {
+    const int image = L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL;
+    switch (p) {
+    case COORDL_PARAM_OUT_W:
+    case COORDL_PARAM_OUT_H:
+    case COORDL_PARAM_OUT_SIZE:
+        if (!image || value < 1 || value > 65535) {
+            snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: %s %lld is out of range (1..65535, image "
+                     "pipelines only)", p == COORDL_PARAM_OUT_W ? "out_w" : p == COORDL_PARAM_OUT_H ? "out_h"
+                     : "out size", (long long)value);
+            return COORDL_ERR_INVALID;
+        }
+        if (p != COORDL_PARAM_OUT_H) *w = (uint32_t)value;
+        if (p != COORDL_PARAM_OUT_W) *h = (uint32_t)value;
+        if ((uint64_t)*w * *h > (1u << 26)) {
+            snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: output size %ux%u is too large", *w, *h);
+            return COORDL_ERR_INVALID;
+        }
+        return COORDL_OK;
+    case COORDL_PARAM_BATCH_SIZE:
+        if (L->llmc) {
+            snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: llm.c's token order cuts every shard into "
+                     "samples of world x batch_size windows at open; the batch size cannot change");
+            return COORDL_ERR_INVALID;
+        }
+        if (value < 1 || value > UINT32_MAX || (L->cfg.drop_last && (uint64_t)value > L->share)) {
+            snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: batch_size %lld is out of range (1..%llu)",
+                     (long long)value, (unsigned long long)(L->cfg.drop_last ? L->share : UINT32_MAX));
+            return COORDL_ERR_INVALID;
+        }
+        *B = (uint32_t)value;
+        return COORDL_OK;
+    default:
+        snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: unknown parameter %d", (int)p);
+        return COORDL_ERR_INVALID;
+    }
+}
+
+/* Grows the ring for B rows of row_bytes (paused, nothing held): through
+ * the ring allocator, falling back to the old size when the new one cannot
+ * be mapped; the handle is broken only when not even that maps again. */
+static coordl_status cdl__set_grow_ring(coordl *L, uint32_t B, size_t row_bytes) {
+    const size_t old_cap = L->slot_data_cap;
+    const uint32_t old_rows = L->slot_rows_cap;
+    const uint32_t rows = B > old_rows ? B : old_rows;
+    if (row_bytes > SIZE_MAX / rows) {
+        snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: %u rows of %zu bytes do not fit this platform", rows, row_bytes);
+        return COORDL_ERR_INVALID;
+    }
+    const size_t cap = (size_t)rows * row_bytes > old_cap ? (size_t)rows * row_bytes : old_cap;
+    if (cdl__ring_alloc(L, rows, cap) == COORDL_OK) return COORDL_OK;
+    snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: %.400s", cdl__open_errmsg);
+    if (cdl__ring_alloc(L, old_rows, old_cap) != COORDL_OK) L->S->broken = 1;
+    return COORDL_ERR_NOMEM;
+}
+
+coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
+    if (!L) return COORDL_ERR_INVALID;
+    if (L->cfg.group) {
+        snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: a coordinated group shares one stream; set the sizes "
+                 "at open");
+        return COORDL_ERR_UNSUPPORTED;
+    }
+    const uint64_t t0 = cdl__now_ns();
+    const int image = L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL;
+    uint32_t w = L->cfg.out_w, h = L->cfg.out_h, B = L->cfg.batch_size;
+    coordl_status rc = cdl__set_sizes(L, p, value, &w, &h, &B);
+    if (rc != COORDL_OK) return rc;
+    const size_t row_bytes = image ? cdl__image_row_bytes(L, w, h) : L->row_bytes;
+    const int grow = B > L->slot_rows_cap || (size_t)B * row_bytes > L->slot_data_cap;
+    cdl__lock(L);
+    if (grow && L->held > 0) {
+        snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: %ux%u x %u rows needs a bigger ring while %u "
+                 "batch(es) are held; release them first, or set max_out_w/max_out_h/max_batch_size at "
+                 "open", w, h, B, L->held);
+        cdl__unlock(L);
+        return COORDL_ERR_INVALID;
+    }
+    cdl__stream_pause(L);
+    if (grow) rc = cdl__set_grow_ring(L, B, row_bytes);
+    if (rc == COORDL_OK) {
+        L->cfg.out_w = w;
+        L->cfg.out_h = h;
+        if (B != L->cfg.batch_size) {
+            L->S->cut_epoch = L->cur_epoch;
+            L->S->cut_pos = L->cur_pos;
+        }
+        L->cfg.batch_size = B;
+        L->row_bytes = row_bytes;
+        L->bpe = cdl__batches_for(L, B);
+    }
+    /* a broken handle stays paused and every later coordl_next reports it */
+    if (!L->S->broken) cdl__stream_restart(L);
+    const uint64_t epoch = L->cur_epoch, counted = cdl__consumer_time(L, t0, epoch);
+    cdl__unlock(L);
+    cdl__consumer_done(L, counted, epoch);
+    return rc;
+}
+
+/* Queries ("any thread") read what workers and coordl_set write under the
+ * stream's lock, so they take it too. */
+CDL_PRIVATE void cdl__get_stats(const coordl *L, coordl_stats *out) {
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    if (!L) return;
+    coordl *M = (coordl *)L; /* the mutex is the only thing touched */
+    cdl__lock(M);
+    *out = L->st;
+    out->stall_ns += atomic_load(&M->stall_tail_ns); /* the consumer's last call, not yet moved in */
+    out->group_members = (uint32_t)__builtin_popcount(atomic_load(&M->S->live_mask));
+    cdl__unlock(M);
+    if (L->cache_entries) {
+        out->cache_bytes_used = atomic_load(&M->S->cache_used);
+        out->cache_items = atomic_load(&M->S->cache_items);
+        out->cache_item_bytes = atomic_load(&M->S->cache_src_bytes);
+        out->jpeg_rewritten_items = atomic_load(&M->S->cache_rst_items);
+    } else if (L->lru) {
+        pthread_mutex_lock(&L->lru->mu);
+        out->cache_bytes_used = out->cache_item_bytes = L->lru->bytes_used;
+        out->cache_items = L->lru->items;
+        pthread_mutex_unlock(&L->lru->mu);
+    }
+    out->items_prepared = out->items;
+    if (L->ra) {
+        pthread_mutex_lock(&L->ra->mu);
+        out->readahead_reads = L->ra->reads;
+        out->readahead_read_ns = L->ra->read_ns;
+        out->readahead_skips = L->ra->skips;
+        pthread_mutex_unlock(&L->ra->mu);
+    }
+    if (out->read_storage_ns) out->storage_mb_per_s = out->storage_bytes / 1e6 / (out->read_storage_ns / 1e9);
+    if (out->items) {
+        out->bytes_per_item = (double)(out->cache_hit_bytes + out->storage_bytes) / (double)out->items;
+        out->prep_us_per_item = (out->read_ns + out->decode_ns + out->augment_ns) / 1e3 / (double)out->items;
+    }
+}
+
+CDL_PRIVATE coordl_status cdl__get_epoch_stats(const coordl *L, uint64_t epoch, coordl_epoch_stats *out) {
+    if (!L || !out) return COORDL_ERR_INVALID;
+    coordl *M = (coordl *)L;
+    coordl_status rc = COORDL_ERR_INVALID;
+    cdl__lock(M);
+    const cdl__epoch_counters *e = &L->epochs[epoch % CDL_EPOCH_STATS_KEPT];
+    if (e->used && e->epoch == epoch) {
+        *out = e->s;
+        rc = COORDL_OK;
+    }
+    cdl__unlock(M);
+    return rc;
+}
+
+/* The settings L runs with: the config as open resolved it, and as
+ * coordl_set changed it since (under the lock, like the stats). */
+CDL_PRIVATE void cdl__get_config(const coordl *L, coordl_config *out) {
+    coordl *M = (coordl *)L; /* the mutex is the only thing touched */
+    cdl__lock(M);
+    *out = L->cfg;
+    cdl__unlock(M);
+    out->threads = L->nworkers;
+    out->prefetch_batches = L->nslots;
+    /* the placement chosen, in the terms of the inputs: the PUs the workers
+     * run on (reserve_cores already left out) and the memory's node (-1:
+     * several, interleaved); the pci_bus_id it came from is resolved */
+    out->cpuset = L->st.placement_cpus;
+    out->numa_node = L->st.placement_node;
+    out->pci_bus_id = NULL;
+}
+
+uint64_t coordl_num_items(const coordl *L) { return L ? L->num_items : 0; }
+
+uint64_t coordl_batches_per_epoch(const coordl *L) {
+    if (!L) return 0;
+    coordl *M = (coordl *)L;
+    cdl__lock(M);
+    const uint64_t bpe = L->bpe; /* coordl_set changes it */
+    cdl__unlock(M);
+    return bpe;
+}
+
+uint32_t coordl_num_classes(const coordl *L) { return L ? L->num_classes : 0; }
+
+const char *coordl_item_path(const coordl *L, uint64_t id) {
+    if (!L || id >= L->num_items) return NULL;
+    return cdl__item_path(L, id);
+}
+
+int32_t coordl_item_label(const coordl *L, uint64_t id) {
+    if (!L || id >= L->num_items) return -1;
+    return cdl__item_label(L, id);
+}
+
+CDL_PRIVATE coordl_status cdl__sample_transform(coordl *L, uint64_t epoch, uint64_t id, coordl_transform *out) {
+    if (!L || !out || id >= L->num_items) return COORDL_ERR_INVALID;
+    memset(out, 0, sizeof *out);
+    /* A throwaway worker: this is a diagnostic call, not the hot path. */
+    cdl__worker W;
+    memset(&W, 0, sizeof W);
+    W.L = L;
+    cdl__bytes in = {NULL, 0};
+    coordl_status rc = cdl__read_file(&W, id, &in);
+    if (rc == COORDL_OK && L->cfg.pipeline == COORDL_PIPE_AUDIO) {
+        /* audio: the crop window in (resampled) samples, from the header */
+        cdl__wav wav;
+        uint64_t n = 0;
+        rc = cdl__wav_open(&W, cdl__item_path(L, id), &in, &wav, &n);
+        if (rc == COORDL_OK) {
+            out->image_w = (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n);
+            out->image_h = 1;
+            out->x = (double)cdl__audio_offset(L, epoch, id, n);
+            out->w = L->cfg.audio_samples;
+            out->h = 1;
+        }
+        cdl__free(L, W.readbuf);
+        return rc;
+    }
+    if (rc == COORDL_OK && L->cfg.pipeline == COORDL_PIPE_TOKENS) {
+        out->image_w = L->cfg.seq_len + 1;
+        out->image_h = 1;
+        out->w = L->cfg.seq_len + 1;
+        out->h = 1;
+        cdl__free(L, W.readbuf);
+        return rc;
+    }
+    if (rc != COORDL_OK) {
+        cdl__free(L, W.readbuf);
+        return rc;
+    }
+    int iw = 0, ih = 0;
+    rc = cdl__image_size(&W, cdl__item_path(L, id), &in, &iw, &ih);
+    if (rc != COORDL_OK) {
+        cdl__free(L, W.readbuf);
+        return rc;
+    }
+    if (rc == COORDL_OK) {
+        cdl__geom g;
+        cdl__lock(L); /* the plan reads the output size coordl_set writes */
+        cdl__plan(L, epoch, id, iw, ih, &g);
+        cdl__unlock(L);
+        out->image_w = (uint32_t)iw;
+        out->image_h = (uint32_t)ih;
+        out->x = g.x0; out->y = g.y0; out->w = g.sw; out->h = g.sh;
+        if (g.darknet) { /* the window's footprint, centred where the row's centre reads */
+            const double cx = L->cfg.out_w / 2.0, cy = L->cfg.out_h / 2.0;
+            const double fw = L->cfg.out_w * sqrt(g.m[0] * g.m[0] + g.m[3] * g.m[3]);
+            const double fh = L->cfg.out_h * sqrt(g.m[1] * g.m[1] + g.m[4] * g.m[4]);
+            out->x = g.m[0] * cx + g.m[1] * cy + g.m[2] - fw / 2.0;
+            out->y = g.m[3] * cx + g.m[4] * cy + g.m[5] - fh / 2.0;
+            out->w = fw;
+            out->h = fh;
+        }
+        out->flip = g.flip;
+        out->angle = g.angle * 180.0 / 3.14159265358979;
+        out->aspect = g.daspect;
+        out->saturation = g.dsat;
+        out->exposure = g.dexp;
+        out->hue = g.dhue;
+    }
+    cdl__free(L, W.readbuf);
+    return rc;
+}
+
+const char *coordl_errmsg(const coordl *L) { return L ? L->errmsg : cdl__open_errmsg; }
+
+const char *coordl_strerror(coordl_status s) {
+    switch (s) {
+#define CDL_STATUS_CASE(name, value, text) case COORDL_##name: return text;
+        COORDL_STATUS_MAP(CDL_STATUS_CASE)
+#undef CDL_STATUS_CASE
+    default: return "unknown status";
+    }
+}
+
+void coordl_close(coordl *L) {
+    if (!L) return;
+    if (L->S) cdl__pool_stop(L);
+#ifdef COORDL_MPI
+    cdl__peer_close(L);
+#endif
+    cdl__cache_destroy(L);
+    cdl__ring_free(L); /* before the group is left: it knows which arrays are shared */
+    if (L->shm_base) {
+        cdl__group_leave(L);
+    } else if (L->S) {
+        pthread_mutex_destroy(&L->S->mu);
+        pthread_cond_destroy(&L->S->work_cv.cv);
+        pthread_cond_destroy(&L->S->ready_cv.cv);
+        pthread_cond_destroy(&L->S->idle_cv.cv);
+        cdl__free(L, L->S);
+    }
+    cdl__member_thread_stop(L); /* a group whose open failed before it was left */
+    cdl__free(L, L->items);
+    cdl__free(L, L->tar_items);
+    cdl__free(L, L->tar_shards);
+    cdl__llmc_free(L);
+    cdl__free(L, L->shards);
+    cdl__free(L, L->strings);
+    cdl__free(L, L->source_copy);
+    cdl__free(L, L->group_copy);
+    cdl__free(L, L->topology_copy);
+    cdl__placement_free(L, &L->place);
+    coordl_allocator a = L->alloc;
+    a.free_fn(a.user, L);
+}
+
+int coordl_libversion_number(void) { return COORDL_VERSION_NUMBER; }
+
+const coordl_io *coordl_io_posix(void) { return &cdl__posix_io; }
+

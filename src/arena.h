@@ -1,0 +1,18 @@
+#ifndef CDL_ARENA_H
+#define CDL_ARENA_H
+#include "platform.h"
+
+typedef struct cdl__arena {
+    cdl__u8 *base;
+    size_t bytes;  /* mapped length */
+    int locked;    /* mlock succeeded */
+    int pin_registered;
+    int borrowed;  /* part of a group's shm mapping: not unmapped alone */
+} cdl__arena;
+
+
+/* ---- interface ---- */
+CDL_PRIVATE coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes, int populate, const char *what);
+CDL_PRIVATE void cdl__arena_unmap(coordl *L, cdl__arena *a);
+CDL_PRIVATE void cdl__arena_borrow(coordl *L, cdl__arena *a, void *base, size_t bytes, const char *what);
+#endif /* CDL_ARENA_H */

@@ -1,0 +1,244 @@
+#include "platform.h"
+#include "decode.h"
+#include "status.h"
+#include "worker.h"
+#include "index.h"
+#include "jpeg_layout.h"
+#include "cache.h"
+#include "fetch.h"
+#include "image.h"
+#include "jpeg.h"
+#include "audio.h"
+#include "handle.h"
+
+
+#ifndef COORDL_NO_TOKENS
+/* Tokens: widen the window into inputs and targets (shifted by one). */
+static coordl_status cdl__decode_tokens(cdl__worker *W, const cdl__bytes *in, void *dst) {
+    coordl *L = W->L;
+    const uint32_t T = L->cfg.seq_len;
+    int32_t *inputs = dst, *targets = W->targets;
+    const size_t tb = in->len / (T + 1);
+    uint64_t t0 = cdl__now_ns();
+    for (uint32_t t = 0; t <= T; t++) {
+        int32_t v;
+        if (tb == 2) {
+            uint16_t u;
+            memcpy(&u, in->p + 2 * (size_t)t, 2);
+            v = u;
+        } else {
+            uint32_t u;
+            memcpy(&u, in->p + 4 * (size_t)t, 4);
+            v = (int32_t)u;
+        }
+        if (t < T) inputs[t] = v;
+        if (t > 0 && targets) targets[t - 1] = v;
+    }
+    W->row.decode_ns += cdl__now_ns() - t0;
+    return COORDL_OK;
+}
+#else /* COORDL_NO_TOKENS: open refuses COORDL_PIPE_TOKENS (section 18) */
+static coordl_status cdl__decode_tokens(cdl__worker *W, const cdl__bytes *in, void *dst) {
+    (void)in, (void)dst;
+    return cdl__worker_error(W, COORDL_ERR_UNSUPPORTED, "tokens are not in this build (COORDL_NO_TOKENS)");
+}
+#endif /* COORDL_NO_TOKENS */
+
+#ifndef COORDL_NO_JPEGTURBO /* else stb's JPEG decoder takes them */
+static int cdl__is_jpeg(const cdl__bytes *in) {
+    return in->len >= 3 && in->p[0] == 0xFF && in->p[1] == 0xD8 && in->p[2] == 0xFF;
+}
+#endif
+
+/* The size an image's header gives, checked like a decode would (format,
+ * sides, max_pixels); for coordl_sample_transform. */
+CDL_PRIVATE coordl_status cdl__image_size(cdl__worker *W, const char *path, const cdl__bytes *in, int *iw, int *ih) {
+    *iw = *ih = 0;
+#ifndef COORDL_NO_JPEGTURBO
+    if (cdl__is_jpeg(in)) {
+        /* the JPEG header, with a throwaway decompressor */
+        struct jpeg_decompress_struct jd;
+        coordl_status rc;
+        jd.err = jpeg_std_error(&W->jerr.pub);
+        W->jerr.pub.error_exit = cdl__jpeg_error_exit;
+        W->jerr.pub.emit_message = cdl__jpeg_emit_message; /* libjpeg's own prints warnings on stderr */
+        jpeg_create_decompress(&jd);
+        if (setjmp(W->jerr.jump) == 0) {
+            jpeg_mem_src(&jd, in->p, (unsigned long)in->len);
+            jpeg_read_header(&jd, TRUE);
+            *iw = (int)jd.image_width;
+            *ih = (int)jd.image_height;
+            rc = cdl__check_image_size(W, path, *iw, *ih);
+        } else {
+            rc = cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: not a decodable JPEG: %s", path, W->jerr.msg);
+        }
+        jpeg_destroy_decompress(&jd);
+        return rc;
+    }
+#endif
+    return cdl__stb_header(W, path, in, iw, ih, NULL);
+}
+
+/* Decode and augment the bytes of item `id` (named path) into dst. */
+static coordl_status cdl__decode_item(cdl__worker *W, const char *path, uint64_t epoch, uint64_t id,
+                                      const cdl__bytes *in, void *dst) {
+    switch (W->L->cfg.pipeline) {
+    case COORDL_PIPE_TOKENS: return cdl__decode_tokens(W, in, dst);
+    case COORDL_PIPE_AUDIO: return cdl__decode_wav(W, path, in, epoch, id, dst);
+    default: break;
+    }
+#ifndef COORDL_NO_JPEGTURBO
+    if (cdl__is_jpeg(in)) return cdl__decode_jpeg(W, path, in, epoch, id, dst, NULL);
+#endif
+    return cdl__decode_stb(W, path, in, epoch, id, dst);
+}
+
+/* The worker's JPEG decompressor, created once and reused. */
+CDL_PRIVATE void cdl__worker_decoder_init(cdl__worker *W) {
+#ifndef COORDL_NO_JPEGTURBO
+    W->jd.err = jpeg_std_error(&W->jerr.pub);
+    W->jerr.pub.error_exit = cdl__jpeg_error_exit;
+    W->jerr.pub.emit_message = cdl__jpeg_emit_message;
+    jpeg_create_decompress(&W->jd);
+    W->jprogress.progress_monitor = cdl__jpeg_scan_limit;
+    W->jd.progress = &W->jprogress;
+    W->jd_ready = 1;
+    W->jdest.pub.init_destination = cdl__jdest_init; /* rewrites write into W->rw (section 13) */
+    W->jdest.pub.empty_output_buffer = cdl__jdest_full;
+    W->jdest.pub.term_destination = cdl__jdest_term;
+#else
+    (void)W;
+#endif
+}
+
+/* The window jpeg_rewrite_budget is counted over (its CPU time halves when
+ * busy + rewrite time passes this). */
+#define CDL_BUDGET_WINDOW_NS 2000000000ull
+
+#ifndef COORDL_NO_JPEGTURBO
+/* Whether this worker may spend a rewrite now. Over its recent time (the
+ * window: a few seconds of its CPU), rewrites may take jpeg_rewrite_budget
+ * (b) of it, plus the time the spliced decodes in it saved (each against
+ * the worker's mean plain decode): rewrite <= b x (busy + rewrite) +
+ * saved. So in any stretch of its work it takes at most 1 / (1 - b) of
+ * the time the same samples would take without random access: throughput
+ * stays >= (1 - b) of that (0.92x at the default 0.08), epoch by epoch,
+ * from the first; and what converted items save converts the rest sooner. */
+static int cdl__rewrite_allowed(const cdl__worker *W) {
+    const double b = W->L->cfg.jpeg_random_access ? W->L->cfg.jpeg_rewrite_budget : 0.0;
+    if (b <= 0.0) return 0;
+    if (b >= 1.0) return 1;
+    double saved = 0.0;
+    if (W->plain_n && W->splice_n) {
+        const double plain = (double)W->plain_cpu / (double)W->plain_n, spliced = (double)W->splice_cpu / (double)W->splice_n;
+        if (plain > spliced) saved = (plain - spliced) * (double)W->splice_win;
+    }
+    return (double)W->rewrite_cpu <= b * (double)(W->busy_cpu + W->rewrite_cpu) + saved;
+}
+
+/* Rewrites item id (its bytes in *in, fetched by W) with restart markers
+ * and puts the rewrite in the cache in place of the bytes. On success *in
+ * points to the rewrite (in W->rw) and *lay holds its layout; otherwise
+ * the item stays as it was, marked never to be tried again. */
+static int cdl__rewrite_item(cdl__worker *W, uint64_t id, cdl__bytes *in, cdl__jpeg_layout *lay, int idle) {
+    coordl *L = W->L;
+    const uint64_t t0 = cdl__now_ns(), cpu0 = cdl__thread_cpu_ns();
+    int too_big = 0;
+    /* no room reserved: only a rewrite that fits in place, so the smaller
+     * optimized tables */
+    const size_t n = cdl__jpeg_rewrite(W, in->p, in->len, W->fetch_cap, W->fetch_cap <= in->len, lay, &too_big);
+    const int ok = n != 0;
+    if (ok) {
+        /* a reader elsewhere (the same item in another epoch): it stays
+         * plain for now and is tried again later */
+        if (cdl__cache_replace_minio(L, id, W->rw, n, W->held != 0)) {
+            W->row.jpeg_rewrites++;
+            W->row.jpeg_rewrites_idle += (uint64_t)idle;
+        }
+        in->p = W->rw;
+        in->len = n;
+    } else {
+        cdl__cache_keep_minio(L, id);
+        W->row.jpeg_rewrite_failures++;
+        cdl__log(L, COORDL_LOG_DEBUG, "%s: kept as it is, not rewritten for random access (%s)",
+                 cdl__item_path(L, id), too_big ? "the rewrite outgrows its room in the cache" : "cannot rewrite it");
+    }
+    W->row.jpeg_rewrite_ns += cdl__now_ns() - t0;
+    if (!idle) W->rewrite_cpu += cdl__thread_cpu_ns() - cpu0; /* idle time is free */
+    return ok;
+}
+
+/* Idle time (no slot to fill: the ring is full, the trainer is the
+ * bottleneck): rewrites one cached JPEG not rewritten yet, found from this
+ * handle's cursor, with no lock held. Its counters go into *done. Returns
+ * 1 when it found one (more may remain), 0 when there is none. */
+CDL_PRIVATE int cdl__rewrite_idle(cdl__worker *W, cdl__counters *done) {
+    coordl *L = W->L;
+    memset(done, 0, sizeof *done);
+    if (!L->cache_entries || !L->cfg.jpeg_random_access || atomic_load(&L->S->cache_plain_items) == 0) return 0;
+    for (uint64_t tries = 0; tries < L->num_items; tries++) {
+        const uint64_t id = atomic_fetch_add(&L->idle_cursor, 1) % L->num_items;
+        if (atomic_load_explicit(&L->cache_entries[id].jpeg, memory_order_relaxed) != CDL_CE_PLAIN) continue;
+        uint32_t len, cap;
+        int kind;
+        const cdl__u8 *p = cdl__cache_acquire_minio(L, id, &len, &kind, &cap);
+        if (!p) continue;
+        W->held = id + 1;
+        W->fetch_kind = kind;
+        W->fetch_cap = cap;
+        if (kind == CDL_CE_PLAIN) {
+            cdl__bytes in = {p, len};
+            cdl__jpeg_layout lay;
+            memset(&W->row, 0, sizeof W->row);
+            cdl__rewrite_item(W, id, &in, &lay, 1);
+            *done = W->row;
+        }
+        cdl__fetch_done(W);
+        if (kind == CDL_CE_PLAIN) return 1;
+    }
+    return 0;
+}
+#endif
+
+/* Decodes and augments the fetched bytes of item `id` into dst: a cached
+ * JPEG rewrite through a spliced crop, a plain cached JPEG rewritten first
+ * when the budget allows, everything else as cdl__decode_item does. */
+static coordl_status cdl__prepare_item_bytes(cdl__worker *W, uint64_t epoch, uint64_t id, void *dst,
+                                             cdl__bytes *in) {
+    coordl *L = W->L;
+    const char *path = cdl__item_path(L, id);
+#ifndef COORDL_NO_JPEGTURBO
+    if (L->cfg.pipeline != COORDL_PIPE_TOKENS && L->cfg.pipeline != COORDL_PIPE_AUDIO && cdl__is_jpeg(in)) {
+        cdl__jpeg_layout lay;
+        if (W->fetch_kind == CDL_CE_RST && cdl__jpeg_walk(in->p, in->len, &lay) && lay.index_off)
+            return cdl__decode_jpeg(W, path, in, epoch, id, dst, &lay);
+        if (W->fetch_kind == CDL_CE_PLAIN && cdl__rewrite_allowed(W) && cdl__rewrite_item(W, id, in, &lay, 0))
+            return cdl__decode_jpeg(W, path, in, epoch, id, dst, &lay);
+    }
+#endif
+    return cdl__decode_item(W, path, epoch, id, in, dst);
+}
+
+/* Fetch, decode and augment item `id` into dst. */
+CDL_PRIVATE coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint64_t id, void *dst) {
+    cdl__bytes in = {NULL, 0};
+#ifndef COORDL_NO_JPEGTURBO
+    const int budget = W->L->cfg.jpeg_random_access && W->L->cache_entries;
+#else
+    const int budget = 0; /* no rewrites without libjpeg: nothing to account */
+#endif
+    const uint64_t cpu0 = budget ? cdl__thread_cpu_ns() : 0, rw0 = W->rewrite_cpu;
+    coordl_status rc = cdl__fetch(W, id, &in);
+    if (rc == COORDL_OK) rc = cdl__prepare_item_bytes(W, epoch, id, dst, &in);
+    cdl__fetch_done(W);
+    if (budget) {
+        W->busy_cpu += cdl__thread_cpu_ns() - cpu0 - (W->rewrite_cpu - rw0);
+        if (W->busy_cpu + W->rewrite_cpu > CDL_BUDGET_WINDOW_NS) { /* the window slides */
+            W->busy_cpu /= 2;
+            W->rewrite_cpu /= 2;
+            W->splice_win /= 2;
+        }
+    }
+    return rc;
+}
+

@@ -1,0 +1,10 @@
+#ifndef CDL_FETCH_H
+#define CDL_FETCH_H
+#include "platform.h"
+#include "worker.h"
+
+
+/* ---- interface ---- */
+CDL_PRIVATE coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *out);
+CDL_PRIVATE void cdl__fetch_done(cdl__worker *W);
+#endif /* CDL_FETCH_H */

@@ -1,0 +1,10 @@
+#ifndef CDL_GROUP_H
+#define CDL_GROUP_H
+#include "platform.h"
+
+
+/* ---- interface ---- */
+CDL_PRIVATE void cdl__group_leave(coordl *L);
+CDL_PRIVATE coordl_status cdl__group_open(coordl *L);
+CDL_PRIVATE void cdl__member_thread_stop(coordl *L);
+#endif /* CDL_GROUP_H */

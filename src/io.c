@@ -1,0 +1,197 @@
+#include "platform.h"
+#include "io.h"
+#include "status.h"
+#include "handle.h"
+
+/* ===================================================================== */
+/* 6. Storage reader and source index                                    */
+/* Every byte read from storage goes through the handle's coordl_io      */
+/* (cdl__io_open / cdl__io_read): the built-in POSIX reader, or the      */
+/* trainer's. Folder listings (ImageFolder, shard folders, globs) use    */
+/* readdir/glob. The index turns the source into items (path, size,      */
+/* label). Paths live in one string arena addressed by offsets (no       */
+/* malloc per item); the item array is plain. ImageFolder: classes       */
+/* sorted by name are labels, files sorted by relative path. List file:  */
+/* "path<TAB>label" per line. Tar shards: see "WebDataset tar shards".   */
+/* ===================================================================== */
+
+/* ---- the built-in POSIX reader ------------------------------------------
+ * Only a regular file is read: a FIFO would block the open (and then every
+ * read) until some writer appears, and a device may never end. O_NONBLOCK
+ * makes the open itself return at once whatever the path names; fstat then
+ * refuses anything but a regular file (reads of a regular file ignore
+ * O_NONBLOCK). Symbolic links are followed (datasets are often trees of
+ * links); a loop fails the open with ELOOP. A handle is the descriptor + 1
+ * (so that descriptor 0 is not NULL): nothing is allocated per open. *why
+ * gets a static description when the refusal is ours, not an errno's. */
+CDL_PRIVATE int cdl__posix_open_why(const char *path, void **file, uint64_t *size, const char **why) {
+    *why = NULL;
+    int fd;
+    do fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0) return -errno;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        const int e = errno;
+        close(fd);
+        return -e;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        *why = S_ISFIFO(sb.st_mode)  ? "not a regular file (it is a FIFO)"
+               : S_ISDIR(sb.st_mode) ? "not a regular file (it is a directory)"
+               : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "not a regular file (it is a device)"
+               : S_ISSOCK(sb.st_mode) ? "not a regular file (it is a socket)"
+                                      : "not a regular file";
+        return S_ISDIR(sb.st_mode) ? -EISDIR : -EINVAL;
+    }
+    *file = (void *)(intptr_t)(fd + 1);
+    *size = (uint64_t)sb.st_size;
+    return 0;
+}
+
+CDL_PRIVATE int cdl__posix_fd(void *file) { return (int)(intptr_t)file - 1; }
+
+static int cdl__posix_open(void *user, const char *path, void **file, uint64_t *size) {
+    const char *why;
+    (void)user;
+    return cdl__posix_open_why(path, file, size, &why);
+}
+
+/* pread until len bytes or the end of the file; EINTR and short reads are
+ * looped over here, so the caller's loop sees them only from other
+ * readers. */
+static int64_t cdl__posix_read_at(void *user, void *file, void *buf, uint64_t len, uint64_t offset) {
+    const int fd = cdl__posix_fd(file);
+    uint64_t got = 0;
+    (void)user;
+    if (offset > (uint64_t)INT64_MAX || len > (uint64_t)INT64_MAX - offset) return -EOVERFLOW;
+    while (got < len) {
+        const size_t want = len - got > (1u << 30) ? (size_t)1 << 30 : (size_t)(len - got);
+        const ssize_t r = pread(fd, (cdl__u8 *)buf + got, want, (off_t)(offset + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return -errno;
+        if (r == 0) break;
+        got += (uint64_t)r;
+    }
+    return (int64_t)got;
+}
+
+CDL_PRIVATE void cdl__posix_close(void *user, void *file) {
+    (void)user;
+    close(cdl__posix_fd(file));
+}
+
+CDL_PRIVATE const coordl_io cdl__posix_io = {NULL, cdl__posix_open, cdl__posix_read_at, cdl__posix_close};
+
+/* ---- reading through the handle's reader ---------------------------------
+ * A custom reader is trusted with nothing: its return values are checked,
+ * and what it says becomes an error naming the file, never a crash. */
+#define CDL_IO_EINTR_RETRIES 100 /* a reader returning -EINTR forever must not hang us */
+
+/* Opens path. On failure: COORDL_ERR_IO, and the reason (not the path:
+ * callers name the file as they need) in why. */
+CDL_PRIVATE coordl_status cdl__io_open(const coordl *L, const char *path, void **file, uint64_t *size,
+                                  char *why, size_t cap) {
+    const coordl_io *io = L->io;
+    const char *ours = NULL;
+    void *f = NULL;
+    uint64_t sz = 0;
+    int r;
+    for (int tries = 0;; tries++) {
+        r = io == &cdl__posix_io ? cdl__posix_open_why(path, &f, &sz, &ours) : io->open(io->user, path, &f, &sz);
+        if (r != -EINTR || tries >= CDL_IO_EINTR_RETRIES) break;
+    }
+    if (r == 0) {
+        *file = f;
+        *size = sz;
+        return COORDL_OK;
+    }
+    if (ours) snprintf(why, cap, "%s", ours);
+    else if (r < 0 && r > -4096) snprintf(why, cap, "%s", strerror(-r));
+    else snprintf(why, cap, "the reader's open returned %d (not 0 or -errno)", r);
+    return COORDL_ERR_IO;
+}
+
+CDL_PRIVATE void cdl__io_close(const coordl *L, void *file) { L->io->close(L->io->user, file); }
+
+/* Reads len bytes at offset off of an open file, looping over short reads
+ * and EINTR; *got receives the bytes read (fewer than len: the file ended
+ * there). A reader error, or a count it cannot have read, is
+ * COORDL_ERR_IO with "<path>: ..." in err. */
+CDL_PRIVATE coordl_status cdl__io_read(const coordl *L, void *file, const char *path, void *buf, uint64_t len,
+                                  uint64_t off, uint64_t *got, char *err, size_t cap) {
+    const coordl_io *io = L->io;
+    uint64_t done = 0;
+    int eintr = 0;
+    *got = 0;
+    while (done < len) {
+        const int64_t r = io->read_at(io->user, file, (cdl__u8 *)buf + done, len - done, off + done);
+        if (r == -EINTR && ++eintr <= CDL_IO_EINTR_RETRIES) continue;
+        if (r < 0 && r > -4096) {
+            snprintf(err, cap, "%s: read of %llu bytes at offset %llu failed: %s", path,
+                     (unsigned long long)(len - done), (unsigned long long)(off + done), strerror((int)-r));
+            return COORDL_ERR_IO;
+        }
+        if (r < 0 || (uint64_t)r > len - done) {
+            snprintf(err, cap, "%s: the reader returned %lld for a read of %llu bytes at offset %llu (not a "
+                     "byte count up to the length, nor -errno)", path, (long long)r,
+                     (unsigned long long)(len - done), (unsigned long long)(off + done));
+            return COORDL_ERR_IO;
+        }
+        if (r == 0) break;
+        done += (uint64_t)r;
+        eintr = 0;
+    }
+    *got = done;
+    return COORDL_OK;
+}
+
+/* A whole (text) file through the reader, NUL-terminated, into memory from
+ * the allocator (list files). Open-time errors go to cdl__open_fail. */
+CDL_PRIVATE coordl_status cdl__io_slurp(coordl *L, const char *path, const char *what, char **out, size_t *len) {
+    char err[CDL_ERRMSG_MAX];
+    void *f;
+    uint64_t size, got = 0;
+    *out = NULL;
+    *len = 0;
+    coordl_status rc = cdl__io_open(L, path, &f, &size, err, sizeof err);
+    if (rc != COORDL_OK) return cdl__open_fail(rc, "source: cannot open %s %s: %s", what, path, err);
+    if (size >= SIZE_MAX / 2) {
+        cdl__io_close(L, f);
+        return cdl__open_fail(COORDL_ERR_IO, "source: %s %s: size %llu is not plausible", what, path,
+                              (unsigned long long)size);
+    }
+    char *buf = cdl__malloc(L, (size_t)size + 1);
+    if (!buf) {
+        cdl__io_close(L, f);
+        return cdl__open_fail(COORDL_ERR_NOMEM, "source: out of memory for %s %s (%llu bytes)", what, path,
+                              (unsigned long long)size);
+    }
+    rc = cdl__io_read(L, f, path, buf, size, 0, &got, err, sizeof err);
+    cdl__io_close(L, f);
+    if (rc != COORDL_OK) {
+        cdl__free(L, buf);
+        return cdl__open_fail(rc, "source: %s %s", what, err);
+    }
+    buf[got] = '\0';
+    *out = buf;
+    *len = (size_t)got;
+    return COORDL_OK;
+}
+
+/* The next line of a text buffer (LF or CRLF; a NUL-terminated copy made in
+ * place); 0 at the end. *n is the line's length, as getline counts it. */
+CDL_PRIVATE int cdl__next_line(char *buf, size_t len, size_t *pos, char **line, size_t *n) {
+    if (*pos >= len) return 0;
+    char *start = buf + *pos;
+    char *nl = memchr(start, '\n', len - *pos);
+    size_t got = nl ? (size_t)(nl - start) : len - *pos;
+    *pos += got + (nl != NULL);
+    while (got > 0 && (start[got - 1] == '\r' || start[got - 1] == '\n')) got--;
+    start[got] = '\0';
+    *line = start;
+    *n = got;
+    return 1;
+}
+

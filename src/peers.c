@@ -1,0 +1,552 @@
+#include "platform.h"
+#include "peers.h"
+#include "status.h"
+#include "lock.h"
+#include "worker.h"
+#include "sampler.h"
+#include "cache.h"
+#include "handle.h"
+
+/* ===================================================================== */
+/* 10. Peers (MPI, COORDL_MPI)                                           */
+/* The partitioned cache. Each rank admits the items of its share of one */
+/* epoch, the first whole epoch it trains (epoch 0, or the one a seek at */
+/* open resumes), up to its budget: which rank reads which item is a     */
+/* pure function of the seed, the epoch and the world size, so the ranks */
+/* cache disjoint parts. Claims past that epoch wait for one map         */
+/* exchange (an MPI_Allreduce over the per-item owner array), after      */
+/* which every rank knows where each cached item lives and nothing more  */
+/* is admitted (spare budget is left unused: the map stays exact). Every */
+/* rank runs exactly one exchange, at that point or at close, whichever  */
+/* comes first, and only then the closing barrier. From then on, when a  */
+/* slot is assigned, one request per peer asks for the rows that peer    */
+/* holds; the reply lands in the slot's buffer; workers wait for it at   */
+/* most peer_timeout_ms (or until close) and otherwise read storage. All */
+/* MPI traffic runs on one coordl thread over a duplicate of the         */
+/* trainer's communicator; all its memory comes from the allocator hooks.*/
+/* ===================================================================== */
+
+#define CDL_ADMIT_CLOSED UINT64_MAX
+
+/* Whether a storage read of `epoch` may be admitted into the cache (any
+ * thread: the admission epoch moves only while no row is in flight, at a
+ * seek, or closes at the exchange, when admitting more is harmless). */
+CDL_PRIVATE int cdl__peer_admits(coordl *L, uint64_t epoch) {
+    return atomic_load_explicit(&L->peer_admit_epoch, memory_order_relaxed) == epoch;
+}
+
+/* Whether the claims, at the end of `epoch`, must wait for the map before
+ * moving on: past the admission epoch (or while the exchange runs), rows
+ * would miss the peers that hold them. Under mu. */
+CDL_PRIVATE int cdl__peer_claim_waits(coordl *L, uint64_t epoch) {
+    const uint64_t admit = atomic_load(&L->peer_admit_epoch);
+    return L->peer_comm_set && !L->peer_map_ready && (admit == CDL_ADMIT_CLOSED || epoch >= admit);
+}
+
+/* Whether rows of `epoch` may be served by peers once the map is known,
+ * and it is not known yet: the read-ahead waits before reading them. The
+ * admission epoch and those before it are read from storage (the claims
+ * reach no later epoch before the map); while the exchange runs, every
+ * epoch waits. Without the stream's lock. */
+CDL_PRIVATE int cdl__peer_map_pending(coordl *L, uint64_t epoch) {
+    if (!L->peer_comm_set || __atomic_load_n(&L->peer_map_ready, __ATOMIC_ACQUIRE)) return 0;
+    const uint64_t admit = atomic_load(&L->peer_admit_epoch);
+    return admit == CDL_ADMIT_CLOSED || epoch > admit;
+}
+
+/* coordl_seek before the exchange: the rank caches its share of the first
+ * whole epoch from the new position instead (a mid-epoch resume skips
+ * the rest of that epoch). After the exchange (or once it began) the map
+ * is final. Under mu. */
+CDL_PRIVATE void cdl__peer_seek(coordl *L, uint64_t epoch, uint64_t batch) {
+    if (!L->peer_comm_set || atomic_load(&L->peer_admit_epoch) == CDL_ADMIT_CLOSED) return;
+    atomic_store(&L->peer_admit_epoch, batch == 0 ? epoch : epoch + 1);
+}
+
+#ifdef COORDL_MPI
+static cdl__remote_row *cdl__peer_rows_of(const coordl *L, uint32_t s) {
+    return L->peer_rows + (size_t)s * L->slot_rows_cap;
+}
+static uint32_t *cdl__peer_asked_of(const coordl *L, uint32_t s) {
+    return L->peer_asked + (size_t)s * L->slot_rows_cap;
+}
+
+
+/* A free send buffer of at least `bytes` (the smallest that fits, else one
+ * grown), marked FILLING; -1 when memory runs out. Under mu. */
+static int cdl__peer_send_get(coordl *L, size_t bytes) {
+    int best = -1, any = -1;
+    for (size_t i = 0; i < L->peer_nsends; i++) {
+        const cdl__peer_send *ps = &L->peer_sends[i];
+        if (ps->state != CDL_SEND_FREE) continue;
+        if (ps->cap >= bytes && (best < 0 || ps->cap < L->peer_sends[best].cap)) best = (int)i;
+        if (any < 0 || ps->cap > L->peer_sends[any].cap) any = (int)i;
+    }
+    if (best < 0 && any < 0) {
+        if (L->peer_nsends == L->peer_sends_cap) {
+            size_t ncap = L->peer_sends_cap ? L->peer_sends_cap * 2 : 16;
+            cdl__peer_send *q = cdl__realloc(L, L->peer_sends, ncap * sizeof *q);
+            if (!q) return -1;
+            L->peer_sends = q;
+            L->peer_sends_cap = ncap;
+        }
+        memset(&L->peer_sends[L->peer_nsends], 0, sizeof *L->peer_sends);
+        any = (int)L->peer_nsends++;
+    }
+    const int i = best >= 0 ? best : any;
+    cdl__peer_send *ps = &L->peer_sends[i];
+    if (!cdl__reserve(L, (void **)&ps->buf, &ps->cap, bytes)) return -1;
+    ps->state = CDL_SEND_FILLING;
+    return i;
+}
+
+/* Non-blocking send of a filled buffer, so no rank ever blocks in a send
+ * while its peer does the same. 1: sent. Under mu. */
+static int cdl__peer_isend(coordl *L, int i, MPI_Datatype type, size_t count, int dest, int tag) {
+    cdl__peer_send *ps = &L->peer_sends[i];
+    if (count > INT_MAX || MPI_Isend(ps->buf, (int)count, type, dest, tag, L->peer_comm, &ps->req) != MPI_SUCCESS) {
+        ps->state = CDL_SEND_FREE;
+        return 0;
+    }
+    ps->state = CDL_SEND_INFLIGHT;
+    return 1;
+}
+
+/* Frees the buffers of finished sends for reuse; returns how many are
+ * still in flight. Under mu. */
+static size_t cdl__peer_sends_retire(coordl *L) {
+    size_t inflight = 0;
+    for (size_t i = 0; i < L->peer_nsends; i++) {
+        cdl__peer_send *ps = &L->peer_sends[i];
+        if (ps->state != CDL_SEND_INFLIGHT) continue;
+        int done = 0;
+        if (MPI_Test(&ps->req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) done = 1;
+        if (done) ps->state = CDL_SEND_FREE;
+        else inflight++;
+    }
+    return inflight;
+}
+
+/* Builds and sends this slot's requests: one message per peer holding
+ * some of its rows: [u64 request id][u64 id]..., the id carrying the slot
+ * (the reply's tag). Called when the slot is assigned. Under mu. */
+CDL_PRIVATE void cdl__peer_request_slot(coordl *L, uint32_t s) {
+    if (!L->peer_map_ready) return;
+    cdl__slot *sl = &L->slots[s];
+    cdl__remote *rm = &L->remote[s];
+    cdl__remote_row *rows = cdl__peer_rows_of(L, s);
+    uint32_t *asked = cdl__peer_asked_of(L, s);
+    const int world = L->cfg.world;
+    rm->gen = sl->gen;
+    rm->requested = 1;
+    rm->used = 0;
+    rm->request_ns = cdl__now_ns();
+    for (int p = 0; p < world; p++) rm->ask[p].id = rm->ask[p].n = 0;
+    /* each row's item and owner once; rows grouped by owner in `asked` */
+    cdl__perm perm = cdl__perm_for(L, sl->epoch);
+    for (uint32_t r = 0; r < sl->n; r++) {
+        cdl__remote_row *row = &rows[r];
+        row->id = cdl__item_at(L, &perm, sl->pos + r);
+        const int owner = L->peer_owner[row->id];
+        row->state = owner >= 0 && owner != L->cfg.rank ? CDL_REMOTE_WAIT : CDL_REMOTE_NONE;
+        if (row->state == CDL_REMOTE_WAIT) rm->ask[owner].n++;
+    }
+    uint32_t first = 0;
+    for (int p = 0; p < world; p++) {
+        rm->ask[p].first = first;
+        first += rm->ask[p].n;
+        rm->ask[p].n = 0;
+    }
+    for (uint32_t r = 0; r < sl->n; r++)
+        if (rows[r].state == CDL_REMOTE_WAIT) {
+            cdl__remote_ask *a = &rm->ask[L->peer_owner[rows[r].id]];
+            asked[a->first + a->n++] = r;
+        }
+    for (int p = 0; p < world; p++) {
+        cdl__remote_ask *a = &rm->ask[p];
+        if (!a->n) continue;
+        const int i = cdl__peer_send_get(L, (1 + (size_t)a->n) * sizeof(uint64_t));
+        uint64_t *msg = i >= 0 ? (uint64_t *)(void *)L->peer_sends[i].buf : NULL;
+        if (msg) {
+            L->peer_request_seq = (L->peer_request_seq + 1) & 0xffffffffffffull;
+            if (!L->peer_request_seq) L->peer_request_seq = 1; /* 0 means none */
+            msg[0] = ((uint64_t)s << 48) | L->peer_request_seq;
+            for (uint32_t k = 0; k < a->n; k++) msg[1 + k] = rows[asked[a->first + k]].id;
+        }
+        if (msg && cdl__peer_isend(L, i, MPI_UINT64_T, 1 + (size_t)a->n, p, CDL_TAG_REQ)) {
+            a->id = msg[0];
+            L->peer_outstanding++;
+        } else { /* unsent: those rows simply come from storage, at once */
+            if (i >= 0) L->peer_sends[i].state = CDL_SEND_FREE;
+            for (uint32_t k = 0; k < a->n; k++) rows[asked[a->first + k]].state = CDL_REMOTE_NONE;
+            a->n = 0;
+        }
+    }
+}
+
+/* Answers one request: [u64 request id][u32 n][per item: u64 id, u32 len]
+ * then the bytes, tagged with the requester's slot; len 0 when this rank
+ * does not hold the item (or holds no cache at all). */
+static void cdl__peer_serve(coordl *L, int source, int count) {
+    if (count < 1 || !cdl__reserve(L, (void **)&L->peer_rx, &L->peer_rxcap,
+                                   (size_t)count * (sizeof(uint64_t) + sizeof(void *) + sizeof(uint32_t))))
+        return; /* left queued: the requester falls back after peer_timeout_ms */
+    uint64_t *ids = (uint64_t *)(void *)L->peer_rx;
+    MPI_Recv(ids, count, MPI_UINT64_T, source, CDL_TAG_REQ, L->peer_comm, MPI_STATUS_IGNORE);
+    cdl__test_hook(L, "peer_serve");
+    const uint32_t n = (uint32_t)(count - 1);
+    const uint32_t slot = (uint32_t)(ids[0] >> 48);
+    if (slot >= 1024) return; /* not a request coordl sent */
+    size_t bytes = 12 + (size_t)n * 12;
+    /* reader references from sizing to copying: a JPEG rewrite (section 13)
+     * may not change an entry's bytes in between; the pointers and lengths
+     * live in the request buffer behind the ids */
+    const cdl__u8 **src = (const cdl__u8 **)(void *)(L->peer_rx + (size_t)count * sizeof(uint64_t));
+    uint32_t *lens = (uint32_t *)(void *)(L->peer_rx + (size_t)count * (sizeof(uint64_t) + sizeof *src));
+    for (uint32_t i = 0; i < n; i++) {
+        lens[i] = 0;
+        src[i] = L->cache_entries && ids[1 + i] < L->num_items
+                     ? cdl__cache_acquire_minio(L, ids[1 + i], &lens[i], NULL, NULL) : NULL;
+        if (!src[i]) lens[i] = 0;
+        bytes += lens[i];
+    }
+    /* every request gets exactly one reply (closing counts on it): short
+     * of memory for the items, a reply holding none of them */
+    cdl__lock(L); /* the send buffers are shared with the requests, under mu */
+    int si = cdl__peer_send_get(L, bytes);
+    uint32_t nreply = n;
+    if (si < 0) si = cdl__peer_send_get(L, bytes = 12), nreply = 0;
+    cdl__unlock(L);
+    cdl__u8 *out = si < 0 ? NULL : L->peer_sends[si].buf; /* FILLING: ours alone until sent */
+    size_t at = 12 + (size_t)nreply * 12;
+    uint64_t served = 0;
+    if (out) {
+        memcpy(out, &ids[0], 8);
+        memcpy(out + 8, &nreply, 4);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (out && i < nreply) {
+            memcpy(out + 12 + (size_t)i * 12, &ids[1 + i], 8);
+            memcpy(out + 12 + (size_t)i * 12 + 8, &lens[i], 4);
+            if (lens[i]) { memcpy(out + at, src[i], lens[i]); at += lens[i]; served++; }
+        }
+        if (src[i]) cdl__cache_release_minio(L, ids[1 + i]);
+    }
+    if (!out) return; /* not even that: the requester gives up after peer_timeout_ms */
+    cdl__lock(L);
+    if (cdl__peer_isend(L, si, MPI_BYTE, at, source, CDL_TAG_RESP + (int)slot)) L->st.peer_served += served;
+    cdl__unlock(L);
+}
+
+/* Files the rows of a reply received at rm->buf + at0, if it answers the
+ * request the slot is still waiting for. A reply that answers it but does
+ * not parse fails its rows (they come from storage at once). Under mu. */
+static void cdl__peer_file_reply(coordl *L, uint32_t s, int source, size_t at0, size_t count) {
+    cdl__remote *rm = &L->remote[s];
+    cdl__slot *sl = &L->slots[s];
+    cdl__remote_ask *a = &rm->ask[source];
+    uint64_t req = 0;
+    uint32_t n = 0;
+    const cdl__u8 *in = rm->buf + at0;
+    if (count >= 12) {
+        memcpy(&req, in, 8);
+        memcpy(&n, in + 8, 4);
+    }
+    if (!rm->requested || !a->id || a->id != req || sl->gen != rm->gen || sl->state != CDL_SLOT_FILLING) return;
+    cdl__remote_row *rows = cdl__peer_rows_of(L, s);
+    const uint32_t *asked = cdl__peer_asked_of(L, s);
+    int ok = n == a->n && (size_t)n * 12 + 12 <= count;
+    size_t at = 12 + (size_t)n * 12;
+    for (uint32_t k = 0; k < a->n; k++) {
+        cdl__remote_row *row = &rows[asked[a->first + k]];
+        uint64_t id = 0;
+        uint32_t len = 0;
+        if (ok) {
+            memcpy(&id, in + 12 + (size_t)k * 12, 8);
+            memcpy(&len, in + 12 + (size_t)k * 12 + 8, 4);
+            ok = id == row->id && len <= count - at && at0 + at + len <= UINT32_MAX; /* offsets are 32-bit */
+        }
+        if (ok && len) {
+            row->off = (uint32_t)(at0 + at);
+            row->len = len;
+            row->state = CDL_REMOTE_ARRIVED;
+            at += len;
+        } else {
+            row->state = CDL_REMOTE_FAILED;
+        }
+    }
+    a->id = 0;
+    rm->used = at0 + count;
+    cdl__broadcast(L, &L->S->ready_cv); /* workers wait there for peers */
+}
+
+/* Receives one reply straight into its slot's buffer (only this thread
+ * grows that buffer or writes past `used`, and workers read only rows
+ * already filed), then files it. */
+static void cdl__peer_take_reply(coordl *L, int source, int tag, int count) {
+    const uint32_t s = (uint32_t)(tag - CDL_TAG_RESP);
+    cdl__u8 *dst = NULL;
+    size_t at0 = 0;
+    cdl__lock(L);
+    if (s < L->nslots && count >= 0) {
+        cdl__remote *rm = &L->remote[s];
+        if (cdl__reserve(L, (void **)&rm->buf, &rm->cap, rm->used + (size_t)count + 1)) {
+            at0 = rm->used;
+            dst = rm->buf + at0;
+        }
+    }
+    cdl__unlock(L);
+    if (!dst) { /* consume it anyway, into the request buffer (else retried) */
+        if (count < 0 || !cdl__reserve(L, (void **)&L->peer_rx, &L->peer_rxcap, (size_t)count + 1)) return;
+        MPI_Recv(L->peer_rx, count, MPI_BYTE, source, tag, L->peer_comm, MPI_STATUS_IGNORE);
+    } else {
+        MPI_Recv(dst, count, MPI_BYTE, source, tag, L->peer_comm, MPI_STATUS_IGNORE);
+    }
+    cdl__lock(L);
+    if (dst) cdl__peer_file_reply(L, s, source, at0, (size_t)count);
+    if (L->peer_outstanding) L->peer_outstanding--;
+    cdl__unlock(L);
+}
+
+/* The admission epoch has been prepared: the claims have moved past it and
+ * no slot of it or before is still being filled. Under mu. */
+static int cdl__peer_share_prepared(coordl *L) {
+    const uint64_t E = atomic_load(&L->peer_admit_epoch);
+    const cdl__stream *S = L->S;
+    if (E == CDL_ADMIT_CLOSED) return 1;
+    if (S->claim_epoch < E || (S->claim_epoch == E && S->claim_pos < cdl__epoch_end(L, E))) return 0;
+    for (uint32_t s = 0; s < L->nslots; s++)
+        if (L->slots[s].state == CDL_SLOT_FILLING && L->slots[s].epoch <= E) return 0;
+    return 1;
+}
+
+/* The map exchange, run exactly once by every rank's peer thread. Each
+ * rank enters its rank for the items it holds and INT32_MAX for the rest;
+ * one MPI_Allreduce(MIN) in place leaves the lowest rank holding each
+ * item. It needs no memory beyond the map allocated at open, so it cannot
+ * fail for want of it; if MPI fails, the map is empty (every row from
+ * storage), never a guess. */
+static void cdl__peer_exchange_map(coordl *L) {
+    int32_t *owner = L->peer_owner;
+    cdl__lock(L);
+    atomic_store(&L->peer_admit_epoch, CDL_ADMIT_CLOSED); /* what is cached now is final */
+    cdl__unlock(L);
+    for (uint64_t id = 0; id < L->num_items; id++)
+        owner[id] = L->cache_entries && (atomic_load(&L->cache_entries[id].state) & CDL_CE_STATE) >= CDL_CE_PRESENT
+                        ? L->cfg.rank /* PRESENT or REWRITING */
+                        : INT32_MAX;
+    int ok = 1;
+    const uint64_t chunk = 1u << 30; /* counts are ints; every rank has the same num_items */
+    for (uint64_t at = 0; at < L->num_items; at += chunk) {
+        const uint64_t n = L->num_items - at < chunk ? L->num_items - at : chunk;
+        ok &= MPI_Allreduce(MPI_IN_PLACE, owner + at, (int)n, MPI_INT32_T, MPI_MIN, L->peer_comm) == MPI_SUCCESS;
+    }
+    for (uint64_t id = 0; id < L->num_items; id++)
+        if (!ok || owner[id] == INT32_MAX) owner[id] = -1;
+    if (!ok) cdl__log(L, COORDL_LOG_WARN, "mpi: the cache map exchange failed; every miss reads storage");
+    cdl__lock(L);
+    __atomic_store_n(&L->peer_map_ready, 1, __ATOMIC_RELEASE); /* the read-ahead reads it without mu */
+    cdl__broadcast(L, &L->S->work_cv); /* claims past the admission epoch */
+    cdl__unlock(L);
+}
+
+/* The peer thread: serves requests, files replies, runs the exchange, and
+ * closes in three steps, so that no message is left half-way:
+ * (1) close stopped this rank's workers: it sends no new request; it
+ *     waits for the replies to the requests it sent, serving meanwhile;
+ * (2) it enters the barrier and goes on serving until every rank is in;
+ *     then no rank has a request unanswered, so no message is left to
+ *     send or receive;
+ * (3) it waits for its own sends to complete and leaves.
+ * A peer that never answers is waited for peer_timeout_ms in each of (1)
+ * and (3); then the rank leaves anyway (its buffers in flight left to
+ * MPI) rather than hang. */
+static void *cdl__peer_main(void *arg) {
+    coordl *L = arg;
+    int exchanged = 0, barrier_started = 0, barrier_done = 0, idle_us = 100;
+    uint64_t closing_ns = 0;
+    MPI_Request barrier = MPI_REQUEST_NULL;
+    pthread_setname_np(pthread_self(), "coordl-peer");
+    for (;;) {
+        int flag = 0, handled = 0;
+        MPI_Status st;
+        /* serve and take replies */
+        for (int k = 0; k < 64; k++) {
+            if (MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, L->peer_comm, &flag, &st) != MPI_SUCCESS || !flag) break;
+            handled++;
+            int count = 0;
+            if (st.MPI_TAG == CDL_TAG_REQ) {
+                MPI_Get_count(&st, MPI_UINT64_T, &count);
+                cdl__peer_serve(L, st.MPI_SOURCE, count);
+            } else if (st.MPI_TAG >= CDL_TAG_RESP && st.MPI_TAG < CDL_TAG_RESP + 1024) {
+                MPI_Get_count(&st, MPI_BYTE, &count);
+                cdl__peer_take_reply(L, st.MPI_SOURCE, st.MPI_TAG, count);
+            } else {
+                break;
+            }
+        }
+        cdl__lock(L);
+        const size_t inflight = cdl__peer_sends_retire(L);
+        const uint64_t outstanding = L->peer_outstanding;
+        const int closing = L->peer_closing;
+        const int need_map = !exchanged && (closing || cdl__peer_share_prepared(L));
+        cdl__unlock(L);
+        /* every rank exchanges exactly once, before the barrier, however
+         * far it got: a rank closing early contributes what it holds */
+        if (need_map) {
+            cdl__peer_exchange_map(L);
+            exchanged = 1;
+        }
+        if (closing) {
+            const uint64_t now = cdl__now_ns(), bound = (uint64_t)L->cfg.peer_timeout_ms * 1000000ull;
+            if (!closing_ns) closing_ns = now;
+            if (!barrier_started && (outstanding == 0 || now - closing_ns > bound)) {
+                if (MPI_Ibarrier(L->peer_comm, &barrier) != MPI_SUCCESS) break;
+                barrier_started = 1;
+                closing_ns = now; /* step (3)'s bound counts from here */
+            }
+            if (barrier_started && !barrier_done && MPI_Test(&barrier, &barrier_done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+                break;
+            if (barrier_done && ((inflight == 0 && outstanding == 0) || now - closing_ns > 2 * bound)) break;
+        }
+        /* poll fast while traffic flows, back off to 2 ms when idle (an
+         * idle 200 us poll cost 4-10% of a core per rank) */
+        idle_us = handled || need_map || closing ? 100 : (idle_us < 2000 ? idle_us * 2 : 2000);
+        usleep((useconds_t)idle_us);
+    }
+    return NULL;
+}
+
+/* Worker side: the row's bytes from a peer, if this row was asked of one,
+ * waiting at most peer_timeout_ms after the request, and not past close.
+ * 1: got them; 0: read storage. */
+CDL_PRIVATE int cdl__peer_fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
+    coordl *L = W->L;
+    if (!L->peer_comm_set || !L->remote) return 0;
+    cdl__slot *sl = W->cur_slot;
+    const uint32_t s = (uint32_t)(sl - L->slots), r = W->cur_row;
+    cdl__remote *rm = &L->remote[s];
+    int got = 0, asked = 0;
+    cdl__lock(L);
+    /* the row array is re-read after each wait: only coordl_set moves it,
+     * and never while a row is in flight */
+#define CDL_ROW (cdl__peer_rows_of(L, s)[r])
+#define CDL_SAME_BATCH (rm->requested && rm->gen == sl->gen)
+    if (CDL_SAME_BATCH && CDL_ROW.state != CDL_REMOTE_NONE && CDL_ROW.id == id) {
+        asked = 1;
+        const uint64_t deadline = rm->request_ns + (uint64_t)L->cfg.peer_timeout_ms * 1000000ull;
+        while (CDL_SAME_BATCH && CDL_ROW.state == CDL_REMOTE_WAIT && !L->stop && cdl__now_ns() < deadline)
+            cdl__wait_ms(L, &L->S->ready_cv, 5);
+        if (CDL_SAME_BATCH && CDL_ROW.state == CDL_REMOTE_ARRIVED) {
+            const size_t len = CDL_ROW.len;
+            /* copy out: the slot's reply buffer may grow while we decode */
+            if (cdl__reserve(L, (void **)&W->readbuf, &W->readcap, len + 16)) {
+                memcpy(W->readbuf, rm->buf + CDL_ROW.off, len);
+                out->p = W->readbuf;
+                out->len = len;
+                got = 1;
+            }
+        }
+    }
+#undef CDL_SAME_BATCH
+#undef CDL_ROW
+    if (got) {
+        W->row.peer_hits++;
+        W->row.peer_bytes += out->len;
+    } else if (asked) {
+        W->row.peer_fallbacks++;
+    }
+    cdl__unlock(L);
+    return got;
+}
+
+CDL_PRIVATE coordl_status cdl__peer_open(coordl *L) {
+    int provided = 0;
+    MPI_Query_thread(&provided);
+    if (provided < MPI_THREAD_MULTIPLE)
+        return cdl__open_fail(COORDL_ERR_UNSUPPORTED, "mpi_comm: coordl serves peers from its own thread and needs "
+                              "MPI_THREAD_MULTIPLE; initialise MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...)");
+    if (MPI_Comm_dup(*(const MPI_Comm *)L->cfg.mpi_comm, &L->peer_comm) != MPI_SUCCESS)
+        return cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: MPI_Comm_dup failed");
+    L->peer_comm_set = 1;
+    /* errors come back as codes on this communicator (a failed send means
+     * storage reads), never as an abort of the trainer's job */
+    MPI_Comm_set_errhandler(L->peer_comm, MPI_ERRORS_RETURN);
+    int rank = 0, world = 1;
+    MPI_Comm_rank(L->peer_comm, &rank);
+    MPI_Comm_size(L->peer_comm, &world);
+    L->cfg.rank = rank;
+    L->cfg.world = world;
+    /* ranks sharing this node, for the default placement */
+    MPI_Comm node;
+    if (MPI_Comm_split_type(L->peer_comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_rank(node, &L->node_rank);
+        MPI_Comm_size(node, &L->node_ranks);
+        MPI_Comm_free(&node);
+    }
+    return COORDL_OK;
+}
+
+/* Collective: every rank checks that all index the same dataset (the map
+ * is by item id), then allocates the map and the per-slot bookkeeping and
+ * starts the peer thread. */
+CDL_PRIVATE coordl_status cdl__peer_start(coordl *L) {
+    uint64_t mine[2] = {L->num_items, L->dataset_bytes}, lo[2], hi[2];
+    if (MPI_Allreduce(mine, lo, 2, MPI_UINT64_T, MPI_MIN, L->peer_comm) != MPI_SUCCESS ||
+        MPI_Allreduce(mine, hi, 2, MPI_UINT64_T, MPI_MAX, L->peer_comm) != MPI_SUCCESS)
+        return cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: cannot compare the ranks' datasets (MPI_Allreduce failed)");
+    if (lo[0] != hi[0] || lo[1] != hi[1])
+        return cdl__open_fail(COORDL_ERR_PEER, "source: the ranks index different datasets (%llu-%llu items, "
+                              "%llu-%llu bytes); every rank must see the same files",
+                              (unsigned long long)lo[0], (unsigned long long)hi[0], (unsigned long long)lo[1],
+                              (unsigned long long)hi[1]);
+    if (L->nslots > 1024)
+        return cdl__open_fail(COORDL_ERR_INVALID, "prefetch_batches: at most 1024 with mpi_comm");
+    L->peer_owner = cdl__malloc(L, (size_t)L->num_items * sizeof *L->peer_owner);
+    if (!L->peer_owner || !L->remote) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the peer map");
+    for (uint32_t s = 0; s < L->nslots; s++) {
+        cdl__remote *rm = &L->remote[s]; /* allocated (zeroed) with the ring */
+        rm->ask = cdl__calloc(L, (size_t)L->cfg.world, sizeof *rm->ask);
+        if (!rm->ask) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the peer map");
+    }
+    if (pthread_create(&L->peer_thread, NULL, cdl__peer_main, L) != 0)
+        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start the peer thread");
+    L->peer_thread_started = 1;
+    return COORDL_OK;
+}
+
+CDL_PRIVATE void cdl__peer_close(coordl *L) {
+    if (L->peer_thread_started) {
+        cdl__lock(L);
+        L->peer_closing = 1;
+        cdl__unlock(L);
+        pthread_join(L->peer_thread, NULL);
+        L->peer_thread_started = 0;
+    }
+    for (size_t i = 0; i < L->peer_nsends; i++) {
+        if (L->peer_sends[i].state == CDL_SEND_INFLIGHT) {
+            /* only after an MPI error ended the thread: MPI may still read
+             * the buffer, so it is left to it rather than freed */
+            MPI_Request_free(&L->peer_sends[i].req);
+            cdl__log(L, COORDL_LOG_WARN, "mpi: a send was still in flight at close; its buffer is not freed");
+            continue;
+        }
+        cdl__free(L, L->peer_sends[i].buf);
+    }
+    cdl__free(L, L->peer_sends);
+    cdl__free(L, L->peer_rx);
+    if (L->remote) /* the arrays themselves go with the ring (cdl__ring_free) */
+        for (uint32_t s = 0; s < L->nslots; s++) {
+            cdl__free(L, L->remote[s].buf);
+            cdl__free(L, L->remote[s].ask);
+            L->remote[s].buf = NULL;
+            L->remote[s].ask = NULL;
+            L->remote[s].requested = 0;
+        }
+    cdl__free(L, L->peer_owner);
+    L->peer_owner = NULL;
+    if (L->peer_comm_set) MPI_Comm_free(&L->peer_comm);
+    L->peer_comm_set = 0;
+}
+#endif /* COORDL_MPI */
+

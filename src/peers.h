@@ -1,0 +1,76 @@
+#ifndef CDL_PEERS_H
+#define CDL_PEERS_H
+#include "platform.h"
+#include "lock.h"
+#include "worker.h"
+
+#ifdef COORDL_MPI
+#define CDL_TAG_REQ 7701
+#define CDL_TAG_RESP 8192 /* + the requester's slot (< 1024): the reply is received in place */
+
+enum { CDL_REMOTE_NONE = 0, CDL_REMOTE_WAIT, CDL_REMOTE_ARRIVED, CDL_REMOTE_FAILED };
+
+/* Peer bookkeeping of one row of a slot. */
+typedef struct cdl__remote_row {
+    uint64_t id;       /* the item asked for                               */
+    uint32_t off, len; /* ARRIVED: its bytes in the slot's reply buffer    */
+    uint8_t state;
+} cdl__remote_row;
+
+/* What this rank asked one peer for one slot. */
+typedef struct cdl__remote_ask {
+    uint64_t id;        /* the request awaiting its reply; 0: none         */
+    uint32_t first, n;  /* its rows: asked[first .. first + n), in order   */
+} cdl__remote_ask;
+
+/* Peer bookkeeping of one ring slot (private to this rank). Its rows'
+ * state is the slot's part of peer_rows; the reply to the k-th item of a
+ * request belongs to row peer_asked[first + k] (the slot's part), recorded
+ * when the request was built, so filing a reply is linear in its items. */
+typedef struct cdl__remote {
+    uint64_t gen;          /* the slot's generation the requests were for */
+    int requested;
+    uint64_t request_ns;
+    cdl__u8 *buf;          /* replies, received in place                 */
+    size_t cap, used;
+    cdl__remote_ask *ask;  /* world peers (allocated by cdl__peer_start) */
+} cdl__remote;
+
+/* The ring allocator (section 14) sizes, grows and frees these with the
+ * ring, so they always cover slot_rows_cap rows of every slot (coordl_set
+ * growing the batch cannot outgrow them); grown arrays are zeroed. */
+#define CDL_RING_ARRAYS_PEER(X)                     \
+    X(remote, cdl__remote, CDL_PER_SLOT, 0)         \
+    X(peer_rows, cdl__remote_row, CDL_PER_ROW, 0)   \
+    X(peer_asked, uint32_t, CDL_PER_ROW, 0)
+
+#endif /* COORDL_MPI */
+#ifdef COORDL_MPI
+/* A send buffer: handed to MPI_Isend, reused once MPI is done with it, so
+ * the steady state allocates nothing per batch. */
+enum { CDL_SEND_FREE = 0, CDL_SEND_FILLING, CDL_SEND_INFLIGHT };
+typedef struct cdl__peer_send {
+    MPI_Request req;
+    cdl__u8 *buf;
+    size_t cap;
+    int state;
+} cdl__peer_send;
+#endif /* COORDL_MPI */
+
+/* ---- interface ---- */
+CDL_PRIVATE int cdl__peer_map_pending(coordl *L, uint64_t epoch);
+CDL_PRIVATE int cdl__peer_admits(coordl *L, uint64_t epoch);
+#ifdef COORDL_MPI
+CDL_PRIVATE int cdl__peer_fetch(cdl__worker *W, uint64_t id, cdl__bytes *out);
+#endif
+CDL_PRIVATE int cdl__peer_claim_waits(coordl *L, uint64_t epoch);
+#ifdef COORDL_MPI
+CDL_PRIVATE void cdl__peer_request_slot(coordl *L, uint32_t s);
+CDL_PRIVATE void cdl__peer_close(coordl *L);
+CDL_PRIVATE coordl_status cdl__peer_open(coordl *L);
+#endif
+CDL_PRIVATE void cdl__peer_seek(coordl *L, uint64_t epoch, uint64_t batch);
+#ifdef COORDL_MPI
+CDL_PRIVATE coordl_status cdl__peer_start(coordl *L);
+#endif
+#endif /* CDL_PEERS_H */

@@ -1,0 +1,218 @@
+#include "platform.h"
+#include "plan.h"
+#include "rand.h"
+#include "handle.h"
+
+/* ===================================================================== */
+/* 11. Sample plan: crop geometry                                        */
+/* The crop is drawn before decoding, from (seed, epoch, item) and the   */
+/* image size alone, so the decoder can decode only what the crop needs. */
+/* Geometry is in source pixels; the resampler maps output pixel centres */
+/* into it (PIL/torchvision convention: pixel x covers [x, x+1)).        */
+/* Darknet's crop keeps Darknet's convention instead (an affine map of   */
+/* pixel indices, sampled point-wise) so its pixels are Darknet's.       */
+/* ===================================================================== */
+
+
+/* Darknet's rand_scale (src/utils.c): a factor uniform between 1 and s,
+ * inverted with p = 0.5, so in [min(s, 1/s), max(s, 1/s)] for any s > 0. */
+static double cdl__rand_scale(cdl__rng *rng, double s) {
+    double scale = 1.0 + (s - 1.0) * cdl__rng_uniform(rng);
+    return cdl__rng_next(rng) & 1 ? scale : 1.0 / scale;
+}
+
+/* 0 and 1 turn a rand_scale setting off; every other value is a range. */
+static int cdl__scale_on(float s) { return s != 0.0f && s != 1.0f; }
+
+/* The colour draws, in Darknet's order (random_distort_image). */
+static void cdl__plan_colour(const coordl *L, cdl__rng *rng, cdl__geom *g) {
+    g->dhue = 0.0f;
+    g->dsat = g->dexp = 1.0f;
+    if (L->cfg.hue > 0.0f) g->dhue = (float)((cdl__rng_uniform(rng) * 2.0 - 1.0) * L->cfg.hue);
+    if (cdl__scale_on(L->cfg.saturation)) g->dsat = (float)cdl__rand_scale(rng, L->cfg.saturation);
+    if (cdl__scale_on(L->cfg.exposure)) g->dexp = (float)cdl__rand_scale(rng, L->cfg.exposure);
+}
+
+/* A crop side from a double: rounded, and clamped into int range first,
+ * since an extreme ratio range (any finite ratio_min/ratio_max is valid)
+ * gives sides far beyond it and converting those is undefined; anything
+ * out of range is then rejected like any too-large side. */
+static int cdl__side(double v) {
+    v = nearbyint(v);
+    return v >= (double)INT_MAX ? INT_MAX : v <= 0.0 || v != v ? 0 : (int)v;
+}
+
+/* torchvision RandomResizedCrop.get_params, then RandomHorizontalFlip. */
+static void cdl__plan_train(const coordl *L, cdl__rng *rng, int W, int H, cdl__geom *g) {
+    const double area = (double)W * H;
+    const double lr0 = log(L->cfg.ratio_min), lr1 = log(L->cfg.ratio_max);
+    int cw = 0, ch = 0, cx = 0, cy = 0, found = 0;
+    for (int attempt = 0; attempt < 10 && !found; attempt++) {
+        double target = area * (L->cfg.scale_min + (L->cfg.scale_max - L->cfg.scale_min) * cdl__rng_uniform(rng));
+        double aspect = exp(lr0 + (lr1 - lr0) * cdl__rng_uniform(rng));
+        int w = cdl__side(sqrt(target * aspect));
+        int h = cdl__side(sqrt(target / aspect));
+        if (w > 0 && h > 0 && w <= W && h <= H) {
+            cy = (int)cdl__rng_below(rng, (uint64_t)(H - h + 1));
+            cx = (int)cdl__rng_below(rng, (uint64_t)(W - w + 1));
+            cw = w;
+            ch = h;
+            found = 1;
+        }
+    }
+    if (!found) { /* center crop at the nearest allowed aspect ratio */
+        double in_ratio = (double)W / H;
+        if (in_ratio < L->cfg.ratio_min) {
+            cw = W;
+            ch = cdl__side(W / L->cfg.ratio_min);
+        } else if (in_ratio > L->cfg.ratio_max) {
+            ch = H;
+            cw = cdl__side(H * L->cfg.ratio_max);
+        } else {
+            cw = W;
+            ch = H;
+        }
+        if (cw < 1) cw = 1;
+        if (ch < 1) ch = 1;
+        if (cw > W) cw = W;
+        if (ch > H) ch = H;
+        cy = (H - ch) / 2;
+        cx = (W - cw) / 2;
+    }
+    /* The flip draw comes after the crop draws, as in torchvision. */
+    g->flip = L->cfg.flip ? (cdl__rng_uniform(rng) < 0.5) : 0;
+    /* Darknet's extras draw after everything torchvision draws, so turning
+     * them on leaves the crop and flip of every item unchanged. */
+    g->angle = 0.0f;
+    g->daspect = 1.0;
+    g->darknet = 0;
+    if (cdl__scale_on(L->cfg.aspect)) { /* stretch the crop's width, same centre */
+        g->daspect = cdl__rand_scale(rng, L->cfg.aspect);
+        int nw = (int)nearbyint(cw * g->daspect);
+        nw = nw < 1 ? 1 : nw > W ? W : nw;
+        int nx = cx + (cw - nw) / 2;
+        cx = nx < 0 ? 0 : nx + nw > W ? W - nw : nx;
+        cw = nw;
+    }
+    cdl__plan_colour(L, rng, g);
+    if (L->cfg.rotate_deg > 0.0f)
+        g->angle = (float)((cdl__rng_uniform(rng) * 2.0 - 1.0) * L->cfg.rotate_deg * 3.14159265358979 / 180.0);
+    g->x0 = cx; g->y0 = cy; g->sw = cw; g->sh = ch;
+    g->clip_x0 = cx; g->clip_y0 = cy; g->clip_x1 = cx + cw; g->clip_y1 = cy + ch;
+}
+
+/* Darknet's classifier crop: random_augment_args + rotate_crop_image
+ * (src/image.c) as train_classifier drives them (min = min_ratio x size,
+ * max = max_ratio x size), then the flip and random_distort_image, the
+ * draws in Darknet's order. Darknet's quirks are kept: the shorter side is
+ * min(h, (int)(w x aspect)), pixel x sits at coordinate x (the image centre
+ * is w / 2), and taps outside the image read black. Darknet's offset range
+ * uses the output width for dy as well (its crops are square); here dy
+ * uses out_h. No DCT scaling: the window is sampled at full resolution, as
+ * Darknet does, so the pixels are Darknet's. */
+static void cdl__plan_darknet(const coordl *L, cdl__rng *rng, int W, int H, cdl__geom *g) {
+    const int w = (int)L->cfg.out_w, h = (int)L->cfg.out_h;
+    int lo = (int)(L->crop_min_ratio * (float)w), hi = (int)(L->crop_max_ratio * (float)w);
+    if (lo < 1) lo = 1;
+    if (hi < lo) hi = lo;
+    const double a = cdl__scale_on(L->cfg.aspect) ? cdl__rand_scale(rng, L->cfg.aspect) : 1.0;
+    const int r = lo + (int)cdl__rng_below(rng, (uint64_t)(hi - lo + 1));
+    int shorter = H < W * a ? H : (int)(W * a);
+    if (shorter < 1) shorter = 1;
+    const double sc = (double)r / shorter;
+    const double rad = L->cfg.rotate_deg > 0.0f
+        ? (cdl__rng_uniform(rng) * 2.0 - 1.0) * L->cfg.rotate_deg * 3.14159265358979 / 180.0 : 0.0;
+    double dx = (W * sc / a - w) / 2.0, dy = (H * sc - h) / 2.0;
+    dx = (cdl__rng_uniform(rng) * 2.0 - 1.0) * dx;
+    dy = (cdl__rng_uniform(rng) * 2.0 - 1.0) * dy;
+    g->flip = L->cfg.flip ? (cdl__rng_uniform(rng) < 0.5) : 0;
+    cdl__plan_colour(L, rng, g);
+    g->angle = (float)rad;
+    g->daspect = a;
+    g->darknet = 1;
+    /* rx = cos X - sin Y + W/2, ry = sin X + cos Y + H/2 with
+     * X = (x - w/2 + dx) a / s, Y = (y - h/2 + dy) / s */
+    const double c = cos(rad), sn = sin(rad), X0 = (-w / 2.0 + dx) * a / sc, Y0 = (-h / 2.0 + dy) / sc;
+    g->m[0] = c * a / sc; g->m[1] = -sn / sc; g->m[2] = c * X0 - sn * Y0 + W / 2.0;
+    g->m[3] = sn * a / sc; g->m[4] = c / sc; g->m[5] = sn * X0 + c * Y0 + H / 2.0;
+    /* every tap lies in the box of the four corners' taps (one pixel of
+     * slack for rounding); the part inside the image is decoded */
+    double x_min = 1e300, x_max = -1e300, y_min = 1e300, y_max = -1e300;
+    for (int k = 0; k < 4; k++) {
+        const double x = k & 1 ? w - 1 : 0, y = k & 2 ? h - 1 : 0;
+        const double rx = g->m[0] * x + g->m[1] * y + g->m[2], ry = g->m[3] * x + g->m[4] * y + g->m[5];
+        x_min = rx < x_min ? rx : x_min; x_max = rx > x_max ? rx : x_max;
+        y_min = ry < y_min ? ry : y_min; y_max = ry > y_max ? ry : y_max;
+    }
+    const double bx0 = floor(x_min) - 1, bx1 = floor(x_max) + 3, by0 = floor(y_min) - 1, by1 = floor(y_max) + 3;
+    g->clip_x0 = bx0 < 0 ? 0 : bx0 > W ? W : (int)bx0;
+    g->clip_x1 = bx1 < 0 ? 0 : bx1 > W ? W : (int)bx1;
+    g->clip_y0 = by0 < 0 ? 0 : by0 > H ? H : (int)by0;
+    g->clip_y1 = by1 < 0 ? 0 : by1 > H ? H : (int)by1;
+    if (g->clip_x1 <= g->clip_x0 || g->clip_y1 <= g->clip_y0) { /* nothing inside: all black */
+        g->clip_x0 = g->clip_y0 = 0;
+        g->clip_x1 = g->clip_y1 = 1;
+    }
+    g->x0 = g->clip_x0; g->y0 = g->clip_y0;
+    g->sw = g->clip_x1 - g->clip_x0; g->sh = g->clip_y1 - g->clip_y0;
+}
+
+/* Resize shorter side to S = out * 256 / 224, then center crop; expressed
+ * as a fixed source rectangle over the whole (unclipped) image. */
+static void cdl__plan_eval(const coordl *L, int W, int H, cdl__geom *g) {
+    uint32_t out_max = L->cfg.out_w > L->cfg.out_h ? L->cfg.out_w : L->cfg.out_h;
+    double S = floor(out_max * 256.0 / 224.0 + 0.5);
+    double rw, rh; /* torchvision Resize(int): long side = int(S * long / short) */
+    if (W <= H) { rw = S; rh = floor(S * H / W); } else { rh = S; rw = floor(S * W / H); }
+    if (rw < L->cfg.out_w) rw = L->cfg.out_w;
+    if (rh < L->cfg.out_h) rh = L->cfg.out_h;
+    double top = nearbyint((rh - L->cfg.out_h) / 2.0), left = nearbyint((rw - L->cfg.out_w) / 2.0);
+    double sx = W / rw, sy = H / rh;
+    g->x0 = left * sx; g->y0 = top * sy;
+    g->sw = L->cfg.out_w * sx; g->sh = L->cfg.out_h * sy;
+    g->clip_x0 = 0; g->clip_y0 = 0; g->clip_x1 = W; g->clip_y1 = H;
+    g->flip = 0;
+    g->dhue = 0.0f;
+    g->dsat = g->dexp = 1.0f;
+    g->angle = 0.0f;
+    g->daspect = 1.0;
+    g->darknet = 0;
+}
+
+CDL_PRIVATE void cdl__plan(const coordl *L, uint64_t epoch, uint64_t id, int W, int H, cdl__geom *g) {
+    if (L->cfg.pipeline == COORDL_PIPE_EVAL) {
+        cdl__plan_eval(L, W, H, g);
+    } else {
+        cdl__rng rng = cdl__rng_for(L->cfg.seed, CDL_STREAM_CROP, epoch, id);
+        if (L->cfg.train_crop == COORDL_CROP_DARKNET) cdl__plan_darknet(L, &rng, W, H, g);
+        else cdl__plan_train(L, &rng, W, H, g);
+    }
+}
+
+#ifndef COORDL_NO_JPEGTURBO /* libjpeg's DCT scaling */
+/* DCT scaling: the largest 1/d (d in 1, 2, 4, 8) whose scaled source
+ * rectangle still covers the output; 3/8..7/8 have no SIMD path in
+ * libjpeg-turbo 2.1 and are slower than a full decode, so they are not
+ * used. */
+CDL_PRIVATE int cdl__choose_dct_denominator(const coordl *L, const cdl__geom *g) {
+    if (g->darknet) return 1;
+    int d = 8;
+    while (d > 1 && (g->sw / d < L->cfg.out_w || g->sh / d < L->cfg.out_h)) d /= 2;
+    return d;
+}
+
+/* Maps geometry in full-size pixels to an image decoded at 1/d whose size
+ * is (sw, sh) (libjpeg rounds scaled sizes up). */
+CDL_PRIVATE void cdl__geom_scale(cdl__geom *g, int d, int scaled_w, int scaled_h) {
+    if (d == 1) return;
+    g->x0 /= d; g->y0 /= d; g->sw /= d; g->sh /= d;
+    g->clip_x0 /= d; g->clip_y0 /= d;
+    g->clip_x1 = (g->clip_x1 + d - 1) / d;
+    g->clip_y1 = (g->clip_y1 + d - 1) / d;
+    if (g->clip_x1 > scaled_w) g->clip_x1 = scaled_w;
+    if (g->clip_y1 > scaled_h) g->clip_y1 = scaled_h;
+    if (g->clip_x1 <= g->clip_x0) g->clip_x1 = g->clip_x0 + 1;
+    if (g->clip_y1 <= g->clip_y0) g->clip_y1 = g->clip_y0 + 1;
+}
+#endif
+

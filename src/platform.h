@@ -1,0 +1,117 @@
+#ifndef CDL_PLATFORM_H
+#define CDL_PLATFORM_H
+#ifndef CDL_PRIVATE
+#define CDL_PRIVATE /* static in the amalgamation */
+#endif
+
+/* ===================================================================== */
+/* 1. Platform and build options                                         */
+/* ===================================================================== */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1 /* sched_getaffinity, CPU_COUNT, MAP_POPULATE */
+#endif
+
+#include "coordl.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#endif
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h> /* AVX2 resampling, chosen at run time (section 12) */
+#endif
+
+/* Build switches for the parts, miniaudio's MA_NO_* style: each leaves one
+ * part's code out, and what that part served answers
+ * COORDL_ERR_UNSUPPORTED naming the switch (the config is checked at open,
+ * section 18). The public API is the same in every build.
+ *   COORDL_NO_HWLOC      placement by plain pthread affinity, no NUMA
+ *   COORDL_NO_AUDIO      COORDL_PIPE_AUDIO (the WAV reader and crop)
+ *   COORDL_NO_TOKENS     COORDL_PIPE_TOKENS (llm.c shard parsing, windows)
+ *   COORDL_NO_ANALYZER   coordl_analyze and the report functions (the stats
+ *                        and coordl_stats_json stay)
+ *   COORDL_NO_STB        no stb_image: JPEG only, through libjpeg
+ *   COORDL_NO_JPEGTURBO  JPEG through stb_image instead of libjpeg
+ *   COORDL_STB_UPSTREAM  stb_image.h as "stb_image.h" (an upstream checkout
+ *                        on the include path) instead of Debian's
+ *                        <stb/stb_image.h>; COORDL_STB_IMAGE_H="path" names
+ *                        any other
+ *   COORDL_MPI           the partitioned cache over MPI
+ * With COORDL_NO_HWLOC and COORDL_NO_STB, coordl.c needs no header beyond
+ * the C library's and libjpeg's. */
+#if defined(COORDL_NO_STB) && defined(COORDL_NO_JPEGTURBO)
+#error "coordl: COORDL_NO_STB and COORDL_NO_JPEGTURBO together leave no image decoder"
+#endif
+
+#ifndef COORDL_NO_HWLOC
+#include <hwloc.h>
+#endif
+
+#ifdef COORDL_MPI
+#include <mpi.h>
+#endif
+
+#ifndef COORDL_NO_JPEGTURBO
+#include <jpeglib.h>
+#include <jerror.h>
+#endif
+
+#define CDL_MAX_SIDE (1 << 24) /* longest image side any decoder may report */
+
+#define CDL_ERRMSG_MAX 512
+#define CDL_EPOCH_STATS_KEPT 16
+#define CDL_SUBSTITUTE_TRIES 16
+
+typedef unsigned char cdl__u8;
+
+/* CPU time of the calling thread (the rewrite budget, section 13). */
+static inline uint64_t cdl__thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t cdl__now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline size_t cdl__page_size(void) {
+    long p = sysconf(_SC_PAGESIZE);
+    return p > 0 ? (size_t)p : 4096;
+}
+
+static inline size_t cdl__round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+
+/* little-endian fields (WAV headers, BMP palettes) */
+#if !defined(COORDL_NO_STB) || !defined(COORDL_NO_AUDIO)
+static inline uint32_t cdl__le32(const cdl__u8 *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static inline uint16_t cdl__le16(const cdl__u8 *p) { return (uint16_t)(p[0] | p[1] << 8); }
+#endif
+#endif /* CDL_PLATFORM_H */

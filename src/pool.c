@@ -1,0 +1,260 @@
+#include "platform.h"
+#include "pool.h"
+#include "status.h"
+#include "rand.h"
+#include "placement.h"
+#include "lock.h"
+#include "worker.h"
+#include "index.h"
+#include "sampler.h"
+#include "readahead.h"
+#include "decode.h"
+#include "stream.h"
+#include "handle.h"
+
+/* --- workers ------------------------------------------------------------ */
+
+/* Prepare one row, substituting bad items when configured. Returns the
+ * row's status; sets *row_id to the item actually used. */
+static coordl_status cdl__prepare_row(cdl__worker *W, uint64_t epoch, uint64_t id, uint64_t pos,
+                                      void *dst, uint64_t *row_id) {
+    coordl *L = W->L;
+    coordl_status rc = cdl__prepare_item(W, epoch, id, dst);
+    *row_id = id;
+    if (rc == COORDL_OK || L->cfg.on_bad_sample != COORDL_BAD_SUBSTITUTE || rc == COORDL_ERR_NOMEM) return rc;
+    for (int attempt = 0; attempt < CDL_SUBSTITUTE_TRIES; attempt++) {
+        W->row.bad_samples++;
+        cdl__log(L, COORDL_LOG_WARN, "bad sample substituted: %s", W->err);
+        uint64_t sub = cdl__hash4(L->cfg.seed, CDL_STREAM_SUBST, epoch, pos * CDL_SUBSTITUTE_TRIES + (uint64_t)attempt) % L->num_items;
+        if (sub == id) sub = (sub + 1) % L->num_items;
+        if (sub == id) break; /* a one-item dataset has nothing to substitute */
+        rc = cdl__prepare_item(W, epoch, sub, dst);
+        *row_id = sub;
+        if (rc == COORDL_OK) return rc;
+    }
+    return rc;
+}
+
+/* Prepares a claimed row with no lock held: straight into its place in the
+ * ring for a private loader (nothing else touches a claimed row there), or
+ * into the worker's staging buffer in a group, copied in by complete only
+ * if the claim still holds (a member stopped mid-row, dropped and resumed
+ * would otherwise write into a slot that by then holds another batch). */
+CDL_PRIVATE void cdl__worker_prepare(cdl__worker *W, const cdl__claim *c, cdl__row_result *r) {
+    coordl *L = W->L;
+    const int staged = L->cfg.group != NULL;
+    cdl__u8 *dst = staged ? W->stage : L->ring_arena.base + c->data_off;
+    int32_t *targets = NULL;
+    if (L->target_row_bytes)
+        targets = (int32_t *)(void *)(staged ? W->stage + c->row_bytes : L->ring_arena.base + c->targets_off);
+    memset(&W->row, 0, sizeof W->row);
+    W->row.items = 1;
+    W->targets = targets;
+    W->claim = c;
+    W->cur_epoch = c->epoch;
+    W->cur_slot = &L->slots[c->slot];
+    W->cur_row = c->row;
+    cdl__perm perm = cdl__perm_for(L, c->epoch);
+    const uint64_t id = cdl__item_at(L, &perm, c->pos);
+    W->ra_entry = cdl__ra_take(L, c->epoch, c->pos, id);
+    r->status = cdl__prepare_row(W, c->epoch, id, c->pos, dst, &r->id);
+    cdl__ra_release(L, W->ra_entry); /* decoded: its bytes may be reused */
+    W->ra_entry = NULL;
+    if (r->status != COORDL_OK) { /* never hand out stale pixels */
+        memset(dst, 0, c->row_bytes);
+        if (targets) memset(targets, 0, L->target_row_bytes);
+    }
+    r->label = cdl__item_label(L, r->id);
+    r->staged = staged ? dst : NULL;
+    r->staged_targets = staged ? targets : NULL;
+    r->errmsg = W->err;
+}
+
+/* Names the worker so that tools (top -H, /proc/<pid>/task) show it. Its
+ * affinity was set at creation (cdl__pool_start), so it allocates its
+ * scratch already on its own node (first touch). */
+static void cdl__worker_bind(cdl__worker *W) {
+    char name[16];
+    snprintf(name, sizeof name, "coordl-w%d", W->index);
+    pthread_setname_np(pthread_self(), name);
+}
+
+/* A worker: claim, prepare with no lock held, complete; with nothing to
+ * claim, rewrite cached JPEGs while there are any (once it finds none, not
+ * again before its next row). */
+static void *cdl__worker_main(void *arg) {
+    cdl__worker *W = arg;
+    coordl *L = W->L;
+    cdl__claim c;
+    cdl__row_result r;
+    int idle = 1, got;
+    cdl__worker_bind(W);
+#if defined(__linux__) && defined(SCHED_BATCH)
+    /* Workers are throughput threads: under SCHED_BATCH (same CPU share,
+     * no privilege needed) a woken worker does not preempt the thread that
+     * woke it, so the trainer is not pushed off its core inside a coordl
+     * call or an OpenMP region; the worker runs at the next tick instead.
+     * Best effort: a refusal leaves the default policy. */
+    struct sched_param sp;
+    memset(&sp, 0, sizeof sp);
+    (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
+#endif
+    cdl__lock(L);
+    while ((got = cdl__stream_claim(L, &c, idle)) != 0) {
+        cdl__unlock(L);
+        if (got == 2) {
+#ifndef COORDL_NO_JPEGTURBO
+            cdl__counters done;
+            idle = cdl__rewrite_idle(W, &done);
+            cdl__lock(L);
+            L->st.jpeg_rewrites += done.jpeg_rewrites;
+            L->st.jpeg_rewrites_idle += done.jpeg_rewrites_idle;
+            L->st.jpeg_rewrite_ns += done.jpeg_rewrite_ns;
+            L->st.jpeg_rewrite_failures += done.jpeg_rewrite_failures;
+#else
+            idle = 0;
+            cdl__lock(L);
+#endif
+            continue;
+        }
+        idle = 1;
+        cdl__test_hook(L, "row_claimed");
+        cdl__worker_prepare(W, &c, &r);
+        cdl__test_hook(L, "row_written");
+        cdl__lock(L);
+        cdl__stream_complete(L, &c, &W->row, &r);
+    }
+    cdl__unlock(L);
+    return NULL;
+}
+
+static void cdl__worker_free(coordl *L, cdl__worker *W) {
+    cdl__free(L, W->readbuf);
+    cdl__free(L, W->pix);
+    cdl__free(L, W->row4);
+    cdl__free(L, W->tmp);
+    cdl__free(L, W->rot);
+    cdl__free(L, W->stage);
+    cdl__free(L, W->window_row);
+    cdl__free(L, W->xstart);
+    cdl__free(L, W->xw);
+    cdl__free(L, W->xw8);
+    cdl__free(L, W->ystart);
+    cdl__free(L, W->yw);
+    cdl__free(L, W->rw);
+    cdl__free(L, W->rwidx);
+    cdl__free(L, W->splice);
+#ifndef COORDL_NO_JPEGTURBO
+    if (W->jd_ready) jpeg_destroy_decompress(&W->jd);
+#endif
+}
+
+/* The PUs this process's workers use: all the chosen ones, or, for a
+ * member of a coordinated group with the default placement, its own slice
+ * of the physical cores (the members' workers together form one pool over
+ * the machine instead of k pools piled on the first cores). */
+static void cdl__pool_pus(const coordl *L, int *first, int *count) {
+    const cdl__placement *P = &L->place;
+    *first = 0;
+    *count = P->nworker_pus;
+    if (L->cfg.group && L->cfg.group_size > 1 && L->me >= 0 && !L->cfg.cpuset && L->cfg.numa_node < 0 &&
+        !L->cfg.pci_bus_id && P->ncores > 0) {
+        const int k = L->cfg.group_size, m = L->me % k;
+        int lo = P->ncores * m / k, hi = P->ncores * (m + 1) / k;
+        if (hi <= lo) { lo = m % P->ncores; hi = lo + 1; }
+        *first = lo;
+        *count = hi - lo; /* worker_pus starts with one PU per core, in core order */
+    }
+}
+
+/* Starts a worker on its PU: binding at creation rather than from inside
+ * the thread means open returns with every worker placed, and no scratch
+ * page is ever touched elsewhere. */
+static int cdl__worker_start(cdl__worker *W, int bind, int *bound) {
+    int e = EINVAL;
+    *bound = 0;
+    if (bind && W->pu >= 0 && W->pu < CPU_SETSIZE) {
+        pthread_attr_t attr;
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(W->pu, &set);
+        if (pthread_attr_init(&attr) == 0) {
+            if (pthread_attr_setaffinity_np(&attr, sizeof set, &set) == 0)
+                e = pthread_create(&W->thread, &attr, cdl__worker_main, W);
+            pthread_attr_destroy(&attr);
+        }
+        *bound = e == 0;
+    }
+    if (!*bound) e = pthread_create(&W->thread, NULL, cdl__worker_main, W);
+    return e;
+}
+
+CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
+    const cdl__placement *P = &L->place;
+    int first, count;
+    cdl__pool_pus(L, &first, &count);
+    int n = L->cfg.threads > 0 ? L->cfg.threads : (first || count != P->nworker_pus ? count : P->ncores);
+    if (n < 1) n = 1;
+    L->workers = cdl__calloc(L, (size_t)n, sizeof *L->workers);
+    if (!L->workers) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %d workers", n);
+    for (int i = 0; i < n; i++) {
+        cdl__worker *W = &L->workers[i];
+        W->L = L;
+        W->index = i;
+        W->pu = count > 0 ? P->worker_pus[first + i % count] : -1;
+        if (i < 64) L->st.worker_cpu[i] = W->pu;
+        /* a group stages each row (coordl_set cannot change its size) */
+        if (L->cfg.group && !cdl__reserve(L, (void **)&W->stage, &W->stagecap, L->row_bytes + L->target_row_bytes + 16))
+            return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the workers' staging rows");
+        cdl__worker_decoder_init(W);
+    }
+    for (int i = n; i < 64; i++) L->st.worker_cpu[i] = -1;
+    if (L->cfg.pipeline == COORDL_PIPE_TOKENS) { /* the consumer's own scratch (cdl__consumer_help) */
+        L->helper = cdl__calloc(L, 1, sizeof *L->helper);
+        if (!L->helper) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+        L->helper->L = L;
+        L->helper->index = n;
+        L->helper->pu = -1;
+        if (L->cfg.group && !cdl__reserve(L, (void **)&L->helper->stage, &L->helper->stagecap,
+                                          L->row_bytes + L->target_row_bytes + 16))
+            return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the consumer's staging row");
+    }
+    const int listed = n < count ? n : count;
+    cdl__format_pu_list(P->worker_pus + first, listed, L->st.placement_cpus, sizeof L->st.placement_cpus);
+    cdl__format_pu_list(P->reserved_pus, P->nreserved, L->st.reserved_cpus, sizeof L->st.reserved_cpus);
+    L->st.placement_node = P->node;
+    L->st.placement_nodes = (uint32_t)P->nnodes;
+    L->nworkers = n;
+    const int bind = L->cfg.bind && !P->simulate;
+    for (int i = 0; i < n; i++) {
+        int bound, e = cdl__worker_start(&L->workers[i], bind, &bound);
+        if (e != 0) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start worker thread %d: %s", i, strerror(e));
+        L->workers[i].started = 1;
+        L->st.threads_bound += (uint32_t)bound;
+    }
+    L->st.threads = (uint32_t)n;
+    return COORDL_OK;
+}
+
+CDL_PRIVATE void cdl__pool_stop(coordl *L) {
+    if (!L->workers) {
+        cdl__ra_stop(L);
+        return;
+    }
+    cdl__lock(L);
+    L->stop = 1;
+    cdl__broadcast(L, &L->S->work_cv);
+    cdl__unlock(L);
+    for (int i = 0; i < L->nworkers; i++)
+        if (L->workers[i].started) pthread_join(L->workers[i].thread, NULL);
+    for (int i = 0; i < L->nworkers; i++) cdl__worker_free(L, &L->workers[i]);
+    cdl__free(L, L->workers);
+    L->workers = NULL;
+    if (L->helper) {
+        cdl__worker_free(L, L->helper);
+        cdl__free(L, L->helper);
+        L->helper = NULL;
+    }
+    cdl__ra_stop(L); /* after the workers: one may wait for a read */
+}
+

@@ -1,0 +1,347 @@
+#include "platform.h"
+#include "readahead.h"
+#include "status.h"
+#include "placement.h"
+#include "worker.h"
+#include "index.h"
+#include "source.h"
+#include "sampler.h"
+#include "cache.h"
+#include "peers.h"
+#include "handle.h"
+
+/* ---- read-ahead in the known order ----------------------------------------
+ * The permutation of every epoch is known, so the items the workers will
+ * claim next are known: a few I/O threads keep up to readahead_items of
+ * them in flight ahead of the claims, in claim order, reading through the
+ * reader into one arena (a byte ring bounded by readahead_bytes, allocated
+ * at open: nothing per item). A worker that claims a row takes its entry:
+ * the bytes are there (decoded in place), or in flight (it waits for that
+ * read only), or were not read ahead (a cache hit, an item a peer serves,
+ * one too large for the arena, a position the read-ahead had not reached):
+ * then it reads as before. Entries and arena space are handed out in
+ * position order and freed in that order once their rows are prepared.
+ * A seek or coordl_set restarts it at the new position (a new generation:
+ * reads still in flight finish into their own space and are dropped).
+ * Private loaders only: in a coordinated group the rows are claimed by
+ * every member's workers, and each member reading ahead would read every
+ * item k times. Lock order: the stream's lock, then this one; the I/O
+ * threads never take the stream's lock. */
+
+static int cdl__pos_before(uint64_t e1, uint64_t p1, uint64_t e2, uint64_t p2) {
+    return e1 < e2 || (e1 == e2 && p1 < p2);
+}
+
+/* cdl__epoch_end on the snapshot taken at the last restart. */
+static uint64_t cdl__ra_epoch_end(const cdl__readahead *R, uint64_t epoch) {
+    const uint64_t from = epoch == R->cut_epoch ? R->cut_pos : 0;
+    return R->drop_last ? from + (R->share - from) / R->batch_size * R->batch_size : R->share;
+}
+
+/* Frees the entries at the tail that are done with, and their bytes. */
+static void cdl__ra_trim(cdl__readahead *R) {
+    int freed = 0;
+    while (R->tail < R->head) {
+        cdl__ra_entry *x = &R->e[R->tail % R->depth];
+        const int done = x->state == CDL_RA_TAKEN || (x->stale && x->state != CDL_RA_READING);
+        if (!done) break;
+        R->atail = x->end;
+        x->state = CDL_RA_FREE;
+        x->stale = 0;
+        R->tail++;
+        freed++;
+    }
+    if (R->tail == R->head) R->atail = R->ahead; /* nothing in use */
+    /* one I/O thread per freed entry (waking all of them for one entry
+     * costs more than the read on a loaded machine) */
+    for (int i = 0; i < freed && i < R->nthreads; i++) pthread_cond_signal(&R->room_cv);
+}
+
+/* Whether item id will not come from storage: in the cache, or (MPI) on a
+ * peer that serves it (once the map is known, rows claimed from then on
+ * ask the peers, whatever the epoch). */
+static int cdl__ra_not_from_storage(const coordl *L, uint64_t id) {
+    /* the state's low byte (readers count above it); an entry being
+     * rewritten (section 13) is held too, its rewrite long done by the
+     * time its row is claimed */
+    if (L->cache_entries &&
+        (atomic_load_explicit(&L->cache_entries[id].state, memory_order_acquire) & CDL_CE_STATE) >= CDL_CE_PRESENT)
+        return 1;
+    if (L->lru) {
+        pthread_mutex_lock(&L->lru->mu);
+        const int held = L->lru->data[id] != NULL;
+        pthread_mutex_unlock(&L->lru->mu);
+        if (held) return 1;
+    }
+#ifdef COORDL_MPI
+    if (L->peer_comm_set && __atomic_load_n(&L->peer_map_ready, __ATOMIC_ACQUIRE)) {
+        const int owner = L->peer_owner[id];
+        if (owner >= 0 && owner != L->cfg.rank) return 1;
+    }
+#endif
+    return 0;
+}
+
+static void *cdl__ra_main(void *arg) {
+    cdl__readahead *R = arg;
+    coordl *L = R->L;
+    cdl__perm perm;
+    uint64_t perm_epoch = UINT64_MAX;
+    char name[16];
+    snprintf(name, sizeof name, "coordl-io");
+    pthread_setname_np(pthread_self(), name);
+    pthread_mutex_lock(&R->mu);
+    while (!R->stop) {
+        if (R->paused || R->head - R->tail >= R->depth) {
+            pthread_cond_wait(&R->room_cv, &R->mu);
+            continue;
+        }
+        /* the next position, never one a worker has already claimed */
+        if (cdl__pos_before(R->next_epoch, R->next_pos, R->front_epoch, R->front_pos)) {
+            R->next_epoch = R->front_epoch;
+            R->next_pos = R->front_pos;
+        }
+        uint64_t epoch = R->next_epoch, pos = R->next_pos;
+        if (pos >= cdl__ra_epoch_end(R, epoch)) {
+            epoch++;
+            pos = 0;
+        }
+        /* partitioned cache: past the admission epoch a peer may serve the
+         * item; wait for the map of who holds what before reading any of it
+         * (the claims wait for it there too) */
+        if (cdl__peer_map_pending(L, epoch)) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 5000000L;
+            if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+            pthread_cond_timedwait(&R->room_cv, &R->mu, &ts);
+            continue;
+        }
+        if (epoch != perm_epoch) {
+            perm = cdl__perm_for(L, epoch);
+            perm_epoch = epoch;
+        }
+        const uint64_t id = cdl__item_at(L, &perm, pos);
+        const uint64_t want = cdl__item_bytes(L, id), need = (want + 16 + 63) / 64 * 64;
+        const int skip = cdl__ra_not_from_storage(L, id) || want == 0 || want > L->cfg.max_item_bytes ||
+                         need > R->bytes;
+        /* arena space, contiguous: a span that would cross the end starts
+         * over at the beginning (the rest of the lap is left unused) */
+        if (R->tail == R->head) /* empty: start a fresh lap, so any item that fits the arena fits now */
+            R->ahead = R->atail = (R->ahead + R->bytes - 1) / R->bytes * R->bytes;
+        uint64_t start = R->ahead, end = R->ahead;
+        if (!skip) {
+            if (start % R->bytes + need > R->bytes) start += R->bytes - start % R->bytes;
+            end = start + need;
+            if (end - R->atail > R->bytes) { /* full: wait for the workers to free some */
+                pthread_cond_wait(&R->room_cv, &R->mu);
+                continue;
+            }
+        }
+        R->next_epoch = epoch;
+        R->next_pos = pos + 1;
+        cdl__ra_entry *x = &R->e[R->head++ % R->depth];
+        x->gen = R->gen;
+        x->stale = 0;
+        x->epoch = epoch;
+        x->pos = pos;
+        x->id = id;
+        x->start = start;
+        x->end = end;
+        x->len = x->storage_bytes = 0;
+        x->status = COORDL_OK;
+        x->err[0] = '\0';
+        R->ahead = end;
+        if (skip) {
+            x->state = CDL_RA_SKIPPED;
+            R->skips++;
+            continue;
+        }
+        x->state = CDL_RA_READING;
+        pthread_mutex_unlock(&R->mu);
+        cdl__u8 *dst = R->base + start % R->bytes;
+        size_t cap = (size_t)(end - start);
+        uint64_t len = 0, sbytes = 0;
+        int too_big = 0;
+        const uint64_t t0 = cdl__now_ns();
+        coordl_status rc = cdl__read_item(L, id, &dst, &cap, 0, &too_big, &len, &sbytes, x->err, sizeof x->err);
+        const uint64_t t1 = cdl__now_ns();
+        pthread_mutex_lock(&R->mu);
+#ifdef COORDL_DEBUG
+        /* the entry stays this read's until the read ends: nobody frees or
+         * reuses an entry (or its bytes) while its read is in flight */
+        cdl__debug_assert(L, x->state == CDL_RA_READING && x->start == start && x->id == id,
+                          "read-ahead: an entry was freed or reused while its read was in flight");
+#endif
+        R->reads++;
+        R->read_ns += t1 - t0;
+        x->len = len;
+        x->storage_bytes = sbytes;
+        x->status = rc;
+        /* an item larger now than indexed: its worker reads it */
+        x->state = too_big ? CDL_RA_SKIPPED : rc == COORDL_OK ? CDL_RA_DONE : CDL_RA_FAILED;
+        pthread_cond_broadcast(&R->done_cv);
+        if (x->stale) cdl__ra_trim(R);
+    }
+    pthread_mutex_unlock(&R->mu);
+    return NULL;
+}
+
+/* Stops issuing new reads until the restart (a seek or set is under way;
+ * reads in flight finish). Under the stream's lock. */
+CDL_PRIVATE void cdl__ra_pause(coordl *L) {
+    cdl__readahead *R = L->ra;
+    if (!R) return;
+    pthread_mutex_lock(&R->mu);
+    R->paused = 1;
+    pthread_mutex_unlock(&R->mu);
+}
+
+/* Restarts at the stream's claim position, with the stream's geometry:
+ * entries not taken are dropped (those still being read when their read
+ * ends). Called under the stream's lock, when no row is in flight. */
+CDL_PRIVATE void cdl__ra_restart(coordl *L) {
+    cdl__readahead *R = L->ra;
+    if (!R) return;
+    pthread_mutex_lock(&R->mu);
+    R->gen++;
+    R->paused = 0;
+    for (uint64_t i = R->tail; i < R->head; i++) R->e[i % R->depth].stale = 1;
+    cdl__ra_trim(R);
+    R->next_epoch = R->front_epoch = L->S->claim_epoch;
+    R->next_pos = R->front_pos = L->S->claim_pos;
+    R->batch_size = L->cfg.batch_size;
+    R->drop_last = L->cfg.drop_last;
+    R->share = L->share;
+    R->cut_epoch = L->S->cut_epoch;
+    R->cut_pos = L->S->cut_pos;
+    pthread_cond_broadcast(&R->room_cv);
+    pthread_mutex_unlock(&R->mu);
+}
+
+/* The entry read ahead for the row at (epoch, pos) holding item id, or
+ * NULL; marks every position up to it as claimed. */
+CDL_PRIVATE cdl__ra_entry *cdl__ra_take(coordl *L, uint64_t epoch, uint64_t pos, uint64_t id) {
+    cdl__readahead *R = L->ra;
+    cdl__ra_entry *found = NULL;
+    if (!R) return NULL;
+    pthread_mutex_lock(&R->mu);
+    if (cdl__pos_before(R->front_epoch, R->front_pos, epoch, pos + 1)) {
+        R->front_epoch = epoch;
+        R->front_pos = pos + 1;
+    }
+    for (uint64_t i = R->tail; i < R->head && !found; i++) {
+        cdl__ra_entry *x = &R->e[i % R->depth];
+        if (!x->stale && x->gen == R->gen && x->epoch == epoch && x->pos == pos && x->id == id &&
+            x->state != CDL_RA_TAKEN)
+            found = x;
+    }
+    if (found && found->state == CDL_RA_SKIPPED) { /* nothing to wait for */
+        found->state = CDL_RA_TAKEN;
+        cdl__ra_trim(R);
+        found = NULL;
+    }
+    pthread_mutex_unlock(&R->mu);
+    return found;
+}
+
+/* Waits for a taken entry's read; its bytes or its error. Returns 1 with
+ * *out set, 0 when the worker must read the item itself (the read-ahead
+ * skipped it after all), or -1 with the read's status in *rc. */
+CDL_PRIVATE int cdl__ra_wait(cdl__worker *W, cdl__ra_entry *x, cdl__bytes *out, coordl_status *rc) {
+    cdl__readahead *R = W->L->ra;
+    const uint64_t t0 = cdl__now_ns();
+    pthread_mutex_lock(&R->mu);
+    const int waited = x->state == CDL_RA_READING;
+    while (x->state == CDL_RA_READING) pthread_cond_wait(&R->done_cv, &R->mu);
+    const int state = x->state;
+    pthread_mutex_unlock(&R->mu);
+    if (waited) W->row.readahead_wait_ns += cdl__now_ns() - t0;
+    if (state == CDL_RA_SKIPPED) return 0;
+    W->row.storage_bytes += x->storage_bytes;
+    if (state == CDL_RA_FAILED) {
+        snprintf(W->err, sizeof W->err, "%s", x->err);
+        *rc = x->status;
+        return -1;
+    }
+    W->row.readahead_hits++;
+    out->p = R->base + x->start % R->bytes;
+    out->len = (size_t)x->len;
+    return 1;
+}
+
+/* The row is prepared: its entry's bytes may be reused. A read still in
+ * flight (the row came from the cache or a peer after all) is left to
+ * finish into its own bytes: the entry is freed when it ends. */
+CDL_PRIVATE void cdl__ra_release(coordl *L, cdl__ra_entry *x) {
+    cdl__readahead *R = L->ra;
+    if (!R || !x) return;
+    pthread_mutex_lock(&R->mu);
+    if (x->state == CDL_RA_READING) x->stale = 1;
+    else x->state = CDL_RA_TAKEN;
+    cdl__ra_trim(R);
+    pthread_mutex_unlock(&R->mu);
+}
+
+/* Sizes and starts the read-ahead (after the ring, before the workers). */
+CDL_PRIVATE coordl_status cdl__ra_start(coordl *L) {
+    const uint32_t depth = L->cfg.readahead_items;
+    if (depth == 0 || L->cfg.group) return COORDL_OK;
+    cdl__readahead *R = cdl__calloc(L, 1, sizeof *R);
+    if (!R) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the read-ahead");
+    L->ra = R;
+    R->L = L;
+    R->depth = depth;
+    R->e = cdl__calloc(L, depth, sizeof *R->e);
+    if (!R->e) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %u read-ahead entries", depth);
+    R->bytes = (size_t)L->cfg.readahead_bytes; /* the ring: exactly the bound */
+    R->map_bytes = cdl__round_up(R->bytes, cdl__page_size());
+    void *p = mmap(NULL, R->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot map %zu bytes for the read-ahead: %s", R->map_bytes,
+                              strerror(errno));
+    R->base = p;
+    cdl__placement_bind_memory(L, p, R->map_bytes);
+    if (pthread_mutex_init(&R->mu, NULL) != 0 || pthread_cond_init(&R->room_cv, NULL) != 0 ||
+        pthread_cond_init(&R->done_cv, NULL) != 0)
+        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot initialise the read-ahead's lock");
+    R->cut_epoch = UINT64_MAX;
+    R->batch_size = L->cfg.batch_size;
+    R->drop_last = L->cfg.drop_last;
+    R->share = L->share;
+    R->cut_epoch = L->S->cut_epoch;
+    R->cut_pos = L->S->cut_pos;
+    R->next_epoch = R->front_epoch = L->cur_epoch;
+    R->next_pos = R->front_pos = L->cur_pos;
+    R->threads = cdl__calloc(L, L->cfg.readahead_threads, sizeof *R->threads);
+    if (!R->threads) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the read-ahead threads");
+    for (uint32_t i = 0; i < L->cfg.readahead_threads; i++) {
+        const int e = pthread_create(&R->threads[i], NULL, cdl__ra_main, R);
+        if (e != 0) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start read-ahead thread %u: %s", i, strerror(e));
+        R->nthreads++;
+    }
+    return COORDL_OK;
+}
+
+/* Stops the I/O threads (after the workers: a worker may wait on a read)
+ * and frees everything. */
+CDL_PRIVATE void cdl__ra_stop(coordl *L) {
+    cdl__readahead *R = L->ra;
+    if (!R) return;
+    if (R->threads) {
+        pthread_mutex_lock(&R->mu);
+        R->stop = 1;
+        pthread_cond_broadcast(&R->room_cv);
+        pthread_mutex_unlock(&R->mu);
+        for (int i = 0; i < R->nthreads; i++) pthread_join(R->threads[i], NULL);
+        pthread_mutex_destroy(&R->mu);
+        pthread_cond_destroy(&R->room_cv);
+        pthread_cond_destroy(&R->done_cv);
+    }
+    if (R->base) munmap(R->base, R->map_bytes);
+    cdl__free(L, R->threads);
+    cdl__free(L, R->e);
+    cdl__free(L, R);
+    L->ra = NULL;
+}
+

@@ -1,0 +1,38 @@
+#ifndef CDL_SAMPLER_H
+#define CDL_SAMPLER_H
+#include "platform.h"
+
+typedef struct cdl__perm {
+    uint64_t n;
+    unsigned half_bits;
+    uint64_t half_mask;
+    uint64_t keys[6];
+    int identity;
+    uint64_t epoch;
+} cdl__perm;
+typedef struct cdl__llmc_epoch {
+    uint64_t epoch;
+    int valid;
+    uint32_t *order;  /* shard at visiting position i                       */
+    uint64_t *prefix; /* batches before position i; prefix[nshards] = total */
+} cdl__llmc_epoch;
+
+typedef struct cdl__llmc {
+    uint64_t *samples;  /* G_s per shard, in source order                    */
+    uint64_t total;     /* batches per epoch: sum of G_s                     */
+    pthread_mutex_t mu; /* guards ep[] and victim                            */
+    cdl__llmc_epoch ep[2];
+    unsigned victim;    /* entry the next new epoch replaces                 */
+} cdl__llmc;
+
+
+/* ---- interface ---- */
+CDL_PRIVATE uint64_t cdl__item_at(const coordl *L, const cdl__perm *p, uint64_t pos);
+CDL_PRIVATE cdl__perm cdl__perm_for(const coordl *L, uint64_t epoch);
+CDL_PRIVATE uint64_t cdl__epoch_end(const coordl *L, uint64_t epoch);
+CDL_PRIVATE uint64_t cdl__batches_for(const coordl *L, uint64_t B);
+CDL_PRIVATE void cdl__llmc_free(coordl *L);
+CDL_PRIVATE coordl_status cdl__llmc_init(coordl *L);
+CDL_PRIVATE void cdl__llmc_locate(const coordl *L, uint64_t epoch, uint64_t k, uint64_t *shard_pos, uint64_t *sample_pos, uint32_t *shard);
+CDL_PRIVATE const cdl__llmc_epoch *cdl__llmc_table(const coordl *L, uint64_t epoch);
+#endif /* CDL_SAMPLER_H */

@@ -1,0 +1,319 @@
+#include "platform.h"
+#include "source.h"
+#include "status.h"
+#include "worker.h"
+#include "io.h"
+#include "index.h"
+#include "tar.h"
+#include "handle.h"
+
+#define CDL_SHARD_HEADER_BYTES 1024
+#define CDL_SHARD_MAGIC_U16 20240520
+#define CDL_SHARD_MAGIC_U32 20240801
+
+#ifndef COORDL_NO_TOKENS
+static coordl_status cdl__add_shard(coordl *L, const char *path, size_t *cap) {
+    char err[CDL_ERRMSG_MAX];
+    void *f;
+    uint64_t shard_bytes, got = 0;
+    coordl_status rc = cdl__io_open(L, path, &f, &shard_bytes, err, sizeof err);
+    if (rc != COORDL_OK) return cdl__open_fail(rc, "source: cannot open token shard %s: %s", path, err);
+    int32_t h[256];
+    rc = cdl__io_read(L, f, path, h, sizeof h, 0, &got, err, sizeof err);
+    cdl__io_close(L, f);
+    if (rc != COORDL_OK) return cdl__open_fail(rc, "source: token shard %s", err);
+    if (got != sizeof h)
+        return cdl__open_fail(COORDL_ERR_CORRUPT, "source: token shard %s: shorter than its %d-byte header",
+                              path, CDL_SHARD_HEADER_BYTES);
+    uint32_t tb;
+    if (h[0] == CDL_SHARD_MAGIC_U16 && h[1] == 1) tb = 2;
+    else if (h[0] == CDL_SHARD_MAGIC_U32 && h[1] == 7) tb = 4;
+    else
+        return cdl__open_fail(COORDL_ERR_CORRUPT, "source: token shard %s: bad header (magic %d version %d; "
+                              "expected 20240520/1 or 20240801/7)", path, h[0], h[1]);
+    if (h[2] < 0) return cdl__open_fail(COORDL_ERR_CORRUPT, "source: token shard %s: negative token count", path);
+    uint64_t ntok = (uint32_t)h[2];
+    if (shard_bytes < CDL_SHARD_HEADER_BYTES + ntok * tb)
+        return cdl__open_fail(COORDL_ERR_CORRUPT, "source: token shard %s: truncated body (%llu bytes; the "
+                              "header promises %llu tokens = %llu bytes)", path, (unsigned long long)shard_bytes,
+                              (unsigned long long)ntok, (unsigned long long)(CDL_SHARD_HEADER_BYTES + ntok * tb));
+    if (L->nshards == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 16;
+        void *p = cdl__realloc(L, L->shards, ncap * sizeof *L->shards);
+        if (!p) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+        L->shards = p;
+        *cap = ncap;
+    }
+    cdl__shard *sh = &L->shards[L->nshards++];
+    if (!cdl__strings_append(L, path, strlen(path), &sh->path_off)) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+    sh->tok_bytes = tb;
+    sh->first_item = L->num_items;
+    sh->nwindows = ntok > L->cfg.seq_len ? (ntok - 1) / L->cfg.seq_len : 0;
+    L->num_items += sh->nwindows;
+    L->dataset_bytes += sh->nwindows * (uint64_t)(L->cfg.seq_len + 1) * tb;
+    return COORDL_OK;
+}
+
+static coordl_status cdl__index_tokens(coordl *L) {
+    const char *src = L->cfg.source;
+    size_t cap = 0;
+    coordl_status rc = COORDL_OK;
+    struct stat sb;
+    if (strpbrk(src, "*?[")) {
+        glob_t g;
+        int e = glob(src, 0, NULL, &g);
+        if (e == GLOB_NOMATCH) return cdl__open_fail(COORDL_ERR_INVALID, "source: no file matches %s", src);
+        if (e != 0) return cdl__open_fail(COORDL_ERR_IO, "source: cannot expand %s", src);
+        for (size_t i = 0; rc == COORDL_OK && i < g.gl_pathc; i++) rc = cdl__add_shard(L, g.gl_pathv[i], &cap);
+        globfree(&g);
+    } else if (stat(src, &sb) != 0 && L->io == &cdl__posix_io) {
+        return cdl__open_fail(COORDL_ERR_INVALID, "source: %s does not exist (%s)", src, strerror(errno));
+    } else if (stat(src, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        struct dirent **names;
+        int n = scandir(src, &names, NULL, alphasort);
+        if (n < 0) return cdl__open_fail(COORDL_ERR_IO, "source: cannot list %s: %s", src, strerror(errno));
+        char path[PATH_MAX];
+        for (int i = 0; i < n; i++) {
+            struct stat fb;
+            if (rc == COORDL_OK && names[i]->d_name[0] != '.' &&
+                snprintf(path, sizeof path, "%s/%s", src, names[i]->d_name) < (int)sizeof path &&
+                stat(path, &fb) == 0 && S_ISREG(fb.st_mode))
+                rc = cdl__add_shard(L, path, &cap);
+            free(names[i]);
+        }
+        free(names);
+    } else {
+        /* one shard, or a text list of shards (paths relative to it): a
+         * list is text, a shard's header has NUL bytes */
+        char err[CDL_ERRMSG_MAX];
+        unsigned char head[CDL_SHARD_HEADER_BYTES];
+        void *f;
+        uint64_t src_bytes, got = 0;
+        rc = cdl__io_open(L, src, &f, &src_bytes, err, sizeof err);
+        if (rc != COORDL_OK) return cdl__open_fail(rc, "source: cannot open %s: %s", src, err);
+        rc = cdl__io_read(L, f, src, head, sizeof head, 0, &got, err, sizeof err);
+        cdl__io_close(L, f);
+        if (rc != COORDL_OK) return cdl__open_fail(rc, "source: %s", err);
+        char *text = NULL;
+        size_t len = 0, at = 0;
+        /* one shard still goes through the checks below (no window at all;
+         * num_classes) */
+        if (memchr(head, 0, (size_t)got)) rc = cdl__add_shard(L, src, &cap);
+        else rc = cdl__io_slurp(L, src, "shard list", &text, &len);
+        if (rc != COORDL_OK) return rc;
+        const char *slash = strrchr(src, '/');
+        const int dir_len = slash ? (int)(slash - src) : 0;
+        char path[PATH_MAX];
+        for (uint64_t lineno = 1; rc == COORDL_OK && at < len; lineno++) {
+            const char *line = text + at;
+            const char *nl = memchr(line, '\n', len - at);
+            size_t n = nl ? (size_t)(nl - line) : len - at;
+            at += n + (nl != NULL);
+            while (n > 0 && line[n - 1] == '\r') n--;
+            if (n == 0) continue;
+            int w = memchr(line, '\0', n) ? -1
+                    : line[0] == '/' || dir_len == 0 ? snprintf(path, sizeof path, "%.*s", (int)n, line)
+                    : snprintf(path, sizeof path, "%.*s/%.*s", dir_len, src, (int)n, line);
+            if (w < 0 || (size_t)w >= sizeof path)
+                rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: %s", src, (unsigned long long)lineno,
+                                    w < 0 ? "holds a NUL byte" : "path too long");
+            else
+                rc = cdl__add_shard(L, path, &cap);
+        }
+        cdl__free(L, text);
+    }
+    if (rc == COORDL_OK && L->nshards == 0) rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s names no token shards", src);
+    if (rc == COORDL_OK && L->num_items == 0)
+        rc = cdl__open_fail(COORDL_ERR_INVALID, "source: the shards of %s hold no window of seq_len + 1 = %u tokens; "
+                            "lower seq_len", src, L->cfg.seq_len + 1);
+    L->num_classes = (uint32_t)L->nshards;
+    return rc;
+}
+#else /* COORDL_NO_TOKENS: open refuses COORDL_PIPE_TOKENS (section 18) */
+static coordl_status cdl__index_tokens(coordl *L) {
+    return cdl__open_fail(COORDL_ERR_UNSUPPORTED, "source: %s: token shards are not in this build "
+                          "(COORDL_NO_TOKENS)", L->cfg.source);
+}
+#endif /* COORDL_NO_TOKENS */
+
+/* A folder of tar shards: .tar files and no subfolder (a folder with
+ * class folders stays an ImageFolder, whatever else it holds). */
+static int cdl__is_shard_folder(const char *path) {
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    int tars = 0, dirs = 0;
+    struct dirent *e;
+    while (!dirs && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        int is_dir = e->d_type == DT_DIR;
+        if (e->d_type == DT_UNKNOWN || e->d_type == DT_LNK) {
+            struct stat sb;
+            is_dir = fstatat(dirfd(d), e->d_name, &sb, 0) == 0 && S_ISDIR(sb.st_mode);
+        }
+        dirs += is_dir;
+        tars += !is_dir && cdl__is_tar_name(e->d_name);
+    }
+    closedir(d);
+    return tars > 0 && dirs == 0;
+}
+
+/* A list of shards rather than of items: its first non-empty line has no
+ * TAB and names a .tar file. */
+static int cdl__is_shard_list(const char *text, size_t len) {
+    size_t a = 0;
+    while (a < len && (text[a] == '\n' || text[a] == '\r')) a++;
+    size_t b = a;
+    while (b < len && text[b] != '\n') b++;
+    while (b > a && text[b - 1] == '\r') b--;
+    if (b - a < 4 || memchr(text + a, '\t', b - a) || memchr(text + a, '\0', b - a)) return 0;
+    return strncasecmp(text + b - 4, ".tar", 4) == 0;
+}
+
+CDL_PRIVATE coordl_status cdl__index_source(coordl *L) {
+    struct stat sb;
+    const char *src = L->cfg.source;
+    if (L->cfg.pipeline == COORDL_PIPE_TOKENS) return cdl__index_tokens(L);
+    /* A path the local file system does not know may still be one the
+     * trainer's reader knows (an object store key): read it as a file. A
+     * glob is a pattern no file is named after. */
+    const int local = stat(src, &sb) == 0;
+    const int is_dir = local && S_ISDIR(sb.st_mode);
+    coordl_status rc;
+    if (!local && strpbrk(src, "*?[")) {
+        rc = cdl__index_tar(L, 3, NULL, 0);
+    } else if (!local && L->io == &cdl__posix_io) {
+        return cdl__open_fail(COORDL_ERR_INVALID, "source: %s does not exist (%s); set cfg.source to an "
+                              "ImageFolder root, a list file or tar shards", src, strerror(errno));
+    } else if (!is_dir && cdl__is_tar_name(src)) {
+        rc = cdl__index_tar(L, 1, NULL, 0);
+    } else if (is_dir) {
+        rc = cdl__is_shard_folder(src) ? cdl__index_tar(L, 2, NULL, 0) : cdl__index_image_folder(L, src);
+    } else {
+        char *text;
+        size_t len;
+        rc = cdl__io_slurp(L, src, "list file", &text, &len);
+        if (rc == COORDL_OK)
+            rc = cdl__is_shard_list(text, len) ? cdl__index_tar(L, 4, text, len) : cdl__index_list_text(L, src, text, len);
+        cdl__free(L, text);
+    }
+    if (rc != COORDL_OK) return rc;
+    if (L->num_items == 0)
+        return cdl__open_fail(COORDL_ERR_INVALID, "source: %s holds no %s", src,
+                              L->cfg.pipeline == COORDL_PIPE_AUDIO ? "WAV files (.wav)"
+                              : "images (extensions .jpg .jpeg .png .bmp .ppm .pgm .tga)");
+    if (L->num_items > (uint64_t)INT32_MAX)
+        return cdl__open_fail(COORDL_ERR_INVALID, "source: more than 2^31 items");
+    return COORDL_OK;
+}
+
+/* The shard holding token window `id` (the last shard whose first id is
+ * <= id and that has windows). */
+CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 **buf, size_t *cap, int grow,
+                                    int *too_big, uint64_t *len, uint64_t *storage_bytes, char *err, size_t errcap) {
+    const char *path = cdl__item_path(L, id), *file = path;
+    uint64_t off = 0, want = 0;
+    int whole = 0;
+    enum { PLAIN, WINDOW, MEMBER } kind = L->shards ? WINDOW : L->tar_items ? MEMBER : PLAIN;
+    char why[CDL_ERRMSG_MAX - 64];
+    *len = 0;
+    if (kind == WINDOW) {
+        const cdl__shard *sh = cdl__shard_of(L, id);
+        want = (uint64_t)(L->cfg.seq_len + 1) * sh->tok_bytes;
+        off = CDL_SHARD_HEADER_BYTES + (id - sh->first_item) * L->cfg.seq_len * sh->tok_bytes;
+    } else if (kind == MEMBER) {
+        const cdl__tar_item *ti = &L->tar_items[id];
+        file = L->strings + L->tar_shards[ti->shard];
+        off = ti->offset;
+        want = L->items[id].bytes;
+    } else {
+        whole = 1;
+    }
+    if (!whole && want > L->cfg.max_item_bytes) {
+        snprintf(err, errcap, "%s: %llu bytes exceeds max_item_bytes (%llu)", path, (unsigned long long)want,
+                 (unsigned long long)L->cfg.max_item_bytes);
+        return COORDL_ERR_CORRUPT;
+    }
+    if (kind == MEMBER && want == 0) {
+        snprintf(err, errcap, "%s: empty member", path);
+        return COORDL_ERR_CORRUPT;
+    }
+    void *f;
+    uint64_t size, got = 0;
+    coordl_status rc = cdl__io_open(L, file, &f, &size, why, sizeof why);
+    if (rc != COORDL_OK) {
+        snprintf(err, errcap, "%s: cannot open%s: %s", path, kind == MEMBER ? " the shard" : "", why);
+        return rc;
+    }
+    if (whole) {
+        if (size > L->cfg.max_item_bytes) {
+            cdl__io_close(L, f);
+            snprintf(err, errcap, "%s: %llu bytes exceeds max_item_bytes (%llu)", path, (unsigned long long)size,
+                     (unsigned long long)L->cfg.max_item_bytes);
+            return COORDL_ERR_CORRUPT;
+        }
+        want = size;
+    } else if (kind == MEMBER && (off > size || want > size - off)) {
+        cdl__io_close(L, f);
+        snprintf(err, errcap, "%s: the shard has %llu bytes now; the member's %llu bytes at offset %llu are past its "
+                 "end (it shrank since indexing)", path, (unsigned long long)size, (unsigned long long)want,
+                 (unsigned long long)off);
+        return COORDL_ERR_IO;
+    }
+    if (want + 16 > *cap) {
+        void *p = *buf;
+        size_t c = *cap;
+        if (!grow || want > SIZE_MAX / 2 || !cdl__reserve(L, &p, &c, (size_t)want + 16)) {
+            cdl__io_close(L, f);
+            if (!grow) {
+                *too_big = 1;
+                snprintf(err, errcap, "%s: %llu bytes do not fit the read-ahead's %zu", path,
+                         (unsigned long long)want, *cap);
+            } else {
+                snprintf(err, errcap, "%s: out of memory for %llu bytes", path, (unsigned long long)want);
+            }
+            return COORDL_ERR_NOMEM;
+        }
+        *buf = p;
+        *cap = c;
+    }
+    rc = cdl__io_read(L, f, file, *buf, want, off, &got, why, sizeof why);
+    cdl__io_close(L, f);
+    *storage_bytes += got;
+    if (rc != COORDL_OK) {
+        if (kind == MEMBER) snprintf(err, errcap, "%s: %s", path, why); /* why names the shard */
+        else snprintf(err, errcap, "%s", why);
+        return rc;
+    }
+    if (kind == WINDOW && got != want) {
+        const cdl__shard *sh = cdl__shard_of(L, id);
+        snprintf(err, errcap, "%s: token window %llu is cut short (%llu of %llu bytes)", path,
+                 (unsigned long long)(id - sh->first_item), (unsigned long long)got, (unsigned long long)want);
+        return COORDL_ERR_CORRUPT;
+    }
+    if (kind == MEMBER && got != want) {
+        snprintf(err, errcap, "%s: cut short: %llu of %llu bytes at offset %llu (the shard shrank since indexing)",
+                 path, (unsigned long long)got, (unsigned long long)want, (unsigned long long)off);
+        return COORDL_ERR_IO;
+    }
+    /* a plain file with fewer bytes than at open shrank meanwhile: decode
+     * what is there */
+    if (got == 0) {
+        snprintf(err, errcap, "%s: empty file", path);
+        return COORDL_ERR_CORRUPT;
+    }
+    *len = got;
+    return COORDL_OK;
+}
+
+/* An item's bytes from storage into the worker's buffer. */
+CDL_PRIVATE coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes *out) {
+    uint64_t len = 0;
+    int too_big = 0;
+    coordl_status rc = cdl__read_item(W->L, id, &W->readbuf, &W->readcap, 1, &too_big, &len, &W->row.storage_bytes,
+                                      W->err, sizeof W->err);
+    if (rc != COORDL_OK) return rc;
+    out->p = W->readbuf;
+    out->len = (size_t)len;
+    return COORDL_OK;
+}
+

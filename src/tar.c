@@ -1,0 +1,645 @@
+#include "platform.h"
+#include "tar.h"
+#include "status.h"
+#include "io.h"
+#include "index.h"
+#include "handle.h"
+
+/* ---- WebDataset tar shards ------------------------------------------------
+ * A shard is indexed from its headers (ustar, GNU long names 'L', pax
+ * extended headers 'x'), read through the reader one 512-byte header at a
+ * time; the only data read at open is that of the small members the index
+ * needs (.cls labels, long names, pax records), each together with the
+ * header after it, so image data is never read at open.
+ * Consecutive members with the same key (the path up to the first dot of
+ * its last component, as WebDataset groups them) form a sample; its image
+ * is the first member whose extension the pipeline reads, and an item is
+ * (shard, offset, size) of that member. Labels: every sample's .cls text,
+ * or else (no sample has one) the first folder of the key, numbered as an
+ * ImageFolder numbers its class folders; in that case items are ordered as
+ * an ImageFolder of the same tree orders its files (by class, then path),
+ * so a tar of a tree gives the tree's batches. With .cls labels, items are
+ * in shard order, then in member order. Hidden members (a path component
+ * starting with '.') are skipped, as ImageFolder skips hidden files. */
+#define CDL_TAR_BLOCK 512u
+#define CDL_TAR_WINDOW 4096u     /* largest small-member read (its data and the next header) */
+#define CDL_TAR_NAME_MAX 4096u   /* longest member name accepted */
+#define CDL_TAR_PAX_MAX (1u << 20) /* largest pax extended header accepted */
+#define CDL_TAR_CLS_MAX 64u      /* a .cls member longer than this is not a class number */
+
+/* A sample while the shards are scanned (the items are built from these
+ * once every shard is indexed and the labels are known). */
+typedef struct cdl__tar_sample {
+    uint64_t path_off; /* "shard:member" in the string arena           */
+    uint64_t offset;   /* of the image member's data in the shard      */
+    uint64_t bytes;
+    uint32_t shard;
+    uint32_t member_off; /* the member's name: path + member_off       */
+    int32_t label;       /* the .cls label, or -1                      */
+} cdl__tar_sample;
+
+typedef struct cdl__tar_index {
+    coordl *L;
+    /* shard being scanned */
+    const char *shard;
+    uint32_t shard_index;
+    void *file;
+    uint64_t size;
+    cdl__u8 *win; /* the last window read: [win_off, win_off + win_len) */
+    uint64_t win_off;
+    size_t win_len;
+    char *pending_name; size_t pending_cap; int have_pending_name; /* GNU 'L' or pax path */
+    uint64_t pending_size; int have_pending_size;                 /* pax size            */
+    int pending_sparse;                                           /* pax GNU.sparse.*    */
+    cdl__u8 *pax; size_t pax_cap;
+    /* the sample being grouped */
+    char *key; size_t key_len, key_cap; int in_sample;
+    char *image; size_t image_cap; int has_image;
+    uint64_t image_off, image_bytes;
+    int32_t cls;
+    char *path; size_t path_cap; /* "shard:member" being built */
+    /* every shard's samples so far */
+    cdl__tar_sample *samples; size_t nsamples, samples_cap;
+    /* class folders seen (first components of member paths), NUL-separated */
+    char *classes; size_t classes_len, classes_cap;
+    size_t last_class_off; int have_last_class;
+} cdl__tar_index;
+
+CDL_PRIVATE int cdl__is_tar_name(const char *p) {
+    size_t n = strlen(p);
+    return n >= 4 && strcasecmp(p + n - 4, ".tar") == 0;
+}
+
+/* An octal numeric field (optionally space- or NUL-padded), or GNU's
+ * base-256 (leading byte 0x80). 0 for anything else. */
+static int cdl__tar_number(const cdl__u8 *f, size_t n, uint64_t *out) {
+    uint64_t v = 0;
+    size_t i = 0;
+    if (f[0] & 0x80) {
+        if (f[0] != 0x80) return 0; /* negative (0xFF) or beyond 2^88 */
+        for (i = 1; i < n; i++) {
+            if (v >> 56) return 0;
+            v = v << 8 | f[i];
+        }
+        *out = v;
+        return 1;
+    }
+    while (i < n && (f[i] == ' ' || f[i] == 0)) i++;
+    for (; i < n && f[i] >= '0' && f[i] <= '7'; i++) {
+        if (v >> 61) return 0;
+        v = v * 8 + (uint64_t)(f[i] - '0');
+    }
+    for (; i < n; i++)
+        if (f[i] != ' ' && f[i] != 0) return 0;
+    *out = v;
+    return 1;
+}
+
+/* The header's checksum: the bytes summed with the checksum field as
+ * spaces, unsigned (POSIX) or signed (old writers). */
+static int cdl__tar_checksum_ok(const cdl__u8 *h) {
+    uint64_t stored;
+    if (!cdl__tar_number(h + 148, 8, &stored)) return 0;
+    uint64_t u = 0;
+    int64_t sgn = 0;
+    for (unsigned i = 0; i < CDL_TAR_BLOCK; i++) {
+        const int c = (i >= 148 && i < 156) ? ' ' : h[i];
+        u += (unsigned)c;
+        sgn += (signed char)c;
+    }
+    return stored == u || (int64_t)stored == sgn;
+}
+
+/* Reads [off, off + len) of the shard (clipped at its end) into the
+ * window. */
+static coordl_status cdl__tar_fill(cdl__tar_index *t, uint64_t off, size_t len) {
+    char err[CDL_ERRMSG_MAX];
+    uint64_t got = 0;
+    if (len > t->size - off) len = (size_t)(t->size - off);
+    t->win_len = 0;
+    coordl_status rc = cdl__io_read(t->L, t->file, t->shard, t->win, len, off, &got, err, sizeof err);
+    if (rc != COORDL_OK) return cdl__open_fail(rc, "source: tar shard %s", err);
+    t->win_off = off;
+    t->win_len = (size_t)got;
+    return COORDL_OK;
+}
+
+/* len bytes at off (off + len <= size): from the window when they lie in
+ * it, else read (a header is one read of its 512 bytes). */
+static coordl_status cdl__tar_get(cdl__tar_index *t, uint64_t off, size_t len, void *dst) {
+    uint64_t got = 0;
+    coordl_status rc = COORDL_OK;
+    if (off >= t->win_off && off - t->win_off <= t->win_len && len <= t->win_len - (off - t->win_off)) {
+        memcpy(dst, t->win + (off - t->win_off), len);
+        return COORDL_OK;
+    }
+    if (len > CDL_TAR_WINDOW) {
+        char err[CDL_ERRMSG_MAX];
+        rc = cdl__io_read(t->L, t->file, t->shard, dst, len, off, &got, err, sizeof err);
+        if (rc != COORDL_OK) return cdl__open_fail(rc, "source: tar shard %s", err);
+    } else {
+        if ((rc = cdl__tar_fill(t, off, len)) != COORDL_OK) return rc;
+        got = t->win_len;
+        if (got >= len) memcpy(dst, t->win, len);
+    }
+    if (got < len)
+        return cdl__open_fail(COORDL_ERR_CORRUPT, "source: tar shard %s: cut short at offset %llu (the reader "
+                              "gave %llu of %zu bytes; its size was %llu at open)", t->shard,
+                              (unsigned long long)(off + got), (unsigned long long)got, len,
+                              (unsigned long long)t->size);
+    return COORDL_OK;
+}
+
+/* The data of a small member the index needs (a .cls, a pax header, a long
+ * name): read together with the header after it, one read for both. */
+static coordl_status cdl__tar_get_data(cdl__tar_index *t, uint64_t data, size_t len, void *dst) {
+    const uint64_t padded = ((uint64_t)len + CDL_TAR_BLOCK - 1) / CDL_TAR_BLOCK * CDL_TAR_BLOCK;
+    const int in_window = data >= t->win_off && data - t->win_off <= t->win_len &&
+                          len <= t->win_len - (data - t->win_off);
+    if (!in_window && padded + CDL_TAR_BLOCK <= CDL_TAR_WINDOW) {
+        coordl_status rc = cdl__tar_fill(t, data, (size_t)(padded + CDL_TAR_BLOCK));
+        if (rc != COORDL_OK) return rc;
+    }
+    return cdl__tar_get(t, data, len, dst);
+}
+
+/* Keeps the first folder of a member path as a class name (the run of
+ * equal names is stored once; sorted and deduplicated at the end). */
+static int cdl__tar_note_class(cdl__tar_index *t, const char *name, size_t n) {
+    if (t->have_last_class && strlen(t->classes + t->last_class_off) == n &&
+        memcmp(t->classes + t->last_class_off, name, n) == 0)
+        return 1;
+    if (!cdl__reserve(t->L, (void **)&t->classes, &t->classes_cap, t->classes_len + n + 1)) return 0;
+    memcpy(t->classes + t->classes_len, name, n);
+    t->classes[t->classes_len + n] = '\0';
+    t->last_class_off = t->classes_len;
+    t->have_last_class = 1;
+    t->classes_len += n + 1;
+    return 1;
+}
+
+/* The sample grouped so far becomes a staged item (when it has an image). */
+static coordl_status cdl__tar_flush(cdl__tar_index *t) {
+    coordl *L = t->L;
+    if (!t->in_sample || !t->has_image) {
+        t->in_sample = 0;
+        return COORDL_OK;
+    }
+    t->in_sample = 0;
+    const size_t slen = strlen(t->shard), mlen = strlen(t->image);
+    if (!cdl__reserve(L, (void **)&t->path, &t->path_cap, slen + 1 + mlen + 1) ||
+        !cdl__reserve(L, (void **)&t->samples, &t->samples_cap, (t->nsamples + 1) * sizeof *t->samples))
+        return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory while indexing %s", t->shard);
+    memcpy(t->path, t->shard, slen);
+    t->path[slen] = ':';
+    memcpy(t->path + slen + 1, t->image, mlen + 1);
+    cdl__tar_sample *s = &t->samples[t->nsamples];
+    if (!cdl__strings_append(L, t->path, slen + 1 + mlen, &s->path_off))
+        return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory while indexing %s", t->shard);
+    s->offset = t->image_off;
+    s->bytes = t->image_bytes;
+    s->shard = t->shard_index;
+    s->member_off = (uint32_t)(slen + 1);
+    s->label = t->cls;
+    t->nsamples++;
+    return COORDL_OK;
+}
+
+/* A .cls member: decimal digits, optionally surrounded by white space. */
+static coordl_status cdl__tar_read_cls(cdl__tar_index *t, const char *name, uint64_t hdr, uint64_t data,
+                                       uint64_t size) {
+    char text[CDL_TAR_CLS_MAX + 1];
+    if (size > CDL_TAR_CLS_MAX)
+        return cdl__open_fail(COORDL_ERR_CORRUPT, "source: tar shard %s: .cls member \"%s\" at offset %llu has "
+                              "%llu bytes; expected a class number", t->shard, name, (unsigned long long)hdr,
+                              (unsigned long long)size);
+    coordl_status rc = cdl__tar_get_data(t, data, (size_t)size, text);
+    if (rc != COORDL_OK) return rc;
+    text[size] = '\0';
+    size_t a = 0, b = (size_t)size;
+    while (a < b && (text[a] == ' ' || text[a] == '\t' || text[a] == '\n' || text[a] == '\r')) a++;
+    while (b > a && (text[b - 1] == ' ' || text[b - 1] == '\t' || text[b - 1] == '\n' || text[b - 1] == '\r' ||
+                     text[b - 1] == '\0')) b--;
+    uint64_t v = 0;
+    size_t i = a;
+    for (; i < b && text[i] >= '0' && text[i] <= '9' && v < INT32_MAX; i++) v = v * 10 + (uint64_t)(text[i] - '0');
+    if (i == a || i != b || v >= INT32_MAX) {
+        text[b] = '\0';
+        return cdl__open_fail(COORDL_ERR_CORRUPT, "source: tar shard %s: .cls member \"%s\" at offset %llu: "
+                              "\"%s\" is not a class number (0..2147483646)", t->shard, name,
+                              (unsigned long long)hdr, text + a);
+    }
+    t->cls = (int32_t)v;
+    return COORDL_OK;
+}
+
+/* One member: class folders are noted; a regular file joins (or starts)
+ * the sample of its key. */
+static coordl_status cdl__tar_member(cdl__tar_index *t, char *name, int regular, int dir, uint64_t hdr,
+                                     uint64_t data, uint64_t size) {
+    coordl *L = t->L;
+    while (name[0] == '.' && name[1] == '/') name += 2;
+    while (name[0] == '/') name++;
+    size_t n = strlen(name);
+    while (n > 0 && name[n - 1] == '/') name[--n] = '\0';
+    if (n == 0 || name[0] == '.' || strstr(name, "/.")) return COORDL_OK; /* hidden, as in an ImageFolder */
+    const char *slash = strchr(name, '/');
+    if ((slash || dir) && !cdl__tar_note_class(t, name, slash ? (size_t)(slash - name) : n))
+        return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory while indexing %s", t->shard);
+    if (!regular) return COORDL_OK;
+    const char *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    const char *dot = strchr(base, '.');
+    const size_t key_len = dot ? (size_t)(dot - name) : n;
+    if (!t->in_sample || key_len != t->key_len || memcmp(t->key, name, key_len) != 0) {
+        coordl_status rc = cdl__tar_flush(t);
+        if (rc != COORDL_OK) return rc;
+        if (!cdl__reserve(L, (void **)&t->key, &t->key_cap, key_len + 1))
+            return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory while indexing %s", t->shard);
+        memcpy(t->key, name, key_len);
+        t->key[key_len] = '\0';
+        t->key_len = key_len;
+        t->in_sample = 1;
+        t->has_image = 0;
+        t->cls = -1;
+    }
+    if (!t->has_image && cdl__wanted_file(L, base)) {
+        if (!cdl__reserve(L, (void **)&t->image, &t->image_cap, n + 1))
+            return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory while indexing %s", t->shard);
+        memcpy(t->image, name, n + 1);
+        t->has_image = 1;
+        t->image_off = data;
+        t->image_bytes = size;
+    } else if (dot && strcasecmp(dot + 1, "cls") == 0 && t->cls < 0) {
+        return cdl__tar_read_cls(t, name, hdr, data, size);
+    }
+    return COORDL_OK;
+}
+
+/* A pax extended header: records "<len> <key>=<value>\n"; path and size
+ * apply to the next member; GNU sparse members are refused (skipped). */
+static coordl_status cdl__tar_pax(cdl__tar_index *t, uint64_t hdr, const cdl__u8 *p, size_t n) {
+    size_t at = 0;
+    while (at < n) {
+        if (p[at] == '\0') break; /* NUL padding after the records */
+        size_t len = 0, i = at;
+        while (i < n && p[i] >= '0' && p[i] <= '9' && len < n) len = len * 10 + (size_t)(p[i++] - '0');
+        if (i == at || i >= n || p[i] != ' ' || len < 5 || len > n - at || p[at + len - 1] != '\n')
+            return cdl__open_fail(COORDL_ERR_CORRUPT, "source: tar shard %s: bad pax record in the extended "
+                                  "header at offset %llu", t->shard, (unsigned long long)hdr);
+        const char *kv = (const char *)p + i + 1, *end = (const char *)p + at + len - 1;
+        const char *eq = memchr(kv, '=', (size_t)(end - kv));
+        if (!eq)
+            return cdl__open_fail(COORDL_ERR_CORRUPT, "source: tar shard %s: pax record without '=' in the "
+                                  "extended header at offset %llu", t->shard, (unsigned long long)hdr);
+        const size_t klen = (size_t)(eq - kv), vlen = (size_t)(end - eq - 1);
+        if (klen == 4 && memcmp(kv, "path", 4) == 0) {
+            if (vlen >= CDL_TAR_NAME_MAX || memchr(eq + 1, '\0', vlen))
+                return cdl__open_fail(COORDL_ERR_CORRUPT, "source: tar shard %s: pax path of %zu bytes at offset "
+                                      "%llu", t->shard, vlen, (unsigned long long)hdr);
+            if (!cdl__reserve(t->L, (void **)&t->pending_name, &t->pending_cap, vlen + 1))
+                return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory while indexing %s", t->shard);
+            memcpy(t->pending_name, eq + 1, vlen);
+            t->pending_name[vlen] = '\0';
+            t->have_pending_name = 1;
+        } else if (klen == 4 && memcmp(kv, "size", 4) == 0) {
+            uint64_t v = 0;
+            size_t k = 0;
+            for (; k < vlen && eq[1 + k] >= '0' && eq[1 + k] <= '9' && v < (UINT64_MAX - 9) / 10; k++)
+                v = v * 10 + (uint64_t)(eq[1 + k] - '0');
+            if (k == 0 || k != vlen)
+                return cdl__open_fail(COORDL_ERR_CORRUPT, "source: tar shard %s: bad pax size in the extended "
+                                      "header at offset %llu", t->shard, (unsigned long long)hdr);
+            t->pending_size = v;
+            t->have_pending_size = 1;
+        } else if (klen > 11 && memcmp(kv, "GNU.sparse.", 11) == 0) {
+            t->pending_sparse = 1;
+        }
+        at += len;
+    }
+    return COORDL_OK;
+}
+
+/* Walks one shard's headers; fails at the first thing a tar cannot be,
+ * naming the shard and the offset. */
+static coordl_status cdl__tar_scan(cdl__tar_index *t) {
+    cdl__u8 h[CDL_TAR_BLOCK];
+    uint64_t off = 0;
+    coordl_status rc = COORDL_OK;
+    t->win_off = 0;
+    t->win_len = 0;
+    t->have_pending_name = t->have_pending_size = t->pending_sparse = 0;
+    t->in_sample = 0;
+    t->have_last_class = 0;
+    for (;;) {
+        if (t->size - off < CDL_TAR_BLOCK) {
+            if (off == t->size)
+                return cdl__open_fail(COORDL_ERR_CORRUPT, "source: tar shard %s: ends at offset %llu without the "
+                                      "end-of-archive blocks (truncated?)", t->shard, (unsigned long long)off);
+            return cdl__open_fail(COORDL_ERR_CORRUPT, "source: tar shard %s: truncated header at offset %llu (the "
+                                  "shard has %llu bytes)", t->shard, (unsigned long long)off,
+                                  (unsigned long long)t->size);
+        }
+        if ((rc = cdl__tar_get(t, off, CDL_TAR_BLOCK, h)) != COORDL_OK) return rc;
+        unsigned nonzero = 0;
+        for (unsigned i = 0; i < CDL_TAR_BLOCK && !nonzero; i++) nonzero = h[i];
+        if (!nonzero) break; /* end of archive */
+        if (!cdl__tar_checksum_ok(h))
+            return cdl__open_fail(COORDL_ERR_CORRUPT, "source: tar shard %s: bad header checksum at offset %llu "
+                                  "(not a tar file, or corrupt)", t->shard, (unsigned long long)off);
+        uint64_t size;
+        if (!cdl__tar_number(h + 124, 12, &size))
+            return cdl__open_fail(COORDL_ERR_CORRUPT, "source: tar shard %s: bad size field in the header at "
+                                  "offset %llu", t->shard, (unsigned long long)off);
+        const int type = h[156];
+        const int meta = type == 'L' || type == 'K' || type == 'x' || type == 'g';
+        if (!meta && t->have_pending_size) size = t->pending_size;
+        const uint64_t data = off + CDL_TAR_BLOCK;
+        if (size > t->size - data)
+            return cdl__open_fail(COORDL_ERR_CORRUPT, "source: tar shard %s: the member at offset %llu has %llu "
+                                  "data bytes, past the end of the shard (%llu bytes; truncated?)", t->shard,
+                                  (unsigned long long)off, (unsigned long long)size, (unsigned long long)t->size);
+        const uint64_t next = data + (size + CDL_TAR_BLOCK - 1) / CDL_TAR_BLOCK * CDL_TAR_BLOCK;
+        if (type == 'L') { /* GNU long name of the next member */
+            if (size == 0 || size >= CDL_TAR_NAME_MAX)
+                return cdl__open_fail(COORDL_ERR_CORRUPT, "source: tar shard %s: GNU long name of %llu bytes at "
+                                      "offset %llu", t->shard, (unsigned long long)size, (unsigned long long)off);
+            if (!cdl__reserve(t->L, (void **)&t->pending_name, &t->pending_cap, (size_t)size + 1))
+                return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory while indexing %s", t->shard);
+            if ((rc = cdl__tar_get_data(t, data, (size_t)size, t->pending_name)) != COORDL_OK) return rc;
+            t->pending_name[size] = '\0'; /* the name ends at its first NUL */
+            t->have_pending_name = 1;
+        } else if (type == 'x') { /* pax extended header of the next member */
+            if (size > CDL_TAR_PAX_MAX)
+                return cdl__open_fail(COORDL_ERR_CORRUPT, "source: tar shard %s: pax extended header of %llu bytes "
+                                      "at offset %llu", t->shard, (unsigned long long)size, (unsigned long long)off);
+            if (!cdl__reserve(t->L, (void **)&t->pax, &t->pax_cap, (size_t)size + 1))
+                return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory while indexing %s", t->shard);
+            if ((rc = cdl__tar_get_data(t, data, (size_t)size, t->pax)) != COORDL_OK) return rc;
+            if ((rc = cdl__tar_pax(t, off, t->pax, (size_t)size)) != COORDL_OK) return rc;
+        } else if (!meta) { /* 'K' (long link name) and 'g' (pax global) change nothing we use */
+            char name[CDL_TAR_BLOCK];
+            char *nm = name;
+            if (t->have_pending_name) {
+                nm = t->pending_name;
+            } else {
+                size_t pn = 0, nn = strnlen((const char *)h, 100);
+                if (memcmp(h + 257, "ustar\0", 6) == 0) { /* POSIX ustar: a prefix folder (GNU uses the room) */
+                    pn = strnlen((const char *)h + 345, 155);
+                    memcpy(name, h + 345, pn);
+                    if (pn) name[pn++] = '/';
+                }
+                memcpy(name + pn, h, nn);
+                name[pn + nn] = '\0';
+            }
+            const int regular = (type == '0' || type == '\0' || type == '7') && !t->pending_sparse;
+            rc = cdl__tar_member(t, nm, regular, type == '5', off, data, size);
+            if (rc != COORDL_OK) return rc;
+            t->have_pending_name = t->have_pending_size = t->pending_sparse = 0;
+        }
+        off = next;
+    }
+    return cdl__tar_flush(t);
+}
+
+static int cdl__cmp_cstr(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* Sort key of a class-folder-labelled sample: class, then the member path
+ * (as an ImageFolder sorts its files), then where it is. */
+static _Thread_local const char *cdl__tar_sort_base_tls;
+static int cdl__cmp_tar_sample(const void *a, const void *b) {
+    const cdl__tar_sample *x = a, *y = b;
+    if (x->label != y->label) return x->label < y->label ? -1 : 1;
+    int c = strcmp(cdl__tar_sort_base_tls + x->path_off + x->member_off,
+                   cdl__tar_sort_base_tls + y->path_off + y->member_off);
+    if (c) return c;
+    if (x->shard != y->shard) return x->shard < y->shard ? -1 : 1;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Labels, order and the item arrays from the staged samples. */
+static coordl_status cdl__tar_finish(cdl__tar_index *t) {
+    coordl *L = t->L;
+    size_t with_cls = 0, first_without = SIZE_MAX;
+    int32_t max_label = -1;
+    for (size_t i = 0; i < t->nsamples; i++) {
+        if (t->samples[i].label >= 0) {
+            with_cls++;
+            if (t->samples[i].label > max_label) max_label = t->samples[i].label;
+        } else if (first_without == SIZE_MAX) {
+            first_without = i;
+        }
+    }
+    if (with_cls && with_cls != t->nsamples)
+        return cdl__open_fail(COORDL_ERR_INVALID, "source: %s: %zu samples have a .cls label and %zu do not (the "
+                              "first without: %s); label every sample, or none (then each key's class folder is its "
+                              "label)", L->cfg.source, with_cls, t->nsamples - with_cls,
+                              L->strings + t->samples[first_without].path_off);
+    size_t n = t->nsamples;
+    if (with_cls) {
+        L->num_classes = (uint32_t)max_label + 1;
+    } else {
+        /* class folders: sorted names are labels 0..K-1 (an empty folder, a
+         * directory member, still takes its label, as in an ImageFolder) */
+        size_t nclasses = 0;
+        for (size_t o = 0; o < t->classes_len; o += strlen(t->classes + o) + 1) nclasses++;
+        const char **names = cdl__malloc(L, (nclasses ? nclasses : 1) * sizeof *names);
+        if (!names) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory while indexing %s", L->cfg.source);
+        nclasses = 0;
+        for (size_t o = 0; o < t->classes_len; o += strlen(t->classes + o) + 1) names[nclasses++] = t->classes + o;
+        qsort(names, nclasses, sizeof *names, cdl__cmp_cstr);
+        size_t k = 0;
+        for (size_t i = 0; i < nclasses; i++)
+            if (k == 0 || strcmp(names[k - 1], names[i]) != 0) names[k++] = names[i];
+        nclasses = k;
+        size_t kept = 0, skipped = 0;
+        for (size_t i = 0; i < n; i++) {
+            cdl__tar_sample s = t->samples[i];
+            const char *member = L->strings + s.path_off + s.member_off;
+            const char *slash = strchr(member, '/');
+            if (!slash) { skipped++; continue; } /* beside the class folders: an ImageFolder skips it too */
+            size_t lo = 0, hi = nclasses, cl = strlen(member) - strlen(slash);
+            while (lo < hi) { /* the class name is the member's prefix up to the slash */
+                size_t mid = (lo + hi) / 2;
+                int c = strncmp(names[mid], member, cl);
+                if (c == 0) c = names[mid][cl] == '\0' ? 0 : 1;
+                if (c < 0) lo = mid + 1; else hi = mid;
+            }
+            s.label = (int32_t)lo;
+            t->samples[kept++] = s;
+        }
+        cdl__free(L, names);
+        if (skipped)
+            cdl__log(L, COORDL_LOG_WARN, "%s: %zu sample(s) at the top of their shard (no class folder, no .cls) "
+                     "skipped, as an ImageFolder skips files beside its class folders", L->cfg.source, skipped);
+        n = kept;
+        L->num_classes = (uint32_t)nclasses;
+        if (n > 1) { /* no sample at all (an empty shard): samples is NULL, which qsort may not get */
+            cdl__tar_sort_base_tls = L->strings;
+            qsort(t->samples, n, sizeof *t->samples, cdl__cmp_tar_sample);
+            cdl__tar_sort_base_tls = NULL;
+        }
+    }
+    L->items = cdl__malloc(L, (n ? n : 1) * sizeof *L->items);
+    L->tar_items = cdl__malloc(L, (n ? n : 1) * sizeof *L->tar_items);
+    if (!L->items || !L->tar_items) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %zu items", n);
+    for (size_t i = 0; i < n; i++) {
+        const cdl__tar_sample *s = &t->samples[i];
+        L->items[i].path_off = s->path_off;
+        L->items[i].bytes = s->bytes;
+        L->items[i].label = s->label;
+        L->tar_items[i].offset = s->offset;
+        L->tar_items[i].shard = s->shard;
+        L->dataset_bytes += s->bytes;
+    }
+    L->num_items = n;
+    return COORDL_OK;
+}
+
+/* Adds a shard path to the list the index walks (in the order given). */
+static coordl_status cdl__tar_add_path(coordl *L, const char *path, size_t *cap) {
+    if (L->ntar_shards == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 16;
+        void *p = cdl__realloc(L, L->tar_shards, ncap * sizeof *L->tar_shards);
+        if (!p) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+        L->tar_shards = p;
+        *cap = ncap;
+    }
+    if (!cdl__strings_append(L, path, strlen(path), &L->tar_shards[L->ntar_shards]))
+        return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+    L->ntar_shards++;
+    return COORDL_OK;
+}
+
+/* The shards named by the source: a .tar file, a folder of them, a glob,
+ * or a list file of .tar paths (text: relative to the list's folder). */
+static coordl_status cdl__tar_list_shards(coordl *L, int kind, char *list_text, size_t list_len) {
+    const char *src = L->cfg.source;
+    size_t cap = 0;
+    coordl_status rc = COORDL_OK;
+    char **names = NULL;
+    size_t nnames = 0, names_cap = 0;
+    if (kind == 1) return cdl__tar_add_path(L, src, &cap);
+    if (kind == 2 || kind == 3) {
+        /* a folder of shards, or a glob: sorted by strcmp, so the order does
+         * not depend on the locale */
+        if (kind == 2) {
+            DIR *d = opendir(src);
+            if (!d) return cdl__open_fail(COORDL_ERR_IO, "source: cannot list %s: %s", src, strerror(errno));
+            struct dirent *e;
+            while (rc == COORDL_OK && (e = readdir(d)) != NULL) {
+                if (e->d_name[0] == '.' || !cdl__is_tar_name(e->d_name)) continue;
+                char *p = cdl__malloc(L, strlen(src) + strlen(e->d_name) + 2);
+                if (!p || !cdl__reserve(L, (void **)&names, &names_cap, (nnames + 1) * sizeof *names)) {
+                    cdl__free(L, p);
+                    rc = cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                sprintf(p, "%s/%s", src, e->d_name);
+                names[nnames++] = p;
+            }
+            closedir(d);
+        } else {
+            glob_t g;
+            int e = glob(src, GLOB_NOSORT, NULL, &g);
+            if (e == GLOB_NOMATCH) return cdl__open_fail(COORDL_ERR_INVALID, "source: no file matches %s", src);
+            if (e != 0) return cdl__open_fail(COORDL_ERR_IO, "source: cannot expand %s", src);
+            for (size_t i = 0; rc == COORDL_OK && i < g.gl_pathc; i++) {
+                if (!cdl__is_tar_name(g.gl_pathv[i])) {
+                    rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s matches %s, which is not a .tar shard",
+                                        src, g.gl_pathv[i]);
+                    break;
+                }
+                size_t len = strlen(g.gl_pathv[i]);
+                char *p = cdl__malloc(L, len + 1);
+                if (!p || !cdl__reserve(L, (void **)&names, &names_cap, (nnames + 1) * sizeof *names)) {
+                    cdl__free(L, p);
+                    rc = cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                memcpy(p, g.gl_pathv[i], len + 1);
+                names[nnames++] = p;
+            }
+            globfree(&g);
+        }
+        if (rc == COORDL_OK && nnames > 1) qsort(names, nnames, sizeof *names, cdl__cmp_cstr); /* none: NULL */
+        for (size_t i = 0; rc == COORDL_OK && i < nnames; i++) rc = cdl__tar_add_path(L, names[i], &cap);
+        for (size_t i = 0; i < nnames; i++) cdl__free(L, names[i]);
+        cdl__free(L, names);
+        return rc;
+    }
+    /* a list of shard paths, one a line */
+    const char *slash = strrchr(src, '/');
+    const size_t dir_len = slash ? (size_t)(slash - src) : 0;
+    char *line, *path = NULL;
+    size_t pos = 0, len, path_cap = 0;
+    uint64_t lineno = 0;
+    while (rc == COORDL_OK && cdl__next_line(list_text, list_len, &pos, &line, &len)) {
+        lineno++;
+        if (len == 0) continue;
+        if (strchr(line, '\t') || !cdl__is_tar_name(line)) {
+            rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: expected the path of a .tar shard", src,
+                                (unsigned long long)lineno);
+            break;
+        }
+        if (!cdl__reserve(L, (void **)&path, &path_cap, dir_len + len + 2)) {
+            rc = cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+            break;
+        }
+        if (line[0] == '/' || dir_len == 0) memcpy(path, line, len + 1);
+        else { memcpy(path, src, dir_len); path[dir_len] = '/'; memcpy(path + dir_len + 1, line, len + 1); }
+        rc = cdl__tar_add_path(L, path, &cap);
+    }
+    cdl__free(L, path);
+    return rc;
+}
+
+/* Indexes tar shards: kind 1 a .tar file, 2 a folder of them, 3 a glob,
+ * 4 a list of them (its text given). */
+CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, char *list_text, size_t list_len) {
+    cdl__tar_index t;
+    memset(&t, 0, sizeof t);
+    t.L = L;
+    coordl_status rc = cdl__tar_list_shards(L, kind, list_text, list_len);
+    if (rc == COORDL_OK && L->ntar_shards == 0)
+        rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s names no .tar shards", L->cfg.source);
+    if (rc == COORDL_OK && L->ntar_shards > UINT32_MAX)
+        rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s names more than 2^32 shards", L->cfg.source);
+    if (rc == COORDL_OK && !(t.win = cdl__malloc(L, CDL_TAR_WINDOW)))
+        rc = cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; rc == COORDL_OK && i < L->ntar_shards; i++) {
+        char err[CDL_ERRMSG_MAX];
+        t.shard = L->strings + L->tar_shards[i];
+        t.shard_index = (uint32_t)i;
+        rc = cdl__io_open(L, t.shard, &t.file, &t.size, err, sizeof err);
+        if (rc != COORDL_OK) { rc = cdl__open_fail(rc, "source: cannot open tar shard %s: %s", t.shard, err); break; }
+        /* the string arena may move while this shard's paths are added */
+        char *copy = cdl__malloc(L, strlen(t.shard) + 1);
+        if (!copy) {
+            cdl__io_close(L, t.file);
+            rc = cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+            break;
+        }
+        strcpy(copy, t.shard);
+        t.shard = copy;
+        rc = cdl__tar_scan(&t);
+        cdl__io_close(L, t.file);
+        cdl__free(L, copy);
+    }
+    if (rc == COORDL_OK) rc = cdl__tar_finish(&t);
+    cdl__free(L, t.win);
+    cdl__free(L, t.pending_name);
+    cdl__free(L, t.pax);
+    cdl__free(L, t.key);
+    cdl__free(L, t.image);
+    cdl__free(L, t.path);
+    cdl__free(L, t.samples);
+    cdl__free(L, t.classes);
+    return rc;
+}
+
+/* llm.c token shards: a 256 x int32 header (magic, version, token
+ * count), then the tokens. Items are windows of seq_len + 1 tokens at a
+ * stride of seq_len; they are not materialised (a 10-billion-token corpus
+ * has 10 million windows of 1024): an item id maps to its shard by a
+ * binary search over the shards' first ids. */

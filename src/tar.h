@@ -1,0 +1,9 @@
+#ifndef CDL_TAR_H
+#define CDL_TAR_H
+#include "platform.h"
+
+
+/* ---- interface ---- */
+CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, char *list_text, size_t list_len);
+CDL_PRIVATE int cdl__is_tar_name(const char *p);
+#endif /* CDL_TAR_H */
