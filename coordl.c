@@ -218,7 +218,7 @@ static inline uint16_t cdl__le16(const cdl__u8 *p) { return (uint16_t)(p[0] | p[
 
 /* What a worker counts while preparing one row. */
 typedef struct cdl__counters {
-#define CDL_COUNTER_FIELD(name, row, stats, epoch) CDL_IF_##row(uint64_t name;)
+#define CDL_COUNTER_FIELD(name, row, in_stats, epoch) CDL_IF_##row(uint64_t name;)
     CDL_COUNTERS(CDL_COUNTER_FIELD)
 #undef CDL_COUNTER_FIELD
 } cdl__counters;
@@ -229,6 +229,13 @@ typedef struct cdl__epoch_counters {
     coordl_epoch_stats s;
 } cdl__epoch_counters;
 
+
+
+/* Counters (under the stream's lock): totals and the last epochs'. */
+typedef struct cdl__stats {
+    coordl_stats st;
+    cdl__epoch_counters epochs[CDL_EPOCH_STATS_KEPT];
+} cdl__stats;
 
 /* ---- interface ---- */
 CDL_PRIVATE void cdl__free(const coordl *L, void *p);
@@ -292,6 +299,9 @@ typedef struct cdl__placement {
     int ncores;        /* non-reserved cores                              */
     int node, nnodes;  /* node of the arenas (-1: several), nodes spanned  */
     int simulate;      /* topology given: compute, bind nothing           */
+    int memory_bound_all; /* every arena bound so far (arena)              */
+    int pin_failed;    /* some arena could not be locked (logged once)    */
+    char pin_error[128];
 #ifndef COORDL_NO_HWLOC
     hwloc_topology_t topo;
     hwloc_bitmap_t nodeset;
@@ -566,6 +576,23 @@ typedef struct cdl__shard {
 } cdl__shard;
 
 
+
+/* The index module's state (index, tar and source fill it at open; it is
+ * read-only after, so any thread reads it without a lock). */
+typedef struct cdl__index {
+    cdl__item *items;
+    uint64_t num_items;
+    char *strings;         /* the string arena: item and shard paths        */
+    size_t strings_len, strings_cap;
+    uint32_t num_classes;
+    uint64_t dataset_bytes;
+    cdl__shard *shards;    /* tokens pipeline only                         */
+    size_t nshards;
+    uint64_t *tar_shards;  /* tar sources: each shard's path (string arena) */
+    size_t ntar_shards;
+    cdl__tar_item *tar_items; /* tar sources: per item                    */
+} cdl__index;
+
 /* ---- interface ---- */
 CDL_PRIVATE int cdl__strings_append(coordl *L, const char *s, size_t n, uint64_t *off);
 CDL_PRIVATE int cdl__wanted_file(const coordl *L, const char *name);
@@ -622,6 +649,15 @@ typedef struct cdl__llmc {
     unsigned victim;    /* entry the next new epoch replaces                 */
 } cdl__llmc;
 
+
+
+/* The sampler's state: fixed at open, but for the batch count coordl_set
+ * changes (under the stream's lock). */
+typedef struct cdl__sampler {
+    struct cdl__llmc *llmc; /* token_order COORDL_TOKENS_LLMC               */
+    uint64_t share;        /* items per rank per epoch                      */
+    uint64_t bpe;          /* batches per epoch                             */
+} cdl__sampler;
 
 /* ---- interface ---- */
 CDL_PRIVATE uint64_t cdl__item_at(const coordl *L, const cdl__perm *p, uint64_t pos);
@@ -696,6 +732,18 @@ typedef struct cdl__lru {
 } cdl__lru;
 
 
+
+/* The cache module's state. The entries' states are atomics (see
+ * cdl__cache_entry); the slab's byte counts live in the stream (S), so a
+ * group shares them. */
+typedef struct cdl__cache {
+    cdl__arena arena;          /* the slab                                  */
+    cdl__cache_entry *entries; /* per item                                  */
+    cdl__lru *lru;             /* cache_policy LRU instead of MinIO         */
+    _Atomic uint64_t idle_cursor; /* next entry an idle worker looks at for
+                                     a JPEG rewrite (decode)              */
+} cdl__cache;
+
 /* ---- interface ---- */
 CDL_PRIVATE const cdl__u8 *cdl__cache_acquire_minio(coordl *L, uint64_t id, uint32_t *len, int *kind, uint32_t *cap);
 CDL_PRIVATE void cdl__cache_admit_lru(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len);
@@ -750,9 +798,9 @@ typedef struct cdl__remote {
  * ring, so they always cover slot_rows_cap rows of every slot (coordl_set
  * growing the batch cannot outgrow them); grown arrays are zeroed. */
 #define CDL_RING_ARRAYS_PEER(X)                     \
-    X(remote, cdl__remote, CDL_PER_SLOT, 0)         \
-    X(peer_rows, cdl__remote_row, CDL_PER_ROW, 0)   \
-    X(peer_asked, uint32_t, CDL_PER_ROW, 0)
+    X(peers, remote, cdl__remote, CDL_PER_SLOT, 0)  \
+    X(peers, rows, cdl__remote_row, CDL_PER_ROW, 0) \
+    X(peers, asked, uint32_t, CDL_PER_ROW, 0)
 
 #endif /* COORDL_MPI */
 #ifdef COORDL_MPI
@@ -766,6 +814,32 @@ typedef struct cdl__peer_send {
     int state;
 } cdl__peer_send;
 #endif /* COORDL_MPI */
+
+/* The peers module's state (distributed builds; a plain build keeps the
+ * first fields at zero). The per-slot and per-row arrays are ring arrays
+ * (CDL_RING_ARRAYS_PEER): the ring allocator sizes them with the ring.
+ * Guarded by the stream's lock, but for admit_epoch (atomic) and
+ * map_ready (stored with release: the I/O threads read it unlocked). */
+typedef struct cdl__peers {
+    int comm_set, map_ready, closing, thread_started;
+    _Atomic uint64_t admit_epoch; /* whose share is cached; closed
+                                     (UINT64_MAX) by the map exchange     */
+    int node_rank, node_ranks;    /* MPI ranks on this node (placement)   */
+#ifdef COORDL_MPI
+    MPI_Comm comm;
+    pthread_t thread;
+    int32_t *owner;               /* per item: the rank caching it, -1    */
+    struct cdl__remote *remote;   /* per slot                             */
+    struct cdl__remote_row *rows; /* slot s, row r: [s * slot_rows_cap + r] */
+    uint32_t *asked;              /* same layout: rows grouped by peer    */
+    struct cdl__peer_send *sends; /* send buffers, reused                 */
+    size_t nsends, sends_cap;
+    uint64_t request_seq;
+    uint64_t outstanding;         /* requests sent, replies not yet in    */
+    cdl__u8 *rx;                  /* the peer thread's request buffer     */
+    size_t rxcap;
+#endif
+} cdl__peers;
 
 /* ---- interface ---- */
 CDL_PRIVATE int cdl__peer_map_pending(coordl *L, uint64_t epoch);
@@ -964,6 +1038,30 @@ CDL_PRIVATE coordl_status cdl__image_size(cdl__worker *W, const char *path, cons
 #define CDL_DEFAULT_MAX_DECODE_BYTES (256ull << 20)
 #define CDL_DEFAULT_MAX_AUDIO_SAMPLES (1ull << 26)
 
+
+/* The config module's state: the copies of the caller's strings that
+ * L->cfg points into (set at open, read-only after). */
+typedef struct cdl__config_strings {
+    char *source_copy;
+    char *group_copy;
+    char *topology_copy; /* cfg.topology after open (coordl_get_config) */
+} cdl__config_strings;
+
+/* Output geometry of the config in effect: computed at open and by
+ * coordl_set (under the stream's lock, with the stream paused). */
+typedef struct cdl__geometry {
+    size_t row_bytes;      /* bytes of one output row                       */
+    size_t target_row_bytes; /* tokens: bytes of one targets row; else 0    */
+    size_t slot_data_cap;  /* ring capacity per slot: data bytes, rows      */
+    uint32_t slot_rows_cap;
+    size_t elem_bytes;
+    float norm_scale[3], norm_bias[3]; /* y = x * scale + bias             */
+    float crop_min_ratio, crop_max_ratio; /* COORDL_CROP_DARKNET: min_crop and
+                              max_crop over the out_w at open (Darknet's
+                              min_ratio/max_ratio, floats as Darknet's)     */
+    int avx2;              /* resample with the AVX2 loops (resample)       */
+} cdl__geometry;
+
 /* ---- interface ---- */
 CDL_PRIVATE void cdl__row_shape(const coordl *L, uint32_t out_w, uint32_t out_h, uint32_t *c, uint32_t *h, uint32_t *w);
 CDL_PRIVATE size_t cdl__image_row_bytes(const coordl *L, uint64_t w, uint64_t h);
@@ -996,6 +1094,17 @@ typedef struct cdl__row_result {
     const char *errmsg;
 } cdl__row_result;
 
+
+/* The ring: the arena and every per-slot array (CDL_RING_ARRAYS), sized
+ * by cdl__ring_alloc. In a group the arena and the shared arrays are the
+ * shm object's. Slots change under the stream's lock. */
+typedef struct cdl__ring {
+    cdl__arena arena;
+    cdl__slot *slots;
+    uint32_t *row_state;   /* slot s, row r: row_state[s * slot_rows_cap + r] */
+    uint32_t nslots;
+} cdl__ring;
+
 /* ---- interface ---- */
 CDL_PRIVATE void cdl__stream_repair(coordl *L, int dead, uint64_t dead_gen);
 CDL_PRIVATE int cdl__stream_claim(coordl *L, cdl__claim *c, int idle);
@@ -1026,6 +1135,18 @@ CDL_PRIVATE int cdl__stream_try_claim(coordl *L, cdl__claim *c);
 #define CDL_POOL_H
 
 
+
+/* The pool's state: this process's workers and read-ahead (set at open,
+ * stopped at close; stop is read by the workers under the stream's lock). */
+typedef struct cdl__pool {
+    cdl__readahead *ra;    /* read-ahead, or NULL                          */
+    cdl__worker *workers;
+    cdl__worker *helper;   /* tokens: the consumer's scratch for rows it
+                              prepares itself (cdl__consumer_help)          */
+    int nworkers;
+    int stop;              /* this process's workers exit                  */
+} cdl__pool;
+
 /* ---- interface ---- */
 CDL_PRIVATE coordl_status cdl__pool_start(coordl *L);
 CDL_PRIVATE void cdl__pool_stop(coordl *L);
@@ -1036,6 +1157,27 @@ CDL_PRIVATE void cdl__worker_prepare(cdl__worker *W, const cdl__claim *c, cdl__r
 #define CDL_GROUP_H
 
 
+
+/* Who this process is in the stream (a private loader is a group of one,
+ * member 0) and, in a group, its mapping and member thread. me/my_gen are
+ * set at join, under the stream's lock, and read by every layer that
+ * marks rows or records the lock's owner. */
+typedef struct cdl__membership {
+    int me;                /* this process's member index                  */
+    uint64_t my_gen;       /* and the generation it joined with            */
+    uint32_t bit;          /* 1u << me                                     */
+    void *shm_base;        /* the group's mapping, or NULL                 */
+    uint64_t shm_bytes;
+    char shm_name[224];
+    pthread_t thread;      /* group: liveness, heartbeat, reaping          */
+    int thread_started;
+    pthread_mutex_t mu;    /* guards stop; cv wakes the thread             */
+    pthread_cond_t cv;
+    int stop;
+    int running;           /* the member thread holds the liveness lock    */
+    int sync_ready;        /* mu and cv initialised                        */
+} cdl__membership;
+
 /* ---- interface ---- */
 CDL_PRIVATE void cdl__group_leave(coordl *L);
 CDL_PRIVATE coordl_status cdl__group_open(coordl *L);
@@ -1045,6 +1187,17 @@ CDL_PRIVATE void cdl__member_thread_stop(coordl *L);
 #ifndef CDL_API_H
 #define CDL_API_H
 
+
+
+/* The consumer: the trainer's thread's position and timing (only the
+ * consumer thread writes them; stall_tail_ns is read by stats). */
+typedef struct cdl__consumer {
+    uint32_t held;            /* batches this consumer holds               */
+    uint64_t cur_epoch, cur_pos, cur_index; /* next batch to hand out      */
+    uint64_t last_return_ns;  /* when the consumer's last coordl call ended */
+    _Atomic uint64_t stall_tail_ns; /* its time after the last counted point */
+    uint64_t stall_tail_epoch;
+} cdl__consumer;
 
 /* ---- interface ---- */
 CDL_PRIVATE void cdl__get_config(const coordl *L, coordl_config *out);
@@ -1072,124 +1225,29 @@ CDL_PRIVATE coordl_whatif cdl__report_predict_ra(const coordl_report *r, double 
 #define CDL_HANDLE_H
 
 
+/* The handle: the composition of every module's state. Each member names
+ * the module that owns it (its header says which lock guards it); a module
+ * writes only its own members. */
 struct coordl {
-    coordl_config cfg;     /* copy; strings point into owned copies         */
-    char *source_copy;
-    char *group_copy;
-    char *topology_copy;   /* cfg.topology after open (coordl_get_config)     */
-    coordl_allocator alloc;
-    const coordl_io *io;   /* cfg.io, or the built-in POSIX reader          */
-
-    /* index */
-    cdl__item *items;
-    uint64_t num_items;
-    char *strings;
-    size_t strings_len, strings_cap;
-    uint32_t num_classes;
-    uint64_t dataset_bytes;
-    cdl__shard *shards;    /* tokens pipeline only                         */
-    size_t nshards;
-    uint64_t *tar_shards;  /* tar sources: each shard's path (string arena) */
-    size_t ntar_shards;
-    cdl__tar_item *tar_items; /* tar sources: per item                    */
-    struct cdl__llmc *llmc; /* token_order COORDL_TOKENS_LLMC (section 7)   */
-
-    /* sampler */
-    uint64_t share;        /* items per rank per epoch                      */
-    uint64_t bpe;          /* batches per epoch                             */
-
-    /* output geometry */
-    size_t row_bytes;      /* bytes of one output row                       */
-    size_t target_row_bytes; /* tokens: bytes of one targets row; else 0    */
-    size_t slot_data_cap;  /* ring capacity per slot: data bytes, rows      */
-    uint32_t slot_rows_cap;
-    size_t elem_bytes;
-    float norm_scale[3], norm_bias[3]; /* y = x * scale + bias             */
-    float crop_min_ratio, crop_max_ratio; /* COORDL_CROP_DARKNET: min_crop and
-                              max_crop over the out_w at open (Darknet's
-                              min_ratio/max_ratio, floats as Darknet's)     */
-
-    /* cache */
-    cdl__arena cache_arena;        /* slab                                  */
-    cdl__cache_entry *cache_entries; /* per item                            */
-    cdl__lru *lru;
-
-    /* ring: the arena and every per-slot array (CDL_RING_ARRAYS, section
-     * 14), sized by cdl__ring_alloc */
-    cdl__arena ring_arena;
-    cdl__slot *slots;
-    uint32_t *row_state;   /* slot s, row r: row_state[s * slot_rows_cap + r] */
-    uint32_t nslots;
-
-    /* stream and group */
-    cdl__stream *S;        /* own memory, or the group's shm object        */
-    void (*lock_repair)(coordl *L, int dead, uint64_t dead_gen); /* the stream's
-                              repair, run by the lock on EOWNERDEAD (set at open) */
-    int me;                /* this process's member index                  */
-    uint64_t my_gen;       /* and the generation it joined with            */
-    uint32_t bit;          /* 1u << me                                     */
-    void *shm_base;        /* the group's mapping, or NULL                 */
-    uint64_t shm_bytes;
-    char shm_name[224];
-    pthread_t member_thread; /* group: liveness, heartbeat, reaping (15)   */
-    int member_thread_started;
-    pthread_mutex_t member_mu; /* guards member_stop; member_cv wakes it   */
-    pthread_cond_t member_cv;
-    int member_stop;
-    int member_running;     /* the member thread holds the liveness lock   */
-    int member_sync_ready;  /* member_mu and member_cv initialised         */
-
-    /* peers (COORDL_MPI; section 10) */
-    int peer_comm_set, peer_map_ready, peer_closing, peer_thread_started;
-    _Atomic uint64_t peer_admit_epoch; /* whose share is cached; closed
-                                          (UINT64_MAX) by the map exchange */
-    int node_rank, node_ranks; /* MPI ranks on this node (placement)     */
-#ifdef COORDL_MPI
-    MPI_Comm peer_comm;
-    pthread_t peer_thread;
-    int32_t *peer_owner;             /* per item: the rank caching it, -1  */
-    /* per-slot and per-row peer state: ring arrays (CDL_RING_ARRAYS_PEER) */
-    struct cdl__remote *remote;      /* per slot                            */
-    struct cdl__remote_row *peer_rows; /* slot s, row r: [s * slot_rows_cap + r] */
-    uint32_t *peer_asked;            /* same layout: rows grouped by peer   */
-    struct cdl__peer_send *peer_sends; /* send buffers, reused             */
-    size_t peer_nsends, peer_sends_cap;
-    uint64_t peer_request_seq;
-    uint64_t peer_outstanding;       /* requests sent, replies not yet in   */
-    cdl__u8 *peer_rx;                /* the peer thread's request buffer    */
-    size_t peer_rxcap;
-#endif
-
-    /* placement */
-    cdl__placement place;
-    int memory_bound_all;  /* every arena bound so far                    */
-    int pin_failed;        /* some arena could not be locked (logged once) */
-    char pin_error[128];
-
-    int avx2;              /* resample with the AVX2 loops (section 12)     */
-    _Atomic uint64_t idle_cursor; /* next cache entry an idle worker looks
-                                     at for a JPEG rewrite (section 13)   */
-
-    /* pool */
-    cdl__readahead *ra;    /* read-ahead (section 9), or NULL             */
-    cdl__worker *workers;
-    cdl__worker *helper;   /* tokens: the consumer's scratch for rows it
-                              prepares itself (cdl__consumer_help)          */
-    int nworkers;
-    int stop;                 /* this process's workers exit               */
-    uint32_t held;            /* batches this consumer holds               */
-
-    /* consumer */
-    uint64_t cur_epoch, cur_pos, cur_index; /* next batch to hand out      */
-    uint64_t last_return_ns; /* when the consumer's last coordl call ended */
-    _Atomic uint64_t stall_tail_ns; /* its time after the last counted point */
-    uint64_t stall_tail_epoch;
-
-    /* stats (under mu) */
-    coordl_stats st;
-    cdl__epoch_counters epochs[CDL_EPOCH_STATS_KEPT];
-
-    char errmsg[CDL_ERRMSG_MAX];
+    coordl_config cfg;           /* config: the effective settings          */
+    cdl__config_strings conf;    /* config: the strings cfg points into     */
+    coordl_allocator alloc;      /* status: the allocator hooks             */
+    const coordl_io *io;         /* io: cfg.io, or the built-in POSIX reader */
+    cdl__index index;            /* index, tar, source                      */
+    cdl__sampler sampler;        /* sampler                                 */
+    cdl__geometry geom;          /* config: output geometry                 */
+    cdl__cache cache;            /* cache                                   */
+    cdl__ring ring;              /* stream                                  */
+    cdl__stream *S;              /* lock: own memory, or the group's object */
+    void (*lock_repair)(coordl *L, int dead, uint64_t dead_gen); /* stream's
+                                    repair, run by the lock on EOWNERDEAD  */
+    cdl__membership member;      /* group                                   */
+    cdl__peers peers;            /* peers                                   */
+    cdl__placement place;        /* placement                               */
+    cdl__pool pool;              /* pool                                    */
+    cdl__consumer consumer;      /* api                                     */
+    cdl__stats stats;            /* status                                  */
+    char errmsg[CDL_ERRMSG_MAX]; /* status: the last error's detail         */
 };
 #endif /* CDL_HANDLE_H */
 /* ---- src/status.c ------------------------------------------------------ */
@@ -1397,10 +1455,10 @@ static coordl_status cdl__place_from_cores(coordl *L, cdl__placement *P, const i
     /* Several MPI ranks on one node with the default placement: each takes
      * its own contiguous slice of the cores instead of all piling onto the
      * first ones (measured: 4 ranks on one PU ran at half the speed). */
-    if (L->node_ranks > 1 && !L->cfg.cpuset && L->cfg.numa_node < 0 && !L->cfg.pci_bus_id) {
-        int lo = (int)((int64_t)ncores * L->node_rank / L->node_ranks);
-        int hi = (int)((int64_t)ncores * (L->node_rank + 1) / L->node_ranks);
-        if (hi <= lo) { lo = L->node_rank % ncores; hi = lo + 1; }
+    if (L->peers.node_ranks > 1 && !L->cfg.cpuset && L->cfg.numa_node < 0 && !L->cfg.pci_bus_id) {
+        int lo = (int)((int64_t)ncores * L->peers.node_rank / L->peers.node_ranks);
+        int hi = (int)((int64_t)ncores * (L->peers.node_rank + 1) / L->peers.node_ranks);
+        if (hi <= lo) { lo = L->peers.node_rank % ncores; hi = lo + 1; }
         core_start += lo;
         ncores = hi - lo;
     }
@@ -1660,7 +1718,7 @@ CDL_PRIVATE coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes,
     /* Fewer page faults and TLB misses on a big arena where THP allows. */
     if (bytes >= (2u << 20)) madvise(p, bytes, MADV_HUGEPAGE);
 #endif
-    if (!cdl__placement_bind_memory(L, p, bytes)) L->memory_bound_all = 0;
+    if (!cdl__placement_bind_memory(L, p, bytes)) L->place.memory_bound_all = 0;
     if (L->cfg.cache_pin != COORDL_PIN_OFF) {
         int locked;
 #ifdef MLOCK_ONFAULT
@@ -1670,7 +1728,7 @@ CDL_PRIVATE coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes,
 #endif
         if (locked) {
             a->locked = 1;
-            L->st.pinned_bytes += bytes;
+            L->stats.st.pinned_bytes += bytes;
         } else if (L->cfg.cache_pin == COORDL_PIN_REQUIRED) {
             int e = errno;
             munmap(p, bytes);
@@ -1679,9 +1737,9 @@ CDL_PRIVATE coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes,
                                   "cache_pin = COORDL_PIN_REQUIRED but the %s (%zu bytes) "
                                   "cannot be page-locked: %s (raise RLIMIT_MEMLOCK or grant "
                                   "CAP_IPC_LOCK)", what, bytes, strerror(e));
-        } else if (!L->pin_failed) {
-            L->pin_failed = 1;
-            snprintf(L->pin_error, sizeof L->pin_error, "%s", strerror(errno));
+        } else if (!L->place.pin_failed) {
+            L->place.pin_failed = 1;
+            snprintf(L->place.pin_error, sizeof L->place.pin_error, "%s", strerror(errno));
         }
     }
     if (populate && !a->locked) memset(p, 0, bytes); /* mlock already faulted it in */
@@ -1706,7 +1764,7 @@ CDL_PRIVATE void cdl__arena_unmap(coordl *L, cdl__arena *a) {
     }
     if (a->locked) {
         munlock(a->base, a->bytes);
-        L->st.pinned_bytes -= a->bytes;
+        L->stats.st.pinned_bytes -= a->bytes;
     }
     munmap(a->base, a->bytes);
     a->base = NULL;
@@ -1744,8 +1802,8 @@ CDL_PRIVATE void cdl__lock_acquired(coordl *L, int e) {
     cdl__stream *S = L->S;
     const int dead = S->lock_owner;
     const uint64_t dead_gen = S->lock_owner_gen;
-    S->lock_owner = L->me;
-    S->lock_owner_gen = L->my_gen;
+    S->lock_owner = L->member.me;
+    S->lock_owner_gen = L->member.my_gen;
 #ifdef COORDL_DEBUG
     S->lock_tid = cdl__gettid();
 #endif
@@ -2061,24 +2119,24 @@ typedef struct cdl__indexer {
 } cdl__indexer;
 
 CDL_PRIVATE int cdl__strings_append(coordl *L, const char *s, size_t n, uint64_t *off) {
-    if (!cdl__reserve(L, (void **)&L->strings, &L->strings_cap, L->strings_len + n + 1)) return 0;
-    memcpy(L->strings + L->strings_len, s, n);
-    L->strings[L->strings_len + n] = '\0';
-    *off = L->strings_len;
-    L->strings_len += n + 1;
+    if (!cdl__reserve(L, (void **)&L->index.strings, &L->index.strings_cap, L->index.strings_len + n + 1)) return 0;
+    memcpy(L->index.strings + L->index.strings_len, s, n);
+    L->index.strings[L->index.strings_len + n] = '\0';
+    *off = L->index.strings_len;
+    L->index.strings_len += n + 1;
     return 1;
 }
 
 static int cdl__items_push(cdl__indexer *ix, uint64_t path_off, uint64_t bytes, int32_t label) {
     coordl *L = ix->L;
-    if (L->num_items == ix->cap_items) {
+    if (L->index.num_items == ix->cap_items) {
         uint64_t ncap = ix->cap_items ? ix->cap_items * 2 : 1024;
-        void *p = cdl__realloc(L, L->items, ncap * sizeof *L->items);
+        void *p = cdl__realloc(L, L->index.items, ncap * sizeof *L->index.items);
         if (!p) return 0;
-        L->items = p;
+        L->index.items = p;
         ix->cap_items = ncap;
     }
-    cdl__item *it = &L->items[L->num_items++];
+    cdl__item *it = &L->index.items[L->index.num_items++];
     it->path_off = path_off;
     it->bytes = bytes;
     it->label = label;
@@ -2107,8 +2165,8 @@ static int cdl__cmp_item_path(const void *a, const void *b) {
 }
 static void cdl__sort_items_by_path(coordl *L, uint64_t lo, uint64_t hi) {
     if (hi - lo < 2) return; /* also: an empty class has no item array yet */
-    cdl__sort_base_tls = L->strings;
-    qsort(L->items + lo, (size_t)(hi - lo), sizeof *L->items, cdl__cmp_item_path);
+    cdl__sort_base_tls = L->index.strings;
+    qsort(L->index.items + lo, (size_t)(hi - lo), sizeof *L->index.items, cdl__cmp_item_path);
     cdl__sort_base_tls = NULL;
 }
 
@@ -2157,7 +2215,7 @@ static coordl_status cdl__index_class_dir(cdl__indexer *ix, char *path, size_t p
                      cdl__items_push(ix, off, (uint64_t)sb.st_size, label);
             path[path_len] = '\0';
             if (!ok) { rc = cdl__open_fail(COORDL_ERR_NOMEM, "out of memory while indexing"); break; }
-            L->dataset_bytes += (uint64_t)sb.st_size;
+            L->index.dataset_bytes += (uint64_t)sb.st_size;
         }
     }
     closedir(d);
@@ -2209,12 +2267,12 @@ CDL_PRIVATE coordl_status cdl__index_image_folder(coordl *L, const char *root) {
                 rc = cdl__open_fail(COORDL_ERR_INVALID, "source: path too long: %s/%s", root, classes[c]);
                 break;
             }
-            uint64_t first = L->num_items;
+            uint64_t first = L->index.num_items;
             rc = cdl__index_class_dir(&ix, path, (size_t)n, cap_path, (int32_t)c, 0);
-            if (rc == COORDL_OK) cdl__sort_items_by_path(L, first, L->num_items);
+            if (rc == COORDL_OK) cdl__sort_items_by_path(L, first, L->index.num_items);
         }
         cdl__free(L, path);
-        L->num_classes = (uint32_t)nclasses;
+        L->index.num_classes = (uint32_t)nclasses;
     }
     for (size_t c = 0; c < nclasses; c++) cdl__free(L, classes[c]);
     cdl__free(L, classes);
@@ -2323,38 +2381,38 @@ CDL_PRIVATE coordl_status cdl__index_list_text(coordl *L, const char *list, cons
             rc = COORDL_ERR_NOMEM;
             break;
         }
-        L->dataset_bytes += size;
+        L->index.dataset_bytes += size;
         if (label > max_label) max_label = label;
     }
     if (rc == COORDL_ERR_NOMEM) rc = cdl__open_fail(rc, "out of memory while reading %s", list);
     cdl__free(L, path);
-    L->num_classes = max_label < 0 ? 0 : (uint32_t)max_label + 1;
+    L->index.num_classes = max_label < 0 ? 0 : (uint32_t)max_label + 1;
     return rc;
 }
 
 CDL_PRIVATE const cdl__shard *cdl__shard_of(const coordl *L, uint64_t id) {
-    size_t lo = 0, hi = L->nshards;
+    size_t lo = 0, hi = L->index.nshards;
     while (hi - lo > 1) {
         size_t mid = (lo + hi) / 2;
-        if (L->shards[mid].first_item <= id) lo = mid; else hi = mid;
+        if (L->index.shards[mid].first_item <= id) lo = mid; else hi = mid;
     }
-    while (lo > 0 && L->shards[lo].nwindows == 0) lo--;
-    return &L->shards[lo];
+    while (lo > 0 && L->index.shards[lo].nwindows == 0) lo--;
+    return &L->index.shards[lo];
 }
 
 CDL_PRIVATE const char *cdl__item_path(const coordl *L, uint64_t id) {
-    if (L->shards) return L->strings + cdl__shard_of(L, id)->path_off;
-    return L->strings + L->items[id].path_off;
+    if (L->index.shards) return L->index.strings + cdl__shard_of(L, id)->path_off;
+    return L->index.strings + L->index.items[id].path_off;
 }
 
 CDL_PRIVATE int32_t cdl__item_label(const coordl *L, uint64_t id) {
-    if (L->shards) return (int32_t)(cdl__shard_of(L, id) - L->shards);
-    return L->items[id].label;
+    if (L->index.shards) return (int32_t)(cdl__shard_of(L, id) - L->index.shards);
+    return L->index.items[id].label;
 }
 
 CDL_PRIVATE uint64_t cdl__item_bytes(const coordl *L, uint64_t id) {
-    if (L->shards) return (uint64_t)(L->cfg.seq_len + 1) * cdl__shard_of(L, id)->tok_bytes;
-    return L->items[id].bytes;
+    if (L->index.shards) return (uint64_t)(L->cfg.seq_len + 1) * cdl__shard_of(L, id)->tok_bytes;
+    return L->index.items[id].bytes;
 }
 
 /* ---- src/tar.c --------------------------------------------------------- */
@@ -2788,10 +2846,10 @@ static coordl_status cdl__tar_finish(cdl__tar_index *t) {
         return cdl__open_fail(COORDL_ERR_INVALID, "source: %s: %zu samples have a .cls label and %zu do not (the "
                               "first without: %s); label every sample, or none (then each key's class folder is its "
                               "label)", L->cfg.source, with_cls, t->nsamples - with_cls,
-                              L->strings + t->samples[first_without].path_off);
+                              L->index.strings + t->samples[first_without].path_off);
     size_t n = t->nsamples;
     if (with_cls) {
-        L->num_classes = (uint32_t)max_label + 1;
+        L->index.num_classes = (uint32_t)max_label + 1;
     } else {
         /* class folders: sorted names are labels 0..K-1 (an empty folder, a
          * directory member, still takes its label, as in an ImageFolder) */
@@ -2809,7 +2867,7 @@ static coordl_status cdl__tar_finish(cdl__tar_index *t) {
         size_t kept = 0, skipped = 0;
         for (size_t i = 0; i < n; i++) {
             cdl__tar_sample s = t->samples[i];
-            const char *member = L->strings + s.path_off + s.member_off;
+            const char *member = L->index.strings + s.path_off + s.member_off;
             const char *slash = strchr(member, '/');
             if (!slash) { skipped++; continue; } /* beside the class folders: an ImageFolder skips it too */
             size_t lo = 0, hi = nclasses, cl = strlen(member) - strlen(slash);
@@ -2827,41 +2885,41 @@ static coordl_status cdl__tar_finish(cdl__tar_index *t) {
             cdl__log(L, COORDL_LOG_WARN, "%s: %zu sample(s) at the top of their shard (no class folder, no .cls) "
                      "skipped, as an ImageFolder skips files beside its class folders", L->cfg.source, skipped);
         n = kept;
-        L->num_classes = (uint32_t)nclasses;
+        L->index.num_classes = (uint32_t)nclasses;
         if (n > 1) { /* no sample at all (an empty shard): samples is NULL, which qsort may not get */
-            cdl__tar_sort_base_tls = L->strings;
+            cdl__tar_sort_base_tls = L->index.strings;
             qsort(t->samples, n, sizeof *t->samples, cdl__cmp_tar_sample);
             cdl__tar_sort_base_tls = NULL;
         }
     }
-    L->items = cdl__malloc(L, (n ? n : 1) * sizeof *L->items);
-    L->tar_items = cdl__malloc(L, (n ? n : 1) * sizeof *L->tar_items);
-    if (!L->items || !L->tar_items) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %zu items", n);
+    L->index.items = cdl__malloc(L, (n ? n : 1) * sizeof *L->index.items);
+    L->index.tar_items = cdl__malloc(L, (n ? n : 1) * sizeof *L->index.tar_items);
+    if (!L->index.items || !L->index.tar_items) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %zu items", n);
     for (size_t i = 0; i < n; i++) {
         const cdl__tar_sample *s = &t->samples[i];
-        L->items[i].path_off = s->path_off;
-        L->items[i].bytes = s->bytes;
-        L->items[i].label = s->label;
-        L->tar_items[i].offset = s->offset;
-        L->tar_items[i].shard = s->shard;
-        L->dataset_bytes += s->bytes;
+        L->index.items[i].path_off = s->path_off;
+        L->index.items[i].bytes = s->bytes;
+        L->index.items[i].label = s->label;
+        L->index.tar_items[i].offset = s->offset;
+        L->index.tar_items[i].shard = s->shard;
+        L->index.dataset_bytes += s->bytes;
     }
-    L->num_items = n;
+    L->index.num_items = n;
     return COORDL_OK;
 }
 
 /* Adds a shard path to the list the index walks (in the order given). */
 static coordl_status cdl__tar_add_path(coordl *L, const char *path, size_t *cap) {
-    if (L->ntar_shards == *cap) {
+    if (L->index.ntar_shards == *cap) {
         size_t ncap = *cap ? *cap * 2 : 16;
-        void *p = cdl__realloc(L, L->tar_shards, ncap * sizeof *L->tar_shards);
+        void *p = cdl__realloc(L, L->index.tar_shards, ncap * sizeof *L->index.tar_shards);
         if (!p) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
-        L->tar_shards = p;
+        L->index.tar_shards = p;
         *cap = ncap;
     }
-    if (!cdl__strings_append(L, path, strlen(path), &L->tar_shards[L->ntar_shards]))
+    if (!cdl__strings_append(L, path, strlen(path), &L->index.tar_shards[L->index.ntar_shards]))
         return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
-    L->ntar_shards++;
+    L->index.ntar_shards++;
     return COORDL_OK;
 }
 
@@ -2955,15 +3013,15 @@ CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, char *list_text, s
     memset(&t, 0, sizeof t);
     t.L = L;
     coordl_status rc = cdl__tar_list_shards(L, kind, list_text, list_len);
-    if (rc == COORDL_OK && L->ntar_shards == 0)
+    if (rc == COORDL_OK && L->index.ntar_shards == 0)
         rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s names no .tar shards", L->cfg.source);
-    if (rc == COORDL_OK && L->ntar_shards > UINT32_MAX)
+    if (rc == COORDL_OK && L->index.ntar_shards > UINT32_MAX)
         rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s names more than 2^32 shards", L->cfg.source);
     if (rc == COORDL_OK && !(t.win = cdl__malloc(L, CDL_TAR_WINDOW)))
         rc = cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; rc == COORDL_OK && i < L->ntar_shards; i++) {
+    for (size_t i = 0; rc == COORDL_OK && i < L->index.ntar_shards; i++) {
         char err[CDL_ERRMSG_MAX];
-        t.shard = L->strings + L->tar_shards[i];
+        t.shard = L->index.strings + L->index.tar_shards[i];
         t.shard_index = (uint32_t)i;
         rc = cdl__io_open(L, t.shard, &t.file, &t.size, err, sizeof err);
         if (rc != COORDL_OK) { rc = cdl__open_fail(rc, "source: cannot open tar shard %s: %s", t.shard, err); break; }
@@ -3029,20 +3087,20 @@ static coordl_status cdl__add_shard(coordl *L, const char *path, size_t *cap) {
         return cdl__open_fail(COORDL_ERR_CORRUPT, "source: token shard %s: truncated body (%llu bytes; the "
                               "header promises %llu tokens = %llu bytes)", path, (unsigned long long)shard_bytes,
                               (unsigned long long)ntok, (unsigned long long)(CDL_SHARD_HEADER_BYTES + ntok * tb));
-    if (L->nshards == *cap) {
+    if (L->index.nshards == *cap) {
         size_t ncap = *cap ? *cap * 2 : 16;
-        void *p = cdl__realloc(L, L->shards, ncap * sizeof *L->shards);
+        void *p = cdl__realloc(L, L->index.shards, ncap * sizeof *L->index.shards);
         if (!p) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
-        L->shards = p;
+        L->index.shards = p;
         *cap = ncap;
     }
-    cdl__shard *sh = &L->shards[L->nshards++];
+    cdl__shard *sh = &L->index.shards[L->index.nshards++];
     if (!cdl__strings_append(L, path, strlen(path), &sh->path_off)) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
     sh->tok_bytes = tb;
-    sh->first_item = L->num_items;
+    sh->first_item = L->index.num_items;
     sh->nwindows = ntok > L->cfg.seq_len ? (ntok - 1) / L->cfg.seq_len : 0;
-    L->num_items += sh->nwindows;
-    L->dataset_bytes += sh->nwindows * (uint64_t)(L->cfg.seq_len + 1) * tb;
+    L->index.num_items += sh->nwindows;
+    L->index.dataset_bytes += sh->nwindows * (uint64_t)(L->cfg.seq_len + 1) * tb;
     return COORDL_OK;
 }
 
@@ -3114,11 +3172,11 @@ static coordl_status cdl__index_tokens(coordl *L) {
         }
         cdl__free(L, text);
     }
-    if (rc == COORDL_OK && L->nshards == 0) rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s names no token shards", src);
-    if (rc == COORDL_OK && L->num_items == 0)
+    if (rc == COORDL_OK && L->index.nshards == 0) rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s names no token shards", src);
+    if (rc == COORDL_OK && L->index.num_items == 0)
         rc = cdl__open_fail(COORDL_ERR_INVALID, "source: the shards of %s hold no window of seq_len + 1 = %u tokens; "
                             "lower seq_len", src, L->cfg.seq_len + 1);
-    L->num_classes = (uint32_t)L->nshards;
+    L->index.num_classes = (uint32_t)L->index.nshards;
     return rc;
 }
 #else /* COORDL_NO_TOKENS: open refuses COORDL_PIPE_TOKENS (section 18) */
@@ -3189,11 +3247,11 @@ CDL_PRIVATE coordl_status cdl__index_source(coordl *L) {
         cdl__free(L, text);
     }
     if (rc != COORDL_OK) return rc;
-    if (L->num_items == 0)
+    if (L->index.num_items == 0)
         return cdl__open_fail(COORDL_ERR_INVALID, "source: %s holds no %s", src,
                               L->cfg.pipeline == COORDL_PIPE_AUDIO ? "WAV files (.wav)"
                               : "images (extensions .jpg .jpeg .png .bmp .ppm .pgm .tga)");
-    if (L->num_items > (uint64_t)INT32_MAX)
+    if (L->index.num_items > (uint64_t)INT32_MAX)
         return cdl__open_fail(COORDL_ERR_INVALID, "source: more than 2^31 items");
     return COORDL_OK;
 }
@@ -3205,7 +3263,7 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 *
     const char *path = cdl__item_path(L, id), *file = path;
     uint64_t off = 0, want = 0;
     int whole = 0;
-    enum { PLAIN, WINDOW, MEMBER } kind = L->shards ? WINDOW : L->tar_items ? MEMBER : PLAIN;
+    enum { PLAIN, WINDOW, MEMBER } kind = L->index.shards ? WINDOW : L->index.tar_items ? MEMBER : PLAIN;
     char why[CDL_ERRMSG_MAX - 64];
     *len = 0;
     if (kind == WINDOW) {
@@ -3213,10 +3271,10 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 *
         want = (uint64_t)(L->cfg.seq_len + 1) * sh->tok_bytes;
         off = CDL_SHARD_HEADER_BYTES + (id - sh->first_item) * L->cfg.seq_len * sh->tok_bytes;
     } else if (kind == MEMBER) {
-        const cdl__tar_item *ti = &L->tar_items[id];
-        file = L->strings + L->tar_shards[ti->shard];
+        const cdl__tar_item *ti = &L->index.tar_items[id];
+        file = L->index.strings + L->index.tar_shards[ti->shard];
         off = ti->offset;
-        want = L->items[id].bytes;
+        want = L->index.items[id].bytes;
     } else {
         whole = 1;
     }
@@ -3343,7 +3401,7 @@ static cdl__perm cdl__perm_keyed(uint64_t n, int identity, uint64_t seed, uint64
 }
 
 CDL_PRIVATE cdl__perm cdl__perm_for(const coordl *L, uint64_t epoch) {
-    return cdl__perm_keyed(L->num_items, !L->cfg.shuffle, L->cfg.seed, CDL_STREAM_PERM, epoch, 0);
+    return cdl__perm_keyed(L->index.num_items, !L->cfg.shuffle, L->cfg.seed, CDL_STREAM_PERM, epoch, 0);
 }
 
 static uint64_t cdl__perm_apply(const cdl__perm *p, uint64_t x) {
@@ -3367,11 +3425,11 @@ static uint64_t cdl__perm_apply(const cdl__perm *p, uint64_t x) {
 CDL_PRIVATE uint64_t cdl__epoch_end(const coordl *L, uint64_t epoch) {
     const uint64_t B = L->cfg.batch_size;
     const uint64_t from = epoch == L->S->cut_epoch ? L->S->cut_pos : 0;
-    return L->cfg.drop_last ? from + (L->share - from) / B * B : L->share;
+    return L->cfg.drop_last ? from + (L->sampler.share - from) / B * B : L->sampler.share;
 }
 
 CDL_PRIVATE uint64_t cdl__batches_for(const coordl *L, uint64_t B) {
-    return L->cfg.drop_last ? L->share / B : (L->share + B - 1) / B;
+    return L->cfg.drop_last ? L->sampler.share / B : (L->sampler.share + B - 1) / B;
 }
 
 /* llm.c's DataLoader order (token_order = COORDL_TOKENS_LLMC). With P
@@ -3388,19 +3446,19 @@ CDL_PRIVATE uint64_t cdl__batches_for(const coordl *L, uint64_t B) {
  * the last two epochs asked for, under a lock of this process (workers,
  * the MPI thread and the converters ask). */
 static cdl__perm cdl__llmc_shard_perm(const coordl *L, uint64_t epoch) {
-    return cdl__perm_keyed(L->nshards, !L->cfg.shuffle, L->cfg.seed, CDL_STREAM_SHARD_ORDER, epoch, 0);
+    return cdl__perm_keyed(L->index.nshards, !L->cfg.shuffle, L->cfg.seed, CDL_STREAM_SHARD_ORDER, epoch, 0);
 }
 
 /* The table of `epoch`, built if it is not one of the two kept. Under mu. */
 CDL_PRIVATE const cdl__llmc_epoch *cdl__llmc_table(const coordl *L, uint64_t epoch) {
-    cdl__llmc *M = L->llmc;
+    cdl__llmc *M = L->sampler.llmc;
     for (int i = 0; i < 2; i++)
         if (M->ep[i].valid && (M->ep[i].epoch == epoch || !L->cfg.shuffle)) return &M->ep[i];
     cdl__llmc_epoch *e = &M->ep[M->victim];
     M->victim ^= 1u;
     cdl__perm order = cdl__llmc_shard_perm(L, epoch);
     e->prefix[0] = 0;
-    for (size_t i = 0; i < L->nshards; i++) {
+    for (size_t i = 0; i < L->index.nshards; i++) {
         e->order[i] = (uint32_t)cdl__perm_apply(&order, i);
         e->prefix[i + 1] = e->prefix[i] + M->samples[e->order[i]];
     }
@@ -3414,10 +3472,10 @@ CDL_PRIVATE const cdl__llmc_epoch *cdl__llmc_table(const coordl *L, uint64_t epo
  * current_sample_idx before it loads the batch), and the shard. */
 CDL_PRIVATE void cdl__llmc_locate(const coordl *L, uint64_t epoch, uint64_t k, uint64_t *shard_pos,
                              uint64_t *sample_pos, uint32_t *shard) {
-    cdl__llmc *M = L->llmc;
+    cdl__llmc *M = L->sampler.llmc;
     pthread_mutex_lock(&M->mu);
     const cdl__llmc_epoch *e = cdl__llmc_table(L, epoch);
-    size_t lo = 0, hi = L->nshards; /* the last i with prefix[i] <= k */
+    size_t lo = 0, hi = L->index.nshards; /* the last i with prefix[i] <= k */
     while (hi - lo > 1) {
         size_t mid = (lo + hi) / 2;
         if (e->prefix[mid] <= k) lo = mid; else hi = mid;
@@ -3430,11 +3488,11 @@ CDL_PRIVATE void cdl__llmc_locate(const coordl *L, uint64_t epoch, uint64_t k, u
 
 /* The first window of sample position j of shard s for this rank. */
 static uint64_t cdl__llmc_block_first(const coordl *L, uint64_t epoch, uint32_t s, uint64_t j) {
-    const uint64_t G = L->llmc->samples[s];
+    const uint64_t G = L->sampler.llmc->samples[s];
     cdl__perm within = cdl__perm_keyed(G, !L->cfg.shuffle, L->cfg.seed, CDL_STREAM_SHARD_SAMPLES, epoch, s);
     const uint64_t idx = cdl__perm_apply(&within, j);
     const uint64_t B = L->cfg.batch_size;
-    return L->shards[s].first_item + (idx * (uint64_t)L->cfg.world + (uint64_t)L->cfg.rank) * B;
+    return L->index.shards[s].first_item + (idx * (uint64_t)L->cfg.world + (uint64_t)L->cfg.rank) * B;
 }
 
 /* Sizes the order at open (after indexing): G_s per shard and one table
@@ -3446,18 +3504,18 @@ CDL_PRIVATE coordl_status cdl__llmc_init(coordl *L) {
         cdl__free(L, M);
         return cdl__open_fail(COORDL_ERR_NOMEM, "cannot create a mutex");
     }
-    L->llmc = M; /* from here on cdl__llmc_free (via coordl_close) owns it */
-    M->samples = cdl__calloc(L, L->nshards, sizeof *M->samples);
+    L->sampler.llmc = M; /* from here on cdl__llmc_free (via coordl_close) owns it */
+    M->samples = cdl__calloc(L, L->index.nshards, sizeof *M->samples);
     int ok = M->samples != NULL;
     for (int i = 0; i < 2; i++) {
-        M->ep[i].order = cdl__calloc(L, L->nshards, sizeof *M->ep[i].order);
-        M->ep[i].prefix = cdl__calloc(L, L->nshards + 1, sizeof *M->ep[i].prefix);
+        M->ep[i].order = cdl__calloc(L, L->index.nshards, sizeof *M->ep[i].order);
+        M->ep[i].prefix = cdl__calloc(L, L->index.nshards + 1, sizeof *M->ep[i].prefix);
         ok = ok && M->ep[i].order && M->ep[i].prefix;
     }
     if (!ok) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
     const uint64_t per_sample = (uint64_t)L->cfg.world * L->cfg.batch_size;
-    for (size_t s = 0; s < L->nshards; s++) {
-        M->samples[s] = L->shards[s].nwindows / per_sample;
+    for (size_t s = 0; s < L->index.nshards; s++) {
+        M->samples[s] = L->index.shards[s].nwindows / per_sample;
         M->total += M->samples[s];
     }
     if (M->total == 0)
@@ -3471,7 +3529,7 @@ CDL_PRIVATE coordl_status cdl__llmc_init(coordl *L) {
 }
 
 CDL_PRIVATE void cdl__llmc_free(coordl *L) {
-    cdl__llmc *M = L->llmc;
+    cdl__llmc *M = L->sampler.llmc;
     if (!M) return;
     for (int i = 0; i < 2; i++) {
         cdl__free(L, M->ep[i].order);
@@ -3480,12 +3538,12 @@ CDL_PRIVATE void cdl__llmc_free(coordl *L) {
     cdl__free(L, M->samples);
     pthread_mutex_destroy(&M->mu);
     cdl__free(L, M);
-    L->llmc = NULL;
+    L->sampler.llmc = NULL;
 }
 
 /* Dataset item at position `pos` of this rank's share of an epoch. */
 CDL_PRIVATE uint64_t cdl__item_at(const coordl *L, const cdl__perm *p, uint64_t pos) {
-    if (L->llmc) {
+    if (L->sampler.llmc) {
         const uint64_t B = L->cfg.batch_size;
         uint64_t shard_pos, sample_pos;
         uint32_t s;
@@ -3649,7 +3707,7 @@ CDL_PRIVATE size_t cdl__rst_room(const cdl__u8 *p, size_t len) {
  * it back with cdl__cache_release_minio), or NULL on a miss. */
 CDL_PRIVATE const cdl__u8 *cdl__cache_acquire_minio(coordl *L, uint64_t id, uint32_t *len, int *kind,
                                                uint32_t *cap) {
-    cdl__cache_entry *ce = &L->cache_entries[id];
+    cdl__cache_entry *ce = &L->cache.entries[id];
     uint32_t s = atomic_load_explicit(&ce->state, memory_order_acquire);
     do {
         if ((s & CDL_CE_STATE) != CDL_CE_PRESENT) return NULL;
@@ -3658,11 +3716,11 @@ CDL_PRIVATE const cdl__u8 *cdl__cache_acquire_minio(coordl *L, uint64_t id, uint
     *len = ce->len;
     if (kind) *kind = (int)atomic_load_explicit(&ce->jpeg, memory_order_relaxed);
     if (cap) *cap = ce->cap;
-    return L->cache_arena.base + ce->off;
+    return L->cache.arena.base + ce->off;
 }
 
 CDL_PRIVATE void cdl__cache_release_minio(coordl *L, uint64_t id) {
-    atomic_fetch_sub_explicit(&L->cache_entries[id].state, CDL_CE_READER, memory_order_release);
+    atomic_fetch_sub_explicit(&L->cache.entries[id].state, CDL_CE_READER, memory_order_release);
 }
 
 /* Admits an item read from storage. A JPEG coordl may rewrite gets room to
@@ -3674,14 +3732,14 @@ CDL_PRIVATE void cdl__cache_release_minio(coordl *L, uint64_t id) {
  * usually make it smaller). Returns the entry's ce->jpeg, or -1 when the
  * item was not admitted. */
 CDL_PRIVATE int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len, uint32_t *cap_out) {
-    cdl__cache_entry *ce = &L->cache_entries[id];
+    cdl__cache_entry *ce = &L->cache.entries[id];
     uint32_t expect = CDL_CE_EMPTY;
     if (len == 0 || len > UINT32_MAX / 2) return -1;
     if (!atomic_compare_exchange_strong(&ce->state, &expect, CDL_CE_ADMITTING)) return -1;
     const int image = L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL;
     const size_t room = L->cfg.jpeg_random_access && image ? cdl__rst_room(bytes, len) : 0;
-    const uint64_t rest = L->dataset_bytes > atomic_load(&L->S->cache_src_bytes) + len
-                              ? L->dataset_bytes - atomic_load(&L->S->cache_src_bytes) - len : 0;
+    const uint64_t rest = L->index.dataset_bytes > atomic_load(&L->S->cache_src_bytes) + len
+                              ? L->index.dataset_bytes - atomic_load(&L->S->cache_src_bytes) - len : 0;
     uint64_t used = atomic_load(&L->S->cache_used), cap;
     for (;;) {
         if (used + len > L->cfg.cache_bytes) { /* full for this item: never evict */
@@ -3692,7 +3750,7 @@ CDL_PRIVATE int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *by
         if (atomic_compare_exchange_weak(&L->S->cache_used, &used, used + cap)) break;
     }
     cdl__test_hook(L, "admitting");
-    memcpy(L->cache_arena.base + used, bytes, len);
+    memcpy(L->cache.arena.base + used, bytes, len);
     ce->off = used;
     ce->len = (uint32_t)len;
     ce->cap = (uint32_t)cap;
@@ -3710,7 +3768,7 @@ CDL_PRIVATE int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *by
  * reader but the caller (held: it holds a reader reference, which it keeps)
  * has them. Returns 1 when replaced. */
 CDL_PRIVATE int cdl__cache_replace_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len, int held) {
-    cdl__cache_entry *ce = &L->cache_entries[id];
+    cdl__cache_entry *ce = &L->cache.entries[id];
     uint32_t expect = CDL_CE_PRESENT + (held ? CDL_CE_READER : 0u);
     if (!atomic_compare_exchange_strong_explicit(&ce->state, &expect, CDL_CE_REWRITING, memory_order_acquire,
                                                  memory_order_relaxed))
@@ -3719,7 +3777,7 @@ CDL_PRIVATE int cdl__cache_replace_minio(coordl *L, uint64_t id, const cdl__u8 *
     /* a CAS: cdl__cache_keep_minio may mark it KEEP meanwhile */
     const int skip = len > ce->cap || !atomic_compare_exchange_strong(&ce->jpeg, &plain, CDL_CE_RST);
     if (!skip) {
-        memcpy(L->cache_arena.base + ce->off, bytes, len);
+        memcpy(L->cache.arena.base + ce->off, bytes, len);
         ce->len = (uint32_t)len;
         atomic_fetch_add(&L->S->cache_rst_items, 1);
         atomic_fetch_sub(&L->S->cache_plain_items, 1);
@@ -3731,7 +3789,7 @@ CDL_PRIVATE int cdl__cache_replace_minio(coordl *L, uint64_t id, const cdl__u8 *
 /* A rewrite that failed is not tried again. */
 CDL_PRIVATE void cdl__cache_keep_minio(coordl *L, uint64_t id) {
     uint32_t plain = CDL_CE_PLAIN;
-    if (atomic_compare_exchange_strong(&L->cache_entries[id].jpeg, &plain, CDL_CE_KEEP))
+    if (atomic_compare_exchange_strong(&L->cache.entries[id].jpeg, &plain, CDL_CE_KEEP))
         atomic_fetch_sub(&L->S->cache_plain_items, 1);
 }
 #endif
@@ -3751,7 +3809,7 @@ static void cdl__lru_push_front(cdl__lru *c, int32_t i) {
 
 /* LRU hit: copies into dst (an evicting cache cannot lend its memory). */
 CDL_PRIVATE int cdl__cache_lookup_lru(coordl *L, uint64_t id, cdl__u8 *dst, size_t cap, uint32_t *len) {
-    cdl__lru *c = L->lru;
+    cdl__lru *c = L->cache.lru;
     int hit = 0;
     pthread_mutex_lock(&c->mu);
     if (c->data[id] && c->len[id] <= cap) {
@@ -3766,7 +3824,7 @@ CDL_PRIVATE int cdl__cache_lookup_lru(coordl *L, uint64_t id, cdl__u8 *dst, size
 }
 
 CDL_PRIVATE void cdl__cache_admit_lru(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len) {
-    cdl__lru *c = L->lru;
+    cdl__lru *c = L->cache.lru;
     if (len == 0 || len > L->cfg.cache_bytes) return;
     pthread_mutex_lock(&c->mu);
     if (!c->data[id]) {
@@ -3796,7 +3854,7 @@ CDL_PRIVATE coordl_status cdl__cache_clamp(coordl *L) {
     uint64_t slab = L->cfg.cache_bytes;
     /* JPEG rewrites may use up to 1/8 more (the room section 13 reserves:
      * 3-5% for photos, 12-25% for progressive and arithmetic sources) */
-    const uint64_t most = L->dataset_bytes + (L->cfg.jpeg_random_access ? L->dataset_bytes / 8 : 0) + (64u << 20);
+    const uint64_t most = L->index.dataset_bytes + (L->cfg.jpeg_random_access ? L->index.dataset_bytes / 8 : 0) + (64u << 20);
     if (slab > most) slab = most;
     if (slab > SIZE_MAX / 2)
         return cdl__open_fail(COORDL_ERR_INVALID, "cache_bytes: %llu is too large for this platform",
@@ -3810,40 +3868,40 @@ CDL_PRIVATE coordl_status cdl__cache_create(coordl *L) {
     if (L->cfg.cache_policy == COORDL_CACHE_LRU) {
         cdl__lru *c = cdl__calloc(L, 1, sizeof *c);
         if (!c) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the LRU cache");
-        L->lru = c;
+        L->cache.lru = c;
         pthread_mutex_init(&c->mu, NULL);
-        c->prev = cdl__malloc(L, L->num_items * sizeof *c->prev);
-        c->next = cdl__malloc(L, L->num_items * sizeof *c->next);
-        c->data = cdl__calloc(L, L->num_items, sizeof *c->data);
-        c->len = cdl__calloc(L, L->num_items, sizeof *c->len);
+        c->prev = cdl__malloc(L, L->index.num_items * sizeof *c->prev);
+        c->next = cdl__malloc(L, L->index.num_items * sizeof *c->next);
+        c->data = cdl__calloc(L, L->index.num_items, sizeof *c->data);
+        c->len = cdl__calloc(L, L->index.num_items, sizeof *c->len);
         if (!c->prev || !c->next || !c->data || !c->len)
             return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the LRU cache");
-        for (uint64_t i = 0; i < L->num_items; i++) c->prev[i] = c->next[i] = -1;
+        for (uint64_t i = 0; i < L->index.num_items; i++) c->prev[i] = c->next[i] = -1;
         c->head = c->tail = -1;
         return COORDL_OK;
     }
     const uint64_t slab = L->cfg.cache_bytes;
-    L->cache_entries = cdl__calloc(L, L->num_items, sizeof *L->cache_entries);
-    if (!L->cache_entries) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the cache table");
-    return cdl__arena_map(L, &L->cache_arena, (size_t)slab, 0, "cache slab");
+    L->cache.entries = cdl__calloc(L, L->index.num_items, sizeof *L->cache.entries);
+    if (!L->cache.entries) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the cache table");
+    return cdl__arena_map(L, &L->cache.arena, (size_t)slab, 0, "cache slab");
 }
 
 CDL_PRIVATE void cdl__cache_destroy(coordl *L) {
-    if (L->lru) {
-        cdl__lru *c = L->lru;
+    if (L->cache.lru) {
+        cdl__lru *c = L->cache.lru;
         if (c->data)
-            for (uint64_t i = 0; i < L->num_items; i++) cdl__free(L, c->data[i]);
+            for (uint64_t i = 0; i < L->index.num_items; i++) cdl__free(L, c->data[i]);
         cdl__free(L, c->prev);
         cdl__free(L, c->next);
         cdl__free(L, c->data);
         cdl__free(L, c->len);
         pthread_mutex_destroy(&c->mu);
         cdl__free(L, c);
-        L->lru = NULL;
+        L->cache.lru = NULL;
     }
-    cdl__arena_unmap(L, &L->cache_arena);
-    if (!L->shm_base) cdl__free(L, L->cache_entries);
-    L->cache_entries = NULL;
+    cdl__arena_unmap(L, &L->cache.arena);
+    if (!L->member.shm_base) cdl__free(L, L->cache.entries);
+    L->cache.entries = NULL;
 }
 
 /* ===================================================================== */
@@ -3874,15 +3932,15 @@ CDL_PRIVATE void cdl__cache_destroy(coordl *L) {
  * thread: the admission epoch moves only while no row is in flight, at a
  * seek, or closes at the exchange, when admitting more is harmless). */
 CDL_PRIVATE int cdl__peer_admits(coordl *L, uint64_t epoch) {
-    return atomic_load_explicit(&L->peer_admit_epoch, memory_order_relaxed) == epoch;
+    return atomic_load_explicit(&L->peers.admit_epoch, memory_order_relaxed) == epoch;
 }
 
 /* Whether the claims, at the end of `epoch`, must wait for the map before
  * moving on: past the admission epoch (or while the exchange runs), rows
  * would miss the peers that hold them. Under mu. */
 CDL_PRIVATE int cdl__peer_claim_waits(coordl *L, uint64_t epoch) {
-    const uint64_t admit = atomic_load(&L->peer_admit_epoch);
-    return L->peer_comm_set && !L->peer_map_ready && (admit == CDL_ADMIT_CLOSED || epoch >= admit);
+    const uint64_t admit = atomic_load(&L->peers.admit_epoch);
+    return L->peers.comm_set && !L->peers.map_ready && (admit == CDL_ADMIT_CLOSED || epoch >= admit);
 }
 
 /* Whether rows of `epoch` may be served by peers once the map is known,
@@ -3891,8 +3949,8 @@ CDL_PRIVATE int cdl__peer_claim_waits(coordl *L, uint64_t epoch) {
  * reach no later epoch before the map); while the exchange runs, every
  * epoch waits. Without the stream's lock. */
 CDL_PRIVATE int cdl__peer_map_pending(coordl *L, uint64_t epoch) {
-    if (!L->peer_comm_set || __atomic_load_n(&L->peer_map_ready, __ATOMIC_ACQUIRE)) return 0;
-    const uint64_t admit = atomic_load(&L->peer_admit_epoch);
+    if (!L->peers.comm_set || __atomic_load_n(&L->peers.map_ready, __ATOMIC_ACQUIRE)) return 0;
+    const uint64_t admit = atomic_load(&L->peers.admit_epoch);
     return admit == CDL_ADMIT_CLOSED || epoch > admit;
 }
 
@@ -3901,16 +3959,16 @@ CDL_PRIVATE int cdl__peer_map_pending(coordl *L, uint64_t epoch) {
  * the rest of that epoch). After the exchange (or once it began) the map
  * is final. Under mu. */
 CDL_PRIVATE void cdl__peer_seek(coordl *L, uint64_t epoch, uint64_t batch) {
-    if (!L->peer_comm_set || atomic_load(&L->peer_admit_epoch) == CDL_ADMIT_CLOSED) return;
-    atomic_store(&L->peer_admit_epoch, batch == 0 ? epoch : epoch + 1);
+    if (!L->peers.comm_set || atomic_load(&L->peers.admit_epoch) == CDL_ADMIT_CLOSED) return;
+    atomic_store(&L->peers.admit_epoch, batch == 0 ? epoch : epoch + 1);
 }
 
 #ifdef COORDL_MPI
 static cdl__remote_row *cdl__peer_rows_of(const coordl *L, uint32_t s) {
-    return L->peer_rows + (size_t)s * L->slot_rows_cap;
+    return L->peers.rows + (size_t)s * L->geom.slot_rows_cap;
 }
 static uint32_t *cdl__peer_asked_of(const coordl *L, uint32_t s) {
-    return L->peer_asked + (size_t)s * L->slot_rows_cap;
+    return L->peers.asked + (size_t)s * L->geom.slot_rows_cap;
 }
 
 
@@ -3918,25 +3976,25 @@ static uint32_t *cdl__peer_asked_of(const coordl *L, uint32_t s) {
  * grown), marked FILLING; -1 when memory runs out. Under mu. */
 static int cdl__peer_send_get(coordl *L, size_t bytes) {
     int best = -1, any = -1;
-    for (size_t i = 0; i < L->peer_nsends; i++) {
-        const cdl__peer_send *ps = &L->peer_sends[i];
+    for (size_t i = 0; i < L->peers.nsends; i++) {
+        const cdl__peer_send *ps = &L->peers.sends[i];
         if (ps->state != CDL_SEND_FREE) continue;
-        if (ps->cap >= bytes && (best < 0 || ps->cap < L->peer_sends[best].cap)) best = (int)i;
-        if (any < 0 || ps->cap > L->peer_sends[any].cap) any = (int)i;
+        if (ps->cap >= bytes && (best < 0 || ps->cap < L->peers.sends[best].cap)) best = (int)i;
+        if (any < 0 || ps->cap > L->peers.sends[any].cap) any = (int)i;
     }
     if (best < 0 && any < 0) {
-        if (L->peer_nsends == L->peer_sends_cap) {
-            size_t ncap = L->peer_sends_cap ? L->peer_sends_cap * 2 : 16;
-            cdl__peer_send *q = cdl__realloc(L, L->peer_sends, ncap * sizeof *q);
+        if (L->peers.nsends == L->peers.sends_cap) {
+            size_t ncap = L->peers.sends_cap ? L->peers.sends_cap * 2 : 16;
+            cdl__peer_send *q = cdl__realloc(L, L->peers.sends, ncap * sizeof *q);
             if (!q) return -1;
-            L->peer_sends = q;
-            L->peer_sends_cap = ncap;
+            L->peers.sends = q;
+            L->peers.sends_cap = ncap;
         }
-        memset(&L->peer_sends[L->peer_nsends], 0, sizeof *L->peer_sends);
-        any = (int)L->peer_nsends++;
+        memset(&L->peers.sends[L->peers.nsends], 0, sizeof *L->peers.sends);
+        any = (int)L->peers.nsends++;
     }
     const int i = best >= 0 ? best : any;
-    cdl__peer_send *ps = &L->peer_sends[i];
+    cdl__peer_send *ps = &L->peers.sends[i];
     if (!cdl__reserve(L, (void **)&ps->buf, &ps->cap, bytes)) return -1;
     ps->state = CDL_SEND_FILLING;
     return i;
@@ -3945,8 +4003,8 @@ static int cdl__peer_send_get(coordl *L, size_t bytes) {
 /* Non-blocking send of a filled buffer, so no rank ever blocks in a send
  * while its peer does the same. 1: sent. Under mu. */
 static int cdl__peer_isend(coordl *L, int i, MPI_Datatype type, size_t count, int dest, int tag) {
-    cdl__peer_send *ps = &L->peer_sends[i];
-    if (count > INT_MAX || MPI_Isend(ps->buf, (int)count, type, dest, tag, L->peer_comm, &ps->req) != MPI_SUCCESS) {
+    cdl__peer_send *ps = &L->peers.sends[i];
+    if (count > INT_MAX || MPI_Isend(ps->buf, (int)count, type, dest, tag, L->peers.comm, &ps->req) != MPI_SUCCESS) {
         ps->state = CDL_SEND_FREE;
         return 0;
     }
@@ -3958,8 +4016,8 @@ static int cdl__peer_isend(coordl *L, int i, MPI_Datatype type, size_t count, in
  * still in flight. Under mu. */
 static size_t cdl__peer_sends_retire(coordl *L) {
     size_t inflight = 0;
-    for (size_t i = 0; i < L->peer_nsends; i++) {
-        cdl__peer_send *ps = &L->peer_sends[i];
+    for (size_t i = 0; i < L->peers.nsends; i++) {
+        cdl__peer_send *ps = &L->peers.sends[i];
         if (ps->state != CDL_SEND_INFLIGHT) continue;
         int done = 0;
         if (MPI_Test(&ps->req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) done = 1;
@@ -3973,9 +4031,9 @@ static size_t cdl__peer_sends_retire(coordl *L) {
  * some of its rows: [u64 request id][u64 id]..., the id carrying the slot
  * (the reply's tag). Called when the slot is assigned. Under mu. */
 CDL_PRIVATE void cdl__peer_request_slot(coordl *L, uint32_t s) {
-    if (!L->peer_map_ready) return;
-    cdl__slot *sl = &L->slots[s];
-    cdl__remote *rm = &L->remote[s];
+    if (!L->peers.map_ready) return;
+    cdl__slot *sl = &L->ring.slots[s];
+    cdl__remote *rm = &L->peers.remote[s];
     cdl__remote_row *rows = cdl__peer_rows_of(L, s);
     uint32_t *asked = cdl__peer_asked_of(L, s);
     const int world = L->cfg.world;
@@ -3989,7 +4047,7 @@ CDL_PRIVATE void cdl__peer_request_slot(coordl *L, uint32_t s) {
     for (uint32_t r = 0; r < sl->n; r++) {
         cdl__remote_row *row = &rows[r];
         row->id = cdl__item_at(L, &perm, sl->pos + r);
-        const int owner = L->peer_owner[row->id];
+        const int owner = L->peers.owner[row->id];
         row->state = owner >= 0 && owner != L->cfg.rank ? CDL_REMOTE_WAIT : CDL_REMOTE_NONE;
         if (row->state == CDL_REMOTE_WAIT) rm->ask[owner].n++;
     }
@@ -4001,25 +4059,25 @@ CDL_PRIVATE void cdl__peer_request_slot(coordl *L, uint32_t s) {
     }
     for (uint32_t r = 0; r < sl->n; r++)
         if (rows[r].state == CDL_REMOTE_WAIT) {
-            cdl__remote_ask *a = &rm->ask[L->peer_owner[rows[r].id]];
+            cdl__remote_ask *a = &rm->ask[L->peers.owner[rows[r].id]];
             asked[a->first + a->n++] = r;
         }
     for (int p = 0; p < world; p++) {
         cdl__remote_ask *a = &rm->ask[p];
         if (!a->n) continue;
         const int i = cdl__peer_send_get(L, (1 + (size_t)a->n) * sizeof(uint64_t));
-        uint64_t *msg = i >= 0 ? (uint64_t *)(void *)L->peer_sends[i].buf : NULL;
+        uint64_t *msg = i >= 0 ? (uint64_t *)(void *)L->peers.sends[i].buf : NULL;
         if (msg) {
-            L->peer_request_seq = (L->peer_request_seq + 1) & 0xffffffffffffull;
-            if (!L->peer_request_seq) L->peer_request_seq = 1; /* 0 means none */
-            msg[0] = ((uint64_t)s << 48) | L->peer_request_seq;
+            L->peers.request_seq = (L->peers.request_seq + 1) & 0xffffffffffffull;
+            if (!L->peers.request_seq) L->peers.request_seq = 1; /* 0 means none */
+            msg[0] = ((uint64_t)s << 48) | L->peers.request_seq;
             for (uint32_t k = 0; k < a->n; k++) msg[1 + k] = rows[asked[a->first + k]].id;
         }
         if (msg && cdl__peer_isend(L, i, MPI_UINT64_T, 1 + (size_t)a->n, p, CDL_TAG_REQ)) {
             a->id = msg[0];
-            L->peer_outstanding++;
+            L->peers.outstanding++;
         } else { /* unsent: those rows simply come from storage, at once */
-            if (i >= 0) L->peer_sends[i].state = CDL_SEND_FREE;
+            if (i >= 0) L->peers.sends[i].state = CDL_SEND_FREE;
             for (uint32_t k = 0; k < a->n; k++) rows[asked[a->first + k]].state = CDL_REMOTE_NONE;
             a->n = 0;
         }
@@ -4030,11 +4088,11 @@ CDL_PRIVATE void cdl__peer_request_slot(coordl *L, uint32_t s) {
  * then the bytes, tagged with the requester's slot; len 0 when this rank
  * does not hold the item (or holds no cache at all). */
 static void cdl__peer_serve(coordl *L, int source, int count) {
-    if (count < 1 || !cdl__reserve(L, (void **)&L->peer_rx, &L->peer_rxcap,
+    if (count < 1 || !cdl__reserve(L, (void **)&L->peers.rx, &L->peers.rxcap,
                                    (size_t)count * (sizeof(uint64_t) + sizeof(void *) + sizeof(uint32_t))))
         return; /* left queued: the requester falls back after peer_timeout_ms */
-    uint64_t *ids = (uint64_t *)(void *)L->peer_rx;
-    MPI_Recv(ids, count, MPI_UINT64_T, source, CDL_TAG_REQ, L->peer_comm, MPI_STATUS_IGNORE);
+    uint64_t *ids = (uint64_t *)(void *)L->peers.rx;
+    MPI_Recv(ids, count, MPI_UINT64_T, source, CDL_TAG_REQ, L->peers.comm, MPI_STATUS_IGNORE);
     cdl__test_hook(L, "peer_serve");
     const uint32_t n = (uint32_t)(count - 1);
     const uint32_t slot = (uint32_t)(ids[0] >> 48);
@@ -4043,11 +4101,11 @@ static void cdl__peer_serve(coordl *L, int source, int count) {
     /* reader references from sizing to copying: a JPEG rewrite (section 13)
      * may not change an entry's bytes in between; the pointers and lengths
      * live in the request buffer behind the ids */
-    const cdl__u8 **src = (const cdl__u8 **)(void *)(L->peer_rx + (size_t)count * sizeof(uint64_t));
-    uint32_t *lens = (uint32_t *)(void *)(L->peer_rx + (size_t)count * (sizeof(uint64_t) + sizeof *src));
+    const cdl__u8 **src = (const cdl__u8 **)(void *)(L->peers.rx + (size_t)count * sizeof(uint64_t));
+    uint32_t *lens = (uint32_t *)(void *)(L->peers.rx + (size_t)count * (sizeof(uint64_t) + sizeof *src));
     for (uint32_t i = 0; i < n; i++) {
         lens[i] = 0;
-        src[i] = L->cache_entries && ids[1 + i] < L->num_items
+        src[i] = L->cache.entries && ids[1 + i] < L->index.num_items
                      ? cdl__cache_acquire_minio(L, ids[1 + i], &lens[i], NULL, NULL) : NULL;
         if (!src[i]) lens[i] = 0;
         bytes += lens[i];
@@ -4059,7 +4117,7 @@ static void cdl__peer_serve(coordl *L, int source, int count) {
     uint32_t nreply = n;
     if (si < 0) si = cdl__peer_send_get(L, bytes = 12), nreply = 0;
     cdl__unlock(L);
-    cdl__u8 *out = si < 0 ? NULL : L->peer_sends[si].buf; /* FILLING: ours alone until sent */
+    cdl__u8 *out = si < 0 ? NULL : L->peers.sends[si].buf; /* FILLING: ours alone until sent */
     size_t at = 12 + (size_t)nreply * 12;
     uint64_t served = 0;
     if (out) {
@@ -4076,7 +4134,7 @@ static void cdl__peer_serve(coordl *L, int source, int count) {
     }
     if (!out) return; /* not even that: the requester gives up after peer_timeout_ms */
     cdl__lock(L);
-    if (cdl__peer_isend(L, si, MPI_BYTE, at, source, CDL_TAG_RESP + (int)slot)) L->st.peer_served += served;
+    if (cdl__peer_isend(L, si, MPI_BYTE, at, source, CDL_TAG_RESP + (int)slot)) L->stats.st.peer_served += served;
     cdl__unlock(L);
 }
 
@@ -4084,8 +4142,8 @@ static void cdl__peer_serve(coordl *L, int source, int count) {
  * request the slot is still waiting for. A reply that answers it but does
  * not parse fails its rows (they come from storage at once). Under mu. */
 static void cdl__peer_file_reply(coordl *L, uint32_t s, int source, size_t at0, size_t count) {
-    cdl__remote *rm = &L->remote[s];
-    cdl__slot *sl = &L->slots[s];
+    cdl__remote *rm = &L->peers.remote[s];
+    cdl__slot *sl = &L->ring.slots[s];
     cdl__remote_ask *a = &rm->ask[source];
     uint64_t req = 0;
     uint32_t n = 0;
@@ -4130,8 +4188,8 @@ static void cdl__peer_take_reply(coordl *L, int source, int tag, int count) {
     cdl__u8 *dst = NULL;
     size_t at0 = 0;
     cdl__lock(L);
-    if (s < L->nslots && count >= 0) {
-        cdl__remote *rm = &L->remote[s];
+    if (s < L->ring.nslots && count >= 0) {
+        cdl__remote *rm = &L->peers.remote[s];
         if (cdl__reserve(L, (void **)&rm->buf, &rm->cap, rm->used + (size_t)count + 1)) {
             at0 = rm->used;
             dst = rm->buf + at0;
@@ -4139,26 +4197,26 @@ static void cdl__peer_take_reply(coordl *L, int source, int tag, int count) {
     }
     cdl__unlock(L);
     if (!dst) { /* consume it anyway, into the request buffer (else retried) */
-        if (count < 0 || !cdl__reserve(L, (void **)&L->peer_rx, &L->peer_rxcap, (size_t)count + 1)) return;
-        MPI_Recv(L->peer_rx, count, MPI_BYTE, source, tag, L->peer_comm, MPI_STATUS_IGNORE);
+        if (count < 0 || !cdl__reserve(L, (void **)&L->peers.rx, &L->peers.rxcap, (size_t)count + 1)) return;
+        MPI_Recv(L->peers.rx, count, MPI_BYTE, source, tag, L->peers.comm, MPI_STATUS_IGNORE);
     } else {
-        MPI_Recv(dst, count, MPI_BYTE, source, tag, L->peer_comm, MPI_STATUS_IGNORE);
+        MPI_Recv(dst, count, MPI_BYTE, source, tag, L->peers.comm, MPI_STATUS_IGNORE);
     }
     cdl__lock(L);
     if (dst) cdl__peer_file_reply(L, s, source, at0, (size_t)count);
-    if (L->peer_outstanding) L->peer_outstanding--;
+    if (L->peers.outstanding) L->peers.outstanding--;
     cdl__unlock(L);
 }
 
 /* The admission epoch has been prepared: the claims have moved past it and
  * no slot of it or before is still being filled. Under mu. */
 static int cdl__peer_share_prepared(coordl *L) {
-    const uint64_t E = atomic_load(&L->peer_admit_epoch);
+    const uint64_t E = atomic_load(&L->peers.admit_epoch);
     const cdl__stream *S = L->S;
     if (E == CDL_ADMIT_CLOSED) return 1;
     if (S->claim_epoch < E || (S->claim_epoch == E && S->claim_pos < cdl__epoch_end(L, E))) return 0;
-    for (uint32_t s = 0; s < L->nslots; s++)
-        if (L->slots[s].state == CDL_SLOT_FILLING && L->slots[s].epoch <= E) return 0;
+    for (uint32_t s = 0; s < L->ring.nslots; s++)
+        if (L->ring.slots[s].state == CDL_SLOT_FILLING && L->ring.slots[s].epoch <= E) return 0;
     return 1;
 }
 
@@ -4169,25 +4227,25 @@ static int cdl__peer_share_prepared(coordl *L) {
  * fail for want of it; if MPI fails, the map is empty (every row from
  * storage), never a guess. */
 static void cdl__peer_exchange_map(coordl *L) {
-    int32_t *owner = L->peer_owner;
+    int32_t *owner = L->peers.owner;
     cdl__lock(L);
-    atomic_store(&L->peer_admit_epoch, CDL_ADMIT_CLOSED); /* what is cached now is final */
+    atomic_store(&L->peers.admit_epoch, CDL_ADMIT_CLOSED); /* what is cached now is final */
     cdl__unlock(L);
-    for (uint64_t id = 0; id < L->num_items; id++)
-        owner[id] = L->cache_entries && (atomic_load(&L->cache_entries[id].state) & CDL_CE_STATE) >= CDL_CE_PRESENT
+    for (uint64_t id = 0; id < L->index.num_items; id++)
+        owner[id] = L->cache.entries && (atomic_load(&L->cache.entries[id].state) & CDL_CE_STATE) >= CDL_CE_PRESENT
                         ? L->cfg.rank /* PRESENT or REWRITING */
                         : INT32_MAX;
     int ok = 1;
     const uint64_t chunk = 1u << 30; /* counts are ints; every rank has the same num_items */
-    for (uint64_t at = 0; at < L->num_items; at += chunk) {
-        const uint64_t n = L->num_items - at < chunk ? L->num_items - at : chunk;
-        ok &= MPI_Allreduce(MPI_IN_PLACE, owner + at, (int)n, MPI_INT32_T, MPI_MIN, L->peer_comm) == MPI_SUCCESS;
+    for (uint64_t at = 0; at < L->index.num_items; at += chunk) {
+        const uint64_t n = L->index.num_items - at < chunk ? L->index.num_items - at : chunk;
+        ok &= MPI_Allreduce(MPI_IN_PLACE, owner + at, (int)n, MPI_INT32_T, MPI_MIN, L->peers.comm) == MPI_SUCCESS;
     }
-    for (uint64_t id = 0; id < L->num_items; id++)
+    for (uint64_t id = 0; id < L->index.num_items; id++)
         if (!ok || owner[id] == INT32_MAX) owner[id] = -1;
     if (!ok) cdl__log(L, COORDL_LOG_WARN, "mpi: the cache map exchange failed; every miss reads storage");
     cdl__lock(L);
-    __atomic_store_n(&L->peer_map_ready, 1, __ATOMIC_RELEASE); /* the read-ahead reads it without mu */
+    __atomic_store_n(&L->peers.map_ready, 1, __ATOMIC_RELEASE); /* the read-ahead reads it without mu */
     cdl__broadcast(L, &L->S->work_cv); /* claims past the admission epoch */
     cdl__unlock(L);
 }
@@ -4214,7 +4272,7 @@ static void *cdl__peer_main(void *arg) {
         MPI_Status st;
         /* serve and take replies */
         for (int k = 0; k < 64; k++) {
-            if (MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, L->peer_comm, &flag, &st) != MPI_SUCCESS || !flag) break;
+            if (MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, L->peers.comm, &flag, &st) != MPI_SUCCESS || !flag) break;
             handled++;
             int count = 0;
             if (st.MPI_TAG == CDL_TAG_REQ) {
@@ -4229,8 +4287,8 @@ static void *cdl__peer_main(void *arg) {
         }
         cdl__lock(L);
         const size_t inflight = cdl__peer_sends_retire(L);
-        const uint64_t outstanding = L->peer_outstanding;
-        const int closing = L->peer_closing;
+        const uint64_t outstanding = L->peers.outstanding;
+        const int closing = L->peers.closing;
         const int need_map = !exchanged && (closing || cdl__peer_share_prepared(L));
         cdl__unlock(L);
         /* every rank exchanges exactly once, before the barrier, however
@@ -4243,7 +4301,7 @@ static void *cdl__peer_main(void *arg) {
             const uint64_t now = cdl__now_ns(), bound = (uint64_t)L->cfg.peer_timeout_ms * 1000000ull;
             if (!closing_ns) closing_ns = now;
             if (!barrier_started && (outstanding == 0 || now - closing_ns > bound)) {
-                if (MPI_Ibarrier(L->peer_comm, &barrier) != MPI_SUCCESS) break;
+                if (MPI_Ibarrier(L->peers.comm, &barrier) != MPI_SUCCESS) break;
                 barrier_started = 1;
                 closing_ns = now; /* step (3)'s bound counts from here */
             }
@@ -4264,10 +4322,10 @@ static void *cdl__peer_main(void *arg) {
  * 1: got them; 0: read storage. */
 CDL_PRIVATE int cdl__peer_fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
     coordl *L = W->L;
-    if (!L->peer_comm_set || !L->remote) return 0;
+    if (!L->peers.comm_set || !L->peers.remote) return 0;
     cdl__slot *sl = W->cur_slot;
-    const uint32_t s = (uint32_t)(sl - L->slots), r = W->cur_row;
-    cdl__remote *rm = &L->remote[s];
+    const uint32_t s = (uint32_t)(sl - L->ring.slots), r = W->cur_row;
+    cdl__remote *rm = &L->peers.remote[s];
     int got = 0, asked = 0;
     cdl__lock(L);
     /* the row array is re-read after each wait: only coordl_set moves it,
@@ -4277,7 +4335,7 @@ CDL_PRIVATE int cdl__peer_fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
     if (CDL_SAME_BATCH && CDL_ROW.state != CDL_REMOTE_NONE && CDL_ROW.id == id) {
         asked = 1;
         const uint64_t deadline = rm->request_ns + (uint64_t)L->cfg.peer_timeout_ms * 1000000ull;
-        while (CDL_SAME_BATCH && CDL_ROW.state == CDL_REMOTE_WAIT && !L->stop && cdl__now_ns() < deadline)
+        while (CDL_SAME_BATCH && CDL_ROW.state == CDL_REMOTE_WAIT && !L->pool.stop && cdl__now_ns() < deadline)
             cdl__wait_ms(L, &L->S->ready_cv, 5);
         if (CDL_SAME_BATCH && CDL_ROW.state == CDL_REMOTE_ARRIVED) {
             const size_t len = CDL_ROW.len;
@@ -4308,22 +4366,22 @@ CDL_PRIVATE coordl_status cdl__peer_open(coordl *L) {
     if (provided < MPI_THREAD_MULTIPLE)
         return cdl__open_fail(COORDL_ERR_UNSUPPORTED, "mpi_comm: coordl serves peers from its own thread and needs "
                               "MPI_THREAD_MULTIPLE; initialise MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...)");
-    if (MPI_Comm_dup(*(const MPI_Comm *)L->cfg.mpi_comm, &L->peer_comm) != MPI_SUCCESS)
+    if (MPI_Comm_dup(*(const MPI_Comm *)L->cfg.mpi_comm, &L->peers.comm) != MPI_SUCCESS)
         return cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: MPI_Comm_dup failed");
-    L->peer_comm_set = 1;
+    L->peers.comm_set = 1;
     /* errors come back as codes on this communicator (a failed send means
      * storage reads), never as an abort of the trainer's job */
-    MPI_Comm_set_errhandler(L->peer_comm, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(L->peers.comm, MPI_ERRORS_RETURN);
     int rank = 0, world = 1;
-    MPI_Comm_rank(L->peer_comm, &rank);
-    MPI_Comm_size(L->peer_comm, &world);
+    MPI_Comm_rank(L->peers.comm, &rank);
+    MPI_Comm_size(L->peers.comm, &world);
     L->cfg.rank = rank;
     L->cfg.world = world;
     /* ranks sharing this node, for the default placement */
     MPI_Comm node;
-    if (MPI_Comm_split_type(L->peer_comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
-        MPI_Comm_rank(node, &L->node_rank);
-        MPI_Comm_size(node, &L->node_ranks);
+    if (MPI_Comm_split_type(L->peers.comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_rank(node, &L->peers.node_rank);
+        MPI_Comm_size(node, &L->peers.node_ranks);
         MPI_Comm_free(&node);
     }
     return COORDL_OK;
@@ -4333,62 +4391,62 @@ CDL_PRIVATE coordl_status cdl__peer_open(coordl *L) {
  * is by item id), then allocates the map and the per-slot bookkeeping and
  * starts the peer thread. */
 CDL_PRIVATE coordl_status cdl__peer_start(coordl *L) {
-    uint64_t mine[2] = {L->num_items, L->dataset_bytes}, lo[2], hi[2];
-    if (MPI_Allreduce(mine, lo, 2, MPI_UINT64_T, MPI_MIN, L->peer_comm) != MPI_SUCCESS ||
-        MPI_Allreduce(mine, hi, 2, MPI_UINT64_T, MPI_MAX, L->peer_comm) != MPI_SUCCESS)
+    uint64_t mine[2] = {L->index.num_items, L->index.dataset_bytes}, lo[2], hi[2];
+    if (MPI_Allreduce(mine, lo, 2, MPI_UINT64_T, MPI_MIN, L->peers.comm) != MPI_SUCCESS ||
+        MPI_Allreduce(mine, hi, 2, MPI_UINT64_T, MPI_MAX, L->peers.comm) != MPI_SUCCESS)
         return cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: cannot compare the ranks' datasets (MPI_Allreduce failed)");
     if (lo[0] != hi[0] || lo[1] != hi[1])
         return cdl__open_fail(COORDL_ERR_PEER, "source: the ranks index different datasets (%llu-%llu items, "
                               "%llu-%llu bytes); every rank must see the same files",
                               (unsigned long long)lo[0], (unsigned long long)hi[0], (unsigned long long)lo[1],
                               (unsigned long long)hi[1]);
-    if (L->nslots > 1024)
+    if (L->ring.nslots > 1024)
         return cdl__open_fail(COORDL_ERR_INVALID, "prefetch_batches: at most 1024 with mpi_comm");
-    L->peer_owner = cdl__malloc(L, (size_t)L->num_items * sizeof *L->peer_owner);
-    if (!L->peer_owner || !L->remote) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the peer map");
-    for (uint32_t s = 0; s < L->nslots; s++) {
-        cdl__remote *rm = &L->remote[s]; /* allocated (zeroed) with the ring */
+    L->peers.owner = cdl__malloc(L, (size_t)L->index.num_items * sizeof *L->peers.owner);
+    if (!L->peers.owner || !L->peers.remote) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the peer map");
+    for (uint32_t s = 0; s < L->ring.nslots; s++) {
+        cdl__remote *rm = &L->peers.remote[s]; /* allocated (zeroed) with the ring */
         rm->ask = cdl__calloc(L, (size_t)L->cfg.world, sizeof *rm->ask);
         if (!rm->ask) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the peer map");
     }
-    if (pthread_create(&L->peer_thread, NULL, cdl__peer_main, L) != 0)
+    if (pthread_create(&L->peers.thread, NULL, cdl__peer_main, L) != 0)
         return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start the peer thread");
-    L->peer_thread_started = 1;
+    L->peers.thread_started = 1;
     return COORDL_OK;
 }
 
 CDL_PRIVATE void cdl__peer_close(coordl *L) {
-    if (L->peer_thread_started) {
+    if (L->peers.thread_started) {
         cdl__lock(L);
-        L->peer_closing = 1;
+        L->peers.closing = 1;
         cdl__unlock(L);
-        pthread_join(L->peer_thread, NULL);
-        L->peer_thread_started = 0;
+        pthread_join(L->peers.thread, NULL);
+        L->peers.thread_started = 0;
     }
-    for (size_t i = 0; i < L->peer_nsends; i++) {
-        if (L->peer_sends[i].state == CDL_SEND_INFLIGHT) {
+    for (size_t i = 0; i < L->peers.nsends; i++) {
+        if (L->peers.sends[i].state == CDL_SEND_INFLIGHT) {
             /* only after an MPI error ended the thread: MPI may still read
              * the buffer, so it is left to it rather than freed */
-            MPI_Request_free(&L->peer_sends[i].req);
+            MPI_Request_free(&L->peers.sends[i].req);
             cdl__log(L, COORDL_LOG_WARN, "mpi: a send was still in flight at close; its buffer is not freed");
             continue;
         }
-        cdl__free(L, L->peer_sends[i].buf);
+        cdl__free(L, L->peers.sends[i].buf);
     }
-    cdl__free(L, L->peer_sends);
-    cdl__free(L, L->peer_rx);
-    if (L->remote) /* the arrays themselves go with the ring (cdl__ring_free) */
-        for (uint32_t s = 0; s < L->nslots; s++) {
-            cdl__free(L, L->remote[s].buf);
-            cdl__free(L, L->remote[s].ask);
-            L->remote[s].buf = NULL;
-            L->remote[s].ask = NULL;
-            L->remote[s].requested = 0;
+    cdl__free(L, L->peers.sends);
+    cdl__free(L, L->peers.rx);
+    if (L->peers.remote) /* the arrays themselves go with the ring (cdl__ring_free) */
+        for (uint32_t s = 0; s < L->ring.nslots; s++) {
+            cdl__free(L, L->peers.remote[s].buf);
+            cdl__free(L, L->peers.remote[s].ask);
+            L->peers.remote[s].buf = NULL;
+            L->peers.remote[s].ask = NULL;
+            L->peers.remote[s].requested = 0;
         }
-    cdl__free(L, L->peer_owner);
-    L->peer_owner = NULL;
-    if (L->peer_comm_set) MPI_Comm_free(&L->peer_comm);
-    L->peer_comm_set = 0;
+    cdl__free(L, L->peers.owner);
+    L->peers.owner = NULL;
+    if (L->peers.comm_set) MPI_Comm_free(&L->peers.comm);
+    L->peers.comm_set = 0;
 }
 #endif /* COORDL_MPI */
 
@@ -4448,18 +4506,18 @@ static int cdl__ra_not_from_storage(const coordl *L, uint64_t id) {
     /* the state's low byte (readers count above it); an entry being
      * rewritten (section 13) is held too, its rewrite long done by the
      * time its row is claimed */
-    if (L->cache_entries &&
-        (atomic_load_explicit(&L->cache_entries[id].state, memory_order_acquire) & CDL_CE_STATE) >= CDL_CE_PRESENT)
+    if (L->cache.entries &&
+        (atomic_load_explicit(&L->cache.entries[id].state, memory_order_acquire) & CDL_CE_STATE) >= CDL_CE_PRESENT)
         return 1;
-    if (L->lru) {
-        pthread_mutex_lock(&L->lru->mu);
-        const int held = L->lru->data[id] != NULL;
-        pthread_mutex_unlock(&L->lru->mu);
+    if (L->cache.lru) {
+        pthread_mutex_lock(&L->cache.lru->mu);
+        const int held = L->cache.lru->data[id] != NULL;
+        pthread_mutex_unlock(&L->cache.lru->mu);
         if (held) return 1;
     }
 #ifdef COORDL_MPI
-    if (L->peer_comm_set && __atomic_load_n(&L->peer_map_ready, __ATOMIC_ACQUIRE)) {
-        const int owner = L->peer_owner[id];
+    if (L->peers.comm_set && __atomic_load_n(&L->peers.map_ready, __ATOMIC_ACQUIRE)) {
+        const int owner = L->peers.owner[id];
         if (owner >= 0 && owner != L->cfg.rank) return 1;
     }
 #endif
@@ -4574,7 +4632,7 @@ static void *cdl__ra_main(void *arg) {
 /* Stops issuing new reads until the restart (a seek or set is under way;
  * reads in flight finish). Under the stream's lock. */
 CDL_PRIVATE void cdl__ra_pause(coordl *L) {
-    cdl__readahead *R = L->ra;
+    cdl__readahead *R = L->pool.ra;
     if (!R) return;
     pthread_mutex_lock(&R->mu);
     R->paused = 1;
@@ -4585,7 +4643,7 @@ CDL_PRIVATE void cdl__ra_pause(coordl *L) {
  * entries not taken are dropped (those still being read when their read
  * ends). Called under the stream's lock, when no row is in flight. */
 CDL_PRIVATE void cdl__ra_restart(coordl *L) {
-    cdl__readahead *R = L->ra;
+    cdl__readahead *R = L->pool.ra;
     if (!R) return;
     pthread_mutex_lock(&R->mu);
     R->gen++;
@@ -4596,7 +4654,7 @@ CDL_PRIVATE void cdl__ra_restart(coordl *L) {
     R->next_pos = R->front_pos = L->S->claim_pos;
     R->batch_size = L->cfg.batch_size;
     R->drop_last = L->cfg.drop_last;
-    R->share = L->share;
+    R->share = L->sampler.share;
     R->cut_epoch = L->S->cut_epoch;
     R->cut_pos = L->S->cut_pos;
     pthread_cond_broadcast(&R->room_cv);
@@ -4606,7 +4664,7 @@ CDL_PRIVATE void cdl__ra_restart(coordl *L) {
 /* The entry read ahead for the row at (epoch, pos) holding item id, or
  * NULL; marks every position up to it as claimed. */
 CDL_PRIVATE cdl__ra_entry *cdl__ra_take(coordl *L, uint64_t epoch, uint64_t pos, uint64_t id) {
-    cdl__readahead *R = L->ra;
+    cdl__readahead *R = L->pool.ra;
     cdl__ra_entry *found = NULL;
     if (!R) return NULL;
     pthread_mutex_lock(&R->mu);
@@ -4633,7 +4691,7 @@ CDL_PRIVATE cdl__ra_entry *cdl__ra_take(coordl *L, uint64_t epoch, uint64_t pos,
  * *out set, 0 when the worker must read the item itself (the read-ahead
  * skipped it after all), or -1 with the read's status in *rc. */
 CDL_PRIVATE int cdl__ra_wait(cdl__worker *W, cdl__ra_entry *x, cdl__bytes *out, coordl_status *rc) {
-    cdl__readahead *R = W->L->ra;
+    cdl__readahead *R = W->L->pool.ra;
     const uint64_t t0 = cdl__now_ns();
     pthread_mutex_lock(&R->mu);
     const int waited = x->state == CDL_RA_READING;
@@ -4658,7 +4716,7 @@ CDL_PRIVATE int cdl__ra_wait(cdl__worker *W, cdl__ra_entry *x, cdl__bytes *out, 
  * flight (the row came from the cache or a peer after all) is left to
  * finish into its own bytes: the entry is freed when it ends. */
 CDL_PRIVATE void cdl__ra_release(coordl *L, cdl__ra_entry *x) {
-    cdl__readahead *R = L->ra;
+    cdl__readahead *R = L->pool.ra;
     if (!R || !x) return;
     pthread_mutex_lock(&R->mu);
     if (x->state == CDL_RA_READING) x->stale = 1;
@@ -4673,7 +4731,7 @@ CDL_PRIVATE coordl_status cdl__ra_start(coordl *L) {
     if (depth == 0 || L->cfg.group) return COORDL_OK;
     cdl__readahead *R = cdl__calloc(L, 1, sizeof *R);
     if (!R) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the read-ahead");
-    L->ra = R;
+    L->pool.ra = R;
     R->L = L;
     R->depth = depth;
     R->e = cdl__calloc(L, depth, sizeof *R->e);
@@ -4692,11 +4750,11 @@ CDL_PRIVATE coordl_status cdl__ra_start(coordl *L) {
     R->cut_epoch = UINT64_MAX;
     R->batch_size = L->cfg.batch_size;
     R->drop_last = L->cfg.drop_last;
-    R->share = L->share;
+    R->share = L->sampler.share;
     R->cut_epoch = L->S->cut_epoch;
     R->cut_pos = L->S->cut_pos;
-    R->next_epoch = R->front_epoch = L->cur_epoch;
-    R->next_pos = R->front_pos = L->cur_pos;
+    R->next_epoch = R->front_epoch = L->consumer.cur_epoch;
+    R->next_pos = R->front_pos = L->consumer.cur_pos;
     R->threads = cdl__calloc(L, L->cfg.readahead_threads, sizeof *R->threads);
     if (!R->threads) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the read-ahead threads");
     for (uint32_t i = 0; i < L->cfg.readahead_threads; i++) {
@@ -4710,7 +4768,7 @@ CDL_PRIVATE coordl_status cdl__ra_start(coordl *L) {
 /* Stops the I/O threads (after the workers: a worker may wait on a read)
  * and frees everything. */
 CDL_PRIVATE void cdl__ra_stop(coordl *L) {
-    cdl__readahead *R = L->ra;
+    cdl__readahead *R = L->pool.ra;
     if (!R) return;
     if (R->threads) {
         pthread_mutex_lock(&R->mu);
@@ -4726,7 +4784,7 @@ CDL_PRIVATE void cdl__ra_stop(coordl *L) {
     cdl__free(L, R->threads);
     cdl__free(L, R->e);
     cdl__free(L, R);
-    L->ra = NULL;
+    L->pool.ra = NULL;
 }
 
 /* ---- src/fetch.c ------------------------------------------------------- */
@@ -4743,11 +4801,11 @@ CDL_PRIVATE coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *ou
     int hit = 0;
     W->held = 0;
     W->fetch_kind = -1;
-    if (L->cache_entries) {
+    if (L->cache.entries) {
         uint32_t len;
         const cdl__u8 *p = cdl__cache_acquire_minio(L, id, &len, &W->fetch_kind, &W->fetch_cap);
         if (p) { out->p = p; out->len = len; hit = 1; W->held = id + 1; }
-    } else if (L->lru) {
+    } else if (L->cache.lru) {
         uint32_t len;
         size_t need = cdl__item_bytes(L, id) + 16;
         if (cdl__reserve(L, (void **)&W->readbuf, &W->readcap, need) &&
@@ -4774,12 +4832,12 @@ CDL_PRIVATE coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *ou
         if (ahead == 0) rc = cdl__read_file(W, id, out);
         /* partitioned: only the rank's share of one epoch is admitted,
          * before the map exchange, so the exchanged map stays exact */
-        const int may_admit = !L->peer_comm_set || cdl__peer_admits(L, W->cur_epoch);
+        const int may_admit = !L->peers.comm_set || cdl__peer_admits(L, W->cur_epoch);
         if (rc == COORDL_OK) {
             W->row.cache_misses++;
             W->row.storage_reads++;
-            if (L->cache_entries && may_admit) W->fetch_kind = cdl__cache_admit_minio(L, id, out->p, out->len, &W->fetch_cap);
-            else if (L->lru) cdl__cache_admit_lru(L, id, out->p, out->len);
+            if (L->cache.entries && may_admit) W->fetch_kind = cdl__cache_admit_minio(L, id, out->p, out->len, &W->fetch_cap);
+            else if (L->cache.lru) cdl__cache_admit_lru(L, id, out->p, out->len);
         }
         uint64_t t2 = cdl__now_ns();
         W->row.read_cache_ns += t1 - t0; /* the lookup that missed */
@@ -4907,7 +4965,7 @@ static void cdl__plan_train(const coordl *L, cdl__rng *rng, int W, int H, cdl__g
  * Darknet does, so the pixels are Darknet's. */
 static void cdl__plan_darknet(const coordl *L, cdl__rng *rng, int W, int H, cdl__geom *g) {
     const int w = (int)L->cfg.out_w, h = (int)L->cfg.out_h;
-    int lo = (int)(L->crop_min_ratio * (float)w), hi = (int)(L->crop_max_ratio * (float)w);
+    int lo = (int)(L->geom.crop_min_ratio * (float)w), hi = (int)(L->geom.crop_max_ratio * (float)w);
     if (lo < 1) lo = 1;
     if (hi < lo) hi = lo;
     const double a = cdl__scale_on(L->cfg.aspect) ? cdl__rand_scale(rng, L->cfg.aspect) : 1.0;
@@ -5322,9 +5380,9 @@ static void cdl__store_row(const coordl *L, const float *v, size_t plane, int j,
         for (int c = 0; c < 3; c++) {
             const float *src = v + (size_t)c * plane;
             float *d = (float *)dst + (size_t)c * oplane + (size_t)j * out_w;
-            const float sc = L->norm_scale[c], bi = L->norm_bias[c];
+            const float sc = L->geom.norm_scale[c], bi = L->geom.norm_bias[c];
 #ifdef CDL_HAVE_AVX2
-            if (L->avx2) {
+            if (L->geom.avx2) {
                 cdl__scale_bias_avx2(src, d, out_w, sc, bi);
                 continue;
             }
@@ -5337,7 +5395,7 @@ static void cdl__store_row(const coordl *L, const float *v, size_t plane, int j,
     case COORDL_F32_NHWC: {
         float *d = (float *)dst + (size_t)j * out_w * 3;
         for (int i = 0; i < out_w; i++)
-            for (int c = 0; c < 3; c++) d[3 * i + c] = v[(size_t)c * plane + i] * L->norm_scale[c] + L->norm_bias[c];
+            for (int c = 0; c < 3; c++) d[3 * i + c] = v[(size_t)c * plane + i] * L->geom.norm_scale[c] + L->geom.norm_bias[c];
         break;
     }
     default: {
@@ -5523,7 +5581,7 @@ CDL_PRIVATE void cdl__resample(coordl *L, cdl__worker *W, const cdl__u8 *src, si
             rows[k] = h;
         }
 #ifdef CDL_HAVE_AVX2
-        if (L->avx2) cdl__vpass_row_avx2(rows, ay->w + (size_t)j * Ky, Ky, rowf, acc);
+        if (L->geom.avx2) cdl__vpass_row_avx2(rows, ay->w + (size_t)j * Ky, Ky, rowf, acc);
         else
 #endif
             cdl__vpass_row(rows, ay->w + (size_t)j * Ky, Ky, rowf, acc);
@@ -5573,7 +5631,7 @@ CDL_PRIVATE coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cd
         return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for resampling tables");
     ax->w8 = ay->w8 = NULL;
 #ifdef CDL_HAVE_AVX2
-    if (L->avx2 && L->cfg.out_w >= 8) {
+    if (L->geom.avx2 && L->cfg.out_w >= 8) {
         if (!cdl__reserve(L, (void **)&W->xw8, &W->xw8cap, (size_t)L->cfg.out_w * (size_t)ax->K * 4 * sizeof(float)))
             return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for resampling tables");
         cdl__axis_spread_avx2(ax, (int)L->cfg.out_w, W->xw8);
@@ -6887,10 +6945,10 @@ static int cdl__rewrite_item(cdl__worker *W, uint64_t id, cdl__bytes *in, cdl__j
 CDL_PRIVATE int cdl__rewrite_idle(cdl__worker *W, cdl__counters *done) {
     coordl *L = W->L;
     memset(done, 0, sizeof *done);
-    if (!L->cache_entries || !L->cfg.jpeg_random_access || atomic_load(&L->S->cache_plain_items) == 0) return 0;
-    for (uint64_t tries = 0; tries < L->num_items; tries++) {
-        const uint64_t id = atomic_fetch_add(&L->idle_cursor, 1) % L->num_items;
-        if (atomic_load_explicit(&L->cache_entries[id].jpeg, memory_order_relaxed) != CDL_CE_PLAIN) continue;
+    if (!L->cache.entries || !L->cfg.jpeg_random_access || atomic_load(&L->S->cache_plain_items) == 0) return 0;
+    for (uint64_t tries = 0; tries < L->index.num_items; tries++) {
+        const uint64_t id = atomic_fetch_add(&L->cache.idle_cursor, 1) % L->index.num_items;
+        if (atomic_load_explicit(&L->cache.entries[id].jpeg, memory_order_relaxed) != CDL_CE_PLAIN) continue;
         uint32_t len, cap;
         int kind;
         const cdl__u8 *p = cdl__cache_acquire_minio(L, id, &len, &kind, &cap);
@@ -6935,7 +6993,7 @@ static coordl_status cdl__prepare_item_bytes(cdl__worker *W, uint64_t epoch, uin
 CDL_PRIVATE coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint64_t id, void *dst) {
     cdl__bytes in = {NULL, 0};
 #ifndef COORDL_NO_JPEGTURBO
-    const int budget = W->L->cfg.jpeg_random_access && W->L->cache_entries;
+    const int budget = W->L->cfg.jpeg_random_access && W->L->cache.entries;
 #else
     const int budget = 0; /* no rewrites without libjpeg: nothing to account */
 #endif
@@ -6973,7 +7031,7 @@ CDL_PRIVATE void cdl__row_shape(const coordl *L, uint32_t out_w, uint32_t out_h,
 
 /* Bytes of one data row for an output size (image pipelines). */
 CDL_PRIVATE size_t cdl__image_row_bytes(const coordl *L, uint64_t w, uint64_t h) {
-    return (size_t)(w * h * 3 * L->elem_bytes);
+    return (size_t)(w * h * 3 * L->geom.elem_bytes);
 }
 
 
@@ -7022,20 +7080,20 @@ CDL_PRIVATE coordl_config cdl__config_default(void) {
 CDL_PRIVATE void cdl__output_setup(coordl *L) {
     if (L->cfg.pipeline == COORDL_PIPE_TOKENS) L->cfg.layout = COORDL_I32;
     if (L->cfg.pipeline == COORDL_PIPE_AUDIO) L->cfg.layout = COORDL_F32;
-    L->elem_bytes = (L->cfg.layout == COORDL_U8_NHWC || L->cfg.layout == COORDL_U8_NCHW) ? 1 : 4;
+    L->geom.elem_bytes = (L->cfg.layout == COORDL_U8_NHWC || L->cfg.layout == COORDL_U8_NCHW) ? 1 : 4;
     uint32_t rc_, rh, rw;
     cdl__row_shape(L, L->cfg.out_w, L->cfg.out_h, &rc_, &rh, &rw);
-    L->row_bytes = (size_t)rc_ * rh * rw * L->elem_bytes;
-    L->target_row_bytes = L->cfg.pipeline == COORDL_PIPE_TOKENS ? (size_t)L->cfg.seq_len * sizeof(int32_t) : 0;
+    L->geom.row_bytes = (size_t)rc_ * rh * rw * L->geom.elem_bytes;
+    L->geom.target_row_bytes = L->cfg.pipeline == COORDL_PIPE_TOKENS ? (size_t)L->cfg.seq_len * sizeof(int32_t) : 0;
     if (L->cfg.train_crop == COORDL_CROP_DARKNET) { /* Darknet's parse_net_options defaults */
         if (L->cfg.min_crop == 0) L->cfg.min_crop = L->cfg.out_w;
         if (L->cfg.max_crop == 0) L->cfg.max_crop = 2 * L->cfg.out_w > L->cfg.min_crop ? 2 * L->cfg.out_w : L->cfg.min_crop;
-        L->crop_min_ratio = (float)L->cfg.min_crop / (float)L->cfg.out_w;
-        L->crop_max_ratio = (float)L->cfg.max_crop / (float)L->cfg.out_w;
+        L->geom.crop_min_ratio = (float)L->cfg.min_crop / (float)L->cfg.out_w;
+        L->geom.crop_max_ratio = (float)L->cfg.max_crop / (float)L->cfg.out_w;
     }
     for (int c = 0; c < 3; c++) {
-        L->norm_scale[c] = 1.0f / (255.0f * L->cfg.std[c]);
-        L->norm_bias[c] = -L->cfg.mean[c] / L->cfg.std[c];
+        L->geom.norm_scale[c] = 1.0f / (255.0f * L->cfg.std[c]);
+        L->geom.norm_bias[c] = -L->cfg.mean[c] / L->cfg.std[c];
     }
 }
 
@@ -7146,7 +7204,8 @@ CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
 /* --- the ring allocator ----------------------------------------------- */
 
 /* Every array with an entry per slot or per row of a slot, as
- * X(field of coordl, element type, CDL_PER_SLOT or CDL_PER_ROW, shared).
+ * X(owning member of coordl, its field, element type, CDL_PER_SLOT or
+ * CDL_PER_ROW, shared).
  * cdl__ring_alloc sizes them all: per-slot arrays once (nslots never
  * changes), per-row arrays (nslots x slot_rows_cap entries, zeroed) at open
  * and again whenever coordl_set grows the ring; cdl__ring_free frees them.
@@ -7159,8 +7218,8 @@ CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
 #define CDL_RING_ARRAYS_PEER(X)
 #endif
 #define CDL_RING_ARRAYS(X)                 \
-    X(slots, cdl__slot, CDL_PER_SLOT, 1)   \
-    X(row_state, uint32_t, CDL_PER_ROW, 1) \
+    X(ring, slots, cdl__slot, CDL_PER_SLOT, 1)   \
+    X(ring, row_state, uint32_t, CDL_PER_ROW, 1) \
     CDL_RING_ARRAYS_PEER(X)
 
 /* Bytes of one ring slot holding rows_cap rows in data_cap data bytes:
@@ -7171,15 +7230,15 @@ CDL_PRIVATE size_t cdl__ring_slot_bytes(const coordl *L, uint32_t rows_cap, size
     *data = cdl__round_up(data_cap, align);
     *labels = cdl__round_up(B * sizeof(int32_t), align);
     *ids = cdl__round_up(B * sizeof(uint64_t), align);
-    return *data + *labels + *ids + cdl__round_up(B * L->target_row_bytes, align);
+    return *data + *labels + *ids + cdl__round_up(B * L->geom.target_row_bytes, align);
 }
 
 /* Points every slot at its part of the ring arena, and frees it. */
 CDL_PRIVATE void cdl__ring_layout(coordl *L) {
     size_t data, labels, ids;
-    const size_t per_slot = cdl__ring_slot_bytes(L, L->slot_rows_cap, L->slot_data_cap, &data, &labels, &ids);
-    for (uint32_t s = 0; s < L->nslots; s++) {
-        cdl__slot *sl = &L->slots[s];
+    const size_t per_slot = cdl__ring_slot_bytes(L, L->geom.slot_rows_cap, L->geom.slot_data_cap, &data, &labels, &ids);
+    for (uint32_t s = 0; s < L->ring.nslots; s++) {
+        cdl__slot *sl = &L->ring.slots[s];
         sl->data_off = s * per_slot;
         sl->labels_off = s * per_slot + data;
         sl->ids_off = s * per_slot + data + labels;
@@ -7197,23 +7256,23 @@ CDL_PRIVATE void cdl__ring_layout(coordl *L) {
  * again. In a group the arena and the shared arrays are the shm object's:
  * only the private arrays are allocated. */
 CDL_PRIVATE coordl_status cdl__ring_alloc(coordl *L, uint32_t rows_cap, size_t data_cap) {
-    const int in_group = L->shm_base != NULL;
-    const uint64_t nslots = L->nslots, nrows = nslots * rows_cap;
+    const int in_group = L->member.shm_base != NULL;
+    const uint64_t nslots = L->ring.nslots, nrows = nslots * rows_cap;
     size_t data, labels, ids;
     const size_t per_slot = cdl__ring_slot_bytes(L, rows_cap, data_cap, &data, &labels, &ids);
     if (nslots == 0 || rows_cap == 0 || per_slot > SIZE_MAX / nslots || nrows > SIZE_MAX / sizeof(uint64_t))
         return cdl__open_fail(COORDL_ERR_INVALID, "batch ring too large (%llu slots of %u rows)",
                               (unsigned long long)nslots, rows_cap);
     struct {
-#define CDL_RING_NEW_FIELD(f, type, per, shared) type *f;
+#define CDL_RING_NEW_FIELD(o, f, type, per, shared) type *f;
         CDL_RING_ARRAYS(CDL_RING_NEW_FIELD)
 #undef CDL_RING_NEW_FIELD
         int unused;
     } nw;
     memset(&nw, 0, sizeof nw);
     int ok = 1;
-#define CDL_RING_NEW_ALLOC(f, type, per, shared)                                               \
-    if (ok && !((shared) && in_group) && ((per) == CDL_PER_ROW || !L->f)) {                    \
+#define CDL_RING_NEW_ALLOC(o, f, type, per, shared)                                               \
+    if (ok && !((shared) && in_group) && ((per) == CDL_PER_ROW || !L->o.f)) {                    \
         nw.f = cdl__calloc(L, (size_t)((per) == CDL_PER_ROW ? nrows : nslots), sizeof(type)); \
         ok = nw.f != NULL;                                                                     \
     }
@@ -7221,24 +7280,24 @@ CDL_PRIVATE coordl_status cdl__ring_alloc(coordl *L, uint32_t rows_cap, size_t d
 #undef CDL_RING_NEW_ALLOC
     coordl_status rc = ok ? COORDL_OK : cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the batch ring's tables");
     if (rc == COORDL_OK && !in_group) {
-        cdl__arena_unmap(L, &L->ring_arena);
-        rc = cdl__arena_map(L, &L->ring_arena, per_slot * nslots, 1, "batch ring");
+        cdl__arena_unmap(L, &L->ring.arena);
+        rc = cdl__arena_map(L, &L->ring.arena, per_slot * nslots, 1, "batch ring");
     }
     if (rc != COORDL_OK) {
-#define CDL_RING_NEW_FREE(f, type, per, shared) cdl__free(L, nw.f);
+#define CDL_RING_NEW_FREE(o, f, type, per, shared) cdl__free(L, nw.f);
         CDL_RING_ARRAYS(CDL_RING_NEW_FREE)
 #undef CDL_RING_NEW_FREE
         return rc;
     }
-#define CDL_RING_INSTALL(f, type, per, shared) \
+#define CDL_RING_INSTALL(o, f, type, per, shared) \
     if (nw.f) {                                \
-        cdl__free(L, L->f);                    \
-        L->f = nw.f;                           \
+        cdl__free(L, L->o.f);                    \
+        L->o.f = nw.f;                           \
     }
     CDL_RING_ARRAYS(CDL_RING_INSTALL)
 #undef CDL_RING_INSTALL
-    L->slot_rows_cap = rows_cap;
-    L->slot_data_cap = data_cap;
+    L->geom.slot_rows_cap = rows_cap;
+    L->geom.slot_data_cap = data_cap;
     if (!in_group) cdl__ring_layout(L);
     return COORDL_OK;
 }
@@ -7246,12 +7305,12 @@ CDL_PRIVATE coordl_status cdl__ring_alloc(coordl *L, uint32_t rows_cap, size_t d
 /* Unregisters and unmaps the arena and frees the private arrays (before a
  * group is left: which arrays are shared depends on it). */
 CDL_PRIVATE void cdl__ring_free(coordl *L) {
-    const int in_group = L->shm_base != NULL;
-    cdl__arena_unmap(L, &L->ring_arena);
-#define CDL_RING_FREE(f, type, per, shared) \
+    const int in_group = L->member.shm_base != NULL;
+    cdl__arena_unmap(L, &L->ring.arena);
+#define CDL_RING_FREE(o, f, type, per, shared) \
     if (!((shared) && in_group)) {          \
-        cdl__free(L, L->f);                 \
-        L->f = NULL;                        \
+        cdl__free(L, L->o.f);                 \
+        L->o.f = NULL;                        \
     }
     CDL_RING_ARRAYS(CDL_RING_FREE)
 #undef CDL_RING_FREE
@@ -7259,15 +7318,15 @@ CDL_PRIVATE void cdl__ring_free(coordl *L) {
 
 /* --- slots, members, marks -------------------------------------------- */
 
-static cdl__u8 *cdl__slot_data(const coordl *L, const cdl__slot *s) { return L->ring_arena.base + s->data_off; }
+static cdl__u8 *cdl__slot_data(const coordl *L, const cdl__slot *s) { return L->ring.arena.base + s->data_off; }
 static int32_t *cdl__slot_labels(const coordl *L, const cdl__slot *s) {
-    return (int32_t *)(void *)(L->ring_arena.base + s->labels_off);
+    return (int32_t *)(void *)(L->ring.arena.base + s->labels_off);
 }
 static uint64_t *cdl__slot_ids(const coordl *L, const cdl__slot *s) {
-    return (uint64_t *)(void *)(L->ring_arena.base + s->ids_off);
+    return (uint64_t *)(void *)(L->ring.arena.base + s->ids_off);
 }
 static uint32_t *cdl__slot_rows(const coordl *L, const cdl__slot *s) {
-    return L->row_state + (size_t)(s - L->slots) * L->slot_rows_cap;
+    return L->ring.row_state + (size_t)(s - L->ring.slots) * L->geom.slot_rows_cap;
 }
 
 static uint32_t cdl__mark_for(int m, uint64_t gen) {
@@ -7281,7 +7340,7 @@ CDL_PRIVATE int cdl__member_is(const cdl__stream *S, int m, uint64_t gen) {
 }
 
 /* This handle is still the member generation it joined as. */
-CDL_PRIVATE int cdl__member_current(const coordl *L) { return cdl__member_is(L->S, L->me, L->my_gen); }
+CDL_PRIVATE int cdl__member_current(const coordl *L) { return cdl__member_is(L->S, L->member.me, L->member.my_gen); }
 
 /* A claim mark whose member generation is no longer in the group. */
 static int cdl__mark_stale(const cdl__stream *S, uint32_t mark) {
@@ -7302,7 +7361,7 @@ static uint32_t cdl__consumers_of(const coordl *L, uint64_t epoch) {
 }
 
 CDL_PRIVATE cdl__epoch_counters *cdl__epoch_entry(coordl *L, uint64_t epoch) {
-    cdl__epoch_counters *e = &L->epochs[epoch % CDL_EPOCH_STATS_KEPT];
+    cdl__epoch_counters *e = &L->stats.epochs[epoch % CDL_EPOCH_STATS_KEPT];
     if (!e->used || e->epoch != epoch) {
         memset(e, 0, sizeof *e);
         e->used = 1;
@@ -7316,8 +7375,8 @@ CDL_PRIVATE cdl__epoch_counters *cdl__epoch_entry(coordl *L, uint64_t epoch) {
 static void cdl__counters_add(coordl *L, uint64_t epoch, const cdl__counters *c) {
     cdl__epoch_counters *ec = cdl__epoch_entry(L, epoch);
     (void)ec;
-#define CDL_COUNTER_ADD(name, row, stats, ep) \
-    CDL_IF_##row(CDL_IF_##stats(L->st.name += c->name;) CDL_IF_##ep(ec->s.name += c->name;))
+#define CDL_COUNTER_ADD(name, row, in_stats, ep) \
+    CDL_IF_##row(CDL_IF_##in_stats(L->stats.st.name += c->name;) CDL_IF_##ep(ec->s.name += c->name;))
     CDL_COUNTERS(CDL_COUNTER_ADD)
 #undef CDL_COUNTER_ADD
 }
@@ -7342,12 +7401,12 @@ static int cdl__stream_invariants(const coordl *L, char *why, size_t cap) {
     uint32_t held = 0;
 #define CDL_BROKEN(...) do { snprintf(why, cap, __VA_ARGS__); return 0; } while (0)
     if (S->assign.slot != 0) CDL_BROKEN("the assignment of slot %u was left half-done", S->assign.slot - 1);
-    for (uint32_t s = 0; s < L->nslots; s++) {
-        const cdl__slot *sl = &L->slots[s];
+    for (uint32_t s = 0; s < L->ring.nslots; s++) {
+        const cdl__slot *sl = &L->ring.slots[s];
         const uint32_t *rows = cdl__slot_rows(L, sl);
         if (sl->state == CDL_SLOT_FREE) continue;
         if (sl->state != CDL_SLOT_FILLING && sl->state != CDL_SLOT_READY) CDL_BROKEN("slot %u: state %d", s, sl->state);
-        if (sl->n == 0 || sl->n > L->slot_rows_cap) CDL_BROKEN("slot %u: %u rows (capacity %u)", s, sl->n, L->slot_rows_cap);
+        if (sl->n == 0 || sl->n > L->geom.slot_rows_cap) CDL_BROKEN("slot %u: %u rows (capacity %u)", s, sl->n, L->geom.slot_rows_cap);
         uint32_t marked = 0, done = 0;
         for (uint32_t r = 0; r < sl->n; r++) {
             marked += rows[r] != CDL_ROW_FREE;
@@ -7368,12 +7427,12 @@ static int cdl__stream_invariants(const coordl *L, char *why, size_t cap) {
                        sl->taken_mask, sl->done_mask, live);
         if ((sl->done_mask & sl->need_mask) == sl->need_mask)
             CDL_BROKEN("slot %u is READY though every consumer released it", s);
-        if (sl->taken_mask & ~sl->done_mask & L->bit) held++;
+        if (sl->taken_mask & ~sl->done_mask & L->member.bit) held++;
     }
     if (inflight != S->inflight)
         CDL_BROKEN("%u rows counted in flight, but claimed minus done is %llu", S->inflight, (unsigned long long)inflight);
-    if (L->me >= 0 && cdl__member_current(L) && held != L->held)
-        CDL_BROKEN("this consumer counts %u held batches, the slots say %u", L->held, held);
+    if (L->member.me >= 0 && cdl__member_current(L) && held != L->consumer.held)
+        CDL_BROKEN("this consumer counts %u held batches, the slots say %u", L->consumer.held, held);
 #undef CDL_BROKEN
     return 1;
 }
@@ -7400,7 +7459,7 @@ CDL_PRIVATE void cdl__stream_check(const coordl *L, const char *transition) {
  * it again when its holder died half-way). Under mu. */
 static void cdl__slot_assign(coordl *L) {
     cdl__stream *S = L->S;
-    cdl__slot *sl = &L->slots[S->assign.slot - 1];
+    cdl__slot *sl = &L->ring.slots[S->assign.slot - 1];
     sl->gen++;
     sl->epoch = S->assign.epoch;
     sl->pos = S->assign.pos;
@@ -7408,13 +7467,13 @@ static void cdl__slot_assign(coordl *L) {
     sl->n = S->assign.n;
     sl->out_w = L->cfg.out_w;
     sl->out_h = L->cfg.out_h;
-    sl->row_bytes = L->row_bytes;
+    sl->row_bytes = L->geom.row_bytes;
     sl->rows_claimed = sl->rows_done = 0;
     sl->need_mask = sl->taken_mask = sl->done_mask = 0;
     sl->status = COORDL_OK;
     sl->err_row = UINT32_MAX;
     sl->errmsg[0] = '\0';
-    memset(cdl__slot_rows(L, sl), 0, (size_t)L->slot_rows_cap * sizeof(uint32_t));
+    memset(cdl__slot_rows(L, sl), 0, (size_t)L->geom.slot_rows_cap * sizeof(uint32_t));
     sl->state = CDL_SLOT_FILLING;
     S->claim_epoch = S->assign.epoch;
     S->claim_pos = S->assign.pos + S->assign.n;
@@ -7427,15 +7486,15 @@ static void cdl__slot_assign(coordl *L) {
 static cdl__slot *cdl__slot_to_fill(coordl *L) {
     cdl__stream *S = L->S;
     cdl__slot *best = NULL;
-    for (uint32_t s = 0; s < L->nslots; s++) {
-        cdl__slot *c = &L->slots[s];
+    for (uint32_t s = 0; s < L->ring.nslots; s++) {
+        cdl__slot *c = &L->ring.slots[s];
         if (c->state == CDL_SLOT_FILLING && c->rows_claimed < c->n &&
             (!best || c->epoch < best->epoch || (c->epoch == best->epoch && c->pos < best->pos)))
             best = c;
     }
     if (best) return best;
-    for (uint32_t s = 0; s < L->nslots; s++) {
-        cdl__slot *sl = &L->slots[s];
+    for (uint32_t s = 0; s < L->ring.nslots; s++) {
+        cdl__slot *sl = &L->ring.slots[s];
         if (sl->state != CDL_SLOT_FREE) continue;
         uint64_t epoch = S->claim_epoch, pos = S->claim_pos, index = S->claim_index;
         uint64_t end = cdl__epoch_end(L, epoch);
@@ -7468,8 +7527,8 @@ static cdl__slot *cdl__slot_to_fill(coordl *L) {
 
 /* Work a woken worker could claim now: an unclaimed row or a free slot. */
 static int cdl__stream_has_work(const coordl *L) {
-    for (uint32_t s = 0; s < L->nslots; s++) {
-        const cdl__slot *sl = &L->slots[s];
+    for (uint32_t s = 0; s < L->ring.nslots; s++) {
+        const cdl__slot *sl = &L->ring.slots[s];
         if (sl->state == CDL_SLOT_FREE || (sl->state == CDL_SLOT_FILLING && sl->rows_claimed < sl->n)) return 1;
     }
     return 0;
@@ -7492,8 +7551,8 @@ static int cdl__slot_free_if_done(coordl *L, cdl__slot *sl, int wake) {
     sl->state = CDL_SLOT_FREE;
     sl->gen++;
     uint32_t nfree = 0;
-    for (uint32_t k = 0; k < L->nslots; k++) nfree += L->slots[k].state == CDL_SLOT_FREE;
-    if (nfree < (L->nslots + 1) / 2) return 0;
+    for (uint32_t k = 0; k < L->ring.nslots; k++) nfree += L->ring.slots[k].state == CDL_SLOT_FREE;
+    if (nfree < (L->ring.nslots + 1) / 2) return 0;
     if (wake) cdl__signal(L, &L->S->work_cv);
     return 1;
 }
@@ -7514,21 +7573,21 @@ static void cdl__slot_ready(coordl *L, cdl__slot *sl) {
  * claimed now (nothing to fill, paused, stopping). Under mu. */
 CDL_PRIVATE int cdl__stream_try_claim(coordl *L, cdl__claim *c) {
     cdl__stream *S = L->S;
-    if (L->stop || S->paused || S->broken || !S->started || !cdl__member_current(L)) return 0;
+    if (L->pool.stop || S->paused || S->broken || !S->started || !cdl__member_current(L)) return 0;
     cdl__slot *sl = cdl__slot_to_fill(L);
     if (!sl) return 0;
     uint32_t *rows = cdl__slot_rows(L, sl);
     uint32_t row = 0;
     while (rows[row] != CDL_ROW_FREE) row++; /* rows_claimed < n: one is free */
-    c->slot = (uint32_t)(sl - L->slots);
+    c->slot = (uint32_t)(sl - L->ring.slots);
     c->row = row;
     c->slot_gen = sl->gen;
-    c->mark = cdl__mark_for(L->me, L->my_gen);
+    c->mark = cdl__mark_for(L->member.me, L->member.my_gen);
     c->epoch = sl->epoch;
     c->pos = sl->pos + row;
     c->row_bytes = sl->row_bytes;
     c->data_off = sl->data_off + (size_t)row * sl->row_bytes;
-    c->targets_off = sl->targets_off + (size_t)row * L->target_row_bytes;
+    c->targets_off = sl->targets_off + (size_t)row * L->geom.target_row_bytes;
     rows[row] = c->mark;
     sl->rows_claimed++;
     S->inflight++;
@@ -7545,18 +7604,18 @@ CDL_PRIVATE int cdl__stream_try_claim(coordl *L, cdl__claim *c) {
 CDL_PRIVATE int cdl__stream_claim(coordl *L, cdl__claim *c, int idle) {
     cdl__stream *S = L->S;
     for (;;) {
-        if (L->stop) return 0;
+        if (L->pool.stop) return 0;
         if (S->paused || S->broken || !S->started || !cdl__member_current(L)) {
             cdl__wait(L, &S->work_cv);
             continue;
         }
         if (cdl__stream_try_claim(L, c)) return 1;
         /* not stopped nor paused (checked above, under mu): no slot to fill */
-        if (idle && L->cache_entries && L->cfg.jpeg_random_access && atomic_load(&S->cache_plain_items) > 0)
+        if (idle && L->cache.entries && L->cfg.jpeg_random_access && atomic_load(&S->cache_plain_items) > 0)
             return 2;
         const uint64_t t0 = cdl__now_ns();
         cdl__wait(L, &S->work_cv);
-        L->st.wait_slot_ns += cdl__now_ns() - t0;
+        L->stats.st.wait_slot_ns += cdl__now_ns() - t0;
     }
 }
 
@@ -7568,13 +7627,13 @@ CDL_PRIVATE int cdl__stream_claim(coordl *L, cdl__claim *c, int idle) {
 CDL_PRIVATE void cdl__stream_complete(coordl *L, const cdl__claim *c, const cdl__counters *counters,
                                  const cdl__row_result *r) {
     cdl__stream *S = L->S;
-    cdl__slot *sl = &L->slots[c->slot];
+    cdl__slot *sl = &L->ring.slots[c->slot];
     uint32_t *rows = cdl__slot_rows(L, sl);
     cdl__counters_add(L, c->epoch, counters);
     if (cdl__member_current(L) && sl->gen == c->slot_gen && sl->state == CDL_SLOT_FILLING && rows[c->row] == c->mark) {
         if (r->staged) {
-            memcpy(L->ring_arena.base + c->data_off, r->staged, c->row_bytes);
-            if (r->staged_targets) memcpy(L->ring_arena.base + c->targets_off, r->staged_targets, L->target_row_bytes);
+            memcpy(L->ring.arena.base + c->data_off, r->staged, c->row_bytes);
+            if (r->staged_targets) memcpy(L->ring.arena.base + c->targets_off, r->staged_targets, L->geom.target_row_bytes);
         }
         cdl__slot_ids(L, sl)[c->row] = r->id;
         cdl__slot_labels(L, sl)[c->row] = r->label;
@@ -7593,10 +7652,10 @@ CDL_PRIVATE void cdl__stream_complete(coordl *L, const cdl__claim *c, const cdl_
 
 /* The READY slot holding this consumer's next batch, or -1. Under mu. */
 CDL_PRIVATE int cdl__stream_find(const coordl *L) {
-    for (uint32_t s = 0; s < L->nslots; s++) {
-        const cdl__slot *c = &L->slots[s];
-        if (c->state == CDL_SLOT_READY && c->epoch == L->cur_epoch && c->pos == L->cur_pos &&
-            (c->need_mask & L->bit) && !(c->taken_mask & L->bit))
+    for (uint32_t s = 0; s < L->ring.nslots; s++) {
+        const cdl__slot *c = &L->ring.slots[s];
+        if (c->state == CDL_SLOT_READY && c->epoch == L->consumer.cur_epoch && c->pos == L->consumer.cur_pos &&
+            (c->need_mask & L->member.bit) && !(c->taken_mask & L->member.bit))
             return (int)s;
     }
     return -1;
@@ -7609,7 +7668,7 @@ static void cdl__fill_batch(coordl *L, const cdl__slot *sl, uint32_t slot_index,
     out->data_bytes = (size_t)sl->n * sl->row_bytes;
     out->labels = cdl__slot_labels(L, sl);
     out->ids = cdl__slot_ids(L, sl);
-    out->targets = L->target_row_bytes ? (int32_t *)(void *)(L->ring_arena.base + sl->targets_off) : NULL;
+    out->targets = L->geom.target_row_bytes ? (int32_t *)(void *)(L->ring.arena.base + sl->targets_off) : NULL;
     out->epoch = sl->epoch;
     out->index = sl->index;
     cdl__row_shape(L, sl->out_w, sl->out_h, &out->c, &out->h, &out->w);
@@ -7621,19 +7680,19 @@ static void cdl__fill_batch(coordl *L, const cdl__slot *sl, uint32_t slot_index,
 /* take: the consumer takes its next batch from slot s. A batch whose rows
  * failed is skipped (released at once) and its status returned. Under mu. */
 CDL_PRIVATE coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *out) {
-    cdl__slot *sl = &L->slots[s];
-    L->cur_pos += sl->n;
-    L->cur_index++;
+    cdl__slot *sl = &L->ring.slots[s];
+    L->consumer.cur_pos += sl->n;
+    L->consumer.cur_index++;
     cdl__epoch_entry(L, sl->epoch)->s.batches++;
-    sl->taken_mask |= L->bit;
+    sl->taken_mask |= L->member.bit;
     const coordl_status rc = sl->status;
     if (rc != COORDL_OK) {
         snprintf(L->errmsg, sizeof L->errmsg, "%s", sl->errmsg);
-        sl->done_mask |= L->bit;
+        sl->done_mask |= L->member.bit;
         cdl__slot_maybe_free(L, sl);
     } else {
-        L->held++;
-        L->st.batches++;
+        L->consumer.held++;
+        L->stats.st.batches++;
         cdl__fill_batch(L, sl, s, out);
     }
     cdl__stream_check(L, "take");
@@ -7646,13 +7705,13 @@ CDL_PRIVATE coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *
  * freed the slot and half the ring is free: the caller then wakes one
  * worker once it has unlocked (cdl__signal_unlocked). Under mu. */
 CDL_PRIVATE int cdl__stream_release(coordl *L, const coordl_batch *b) {
-    if (b->slot_ == 0 || b->slot_ > L->nslots) return 0;
-    cdl__slot *sl = &L->slots[b->slot_ - 1];
+    if (b->slot_ == 0 || b->slot_ > L->ring.nslots) return 0;
+    cdl__slot *sl = &L->ring.slots[b->slot_ - 1];
     if (!cdl__member_current(L) || sl->state != CDL_SLOT_READY || (uint32_t)sl->gen != b->gen_ ||
-        !(sl->taken_mask & L->bit) || (sl->done_mask & L->bit))
+        !(sl->taken_mask & L->member.bit) || (sl->done_mask & L->member.bit))
         return 0;
-    sl->done_mask |= L->bit;
-    L->held--;
+    sl->done_mask |= L->member.bit;
+    L->consumer.held--;
     const int freed = cdl__slot_free_if_done(L, sl, 0);
     cdl__stream_check(L, "release");
     return freed;
@@ -7667,8 +7726,8 @@ static void cdl__stream_recount(coordl *L) {
     cdl__stream *S = L->S;
     const uint32_t live = atomic_load(&S->live_mask);
     uint32_t inflight = 0;
-    for (uint32_t s = 0; s < L->nslots; s++) {
-        cdl__slot *sl = &L->slots[s];
+    for (uint32_t s = 0; s < L->ring.nslots; s++) {
+        cdl__slot *sl = &L->ring.slots[s];
         sl->need_mask &= live;
         sl->taken_mask &= live;
         sl->done_mask &= live;
@@ -7716,7 +7775,7 @@ CDL_PRIVATE void cdl__stream_drop_member(coordl *L, int m, uint64_t gen) {
  * and one of them drops it within a heartbeat period. */
 CDL_PRIVATE void cdl__stream_repair(coordl *L, int dead, uint64_t dead_gen) {
     cdl__stream *S = L->S;
-    if (S->assign.slot > 0 && S->assign.slot <= L->nslots) cdl__slot_assign(L);
+    if (S->assign.slot > 0 && S->assign.slot <= L->ring.nslots) cdl__slot_assign(L);
     S->assign.slot = 0;
     if (dead >= 0 && cdl__member_is(S, dead, dead_gen)) atomic_store(&S->members[dead].died_holding_lock, 1u);
     cdl__stream_recount(L);
@@ -7738,17 +7797,17 @@ CDL_PRIVATE void cdl__stream_pause(coordl *L) {
  * each) and restarts the claims at the consumer's position. Under mu,
  * paused. */
 CDL_PRIVATE void cdl__stream_restart(coordl *L) {
-    for (uint32_t s = 0; s < L->nslots; s++) {
-        cdl__slot *sl = &L->slots[s];
-        const int held = sl->state == CDL_SLOT_READY && (sl->taken_mask & ~sl->done_mask & L->bit);
+    for (uint32_t s = 0; s < L->ring.nslots; s++) {
+        cdl__slot *sl = &L->ring.slots[s];
+        const int held = sl->state == CDL_SLOT_READY && (sl->taken_mask & ~sl->done_mask & L->member.bit);
         if (!held && sl->state != CDL_SLOT_FREE) {
             sl->state = CDL_SLOT_FREE;
             sl->gen++;
         }
     }
-    L->S->claim_epoch = L->cur_epoch;
-    L->S->claim_pos = L->cur_pos;
-    L->S->claim_index = L->cur_index;
+    L->S->claim_epoch = L->consumer.cur_epoch;
+    L->S->claim_pos = L->consumer.cur_pos;
+    L->S->claim_index = L->consumer.cur_index;
     L->S->paused = 0;
     cdl__ra_restart(L); /* the read-ahead follows the claims */
     cdl__broadcast(L, &L->S->work_cv);
@@ -7797,8 +7856,8 @@ static coordl_status cdl__prepare_row(cdl__worker *W, uint64_t epoch, uint64_t i
     for (int attempt = 0; attempt < CDL_SUBSTITUTE_TRIES; attempt++) {
         W->row.bad_samples++;
         cdl__log(L, COORDL_LOG_WARN, "bad sample substituted: %s", W->err);
-        uint64_t sub = cdl__hash4(L->cfg.seed, CDL_STREAM_SUBST, epoch, pos * CDL_SUBSTITUTE_TRIES + (uint64_t)attempt) % L->num_items;
-        if (sub == id) sub = (sub + 1) % L->num_items;
+        uint64_t sub = cdl__hash4(L->cfg.seed, CDL_STREAM_SUBST, epoch, pos * CDL_SUBSTITUTE_TRIES + (uint64_t)attempt) % L->index.num_items;
+        if (sub == id) sub = (sub + 1) % L->index.num_items;
         if (sub == id) break; /* a one-item dataset has nothing to substitute */
         rc = cdl__prepare_item(W, epoch, sub, dst);
         *row_id = sub;
@@ -7815,16 +7874,16 @@ static coordl_status cdl__prepare_row(cdl__worker *W, uint64_t epoch, uint64_t i
 CDL_PRIVATE void cdl__worker_prepare(cdl__worker *W, const cdl__claim *c, cdl__row_result *r) {
     coordl *L = W->L;
     const int staged = L->cfg.group != NULL;
-    cdl__u8 *dst = staged ? W->stage : L->ring_arena.base + c->data_off;
+    cdl__u8 *dst = staged ? W->stage : L->ring.arena.base + c->data_off;
     int32_t *targets = NULL;
-    if (L->target_row_bytes)
-        targets = (int32_t *)(void *)(staged ? W->stage + c->row_bytes : L->ring_arena.base + c->targets_off);
+    if (L->geom.target_row_bytes)
+        targets = (int32_t *)(void *)(staged ? W->stage + c->row_bytes : L->ring.arena.base + c->targets_off);
     memset(&W->row, 0, sizeof W->row);
     W->row.items = 1;
     W->targets = targets;
     W->claim = c;
     W->cur_epoch = c->epoch;
-    W->cur_slot = &L->slots[c->slot];
+    W->cur_slot = &L->ring.slots[c->slot];
     W->cur_row = c->row;
     cdl__perm perm = cdl__perm_for(L, c->epoch);
     const uint64_t id = cdl__item_at(L, &perm, c->pos);
@@ -7834,7 +7893,7 @@ CDL_PRIVATE void cdl__worker_prepare(cdl__worker *W, const cdl__claim *c, cdl__r
     W->ra_entry = NULL;
     if (r->status != COORDL_OK) { /* never hand out stale pixels */
         memset(dst, 0, c->row_bytes);
-        if (targets) memset(targets, 0, L->target_row_bytes);
+        if (targets) memset(targets, 0, L->geom.target_row_bytes);
     }
     r->label = cdl__item_label(L, r->id);
     r->staged = staged ? dst : NULL;
@@ -7879,10 +7938,10 @@ static void *cdl__worker_main(void *arg) {
             cdl__counters done;
             idle = cdl__rewrite_idle(W, &done);
             cdl__lock(L);
-            L->st.jpeg_rewrites += done.jpeg_rewrites;
-            L->st.jpeg_rewrites_idle += done.jpeg_rewrites_idle;
-            L->st.jpeg_rewrite_ns += done.jpeg_rewrite_ns;
-            L->st.jpeg_rewrite_failures += done.jpeg_rewrite_failures;
+            L->stats.st.jpeg_rewrites += done.jpeg_rewrites;
+            L->stats.st.jpeg_rewrites_idle += done.jpeg_rewrites_idle;
+            L->stats.st.jpeg_rewrite_ns += done.jpeg_rewrite_ns;
+            L->stats.st.jpeg_rewrite_failures += done.jpeg_rewrite_failures;
 #else
             idle = 0;
             cdl__lock(L);
@@ -7929,9 +7988,9 @@ static void cdl__pool_pus(const coordl *L, int *first, int *count) {
     const cdl__placement *P = &L->place;
     *first = 0;
     *count = P->nworker_pus;
-    if (L->cfg.group && L->cfg.group_size > 1 && L->me >= 0 && !L->cfg.cpuset && L->cfg.numa_node < 0 &&
+    if (L->cfg.group && L->cfg.group_size > 1 && L->member.me >= 0 && !L->cfg.cpuset && L->cfg.numa_node < 0 &&
         !L->cfg.pci_bus_id && P->ncores > 0) {
-        const int k = L->cfg.group_size, m = L->me % k;
+        const int k = L->cfg.group_size, m = L->member.me % k;
         int lo = P->ncores * m / k, hi = P->ncores * (m + 1) / k;
         if (hi <= lo) { lo = m % P->ncores; hi = lo + 1; }
         *first = lo;
@@ -7967,65 +8026,65 @@ CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
     cdl__pool_pus(L, &first, &count);
     int n = L->cfg.threads > 0 ? L->cfg.threads : (first || count != P->nworker_pus ? count : P->ncores);
     if (n < 1) n = 1;
-    L->workers = cdl__calloc(L, (size_t)n, sizeof *L->workers);
-    if (!L->workers) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %d workers", n);
+    L->pool.workers = cdl__calloc(L, (size_t)n, sizeof *L->pool.workers);
+    if (!L->pool.workers) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %d workers", n);
     for (int i = 0; i < n; i++) {
-        cdl__worker *W = &L->workers[i];
+        cdl__worker *W = &L->pool.workers[i];
         W->L = L;
         W->index = i;
         W->pu = count > 0 ? P->worker_pus[first + i % count] : -1;
-        if (i < 64) L->st.worker_cpu[i] = W->pu;
+        if (i < 64) L->stats.st.worker_cpu[i] = W->pu;
         /* a group stages each row (coordl_set cannot change its size) */
-        if (L->cfg.group && !cdl__reserve(L, (void **)&W->stage, &W->stagecap, L->row_bytes + L->target_row_bytes + 16))
+        if (L->cfg.group && !cdl__reserve(L, (void **)&W->stage, &W->stagecap, L->geom.row_bytes + L->geom.target_row_bytes + 16))
             return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the workers' staging rows");
         cdl__worker_decoder_init(W);
     }
-    for (int i = n; i < 64; i++) L->st.worker_cpu[i] = -1;
+    for (int i = n; i < 64; i++) L->stats.st.worker_cpu[i] = -1;
     if (L->cfg.pipeline == COORDL_PIPE_TOKENS) { /* the consumer's own scratch (cdl__consumer_help) */
-        L->helper = cdl__calloc(L, 1, sizeof *L->helper);
-        if (!L->helper) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
-        L->helper->L = L;
-        L->helper->index = n;
-        L->helper->pu = -1;
-        if (L->cfg.group && !cdl__reserve(L, (void **)&L->helper->stage, &L->helper->stagecap,
-                                          L->row_bytes + L->target_row_bytes + 16))
+        L->pool.helper = cdl__calloc(L, 1, sizeof *L->pool.helper);
+        if (!L->pool.helper) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+        L->pool.helper->L = L;
+        L->pool.helper->index = n;
+        L->pool.helper->pu = -1;
+        if (L->cfg.group && !cdl__reserve(L, (void **)&L->pool.helper->stage, &L->pool.helper->stagecap,
+                                          L->geom.row_bytes + L->geom.target_row_bytes + 16))
             return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the consumer's staging row");
     }
     const int listed = n < count ? n : count;
-    cdl__format_pu_list(P->worker_pus + first, listed, L->st.placement_cpus, sizeof L->st.placement_cpus);
-    cdl__format_pu_list(P->reserved_pus, P->nreserved, L->st.reserved_cpus, sizeof L->st.reserved_cpus);
-    L->st.placement_node = P->node;
-    L->st.placement_nodes = (uint32_t)P->nnodes;
-    L->nworkers = n;
+    cdl__format_pu_list(P->worker_pus + first, listed, L->stats.st.placement_cpus, sizeof L->stats.st.placement_cpus);
+    cdl__format_pu_list(P->reserved_pus, P->nreserved, L->stats.st.reserved_cpus, sizeof L->stats.st.reserved_cpus);
+    L->stats.st.placement_node = P->node;
+    L->stats.st.placement_nodes = (uint32_t)P->nnodes;
+    L->pool.nworkers = n;
     const int bind = L->cfg.bind && !P->simulate;
     for (int i = 0; i < n; i++) {
-        int bound, e = cdl__worker_start(&L->workers[i], bind, &bound);
+        int bound, e = cdl__worker_start(&L->pool.workers[i], bind, &bound);
         if (e != 0) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start worker thread %d: %s", i, strerror(e));
-        L->workers[i].started = 1;
-        L->st.threads_bound += (uint32_t)bound;
+        L->pool.workers[i].started = 1;
+        L->stats.st.threads_bound += (uint32_t)bound;
     }
-    L->st.threads = (uint32_t)n;
+    L->stats.st.threads = (uint32_t)n;
     return COORDL_OK;
 }
 
 CDL_PRIVATE void cdl__pool_stop(coordl *L) {
-    if (!L->workers) {
+    if (!L->pool.workers) {
         cdl__ra_stop(L);
         return;
     }
     cdl__lock(L);
-    L->stop = 1;
+    L->pool.stop = 1;
     cdl__broadcast(L, &L->S->work_cv);
     cdl__unlock(L);
-    for (int i = 0; i < L->nworkers; i++)
-        if (L->workers[i].started) pthread_join(L->workers[i].thread, NULL);
-    for (int i = 0; i < L->nworkers; i++) cdl__worker_free(L, &L->workers[i]);
-    cdl__free(L, L->workers);
-    L->workers = NULL;
-    if (L->helper) {
-        cdl__worker_free(L, L->helper);
-        cdl__free(L, L->helper);
-        L->helper = NULL;
+    for (int i = 0; i < L->pool.nworkers; i++)
+        if (L->pool.workers[i].started) pthread_join(L->pool.workers[i].thread, NULL);
+    for (int i = 0; i < L->pool.nworkers; i++) cdl__worker_free(L, &L->pool.workers[i]);
+    cdl__free(L, L->pool.workers);
+    L->pool.workers = NULL;
+    if (L->pool.helper) {
+        cdl__worker_free(L, L->pool.helper);
+        cdl__free(L, L->pool.helper);
+        L->pool.helper = NULL;
     }
     cdl__ra_stop(L); /* after the workers: one may wait for a read */
 }
@@ -8122,7 +8181,7 @@ static uint32_t cdl__group_fields(const coordl *L, cdl__group_field *f) {
     CDL_F("token_order", c->token_order); CDL_F("train_crop", c->train_crop);
     CDL_F("min_crop", c->min_crop); CDL_F("max_crop", c->max_crop);
     CDL_F("jpeg_random_access", c->jpeg_random_access); /* decides the cache's room */
-    CDL_F("dataset items", L->num_items); CDL_F("dataset bytes", L->dataset_bytes);
+    CDL_F("dataset items", L->index.num_items); CDL_F("dataset bytes", L->index.dataset_bytes);
 #undef CDL_F
     return n;
 }
@@ -8137,14 +8196,14 @@ static void cdl__group_want(const coordl *L, cdl__group_header *h) {
     h->magic = CDL_GROUP_MAGIC;
     h->version = CDL_GROUP_VERSION;
     h->nfields = cdl__group_fields(L, h->fields);
-    h->nslots = L->nslots;
-    h->rows_cap = L->slot_rows_cap;
-    h->num_items = L->num_items;
+    h->nslots = L->ring.nslots;
+    h->rows_cap = L->geom.slot_rows_cap;
+    h->num_items = L->index.num_items;
     h->cache_bytes = L->cfg.cache_bytes;
-    h->slot_stride = cdl__ring_slot_bytes(L, L->slot_rows_cap, L->slot_data_cap, &data, &labels, &ids);
-    h->slot_data_cap = L->slot_data_cap;
-    h->row_bytes = L->row_bytes;
-    h->target_row_bytes = L->target_row_bytes;
+    h->slot_stride = cdl__ring_slot_bytes(L, L->geom.slot_rows_cap, L->geom.slot_data_cap, &data, &labels, &ids);
+    h->slot_data_cap = L->geom.slot_data_cap;
+    h->row_bytes = L->geom.row_bytes;
+    h->target_row_bytes = L->geom.target_row_bytes;
     h->stream_bytes = sizeof(cdl__stream);
     h->slot_bytes = sizeof(cdl__slot);
     h->entry_bytes = sizeof(cdl__cache_entry);
@@ -8152,15 +8211,15 @@ static void cdl__group_want(const coordl *L, cdl__group_header *h) {
     h->stream_off = at;
     at = cdl__round_up(at + sizeof(cdl__stream), 64);
     h->slots_off = at;
-    at = cdl__round_up(at + L->nslots * sizeof(cdl__slot), 64);
+    at = cdl__round_up(at + L->ring.nslots * sizeof(cdl__slot), 64);
     h->rows_off = at;
-    at = cdl__round_up(at + (uint64_t)L->nslots * L->slot_rows_cap * sizeof(uint32_t), 64);
+    at = cdl__round_up(at + (uint64_t)L->ring.nslots * L->geom.slot_rows_cap * sizeof(uint32_t), 64);
     h->entries_off = at;
-    at = cdl__round_up(at + (L->cfg.cache_bytes ? L->num_items * sizeof(cdl__cache_entry) : 0), page);
+    at = cdl__round_up(at + (L->cfg.cache_bytes ? L->index.num_items * sizeof(cdl__cache_entry) : 0), page);
     h->slab_off = at;
     at = cdl__round_up(at + L->cfg.cache_bytes, page);
     h->ring_off = at;
-    at = cdl__round_up(at + h->slot_stride * L->nslots, page);
+    at = cdl__round_up(at + h->slot_stride * L->ring.nslots, page);
     h->total_bytes = at;
 }
 
@@ -8355,7 +8414,7 @@ static void cdl__group_drop_gone(coordl *L, int m, uint64_t gen, int how) {
 
 /* This member's heartbeat (while it is still the generation it joined as). */
 static void cdl__group_beat(coordl *L, uint64_t now) {
-    if (cdl__member_current(L)) atomic_store(&L->S->members[L->me].heartbeat_ns, now);
+    if (cdl__member_current(L)) atomic_store(&L->S->members[L->member.me].heartbeat_ns, now);
 }
 
 static int cdl__group_lock_until(pthread_mutex_t *mu, uint64_t deadline_ns);
@@ -8383,7 +8442,7 @@ static void cdl__group_reap(coordl *L) {
     cdl__group_beat(L, now);
     cdl__test_hook(L, "heartbeat");
     for (int m = 0; m < CDL_MAX_MEMBERS; m++) {
-        if (m == L->me || !(atomic_load(&S->live_mask) >> m & 1u)) continue;
+        if (m == L->member.me || !(atomic_load(&S->live_mask) >> m & 1u)) continue;
         const uint64_t gen = atomic_load(&S->members[m].gen);
         const int how = cdl__member_probe(S, m, now, cdl__group_timeout_ns(L), 0);
         if (how == CDL_MEMBER_ALIVE) continue;
@@ -8401,18 +8460,18 @@ static void *cdl__member_main(void *arg) {
     coordl *L = arg;
     cdl__stream *S = L->S;
     pthread_setname_np(pthread_self(), "coordl-member");
-    pthread_mutex_t *alive = &S->members[L->me].alive;
+    pthread_mutex_t *alive = &S->members[L->member.me].alive;
     int e = pthread_mutex_lock(alive);
     if (e == EOWNERDEAD) pthread_mutex_consistent(alive); /* a dead predecessor at this index */
     int held = e == 0 || e == EOWNERDEAD;
     long period_ms = L->cfg.group_timeout_ms / 4;
     period_ms = period_ms < 1 ? 1 : period_ms > 50 ? 50 : period_ms;
     cdl__group_beat(L, cdl__now_ns()); /* alive from here, however long open waited for the lock */
-    pthread_mutex_lock(&L->member_mu);
-    L->member_running = 1; /* open waits for this: from now on a death is seen at once */
-    pthread_cond_broadcast(&L->member_cv);
-    while (!L->member_stop) {
-        pthread_mutex_unlock(&L->member_mu);
+    pthread_mutex_lock(&L->member.mu);
+    L->member.running = 1; /* open waits for this: from now on a death is seen at once */
+    pthread_cond_broadcast(&L->member.cv);
+    while (!L->member.stop) {
+        pthread_mutex_unlock(&L->member.mu);
         cdl__group_reap(L);
         if (held && !cdl__member_current(L)) {
             pthread_mutex_unlock(alive);
@@ -8422,10 +8481,10 @@ static void *cdl__member_main(void *arg) {
         clock_gettime(CLOCK_MONOTONIC, &ts);
         ts.tv_nsec += period_ms * 1000000L;
         if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-        pthread_mutex_lock(&L->member_mu);
-        if (!L->member_stop) pthread_cond_timedwait(&L->member_cv, &L->member_mu, &ts);
+        pthread_mutex_lock(&L->member.mu);
+        if (!L->member.stop) pthread_cond_timedwait(&L->member.cv, &L->member.mu, &ts);
     }
-    pthread_mutex_unlock(&L->member_mu);
+    pthread_mutex_unlock(&L->member.mu);
     if (held) pthread_mutex_unlock(alive);
     return NULL;
 }
@@ -8434,35 +8493,35 @@ static coordl_status cdl__member_thread_start(coordl *L) {
     pthread_condattr_t ca;
     if (pthread_condattr_init(&ca) != 0) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start the member thread");
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    int e = pthread_mutex_init(&L->member_mu, NULL);
-    if (!e) e = pthread_cond_init(&L->member_cv, &ca);
+    int e = pthread_mutex_init(&L->member.mu, NULL);
+    if (!e) e = pthread_cond_init(&L->member.cv, &ca);
     pthread_condattr_destroy(&ca);
     if (e) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start the member thread: %s", strerror(e));
-    L->member_sync_ready = 1;
-    e = pthread_create(&L->member_thread, NULL, cdl__member_main, L);
+    L->member.sync_ready = 1;
+    e = pthread_create(&L->member.thread, NULL, cdl__member_main, L);
     if (e) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start the member thread: %s", strerror(e));
-    L->member_thread_started = 1;
+    L->member.thread_started = 1;
     /* until it holds the liveness lock, only the heartbeat would tell this
      * member's death: open returns after that window, not within it */
-    pthread_mutex_lock(&L->member_mu);
-    while (!L->member_running) pthread_cond_wait(&L->member_cv, &L->member_mu);
-    pthread_mutex_unlock(&L->member_mu);
+    pthread_mutex_lock(&L->member.mu);
+    while (!L->member.running) pthread_cond_wait(&L->member.cv, &L->member.mu);
+    pthread_mutex_unlock(&L->member.mu);
     return COORDL_OK;
 }
 
 CDL_PRIVATE void cdl__member_thread_stop(coordl *L) {
-    if (L->member_thread_started) {
-        pthread_mutex_lock(&L->member_mu);
-        L->member_stop = 1;
-        pthread_cond_signal(&L->member_cv);
-        pthread_mutex_unlock(&L->member_mu);
-        pthread_join(L->member_thread, NULL);
-        L->member_thread_started = 0;
+    if (L->member.thread_started) {
+        pthread_mutex_lock(&L->member.mu);
+        L->member.stop = 1;
+        pthread_cond_signal(&L->member.cv);
+        pthread_mutex_unlock(&L->member.mu);
+        pthread_join(L->member.thread, NULL);
+        L->member.thread_started = 0;
     }
-    if (L->member_sync_ready) {
-        pthread_mutex_destroy(&L->member_mu);
-        pthread_cond_destroy(&L->member_cv);
-        L->member_sync_ready = 0;
+    if (L->member.sync_ready) {
+        pthread_mutex_destroy(&L->member.mu);
+        pthread_cond_destroy(&L->member.cv);
+        L->member.sync_ready = 0;
     }
 }
 
@@ -8517,27 +8576,27 @@ static int cdl__group_name_ok(const char *g) {
 static void cdl__group_attach(coordl *L, cdl__group_header *h) {
     cdl__u8 *base = (cdl__u8 *)h;
     L->S = (cdl__stream *)(void *)(base + h->stream_off);
-    L->slots = (cdl__slot *)(void *)(base + h->slots_off);
-    L->row_state = (uint32_t *)(void *)(base + h->rows_off);
+    L->ring.slots = (cdl__slot *)(void *)(base + h->slots_off);
+    L->ring.row_state = (uint32_t *)(void *)(base + h->rows_off);
     if (L->cfg.cache_bytes) {
-        L->cache_entries = (cdl__cache_entry *)(void *)(base + h->entries_off);
-        L->cache_arena.base = base + h->slab_off;
-        L->cache_arena.bytes = L->cfg.cache_bytes;
-        L->cache_arena.borrowed = 1;
+        L->cache.entries = (cdl__cache_entry *)(void *)(base + h->entries_off);
+        L->cache.arena.base = base + h->slab_off;
+        L->cache.arena.bytes = L->cfg.cache_bytes;
+        L->cache.arena.borrowed = 1;
     }
-    L->ring_arena.base = base + h->ring_off;
-    L->ring_arena.bytes = h->total_bytes - h->ring_off;
-    L->ring_arena.borrowed = 1;
+    L->ring.arena.base = base + h->ring_off;
+    L->ring.arena.bytes = h->total_bytes - h->ring_off;
+    L->ring.arena.borrowed = 1;
 }
 
 static void cdl__group_detach(coordl *L, void *p, uint64_t bytes) {
     munmap(p, bytes);
     L->S = NULL;
-    L->slots = NULL;
-    L->row_state = NULL;
-    L->cache_entries = NULL;
-    memset(&L->cache_arena, 0, sizeof L->cache_arena);
-    memset(&L->ring_arena, 0, sizeof L->ring_arena);
+    L->ring.slots = NULL;
+    L->ring.row_state = NULL;
+    L->cache.entries = NULL;
+    memset(&L->cache.arena, 0, sizeof L->cache.arena);
+    memset(&L->ring.arena, 0, sizeof L->ring.arena);
 }
 
 /* Joins the stream as a new generation of a free index: one not in the
@@ -8559,19 +8618,19 @@ static coordl_status cdl__group_join(coordl *L, uint64_t start_epoch) {
         return cdl__open_fail(COORDL_ERR_GROUP, "group %s: full (%d members, and no free member index)",
                               L->cfg.group, __builtin_popcount(atomic_load(&S->live_mask)));
     cdl__member *M = &S->members[me];
-    L->me = me;
-    L->bit = 1u << me;
-    L->my_gen = atomic_load(&M->gen) + 1;
-    atomic_store(&M->gen, L->my_gen);
+    L->member.me = me;
+    L->member.bit = 1u << me;
+    L->member.my_gen = atomic_load(&M->gen) + 1;
+    atomic_store(&M->gen, L->member.my_gen);
     atomic_store(&M->pid, (int32_t)getpid());
     atomic_store(&M->died_holding_lock, 0u);
     atomic_store(&M->heartbeat_ns, cdl__now_ns());
     M->start_epoch = start_epoch;
-    atomic_fetch_or(&S->live_mask, L->bit);
+    atomic_fetch_or(&S->live_mask, L->member.bit);
     /* from here a death holding the lock drops this member at once */
     S->lock_owner = me;
-    S->lock_owner_gen = L->my_gen;
-    L->cur_epoch = start_epoch;
+    S->lock_owner_gen = L->member.my_gen;
+    L->consumer.cur_epoch = start_epoch;
     return COORDL_OK;
 }
 
@@ -8582,15 +8641,15 @@ static coordl_status cdl__group_join(coordl *L, uint64_t start_epoch) {
 static coordl_status cdl__group_create(coordl *L, const cdl__group_header *want, int *exists) {
     const char *g = L->cfg.group;
     *exists = 0;
-    int fd = shm_open(L->shm_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int fd = shm_open(L->member.shm_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
         if (errno == EEXIST) { *exists = 1; return COORDL_OK; }
-        return cdl__open_fail(COORDL_ERR_IO, "group %s: shm_open %s: %s", g, L->shm_name, strerror(errno));
+        return cdl__open_fail(COORDL_ERR_IO, "group %s: shm_open %s: %s", g, L->member.shm_name, strerror(errno));
     }
     struct statvfs vs;
     if (statvfs("/dev/shm", &vs) == 0 && (uint64_t)vs.f_bavail * vs.f_frsize < want->total_bytes) {
         close(fd);
-        shm_unlink(L->shm_name);
+        shm_unlink(L->member.shm_name);
         return cdl__open_fail(COORDL_ERR_NOMEM, "group %s: needs %llu bytes of /dev/shm (cache %llu, ring %llu, "
                               "tables %llu) but %llu are free; lower cache_bytes or enlarge /dev/shm", g,
                               (unsigned long long)want->total_bytes, (unsigned long long)L->cfg.cache_bytes,
@@ -8604,7 +8663,7 @@ static coordl_status cdl__group_create(coordl *L, const cdl__group_header *want,
     int e = errno;
     close(fd);
     if (p == MAP_FAILED) {
-        shm_unlink(L->shm_name);
+        shm_unlink(L->member.shm_name);
         return cdl__open_fail(COORDL_ERR_NOMEM, "group %s: cannot size or map %llu bytes of shared memory: %s",
                               g, (unsigned long long)want->total_bytes, strerror(e));
     }
@@ -8614,12 +8673,12 @@ static coordl_status cdl__group_create(coordl *L, const cdl__group_header *want,
     coordl_status rc = cdl__stream_init(L->S, 1);
     if (rc != COORDL_OK) {
         cdl__group_detach(L, h, want->total_bytes);
-        shm_unlink(L->shm_name);
+        shm_unlink(L->member.shm_name);
         return rc;
     }
     cdl__ring_layout(L);
-    L->shm_base = h;
-    L->shm_bytes = want->total_bytes;
+    L->member.shm_base = h;
+    L->member.shm_bytes = want->total_bytes;
     rc = cdl__group_join(L, 0);
     if (rc != COORDL_OK) return rc;
     L->S->lock_owner = -1;
@@ -8637,10 +8696,10 @@ static coordl_status cdl__group_map_existing(coordl *L, uint64_t deadline, void 
     const char *g = L->cfg.group;
     *retry = 0;
     *out = NULL;
-    int fd = shm_open(L->shm_name, O_RDWR | O_CLOEXEC, 0); /* glibc adds O_NOFOLLOW */
+    int fd = shm_open(L->member.shm_name, O_RDWR | O_CLOEXEC, 0); /* glibc adds O_NOFOLLOW */
     if (fd < 0) {
         if (errno == ENOENT) { *retry = 1; return COORDL_OK; }
-        return cdl__open_fail(COORDL_ERR_GROUP, "group %s: cannot open /dev/shm%s: %s", g, L->shm_name, strerror(errno));
+        return cdl__open_fail(COORDL_ERR_GROUP, "group %s: cannot open /dev/shm%s: %s", g, L->member.shm_name, strerror(errno));
     }
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid() || (sb.st_mode & 077)) {
@@ -8649,10 +8708,10 @@ static coordl_status cdl__group_map_existing(coordl *L, uint64_t deadline, void 
         if (bad_owner)
             return cdl__open_fail(COORDL_ERR_GROUP, "group %s: /dev/shm%s belongs to uid %u, not to this process's uid %u: "
                                   "another user made it, and coordl does not use another user's object; remove it "
-                                  "(as its owner or root) or pick another group name", g, L->shm_name,
+                                  "(as its owner or root) or pick another group name", g, L->member.shm_name,
                                   (unsigned)sb.st_uid, (unsigned)geteuid());
         return cdl__open_fail(COORDL_ERR_GROUP, "group %s: /dev/shm%s is not a private regular file (mode %04o); "
-                              "coordl did not make it: remove it or pick another group name", g, L->shm_name,
+                              "coordl did not make it: remove it or pick another group name", g, L->member.shm_name,
                               (unsigned)(sb.st_mode & 07777));
     }
     void *p = MAP_FAILED;
@@ -8669,9 +8728,9 @@ static coordl_status cdl__group_map_existing(coordl *L, uint64_t deadline, void 
     close(fd);
     if (p == MAP_FAILED) { /* its creator died while setting it up */
         struct stat now_sb;
-        int fd2 = shm_open(L->shm_name, O_RDWR | O_CLOEXEC, 0);
+        int fd2 = shm_open(L->member.shm_name, O_RDWR | O_CLOEXEC, 0);
         if (fd2 >= 0) {
-            if (fstat(fd2, &now_sb) == 0 && now_sb.st_ino == sb.st_ino) shm_unlink(L->shm_name);
+            if (fstat(fd2, &now_sb) == 0 && now_sb.st_ino == sb.st_ino) shm_unlink(L->member.shm_name);
             close(fd2);
         }
         *retry = 1;
@@ -8749,19 +8808,19 @@ static coordl_status cdl__group_attach_existing(coordl *L, const cdl__group_head
         munmap(p, bytes);
         return cdl__open_fail(COORDL_ERR_GROUP, "group %s: /dev/shm%s is not a usable coordl group object (%s); "
                               "if no process uses it, remove it (rm /dev/shm%s) or pick another group name", g,
-                              L->shm_name, why, L->shm_name);
+                              L->member.shm_name, why, L->member.shm_name);
     }
     cdl__group_header *h = p;
     cdl__group_attach(L, h);
-    L->me = -1;
-    if (h->nslots != L->nslots || h->rows_cap != L->slot_rows_cap || h->num_items != L->num_items ||
+    L->member.me = -1;
+    if (h->nslots != L->ring.nslots || h->rows_cap != L->geom.slot_rows_cap || h->num_items != L->index.num_items ||
         h->cache_bytes != L->cfg.cache_bytes) {
         /* Another geometry: this member's repair and recount would index the
          * object wrongly, so it neither locks nor drops anyone; an object
          * with no member alive is retired, else the settings differ. */
         if (cdl__group_probe_alive(L) == 0) {
-            cdl__log(L, COORDL_LOG_WARN, "group %s: %s was left by a crashed run; replacing it", g, L->shm_name);
-            cdl__group_retire(L->shm_name, h, L->S);
+            cdl__log(L, COORDL_LOG_WARN, "group %s: %s was left by a crashed run; replacing it", g, L->member.shm_name);
+            cdl__group_retire(L->member.shm_name, h, L->S);
             cdl__group_detach(L, p, bytes);
             *retry = 1;
             return COORDL_OK;
@@ -8778,7 +8837,7 @@ static coordl_status cdl__group_attach_existing(coordl *L, const cdl__group_head
         cdl__group_detach(L, p, bytes);
         return cdl__open_fail(COORDL_ERR_TIMEOUT, "group %s: the lock of /dev/shm%s did not come free within "
                               "group_timeout_ms (%d ms): a member may be stopped while holding it, or the object "
-                              "is damaged (%s)", g, L->shm_name, L->cfg.group_timeout_ms, strerror(e));
+                              "is damaged (%s)", g, L->member.shm_name, L->cfg.group_timeout_ms, strerror(e));
     }
     if (!cdl__group_validate(p, bytes, 1, why, sizeof why)) {
         if (e == EOWNERDEAD) pthread_mutex_consistent(&L->S->mu);
@@ -8786,17 +8845,17 @@ static coordl_status cdl__group_attach_existing(coordl *L, const cdl__group_head
         cdl__group_detach(L, p, bytes);
         return cdl__open_fail(COORDL_ERR_GROUP, "group %s: /dev/shm%s is not a usable coordl group object (%s); "
                               "if no process uses it, remove it (rm /dev/shm%s) or pick another group name", g,
-                              L->shm_name, why, L->shm_name);
+                              L->member.shm_name, why, L->member.shm_name);
     }
     cdl__lock_acquired(L, e);
     /* stale first: an object whose every recorded member is gone is
      * replaced whatever settings it was made with */
     if (cdl__group_count_alive(L) == 0 || atomic_load(&h->retired)) {
         if (!atomic_load(&h->retired))
-            cdl__log(L, COORDL_LOG_WARN, "group %s: %s was left by a crashed run; replacing it", g, L->shm_name);
+            cdl__log(L, COORDL_LOG_WARN, "group %s: %s was left by a crashed run; replacing it", g, L->member.shm_name);
         if (!atomic_load(&h->retired)) {
             atomic_store(&h->retired, 1u);
-            shm_unlink(L->shm_name);
+            shm_unlink(L->member.shm_name);
         }
         cdl__unlock(L);
         cdl__group_detach(L, p, bytes);
@@ -8809,8 +8868,8 @@ static coordl_status cdl__group_attach_existing(coordl *L, const cdl__group_head
         cdl__group_detach(L, p, bytes);
         return rc;
     }
-    L->shm_base = h;
-    L->shm_bytes = bytes;
+    L->member.shm_base = h;
+    L->member.shm_bytes = bytes;
     return COORDL_OK;
 }
 
@@ -8823,7 +8882,7 @@ static coordl_status cdl__group_wait_started(coordl *L, uint64_t deadline) {
                                   L->cfg.group);
         if (cdl__now_ns() > deadline) {
             const int have = __builtin_popcount(atomic_load(&S->live_mask));
-            cdl__stream_drop_member(L, L->me, L->my_gen);
+            cdl__stream_drop_member(L, L->member.me, L->member.my_gen);
             return cdl__open_fail(COORDL_ERR_TIMEOUT, "group %s: only %d of group_size %d members joined within "
                                   "group_timeout_ms (%d ms)", L->cfg.group, have, L->cfg.group_size,
                                   L->cfg.group_timeout_ms);
@@ -8837,15 +8896,15 @@ static coordl_status cdl__group_wait_started(coordl *L, uint64_t deadline) {
  * ring with the pin callback (once per process; unregistered before the
  * unmap). */
 static void cdl__group_pin(coordl *L) {
-    cdl__group_header *h = L->shm_base;
+    cdl__group_header *h = L->member.shm_base;
     if (L->cfg.cache_pin != COORDL_PIN_OFF) {
 #ifdef MLOCK_ONFAULT
-        if (mlock2(h, L->shm_bytes, MLOCK_ONFAULT) == 0) L->st.pinned_bytes = L->shm_bytes;
+        if (mlock2(h, L->member.shm_bytes, MLOCK_ONFAULT) == 0) L->stats.st.pinned_bytes = L->member.shm_bytes;
 #endif
     }
     if (L->cfg.cache_bytes)
-        cdl__arena_borrow(L, &L->cache_arena, (cdl__u8 *)h + h->slab_off, (size_t)L->cfg.cache_bytes, "cache slab");
-    cdl__arena_borrow(L, &L->ring_arena, (cdl__u8 *)h + h->ring_off, (size_t)(h->total_bytes - h->ring_off),
+        cdl__arena_borrow(L, &L->cache.arena, (cdl__u8 *)h + h->slab_off, (size_t)L->cfg.cache_bytes, "cache slab");
+    cdl__arena_borrow(L, &L->ring.arena, (cdl__u8 *)h + h->ring_off, (size_t)(h->total_bytes - h->ring_off),
                       "batch ring");
 }
 
@@ -8858,7 +8917,7 @@ CDL_PRIVATE coordl_status cdl__group_open(coordl *L) {
                               "no slash, not starting with a dot)", g);
     if (L->cfg.cache_policy == COORDL_CACHE_LRU)
         return cdl__open_fail(COORDL_ERR_UNSUPPORTED, "group: cache_policy LRU cannot be shared; use MinIO");
-    snprintf(L->shm_name, sizeof L->shm_name, "/coordl-%s", g);
+    snprintf(L->member.shm_name, sizeof L->member.shm_name, "/coordl-%s", g);
     cdl__group_header want;
     cdl__group_want(L, &want);
     const uint64_t deadline = cdl__now_ns() + cdl__group_timeout_ns(L);
@@ -8881,7 +8940,7 @@ CDL_PRIVATE coordl_status cdl__group_open(coordl *L) {
         }
         attached = 1; /* holding the lock */
     }
-    if (!attached) return cdl__open_fail(COORDL_ERR_GROUP, "group %s: could not create or join %s", g, L->shm_name);
+    if (!attached) return cdl__open_fail(COORDL_ERR_GROUP, "group %s: could not create or join %s", g, L->member.shm_name);
     cdl__group_pin(L);
     cdl__stream *S = L->S;
     coordl_status rc = COORDL_OK;
@@ -8909,7 +8968,7 @@ CDL_PRIVATE coordl_status cdl__group_open(coordl *L) {
     if (rc == COORDL_OK) cdl__stream_check(L, "join");
     cdl__unlock(L);
     if (rc == COORDL_OK)
-        cdl__log(L, COORDL_LOG_INFO, "group %s: %s as member %d of %d", g, creator ? "created" : "joined", L->me,
+        cdl__log(L, COORDL_LOG_INFO, "group %s: %s as member %d of %d", g, creator ? "created" : "joined", L->member.me,
                  L->cfg.group_size);
     return rc;
 }
@@ -8917,12 +8976,12 @@ CDL_PRIVATE coordl_status cdl__group_open(coordl *L) {
 /* Leaves the group (if still in it); the last member out removes the
  * object; then the member thread stops and the mapping goes. */
 CDL_PRIVATE void cdl__group_leave(coordl *L) {
-    cdl__group_header *h = L->shm_base;
+    cdl__group_header *h = L->member.shm_base;
     if (!h) return;
-    if (L->S && L->me >= 0) {
+    if (L->S && L->member.me >= 0) {
         cdl__lock(L);
         if (cdl__member_current(L)) {
-            cdl__stream_drop_member(L, L->me, L->my_gen);
+            cdl__stream_drop_member(L, L->member.me, L->member.my_gen);
             /* members that died since the last round are not "still in" */
             const uint64_t now = cdl__now_ns();
             for (int m = 0; m < CDL_MAX_MEMBERS; m++) {
@@ -8936,13 +8995,13 @@ CDL_PRIVATE void cdl__group_leave(coordl *L) {
          * joining right now sees `retired` and starts over */
         if (atomic_load(&L->S->live_mask) == 0 && !atomic_load(&h->retired)) {
             atomic_store(&h->retired, 1u);
-            shm_unlink(L->shm_name);
+            shm_unlink(L->member.shm_name);
         }
         cdl__unlock(L);
     }
     cdl__member_thread_stop(L);
-    cdl__group_detach(L, h, L->shm_bytes);
-    L->shm_base = NULL;
+    cdl__group_detach(L, h, L->member.shm_bytes);
+    L->member.shm_base = NULL;
 }
 
 /* ---- src/api.c --------------------------------------------------------- */
@@ -8960,33 +9019,33 @@ static coordl_status cdl__open_handle(const coordl_config *cfg, coordl **out) {
     L->alloc = a;
     L->cfg = *cfg;
     L->io = cfg->io ? cfg->io : &cdl__posix_io;
-    L->me = -1;
+    L->member.me = -1;
     *out = L;
-    L->avx2 = cdl__resample_use_avx2();
+    L->geom.avx2 = cdl__resample_use_avx2();
     L->lock_repair = cdl__stream_repair;
     /* limits added after 0.3.0: 0 (a caller that predates them) = default */
     if (!L->cfg.max_decode_bytes) L->cfg.max_decode_bytes = CDL_DEFAULT_MAX_DECODE_BYTES;
     if (!L->cfg.max_audio_samples) L->cfg.max_audio_samples = CDL_DEFAULT_MAX_AUDIO_SAMPLES;
     /* Strings are copied: the caller's config may go away after open. */
     size_t slen = strlen(cfg->source);
-    L->source_copy = cdl__malloc(L, slen + 1);
-    if (!L->source_copy) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
-    memcpy(L->source_copy, cfg->source, slen + 1);
-    while (slen > 1 && L->source_copy[slen - 1] == '/') L->source_copy[--slen] = '\0';
-    L->cfg.source = L->source_copy;
+    L->conf.source_copy = cdl__malloc(L, slen + 1);
+    if (!L->conf.source_copy) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+    memcpy(L->conf.source_copy, cfg->source, slen + 1);
+    while (slen > 1 && L->conf.source_copy[slen - 1] == '/') L->conf.source_copy[--slen] = '\0';
+    L->cfg.source = L->conf.source_copy;
     if (cfg->group) {
         size_t glen = strlen(cfg->group);
-        L->group_copy = cdl__malloc(L, glen + 1);
-        if (!L->group_copy) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
-        memcpy(L->group_copy, cfg->group, glen + 1);
-        L->cfg.group = L->group_copy;
+        L->conf.group_copy = cdl__malloc(L, glen + 1);
+        if (!L->conf.group_copy) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+        memcpy(L->conf.group_copy, cfg->group, glen + 1);
+        L->cfg.group = L->conf.group_copy;
     }
     if (cfg->topology) { /* kept: coordl_get_config says what the cpuset indexes */
         size_t tlen = strlen(cfg->topology);
-        L->topology_copy = cdl__malloc(L, tlen + 1);
-        if (!L->topology_copy) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
-        memcpy(L->topology_copy, cfg->topology, tlen + 1);
-        L->cfg.topology = L->topology_copy;
+        L->conf.topology_copy = cdl__malloc(L, tlen + 1);
+        if (!L->conf.topology_copy) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+        memcpy(L->conf.topology_copy, cfg->topology, tlen + 1);
+        L->cfg.topology = L->conf.topology_copy;
     }
     return COORDL_OK;
 }
@@ -8998,26 +9057,26 @@ static coordl_status cdl__open_geometry(coordl *L) {
     /* Token windows are copies: one worker keeps up with any trainer, and
      * one per core would compete with the trainer's OpenMP threads. */
     if (L->cfg.pipeline == COORDL_PIPE_TOKENS && L->cfg.threads == 0) L->cfg.threads = 1;
-    L->share = L->llmc ? L->llmc->total * L->cfg.batch_size : L->num_items / (uint64_t)L->cfg.world;
-    L->bpe = cdl__batches_for(L, L->cfg.batch_size);
-    if (L->share == 0)
+    L->sampler.share = L->sampler.llmc ? L->sampler.llmc->total * L->cfg.batch_size : L->index.num_items / (uint64_t)L->cfg.world;
+    L->sampler.bpe = cdl__batches_for(L, L->cfg.batch_size);
+    if (L->sampler.share == 0)
         return cdl__open_fail(COORDL_ERR_INVALID, "world: %d ranks but only %llu items; every rank needs at least "
-                              "one item per epoch", L->cfg.world, (unsigned long long)L->num_items);
-    if (L->bpe == 0)
+                              "one item per epoch", L->cfg.world, (unsigned long long)L->index.num_items);
+    if (L->sampler.bpe == 0)
         return cdl__open_fail(COORDL_ERR_INVALID, "batch_size: %u is larger than this rank's %llu items per epoch "
-                              "with drop_last; lower batch_size", L->cfg.batch_size, (unsigned long long)L->share);
+                              "with drop_last; lower batch_size", L->cfg.batch_size, (unsigned long long)L->sampler.share);
     cdl__output_setup(L);
     const uint32_t mw = L->cfg.max_out_w > L->cfg.out_w ? L->cfg.max_out_w : L->cfg.out_w;
     const uint32_t mh = L->cfg.max_out_h > L->cfg.out_h ? L->cfg.max_out_h : L->cfg.out_h;
-    L->slot_rows_cap = L->cfg.max_batch_size > L->cfg.batch_size ? L->cfg.max_batch_size : L->cfg.batch_size;
-    size_t max_row = L->row_bytes;
+    L->geom.slot_rows_cap = L->cfg.max_batch_size > L->cfg.batch_size ? L->cfg.max_batch_size : L->cfg.batch_size;
+    size_t max_row = L->geom.row_bytes;
     if (L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL)
         max_row = cdl__image_row_bytes(L, mw, mh); /* mw x mh <= 2^26 (cdl__validate) */
-    if (max_row > SIZE_MAX / L->slot_rows_cap)
+    if (max_row > SIZE_MAX / L->geom.slot_rows_cap)
         return cdl__open_fail(COORDL_ERR_INVALID, "max_batch_size: %u rows of %zu bytes do not fit this platform",
-                              L->slot_rows_cap, max_row);
-    L->slot_data_cap = (size_t)L->slot_rows_cap * max_row;
-    L->nslots = L->cfg.prefetch_batches;
+                              L->geom.slot_rows_cap, max_row);
+    L->geom.slot_data_cap = (size_t)L->geom.slot_rows_cap * max_row;
+    L->ring.nslots = L->cfg.prefetch_batches;
     /* read-ahead as it will run (coordl_get_config reports it) */
     if (L->cfg.group) L->cfg.readahead_items = 0;
     if (L->cfg.readahead_items == 0) {
@@ -9029,19 +9088,19 @@ static coordl_status cdl__open_geometry(coordl *L) {
         if (L->cfg.readahead_bytes == 0) {
             /* twice the depth's worth of mean items, 4..64 MiB (every page
              * of it is touched once per lap: no bigger than it needs) */
-            const uint64_t mean = L->num_items ? L->dataset_bytes / L->num_items : 0;
+            const uint64_t mean = L->index.num_items ? L->index.dataset_bytes / L->index.num_items : 0;
             uint64_t b = 2 * (uint64_t)L->cfg.readahead_items * (mean + 64);
             if (b < ((uint64_t)4 << 20)) b = (uint64_t)4 << 20;
             if (b > ((uint64_t)64 << 20)) b = (uint64_t)64 << 20;
-            const uint64_t small = L->dataset_bytes + ((uint64_t)1 << 20);
+            const uint64_t small = L->index.dataset_bytes + ((uint64_t)1 << 20);
             L->cfg.readahead_bytes = small < b ? small : b;
         }
         if (L->cfg.readahead_bytes > SIZE_MAX / 4)
             return cdl__open_fail(COORDL_ERR_INVALID, "readahead_bytes: %llu is too large for this platform",
                                   (unsigned long long)L->cfg.readahead_bytes);
     }
-    L->st.dataset_bytes = L->dataset_bytes;
-    L->st.cache_bytes_budget = L->cfg.cache_bytes;
+    L->stats.st.dataset_bytes = L->index.dataset_bytes;
+    L->stats.st.cache_bytes_budget = L->cfg.cache_bytes;
     return COORDL_OK;
 }
 
@@ -9050,30 +9109,30 @@ static coordl_status cdl__open_private_stream(coordl *L) {
     L->S = cdl__calloc(L, 1, sizeof *L->S);
     coordl_status rc = L->S ? cdl__stream_init(L->S, 0) : cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
     if (rc != COORDL_OK) return rc;
-    L->me = 0;
-    L->bit = 1;
-    L->my_gen = 1;
+    L->member.me = 0;
+    L->member.bit = 1;
+    L->member.my_gen = 1;
     atomic_store(&L->S->members[0].gen, 1);
     atomic_store(&L->S->members[0].pid, (int32_t)getpid());
     atomic_store(&L->S->live_mask, 1u);
     L->S->started = 1;
     rc = cdl__cache_create(L);
-    if (rc == COORDL_OK) rc = cdl__ring_alloc(L, L->slot_rows_cap, L->slot_data_cap);
+    if (rc == COORDL_OK) rc = cdl__ring_alloc(L, L->geom.slot_rows_cap, L->geom.slot_data_cap);
     return rc;
 }
 
 static void cdl__open_log(coordl *L) {
     cdl__log(L, COORDL_LOG_INFO, "opened %s: %llu items, %u classes, %llu batches/epoch, %d workers, "
-             "cache %llu bytes", L->cfg.source, (unsigned long long)L->num_items, L->num_classes,
-             (unsigned long long)L->bpe, L->nworkers, (unsigned long long)L->cfg.cache_bytes);
+             "cache %llu bytes", L->cfg.source, (unsigned long long)L->index.num_items, L->index.num_classes,
+             (unsigned long long)L->sampler.bpe, L->pool.nworkers, (unsigned long long)L->cfg.cache_bytes);
     char node[32];
     if (L->place.node >= 0) snprintf(node, sizeof node, "node %d", L->place.node);
     else snprintf(node, sizeof node, "%d nodes (interleaved)", L->place.nnodes);
     cdl__log(L, COORDL_LOG_INFO, "placement%s: workers on PUs %s%s%s; memory on %s, %s; "
              "%llu bytes page-locked", L->place.simulate ? " (simulated topology, nothing bound)" : "",
-             L->st.placement_cpus, L->st.reserved_cpus[0] ? "; reserved for the trainer: PUs " : "",
-             L->st.reserved_cpus, node, L->st.memory_bound ? "bound" : "not bound",
-             (unsigned long long)L->st.pinned_bytes);
+             L->stats.st.placement_cpus, L->stats.st.reserved_cpus[0] ? "; reserved for the trainer: PUs " : "",
+             L->stats.st.reserved_cpus, node, L->stats.st.memory_bound ? "bound" : "not bound",
+             (unsigned long long)L->stats.st.pinned_bytes);
 }
 
 CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
@@ -9098,25 +9157,25 @@ CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
     if (rc == COORDL_OK) rc = cdl__open_geometry(L);
     if (rc == COORDL_OK) rc = cdl__placement_choose(L, &L->place);
     if (rc == COORDL_OK) {
-        L->memory_bound_all = L->cfg.bind && !L->place.simulate;
+        L->place.memory_bound_all = L->cfg.bind && !L->place.simulate;
         if (L->cfg.cache_policy == COORDL_CACHE_MINIO) rc = cdl__cache_clamp(L);
     }
     if (rc == COORDL_OK && L->cfg.group) {
-        L->memory_bound_all = 0; /* the shm object is placed by first touch */
+        L->place.memory_bound_all = 0; /* the shm object is placed by first touch */
         rc = cdl__group_open(L);
-        if (rc == COORDL_OK) rc = cdl__ring_alloc(L, L->slot_rows_cap, L->slot_data_cap); /* private arrays */
+        if (rc == COORDL_OK) rc = cdl__ring_alloc(L, L->geom.slot_rows_cap, L->geom.slot_data_cap); /* private arrays */
     } else if (rc == COORDL_OK) {
         rc = cdl__open_private_stream(L);
     }
 #ifdef COORDL_MPI
     /* before the workers: they read the peer bookkeeping */
-    if (rc == COORDL_OK && L->peer_comm_set) rc = cdl__peer_start(L);
+    if (rc == COORDL_OK && L->peers.comm_set) rc = cdl__peer_start(L);
 #endif
     if (rc == COORDL_OK) {
-        L->st.memory_bound = L->memory_bound_all;
-        if (L->pin_failed)
+        L->stats.st.memory_bound = L->place.memory_bound_all;
+        if (L->place.pin_failed)
             cdl__log(L, COORDL_LOG_WARN, "cache and batch ring are not page-locked (%s); using pageable "
-                     "memory (raise RLIMIT_MEMLOCK or grant CAP_IPC_LOCK to pin them)", L->pin_error);
+                     "memory (raise RLIMIT_MEMLOCK or grant CAP_IPC_LOCK to pin them)", L->place.pin_error);
         rc = cdl__ra_start(L);
         if (rc == COORDL_OK) rc = cdl__pool_start(L);
     }
@@ -9128,7 +9187,7 @@ CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
         return rc;
     }
     cdl__open_log(L);
-    L->last_return_ns = 0;
+    L->consumer.last_return_ns = 0;
     /* the placement strings were consumed by open; drop the caller's
      * pointers so nothing can read them after the caller frees them (the
      * topology points to the handle's copy) */
@@ -9147,22 +9206,22 @@ CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
  * moves into the counters (coordl_get_stats adds it meanwhile). */
 static uint64_t cdl__consumer_time(coordl *L, uint64_t t_enter, uint64_t epoch) {
     const uint64_t now = cdl__now_ns();
-    const uint64_t tail = atomic_exchange(&L->stall_tail_ns, 0);
+    const uint64_t tail = atomic_exchange(&L->consumer.stall_tail_ns, 0);
     if (tail) {
-        L->st.stall_ns += tail;
-        cdl__epoch_entry(L, L->stall_tail_epoch)->s.stall_ns += tail;
+        L->stats.st.stall_ns += tail;
+        cdl__epoch_entry(L, L->consumer.stall_tail_epoch)->s.stall_ns += tail;
     }
-    if (L->last_return_ns && t_enter > L->last_return_ns) L->st.compute_ns += t_enter - L->last_return_ns;
-    L->st.stall_ns += now - t_enter;
+    if (L->consumer.last_return_ns && t_enter > L->consumer.last_return_ns) L->stats.st.compute_ns += t_enter - L->consumer.last_return_ns;
+    L->stats.st.stall_ns += now - t_enter;
     cdl__epoch_entry(L, epoch)->s.stall_ns += now - t_enter;
     return now;
 }
 
 static void cdl__consumer_done(coordl *L, uint64_t counted_until, uint64_t epoch) {
     const uint64_t end = cdl__now_ns();
-    L->stall_tail_epoch = epoch;
-    atomic_store(&L->stall_tail_ns, end > counted_until ? end - counted_until : 0);
-    L->last_return_ns = end;
+    L->consumer.stall_tail_epoch = epoch;
+    atomic_store(&L->consumer.stall_tail_ns, end > counted_until ? end - counted_until : 0);
+    L->consumer.last_return_ns = end;
 }
 
 /* While its next batch is not ready the consumer of a token pipeline
@@ -9172,7 +9231,7 @@ static void cdl__consumer_done(coordl *L, uint64_t counted_until, uint64_t epoch
  * keep off the cores. 1 when it prepared a row. Under mu (released while
  * the row is prepared). */
 static int cdl__consumer_help(coordl *L) {
-    cdl__worker *H = L->helper;
+    cdl__worker *H = L->pool.helper;
     cdl__claim c;
     cdl__row_result r;
     if (!H || !cdl__stream_try_claim(L, &c)) return 0;
@@ -9189,12 +9248,12 @@ static coordl_status cdl__consumer_next(coordl *L, coordl_batch *out, uint64_t *
     cdl__stream *S = L->S;
     memset(out, 0, sizeof *out);
     L->errmsg[0] = '\0';
-    *epoch = L->cur_epoch;
-    if (L->cur_pos >= cdl__epoch_end(L, L->cur_epoch)) {
-        out->epoch = L->cur_epoch;
-        L->cur_epoch++;
-        L->cur_pos = 0;
-        L->cur_index = 0;
+    *epoch = L->consumer.cur_epoch;
+    if (L->consumer.cur_pos >= cdl__epoch_end(L, L->consumer.cur_epoch)) {
+        out->epoch = L->consumer.cur_epoch;
+        L->consumer.cur_epoch++;
+        L->consumer.cur_pos = 0;
+        L->consumer.cur_index = 0;
         return COORDL_END_OF_EPOCH;
     }
     if (S->broken) {
@@ -9202,9 +9261,9 @@ static coordl_status cdl__consumer_next(coordl *L, coordl_batch *out, uint64_t *
                  "close this handle");
         return COORDL_ERR_NOMEM;
     }
-    if (L->held >= L->nslots) {
+    if (L->consumer.held >= L->ring.nslots) {
         snprintf(L->errmsg, sizeof L->errmsg, "all %u batch slots are held; release a batch before "
-                 "asking for the next (or raise prefetch_batches)", L->nslots);
+                 "asking for the next (or raise prefetch_batches)", L->ring.nslots);
         return COORDL_ERR_INVALID;
     }
     for (;;) {
@@ -9250,22 +9309,22 @@ coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes, void *l
                                size_t label_bytes) {
     if (!L || !data) return COORDL_ERR_INVALID;
     const uint64_t t0 = cdl__now_ns();
-    uint64_t epoch = L->cur_epoch;
+    uint64_t epoch = L->consumer.cur_epoch;
     coordl_batch b;
     coordl_status rc = COORDL_OK;
     cdl__lock(L);
-    const uint64_t end = cdl__epoch_end(L, L->cur_epoch);
-    if (L->cur_pos < end) {
+    const uint64_t end = cdl__epoch_end(L, L->consumer.cur_epoch);
+    if (L->consumer.cur_pos < end) {
         /* Check sizes against the batch that comes next, before taking it,
          * so that a too-small buffer consumes nothing. */
-        const uint64_t left = end - L->cur_pos;
+        const uint64_t left = end - L->consumer.cur_pos;
         const size_t n = (size_t)(left < L->cfg.batch_size ? left : L->cfg.batch_size);
-        const size_t need_data = n * L->row_bytes;
-        const size_t need_labels = n * (L->target_row_bytes ? L->target_row_bytes : sizeof(int32_t));
+        const size_t need_data = n * L->geom.row_bytes;
+        const size_t need_labels = n * (L->geom.target_row_bytes ? L->geom.target_row_bytes : sizeof(int32_t));
         if (data_bytes < need_data || (labels_or_targets && label_bytes < need_labels)) {
             snprintf(L->errmsg, sizeof L->errmsg, "coordl_next_into: the next batch needs %zu data bytes "
                      "and %zu %s bytes; got %zu and %zu", need_data, need_labels,
-                     L->target_row_bytes ? "target" : "label", data_bytes, label_bytes);
+                     L->geom.target_row_bytes ? "target" : "label", data_bytes, label_bytes);
             rc = COORDL_ERR_INVALID;
         }
     }
@@ -9281,7 +9340,7 @@ coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes, void *l
     cdl__unlock(L);
     memcpy(data, b.data, b.data_bytes);
     if (labels_or_targets) {
-        if (b.targets) memcpy(labels_or_targets, b.targets, (size_t)b.n * L->target_row_bytes);
+        if (b.targets) memcpy(labels_or_targets, b.targets, (size_t)b.n * L->geom.target_row_bytes);
         else memcpy(labels_or_targets, b.labels, (size_t)b.n * sizeof(int32_t));
     }
     cdl__lock(L);
@@ -9302,16 +9361,16 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
     }
     const uint64_t t0 = cdl__now_ns();
     cdl__lock(L);
-    if (batch >= L->bpe) {
+    if (batch >= L->sampler.bpe) {
         snprintf(L->errmsg, sizeof L->errmsg, "coordl_seek: batch %llu is not below batches_per_epoch (%llu)",
-                 (unsigned long long)batch, (unsigned long long)L->bpe);
+                 (unsigned long long)batch, (unsigned long long)L->sampler.bpe);
         cdl__unlock(L);
         return COORDL_ERR_INVALID;
     }
     cdl__stream_pause(L);
-    L->cur_epoch = epoch;
-    L->cur_pos = batch * L->cfg.batch_size;
-    L->cur_index = batch;
+    L->consumer.cur_epoch = epoch;
+    L->consumer.cur_pos = batch * L->cfg.batch_size;
+    L->consumer.cur_index = batch;
     L->S->cut_epoch = UINT64_MAX; /* whole epochs of the current size again */
     L->S->cut_pos = 0;
     cdl__peer_seek(L, epoch, batch);
@@ -9324,8 +9383,8 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
 
 coordl_status coordl_from_llmc(const coordl *L, uint64_t epoch, uint64_t shard_idx, uint64_t sample_idx,
                                uint64_t *out_epoch, uint64_t *out_batch) {
-    if (!L || !L->llmc || !out_epoch || !out_batch || shard_idx >= L->nshards) return COORDL_ERR_INVALID;
-    cdl__llmc *M = L->llmc;
+    if (!L || !L->sampler.llmc || !out_epoch || !out_batch || shard_idx >= L->index.nshards) return COORDL_ERR_INVALID;
+    cdl__llmc *M = L->sampler.llmc;
     pthread_mutex_lock(&M->mu);
     const cdl__llmc_epoch *e = cdl__llmc_table(L, epoch);
     const uint64_t first = e->prefix[shard_idx], count = e->prefix[shard_idx + 1] - first;
@@ -9339,7 +9398,7 @@ coordl_status coordl_from_llmc(const coordl *L, uint64_t epoch, uint64_t shard_i
 
 coordl_status coordl_to_llmc(const coordl *L, uint64_t epoch, uint64_t batch, uint64_t *shard_idx,
                              uint64_t *sample_idx) {
-    if (!L || !L->llmc || !shard_idx || !sample_idx || batch >= L->llmc->total) return COORDL_ERR_INVALID;
+    if (!L || !L->sampler.llmc || !shard_idx || !sample_idx || batch >= L->sampler.llmc->total) return COORDL_ERR_INVALID;
     uint32_t shard;
     cdl__llmc_locate(L, epoch, batch, shard_idx, sample_idx, &shard);
     return COORDL_OK;
@@ -9366,14 +9425,14 @@ static coordl_status cdl__set_sizes(coordl *L, coordl_param p, int64_t value, ui
         }
         return COORDL_OK;
     case COORDL_PARAM_BATCH_SIZE:
-        if (L->llmc) {
+        if (L->sampler.llmc) {
             snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: llm.c's token order cuts every shard into "
                      "samples of world x batch_size windows at open; the batch size cannot change");
             return COORDL_ERR_INVALID;
         }
-        if (value < 1 || value > UINT32_MAX || (L->cfg.drop_last && (uint64_t)value > L->share)) {
+        if (value < 1 || value > UINT32_MAX || (L->cfg.drop_last && (uint64_t)value > L->sampler.share)) {
             snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: batch_size %lld is out of range (1..%llu)",
-                     (long long)value, (unsigned long long)(L->cfg.drop_last ? L->share : UINT32_MAX));
+                     (long long)value, (unsigned long long)(L->cfg.drop_last ? L->sampler.share : UINT32_MAX));
             return COORDL_ERR_INVALID;
         }
         *B = (uint32_t)value;
@@ -9388,8 +9447,8 @@ static coordl_status cdl__set_sizes(coordl *L, coordl_param p, int64_t value, ui
  * the ring allocator, falling back to the old size when the new one cannot
  * be mapped; the handle is broken only when not even that maps again. */
 static coordl_status cdl__set_grow_ring(coordl *L, uint32_t B, size_t row_bytes) {
-    const size_t old_cap = L->slot_data_cap;
-    const uint32_t old_rows = L->slot_rows_cap;
+    const size_t old_cap = L->geom.slot_data_cap;
+    const uint32_t old_rows = L->geom.slot_rows_cap;
     const uint32_t rows = B > old_rows ? B : old_rows;
     if (row_bytes > SIZE_MAX / rows) {
         snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: %u rows of %zu bytes do not fit this platform", rows, row_bytes);
@@ -9414,13 +9473,13 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
     uint32_t w = L->cfg.out_w, h = L->cfg.out_h, B = L->cfg.batch_size;
     coordl_status rc = cdl__set_sizes(L, p, value, &w, &h, &B);
     if (rc != COORDL_OK) return rc;
-    const size_t row_bytes = image ? cdl__image_row_bytes(L, w, h) : L->row_bytes;
-    const int grow = B > L->slot_rows_cap || (size_t)B * row_bytes > L->slot_data_cap;
+    const size_t row_bytes = image ? cdl__image_row_bytes(L, w, h) : L->geom.row_bytes;
+    const int grow = B > L->geom.slot_rows_cap || (size_t)B * row_bytes > L->geom.slot_data_cap;
     cdl__lock(L);
-    if (grow && L->held > 0) {
+    if (grow && L->consumer.held > 0) {
         snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: %ux%u x %u rows needs a bigger ring while %u "
                  "batch(es) are held; release them first, or set max_out_w/max_out_h/max_batch_size at "
-                 "open", w, h, B, L->held);
+                 "open", w, h, B, L->consumer.held);
         cdl__unlock(L);
         return COORDL_ERR_INVALID;
     }
@@ -9430,16 +9489,16 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
         L->cfg.out_w = w;
         L->cfg.out_h = h;
         if (B != L->cfg.batch_size) {
-            L->S->cut_epoch = L->cur_epoch;
-            L->S->cut_pos = L->cur_pos;
+            L->S->cut_epoch = L->consumer.cur_epoch;
+            L->S->cut_pos = L->consumer.cur_pos;
         }
         L->cfg.batch_size = B;
-        L->row_bytes = row_bytes;
-        L->bpe = cdl__batches_for(L, B);
+        L->geom.row_bytes = row_bytes;
+        L->sampler.bpe = cdl__batches_for(L, B);
     }
     /* a broken handle stays paused and every later coordl_next reports it */
     if (!L->S->broken) cdl__stream_restart(L);
-    const uint64_t epoch = L->cur_epoch, counted = cdl__consumer_time(L, t0, epoch);
+    const uint64_t epoch = L->consumer.cur_epoch, counted = cdl__consumer_time(L, t0, epoch);
     cdl__unlock(L);
     cdl__consumer_done(L, counted, epoch);
     return rc;
@@ -9453,28 +9512,28 @@ CDL_PRIVATE void cdl__get_stats(const coordl *L, coordl_stats *out) {
     if (!L) return;
     coordl *M = (coordl *)L; /* the mutex is the only thing touched */
     cdl__lock(M);
-    *out = L->st;
-    out->stall_ns += atomic_load(&M->stall_tail_ns); /* the consumer's last call, not yet moved in */
+    *out = L->stats.st;
+    out->stall_ns += atomic_load(&M->consumer.stall_tail_ns); /* the consumer's last call, not yet moved in */
     out->group_members = (uint32_t)__builtin_popcount(atomic_load(&M->S->live_mask));
     cdl__unlock(M);
-    if (L->cache_entries) {
+    if (L->cache.entries) {
         out->cache_bytes_used = atomic_load(&M->S->cache_used);
         out->cache_items = atomic_load(&M->S->cache_items);
         out->cache_item_bytes = atomic_load(&M->S->cache_src_bytes);
         out->jpeg_rewritten_items = atomic_load(&M->S->cache_rst_items);
-    } else if (L->lru) {
-        pthread_mutex_lock(&L->lru->mu);
-        out->cache_bytes_used = out->cache_item_bytes = L->lru->bytes_used;
-        out->cache_items = L->lru->items;
-        pthread_mutex_unlock(&L->lru->mu);
+    } else if (L->cache.lru) {
+        pthread_mutex_lock(&L->cache.lru->mu);
+        out->cache_bytes_used = out->cache_item_bytes = L->cache.lru->bytes_used;
+        out->cache_items = L->cache.lru->items;
+        pthread_mutex_unlock(&L->cache.lru->mu);
     }
     out->items_prepared = out->items;
-    if (L->ra) {
-        pthread_mutex_lock(&L->ra->mu);
-        out->readahead_reads = L->ra->reads;
-        out->readahead_read_ns = L->ra->read_ns;
-        out->readahead_skips = L->ra->skips;
-        pthread_mutex_unlock(&L->ra->mu);
+    if (L->pool.ra) {
+        pthread_mutex_lock(&L->pool.ra->mu);
+        out->readahead_reads = L->pool.ra->reads;
+        out->readahead_read_ns = L->pool.ra->read_ns;
+        out->readahead_skips = L->pool.ra->skips;
+        pthread_mutex_unlock(&L->pool.ra->mu);
     }
     if (out->read_storage_ns) out->storage_mb_per_s = out->storage_bytes / 1e6 / (out->read_storage_ns / 1e9);
     if (out->items) {
@@ -9488,7 +9547,7 @@ CDL_PRIVATE coordl_status cdl__get_epoch_stats(const coordl *L, uint64_t epoch, 
     coordl *M = (coordl *)L;
     coordl_status rc = COORDL_ERR_INVALID;
     cdl__lock(M);
-    const cdl__epoch_counters *e = &L->epochs[epoch % CDL_EPOCH_STATS_KEPT];
+    const cdl__epoch_counters *e = &L->stats.epochs[epoch % CDL_EPOCH_STATS_KEPT];
     if (e->used && e->epoch == epoch) {
         *out = e->s;
         rc = COORDL_OK;
@@ -9504,41 +9563,41 @@ CDL_PRIVATE void cdl__get_config(const coordl *L, coordl_config *out) {
     cdl__lock(M);
     *out = L->cfg;
     cdl__unlock(M);
-    out->threads = L->nworkers;
-    out->prefetch_batches = L->nslots;
+    out->threads = L->pool.nworkers;
+    out->prefetch_batches = L->ring.nslots;
     /* the placement chosen, in the terms of the inputs: the PUs the workers
      * run on (reserve_cores already left out) and the memory's node (-1:
      * several, interleaved); the pci_bus_id it came from is resolved */
-    out->cpuset = L->st.placement_cpus;
-    out->numa_node = L->st.placement_node;
+    out->cpuset = L->stats.st.placement_cpus;
+    out->numa_node = L->stats.st.placement_node;
     out->pci_bus_id = NULL;
 }
 
-uint64_t coordl_num_items(const coordl *L) { return L ? L->num_items : 0; }
+uint64_t coordl_num_items(const coordl *L) { return L ? L->index.num_items : 0; }
 
 uint64_t coordl_batches_per_epoch(const coordl *L) {
     if (!L) return 0;
     coordl *M = (coordl *)L;
     cdl__lock(M);
-    const uint64_t bpe = L->bpe; /* coordl_set changes it */
+    const uint64_t bpe = L->sampler.bpe; /* coordl_set changes it */
     cdl__unlock(M);
     return bpe;
 }
 
-uint32_t coordl_num_classes(const coordl *L) { return L ? L->num_classes : 0; }
+uint32_t coordl_num_classes(const coordl *L) { return L ? L->index.num_classes : 0; }
 
 const char *coordl_item_path(const coordl *L, uint64_t id) {
-    if (!L || id >= L->num_items) return NULL;
+    if (!L || id >= L->index.num_items) return NULL;
     return cdl__item_path(L, id);
 }
 
 int32_t coordl_item_label(const coordl *L, uint64_t id) {
-    if (!L || id >= L->num_items) return -1;
+    if (!L || id >= L->index.num_items) return -1;
     return cdl__item_label(L, id);
 }
 
 CDL_PRIVATE coordl_status cdl__sample_transform(coordl *L, uint64_t epoch, uint64_t id, coordl_transform *out) {
-    if (!L || !out || id >= L->num_items) return COORDL_ERR_INVALID;
+    if (!L || !out || id >= L->index.num_items) return COORDL_ERR_INVALID;
     memset(out, 0, sizeof *out);
     /* A throwaway worker: this is a diagnostic call, not the hot path. */
     cdl__worker W;
@@ -9626,7 +9685,7 @@ void coordl_close(coordl *L) {
 #endif
     cdl__cache_destroy(L);
     cdl__ring_free(L); /* before the group is left: it knows which arrays are shared */
-    if (L->shm_base) {
+    if (L->member.shm_base) {
         cdl__group_leave(L);
     } else if (L->S) {
         pthread_mutex_destroy(&L->S->mu);
@@ -9636,15 +9695,15 @@ void coordl_close(coordl *L) {
         cdl__free(L, L->S);
     }
     cdl__member_thread_stop(L); /* a group whose open failed before it was left */
-    cdl__free(L, L->items);
-    cdl__free(L, L->tar_items);
-    cdl__free(L, L->tar_shards);
+    cdl__free(L, L->index.items);
+    cdl__free(L, L->index.tar_items);
+    cdl__free(L, L->index.tar_shards);
     cdl__llmc_free(L);
-    cdl__free(L, L->shards);
-    cdl__free(L, L->strings);
-    cdl__free(L, L->source_copy);
-    cdl__free(L, L->group_copy);
-    cdl__free(L, L->topology_copy);
+    cdl__free(L, L->index.shards);
+    cdl__free(L, L->index.strings);
+    cdl__free(L, L->conf.source_copy);
+    cdl__free(L, L->conf.group_copy);
+    cdl__free(L, L->conf.topology_copy);
     cdl__placement_free(L, &L->place);
     coordl_allocator a = L->alloc;
     a.free_fn(a.user, L);
@@ -9701,12 +9760,12 @@ size_t coordl_stats_json(const coordl *L, char *buf, size_t cap) {
     if (L) {
         coordl *M = (coordl *)L;
         cdl__lock(M);
-        memcpy(epochs, L->epochs, sizeof epochs);
+        memcpy(epochs, L->stats.epochs, sizeof epochs);
         cdl__unlock(M);
     }
     cdl__jsonf(&j, "{");
-#define CDL_JSON_STAT(name, row, stats, epoch) \
-    CDL_IF_##stats(cdl__jsonf(&j, "\"" #name "\":%llu,", (unsigned long long)s.name);)
+#define CDL_JSON_STAT(name, row, in_stats, epoch) \
+    CDL_IF_##in_stats(cdl__jsonf(&j, "\"" #name "\":%llu,", (unsigned long long)s.name);)
     CDL_COUNTERS(CDL_JSON_STAT)
 #undef CDL_JSON_STAT
     cdl__jsonf(&j, "\"placement_cpus\":\"%s\",\"reserved_cpus\":\"%s\",\"placement_node\":%d,"
@@ -9727,7 +9786,7 @@ size_t coordl_stats_json(const coordl *L, char *buf, size_t cap) {
         if (!ec->used || ec->epoch != e) continue;
         const coordl_epoch_stats *es = &ec->s;
         cdl__jsonf(&j, "%s{\"epoch\":%llu", first ? "" : ",", (unsigned long long)es->epoch);
-#define CDL_JSON_EPOCH(name, row, stats, epoch) \
+#define CDL_JSON_EPOCH(name, row, in_stats, epoch) \
     CDL_IF_##epoch(cdl__jsonf(&j, ",\"" #name "\":%llu", (unsigned long long)es->name);)
         CDL_COUNTERS(CDL_JSON_EPOCH)
 #undef CDL_JSON_EPOCH
@@ -9743,10 +9802,10 @@ size_t coordl_stats_json(const coordl *L, char *buf, size_t cap) {
  * from storage (posix_fadvise needs no privilege, unlike drop_caches). */
 static void cdl__drop_page_cache(const coordl *L) {
     if (L->io != &cdl__posix_io) return; /* a custom reader's caches are its own */
-    const size_t n = L->shards ? L->nshards : L->tar_shards ? L->ntar_shards : (size_t)L->num_items;
+    const size_t n = L->index.shards ? L->index.nshards : L->index.tar_shards ? L->index.ntar_shards : (size_t)L->index.num_items;
     for (size_t i = 0; i < n; i++) {
-        const char *path = L->shards ? L->strings + L->shards[i].path_off
-                         : L->tar_shards ? L->strings + L->tar_shards[i] : cdl__item_path(L, i);
+        const char *path = L->index.shards ? L->index.strings + L->index.shards[i].path_off
+                         : L->index.tar_shards ? L->index.strings + L->index.tar_shards[i] : cdl__item_path(L, i);
         const char *why; /* a file that cannot be opened has nothing cached */
         void *f;
         uint64_t size;
@@ -9942,7 +10001,7 @@ static coordl_status cdl__analyze_synthetic(const coordl_config *cfg, const coor
         return cdl__open_fail(rc, "coordl_analyze: the first batch failed");
     }
     coordl_batch fake = b0;
-    size_t tbytes = b0.targets ? (size_t)b0.n * L->target_row_bytes : 0;
+    size_t tbytes = b0.targets ? (size_t)b0.n * L->geom.target_row_bytes : 0;
     void *data = cdl__amalloc(al, b0.data_bytes), *targets = cdl__amalloc(al, tbytes);
     int32_t *labels = cdl__amalloc(al, b0.n * sizeof(int32_t));
     uint64_t *ids = cdl__amalloc(al, b0.n * sizeof(uint64_t));
@@ -9958,10 +10017,10 @@ static coordl_status cdl__analyze_synthetic(const coordl_config *cfg, const coor
     fake.data = data; fake.labels = labels; fake.ids = ids; fake.targets = b0.targets ? targets : NULL;
     fake.slot_ = 0;
     coordl_release(L, &b0);
-    r->dataset_items = L->num_items;
-    r->dataset_bytes = L->dataset_bytes;
-    r->mean_item_bytes = L->num_items ? (double)L->dataset_bytes / (double)L->num_items : 0.0;
-    r->threads = L->nworkers;
+    r->dataset_items = L->index.num_items;
+    r->dataset_bytes = L->index.dataset_bytes;
+    r->mean_item_bytes = L->index.num_items ? (double)L->index.dataset_bytes / (double)L->index.num_items : 0.0;
+    r->threads = L->pool.nworkers;
     *usable = L->place.ncores > 0 ? L->place.ncores + L->place.nreserved : 1;
     coordl_close(L);
     uint64_t t0 = cdl__now_ns(), images = 0;
@@ -10026,7 +10085,7 @@ static coordl_status cdl__analyze_cold(const coordl_config *cfg, cdl__stepper *s
     cdl__lock(L);
     cdl__stream_pause(L);
     cdl__unlock(L);
-    cdl__progress(o, "cold: dropping the page cache for %llu items", (unsigned long long)L->num_items);
+    cdl__progress(o, "cold: dropping the page cache for %llu items", (unsigned long long)L->index.num_items);
     cdl__drop_page_cache(L);
     cdl__lock(L);
     cdl__stream_restart(L);
@@ -10050,7 +10109,7 @@ static coordl_status cdl__analyze_cold(const coordl_config *cfg, cdl__stepper *s
      * read-ahead's reads) */
     const double in_flight = (r->readahead_items
         ? (r->readahead_items < r->readahead_threads ? r->readahead_items : r->readahead_threads) : 0) +
-        (double)L->nworkers;
+        (double)L->pool.nworkers;
     r->storage_mb_per_s = r->reader_mb_per_s * in_flight;
     coordl_close(L);
     if (rc != COORDL_OK) return cdl__open_fail(rc, "coordl_analyze: cold run failed");

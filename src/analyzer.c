@@ -52,12 +52,12 @@ size_t coordl_stats_json(const coordl *L, char *buf, size_t cap) {
     if (L) {
         coordl *M = (coordl *)L;
         cdl__lock(M);
-        memcpy(epochs, L->epochs, sizeof epochs);
+        memcpy(epochs, L->stats.epochs, sizeof epochs);
         cdl__unlock(M);
     }
     cdl__jsonf(&j, "{");
-#define CDL_JSON_STAT(name, row, stats, epoch) \
-    CDL_IF_##stats(cdl__jsonf(&j, "\"" #name "\":%llu,", (unsigned long long)s.name);)
+#define CDL_JSON_STAT(name, row, in_stats, epoch) \
+    CDL_IF_##in_stats(cdl__jsonf(&j, "\"" #name "\":%llu,", (unsigned long long)s.name);)
     CDL_COUNTERS(CDL_JSON_STAT)
 #undef CDL_JSON_STAT
     cdl__jsonf(&j, "\"placement_cpus\":\"%s\",\"reserved_cpus\":\"%s\",\"placement_node\":%d,"
@@ -78,7 +78,7 @@ size_t coordl_stats_json(const coordl *L, char *buf, size_t cap) {
         if (!ec->used || ec->epoch != e) continue;
         const coordl_epoch_stats *es = &ec->s;
         cdl__jsonf(&j, "%s{\"epoch\":%llu", first ? "" : ",", (unsigned long long)es->epoch);
-#define CDL_JSON_EPOCH(name, row, stats, epoch) \
+#define CDL_JSON_EPOCH(name, row, in_stats, epoch) \
     CDL_IF_##epoch(cdl__jsonf(&j, ",\"" #name "\":%llu", (unsigned long long)es->name);)
         CDL_COUNTERS(CDL_JSON_EPOCH)
 #undef CDL_JSON_EPOCH
@@ -94,10 +94,10 @@ size_t coordl_stats_json(const coordl *L, char *buf, size_t cap) {
  * from storage (posix_fadvise needs no privilege, unlike drop_caches). */
 static void cdl__drop_page_cache(const coordl *L) {
     if (L->io != &cdl__posix_io) return; /* a custom reader's caches are its own */
-    const size_t n = L->shards ? L->nshards : L->tar_shards ? L->ntar_shards : (size_t)L->num_items;
+    const size_t n = L->index.shards ? L->index.nshards : L->index.tar_shards ? L->index.ntar_shards : (size_t)L->index.num_items;
     for (size_t i = 0; i < n; i++) {
-        const char *path = L->shards ? L->strings + L->shards[i].path_off
-                         : L->tar_shards ? L->strings + L->tar_shards[i] : cdl__item_path(L, i);
+        const char *path = L->index.shards ? L->index.strings + L->index.shards[i].path_off
+                         : L->index.tar_shards ? L->index.strings + L->index.tar_shards[i] : cdl__item_path(L, i);
         const char *why; /* a file that cannot be opened has nothing cached */
         void *f;
         uint64_t size;
@@ -293,7 +293,7 @@ static coordl_status cdl__analyze_synthetic(const coordl_config *cfg, const coor
         return cdl__open_fail(rc, "coordl_analyze: the first batch failed");
     }
     coordl_batch fake = b0;
-    size_t tbytes = b0.targets ? (size_t)b0.n * L->target_row_bytes : 0;
+    size_t tbytes = b0.targets ? (size_t)b0.n * L->geom.target_row_bytes : 0;
     void *data = cdl__amalloc(al, b0.data_bytes), *targets = cdl__amalloc(al, tbytes);
     int32_t *labels = cdl__amalloc(al, b0.n * sizeof(int32_t));
     uint64_t *ids = cdl__amalloc(al, b0.n * sizeof(uint64_t));
@@ -309,10 +309,10 @@ static coordl_status cdl__analyze_synthetic(const coordl_config *cfg, const coor
     fake.data = data; fake.labels = labels; fake.ids = ids; fake.targets = b0.targets ? targets : NULL;
     fake.slot_ = 0;
     coordl_release(L, &b0);
-    r->dataset_items = L->num_items;
-    r->dataset_bytes = L->dataset_bytes;
-    r->mean_item_bytes = L->num_items ? (double)L->dataset_bytes / (double)L->num_items : 0.0;
-    r->threads = L->nworkers;
+    r->dataset_items = L->index.num_items;
+    r->dataset_bytes = L->index.dataset_bytes;
+    r->mean_item_bytes = L->index.num_items ? (double)L->index.dataset_bytes / (double)L->index.num_items : 0.0;
+    r->threads = L->pool.nworkers;
     *usable = L->place.ncores > 0 ? L->place.ncores + L->place.nreserved : 1;
     coordl_close(L);
     uint64_t t0 = cdl__now_ns(), images = 0;
@@ -377,7 +377,7 @@ static coordl_status cdl__analyze_cold(const coordl_config *cfg, cdl__stepper *s
     cdl__lock(L);
     cdl__stream_pause(L);
     cdl__unlock(L);
-    cdl__progress(o, "cold: dropping the page cache for %llu items", (unsigned long long)L->num_items);
+    cdl__progress(o, "cold: dropping the page cache for %llu items", (unsigned long long)L->index.num_items);
     cdl__drop_page_cache(L);
     cdl__lock(L);
     cdl__stream_restart(L);
@@ -401,7 +401,7 @@ static coordl_status cdl__analyze_cold(const coordl_config *cfg, cdl__stepper *s
      * read-ahead's reads) */
     const double in_flight = (r->readahead_items
         ? (r->readahead_items < r->readahead_threads ? r->readahead_items : r->readahead_threads) : 0) +
-        (double)L->nworkers;
+        (double)L->pool.nworkers;
     r->storage_mb_per_s = r->reader_mb_per_s * in_flight;
     coordl_close(L);
     if (rc != COORDL_OK) return cdl__open_fail(rc, "coordl_analyze: cold run failed");

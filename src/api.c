@@ -34,33 +34,33 @@ static coordl_status cdl__open_handle(const coordl_config *cfg, coordl **out) {
     L->alloc = a;
     L->cfg = *cfg;
     L->io = cfg->io ? cfg->io : &cdl__posix_io;
-    L->me = -1;
+    L->member.me = -1;
     *out = L;
-    L->avx2 = cdl__resample_use_avx2();
+    L->geom.avx2 = cdl__resample_use_avx2();
     L->lock_repair = cdl__stream_repair;
     /* limits added after 0.3.0: 0 (a caller that predates them) = default */
     if (!L->cfg.max_decode_bytes) L->cfg.max_decode_bytes = CDL_DEFAULT_MAX_DECODE_BYTES;
     if (!L->cfg.max_audio_samples) L->cfg.max_audio_samples = CDL_DEFAULT_MAX_AUDIO_SAMPLES;
     /* Strings are copied: the caller's config may go away after open. */
     size_t slen = strlen(cfg->source);
-    L->source_copy = cdl__malloc(L, slen + 1);
-    if (!L->source_copy) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
-    memcpy(L->source_copy, cfg->source, slen + 1);
-    while (slen > 1 && L->source_copy[slen - 1] == '/') L->source_copy[--slen] = '\0';
-    L->cfg.source = L->source_copy;
+    L->conf.source_copy = cdl__malloc(L, slen + 1);
+    if (!L->conf.source_copy) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+    memcpy(L->conf.source_copy, cfg->source, slen + 1);
+    while (slen > 1 && L->conf.source_copy[slen - 1] == '/') L->conf.source_copy[--slen] = '\0';
+    L->cfg.source = L->conf.source_copy;
     if (cfg->group) {
         size_t glen = strlen(cfg->group);
-        L->group_copy = cdl__malloc(L, glen + 1);
-        if (!L->group_copy) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
-        memcpy(L->group_copy, cfg->group, glen + 1);
-        L->cfg.group = L->group_copy;
+        L->conf.group_copy = cdl__malloc(L, glen + 1);
+        if (!L->conf.group_copy) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+        memcpy(L->conf.group_copy, cfg->group, glen + 1);
+        L->cfg.group = L->conf.group_copy;
     }
     if (cfg->topology) { /* kept: coordl_get_config says what the cpuset indexes */
         size_t tlen = strlen(cfg->topology);
-        L->topology_copy = cdl__malloc(L, tlen + 1);
-        if (!L->topology_copy) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
-        memcpy(L->topology_copy, cfg->topology, tlen + 1);
-        L->cfg.topology = L->topology_copy;
+        L->conf.topology_copy = cdl__malloc(L, tlen + 1);
+        if (!L->conf.topology_copy) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+        memcpy(L->conf.topology_copy, cfg->topology, tlen + 1);
+        L->cfg.topology = L->conf.topology_copy;
     }
     return COORDL_OK;
 }
@@ -72,26 +72,26 @@ static coordl_status cdl__open_geometry(coordl *L) {
     /* Token windows are copies: one worker keeps up with any trainer, and
      * one per core would compete with the trainer's OpenMP threads. */
     if (L->cfg.pipeline == COORDL_PIPE_TOKENS && L->cfg.threads == 0) L->cfg.threads = 1;
-    L->share = L->llmc ? L->llmc->total * L->cfg.batch_size : L->num_items / (uint64_t)L->cfg.world;
-    L->bpe = cdl__batches_for(L, L->cfg.batch_size);
-    if (L->share == 0)
+    L->sampler.share = L->sampler.llmc ? L->sampler.llmc->total * L->cfg.batch_size : L->index.num_items / (uint64_t)L->cfg.world;
+    L->sampler.bpe = cdl__batches_for(L, L->cfg.batch_size);
+    if (L->sampler.share == 0)
         return cdl__open_fail(COORDL_ERR_INVALID, "world: %d ranks but only %llu items; every rank needs at least "
-                              "one item per epoch", L->cfg.world, (unsigned long long)L->num_items);
-    if (L->bpe == 0)
+                              "one item per epoch", L->cfg.world, (unsigned long long)L->index.num_items);
+    if (L->sampler.bpe == 0)
         return cdl__open_fail(COORDL_ERR_INVALID, "batch_size: %u is larger than this rank's %llu items per epoch "
-                              "with drop_last; lower batch_size", L->cfg.batch_size, (unsigned long long)L->share);
+                              "with drop_last; lower batch_size", L->cfg.batch_size, (unsigned long long)L->sampler.share);
     cdl__output_setup(L);
     const uint32_t mw = L->cfg.max_out_w > L->cfg.out_w ? L->cfg.max_out_w : L->cfg.out_w;
     const uint32_t mh = L->cfg.max_out_h > L->cfg.out_h ? L->cfg.max_out_h : L->cfg.out_h;
-    L->slot_rows_cap = L->cfg.max_batch_size > L->cfg.batch_size ? L->cfg.max_batch_size : L->cfg.batch_size;
-    size_t max_row = L->row_bytes;
+    L->geom.slot_rows_cap = L->cfg.max_batch_size > L->cfg.batch_size ? L->cfg.max_batch_size : L->cfg.batch_size;
+    size_t max_row = L->geom.row_bytes;
     if (L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL)
         max_row = cdl__image_row_bytes(L, mw, mh); /* mw x mh <= 2^26 (cdl__validate) */
-    if (max_row > SIZE_MAX / L->slot_rows_cap)
+    if (max_row > SIZE_MAX / L->geom.slot_rows_cap)
         return cdl__open_fail(COORDL_ERR_INVALID, "max_batch_size: %u rows of %zu bytes do not fit this platform",
-                              L->slot_rows_cap, max_row);
-    L->slot_data_cap = (size_t)L->slot_rows_cap * max_row;
-    L->nslots = L->cfg.prefetch_batches;
+                              L->geom.slot_rows_cap, max_row);
+    L->geom.slot_data_cap = (size_t)L->geom.slot_rows_cap * max_row;
+    L->ring.nslots = L->cfg.prefetch_batches;
     /* read-ahead as it will run (coordl_get_config reports it) */
     if (L->cfg.group) L->cfg.readahead_items = 0;
     if (L->cfg.readahead_items == 0) {
@@ -103,19 +103,19 @@ static coordl_status cdl__open_geometry(coordl *L) {
         if (L->cfg.readahead_bytes == 0) {
             /* twice the depth's worth of mean items, 4..64 MiB (every page
              * of it is touched once per lap: no bigger than it needs) */
-            const uint64_t mean = L->num_items ? L->dataset_bytes / L->num_items : 0;
+            const uint64_t mean = L->index.num_items ? L->index.dataset_bytes / L->index.num_items : 0;
             uint64_t b = 2 * (uint64_t)L->cfg.readahead_items * (mean + 64);
             if (b < ((uint64_t)4 << 20)) b = (uint64_t)4 << 20;
             if (b > ((uint64_t)64 << 20)) b = (uint64_t)64 << 20;
-            const uint64_t small = L->dataset_bytes + ((uint64_t)1 << 20);
+            const uint64_t small = L->index.dataset_bytes + ((uint64_t)1 << 20);
             L->cfg.readahead_bytes = small < b ? small : b;
         }
         if (L->cfg.readahead_bytes > SIZE_MAX / 4)
             return cdl__open_fail(COORDL_ERR_INVALID, "readahead_bytes: %llu is too large for this platform",
                                   (unsigned long long)L->cfg.readahead_bytes);
     }
-    L->st.dataset_bytes = L->dataset_bytes;
-    L->st.cache_bytes_budget = L->cfg.cache_bytes;
+    L->stats.st.dataset_bytes = L->index.dataset_bytes;
+    L->stats.st.cache_bytes_budget = L->cfg.cache_bytes;
     return COORDL_OK;
 }
 
@@ -124,30 +124,30 @@ static coordl_status cdl__open_private_stream(coordl *L) {
     L->S = cdl__calloc(L, 1, sizeof *L->S);
     coordl_status rc = L->S ? cdl__stream_init(L->S, 0) : cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
     if (rc != COORDL_OK) return rc;
-    L->me = 0;
-    L->bit = 1;
-    L->my_gen = 1;
+    L->member.me = 0;
+    L->member.bit = 1;
+    L->member.my_gen = 1;
     atomic_store(&L->S->members[0].gen, 1);
     atomic_store(&L->S->members[0].pid, (int32_t)getpid());
     atomic_store(&L->S->live_mask, 1u);
     L->S->started = 1;
     rc = cdl__cache_create(L);
-    if (rc == COORDL_OK) rc = cdl__ring_alloc(L, L->slot_rows_cap, L->slot_data_cap);
+    if (rc == COORDL_OK) rc = cdl__ring_alloc(L, L->geom.slot_rows_cap, L->geom.slot_data_cap);
     return rc;
 }
 
 static void cdl__open_log(coordl *L) {
     cdl__log(L, COORDL_LOG_INFO, "opened %s: %llu items, %u classes, %llu batches/epoch, %d workers, "
-             "cache %llu bytes", L->cfg.source, (unsigned long long)L->num_items, L->num_classes,
-             (unsigned long long)L->bpe, L->nworkers, (unsigned long long)L->cfg.cache_bytes);
+             "cache %llu bytes", L->cfg.source, (unsigned long long)L->index.num_items, L->index.num_classes,
+             (unsigned long long)L->sampler.bpe, L->pool.nworkers, (unsigned long long)L->cfg.cache_bytes);
     char node[32];
     if (L->place.node >= 0) snprintf(node, sizeof node, "node %d", L->place.node);
     else snprintf(node, sizeof node, "%d nodes (interleaved)", L->place.nnodes);
     cdl__log(L, COORDL_LOG_INFO, "placement%s: workers on PUs %s%s%s; memory on %s, %s; "
              "%llu bytes page-locked", L->place.simulate ? " (simulated topology, nothing bound)" : "",
-             L->st.placement_cpus, L->st.reserved_cpus[0] ? "; reserved for the trainer: PUs " : "",
-             L->st.reserved_cpus, node, L->st.memory_bound ? "bound" : "not bound",
-             (unsigned long long)L->st.pinned_bytes);
+             L->stats.st.placement_cpus, L->stats.st.reserved_cpus[0] ? "; reserved for the trainer: PUs " : "",
+             L->stats.st.reserved_cpus, node, L->stats.st.memory_bound ? "bound" : "not bound",
+             (unsigned long long)L->stats.st.pinned_bytes);
 }
 
 CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
@@ -172,25 +172,25 @@ CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
     if (rc == COORDL_OK) rc = cdl__open_geometry(L);
     if (rc == COORDL_OK) rc = cdl__placement_choose(L, &L->place);
     if (rc == COORDL_OK) {
-        L->memory_bound_all = L->cfg.bind && !L->place.simulate;
+        L->place.memory_bound_all = L->cfg.bind && !L->place.simulate;
         if (L->cfg.cache_policy == COORDL_CACHE_MINIO) rc = cdl__cache_clamp(L);
     }
     if (rc == COORDL_OK && L->cfg.group) {
-        L->memory_bound_all = 0; /* the shm object is placed by first touch */
+        L->place.memory_bound_all = 0; /* the shm object is placed by first touch */
         rc = cdl__group_open(L);
-        if (rc == COORDL_OK) rc = cdl__ring_alloc(L, L->slot_rows_cap, L->slot_data_cap); /* private arrays */
+        if (rc == COORDL_OK) rc = cdl__ring_alloc(L, L->geom.slot_rows_cap, L->geom.slot_data_cap); /* private arrays */
     } else if (rc == COORDL_OK) {
         rc = cdl__open_private_stream(L);
     }
 #ifdef COORDL_MPI
     /* before the workers: they read the peer bookkeeping */
-    if (rc == COORDL_OK && L->peer_comm_set) rc = cdl__peer_start(L);
+    if (rc == COORDL_OK && L->peers.comm_set) rc = cdl__peer_start(L);
 #endif
     if (rc == COORDL_OK) {
-        L->st.memory_bound = L->memory_bound_all;
-        if (L->pin_failed)
+        L->stats.st.memory_bound = L->place.memory_bound_all;
+        if (L->place.pin_failed)
             cdl__log(L, COORDL_LOG_WARN, "cache and batch ring are not page-locked (%s); using pageable "
-                     "memory (raise RLIMIT_MEMLOCK or grant CAP_IPC_LOCK to pin them)", L->pin_error);
+                     "memory (raise RLIMIT_MEMLOCK or grant CAP_IPC_LOCK to pin them)", L->place.pin_error);
         rc = cdl__ra_start(L);
         if (rc == COORDL_OK) rc = cdl__pool_start(L);
     }
@@ -202,7 +202,7 @@ CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
         return rc;
     }
     cdl__open_log(L);
-    L->last_return_ns = 0;
+    L->consumer.last_return_ns = 0;
     /* the placement strings were consumed by open; drop the caller's
      * pointers so nothing can read them after the caller frees them (the
      * topology points to the handle's copy) */
@@ -221,22 +221,22 @@ CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
  * moves into the counters (coordl_get_stats adds it meanwhile). */
 static uint64_t cdl__consumer_time(coordl *L, uint64_t t_enter, uint64_t epoch) {
     const uint64_t now = cdl__now_ns();
-    const uint64_t tail = atomic_exchange(&L->stall_tail_ns, 0);
+    const uint64_t tail = atomic_exchange(&L->consumer.stall_tail_ns, 0);
     if (tail) {
-        L->st.stall_ns += tail;
-        cdl__epoch_entry(L, L->stall_tail_epoch)->s.stall_ns += tail;
+        L->stats.st.stall_ns += tail;
+        cdl__epoch_entry(L, L->consumer.stall_tail_epoch)->s.stall_ns += tail;
     }
-    if (L->last_return_ns && t_enter > L->last_return_ns) L->st.compute_ns += t_enter - L->last_return_ns;
-    L->st.stall_ns += now - t_enter;
+    if (L->consumer.last_return_ns && t_enter > L->consumer.last_return_ns) L->stats.st.compute_ns += t_enter - L->consumer.last_return_ns;
+    L->stats.st.stall_ns += now - t_enter;
     cdl__epoch_entry(L, epoch)->s.stall_ns += now - t_enter;
     return now;
 }
 
 static void cdl__consumer_done(coordl *L, uint64_t counted_until, uint64_t epoch) {
     const uint64_t end = cdl__now_ns();
-    L->stall_tail_epoch = epoch;
-    atomic_store(&L->stall_tail_ns, end > counted_until ? end - counted_until : 0);
-    L->last_return_ns = end;
+    L->consumer.stall_tail_epoch = epoch;
+    atomic_store(&L->consumer.stall_tail_ns, end > counted_until ? end - counted_until : 0);
+    L->consumer.last_return_ns = end;
 }
 
 /* While its next batch is not ready the consumer of a token pipeline
@@ -246,7 +246,7 @@ static void cdl__consumer_done(coordl *L, uint64_t counted_until, uint64_t epoch
  * keep off the cores. 1 when it prepared a row. Under mu (released while
  * the row is prepared). */
 static int cdl__consumer_help(coordl *L) {
-    cdl__worker *H = L->helper;
+    cdl__worker *H = L->pool.helper;
     cdl__claim c;
     cdl__row_result r;
     if (!H || !cdl__stream_try_claim(L, &c)) return 0;
@@ -263,12 +263,12 @@ static coordl_status cdl__consumer_next(coordl *L, coordl_batch *out, uint64_t *
     cdl__stream *S = L->S;
     memset(out, 0, sizeof *out);
     L->errmsg[0] = '\0';
-    *epoch = L->cur_epoch;
-    if (L->cur_pos >= cdl__epoch_end(L, L->cur_epoch)) {
-        out->epoch = L->cur_epoch;
-        L->cur_epoch++;
-        L->cur_pos = 0;
-        L->cur_index = 0;
+    *epoch = L->consumer.cur_epoch;
+    if (L->consumer.cur_pos >= cdl__epoch_end(L, L->consumer.cur_epoch)) {
+        out->epoch = L->consumer.cur_epoch;
+        L->consumer.cur_epoch++;
+        L->consumer.cur_pos = 0;
+        L->consumer.cur_index = 0;
         return COORDL_END_OF_EPOCH;
     }
     if (S->broken) {
@@ -276,9 +276,9 @@ static coordl_status cdl__consumer_next(coordl *L, coordl_batch *out, uint64_t *
                  "close this handle");
         return COORDL_ERR_NOMEM;
     }
-    if (L->held >= L->nslots) {
+    if (L->consumer.held >= L->ring.nslots) {
         snprintf(L->errmsg, sizeof L->errmsg, "all %u batch slots are held; release a batch before "
-                 "asking for the next (or raise prefetch_batches)", L->nslots);
+                 "asking for the next (or raise prefetch_batches)", L->ring.nslots);
         return COORDL_ERR_INVALID;
     }
     for (;;) {
@@ -324,22 +324,22 @@ coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes, void *l
                                size_t label_bytes) {
     if (!L || !data) return COORDL_ERR_INVALID;
     const uint64_t t0 = cdl__now_ns();
-    uint64_t epoch = L->cur_epoch;
+    uint64_t epoch = L->consumer.cur_epoch;
     coordl_batch b;
     coordl_status rc = COORDL_OK;
     cdl__lock(L);
-    const uint64_t end = cdl__epoch_end(L, L->cur_epoch);
-    if (L->cur_pos < end) {
+    const uint64_t end = cdl__epoch_end(L, L->consumer.cur_epoch);
+    if (L->consumer.cur_pos < end) {
         /* Check sizes against the batch that comes next, before taking it,
          * so that a too-small buffer consumes nothing. */
-        const uint64_t left = end - L->cur_pos;
+        const uint64_t left = end - L->consumer.cur_pos;
         const size_t n = (size_t)(left < L->cfg.batch_size ? left : L->cfg.batch_size);
-        const size_t need_data = n * L->row_bytes;
-        const size_t need_labels = n * (L->target_row_bytes ? L->target_row_bytes : sizeof(int32_t));
+        const size_t need_data = n * L->geom.row_bytes;
+        const size_t need_labels = n * (L->geom.target_row_bytes ? L->geom.target_row_bytes : sizeof(int32_t));
         if (data_bytes < need_data || (labels_or_targets && label_bytes < need_labels)) {
             snprintf(L->errmsg, sizeof L->errmsg, "coordl_next_into: the next batch needs %zu data bytes "
                      "and %zu %s bytes; got %zu and %zu", need_data, need_labels,
-                     L->target_row_bytes ? "target" : "label", data_bytes, label_bytes);
+                     L->geom.target_row_bytes ? "target" : "label", data_bytes, label_bytes);
             rc = COORDL_ERR_INVALID;
         }
     }
@@ -355,7 +355,7 @@ coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes, void *l
     cdl__unlock(L);
     memcpy(data, b.data, b.data_bytes);
     if (labels_or_targets) {
-        if (b.targets) memcpy(labels_or_targets, b.targets, (size_t)b.n * L->target_row_bytes);
+        if (b.targets) memcpy(labels_or_targets, b.targets, (size_t)b.n * L->geom.target_row_bytes);
         else memcpy(labels_or_targets, b.labels, (size_t)b.n * sizeof(int32_t));
     }
     cdl__lock(L);
@@ -376,16 +376,16 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
     }
     const uint64_t t0 = cdl__now_ns();
     cdl__lock(L);
-    if (batch >= L->bpe) {
+    if (batch >= L->sampler.bpe) {
         snprintf(L->errmsg, sizeof L->errmsg, "coordl_seek: batch %llu is not below batches_per_epoch (%llu)",
-                 (unsigned long long)batch, (unsigned long long)L->bpe);
+                 (unsigned long long)batch, (unsigned long long)L->sampler.bpe);
         cdl__unlock(L);
         return COORDL_ERR_INVALID;
     }
     cdl__stream_pause(L);
-    L->cur_epoch = epoch;
-    L->cur_pos = batch * L->cfg.batch_size;
-    L->cur_index = batch;
+    L->consumer.cur_epoch = epoch;
+    L->consumer.cur_pos = batch * L->cfg.batch_size;
+    L->consumer.cur_index = batch;
     L->S->cut_epoch = UINT64_MAX; /* whole epochs of the current size again */
     L->S->cut_pos = 0;
     cdl__peer_seek(L, epoch, batch);
@@ -398,8 +398,8 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
 
 coordl_status coordl_from_llmc(const coordl *L, uint64_t epoch, uint64_t shard_idx, uint64_t sample_idx,
                                uint64_t *out_epoch, uint64_t *out_batch) {
-    if (!L || !L->llmc || !out_epoch || !out_batch || shard_idx >= L->nshards) return COORDL_ERR_INVALID;
-    cdl__llmc *M = L->llmc;
+    if (!L || !L->sampler.llmc || !out_epoch || !out_batch || shard_idx >= L->index.nshards) return COORDL_ERR_INVALID;
+    cdl__llmc *M = L->sampler.llmc;
     pthread_mutex_lock(&M->mu);
     const cdl__llmc_epoch *e = cdl__llmc_table(L, epoch);
     const uint64_t first = e->prefix[shard_idx], count = e->prefix[shard_idx + 1] - first;
@@ -413,7 +413,7 @@ coordl_status coordl_from_llmc(const coordl *L, uint64_t epoch, uint64_t shard_i
 
 coordl_status coordl_to_llmc(const coordl *L, uint64_t epoch, uint64_t batch, uint64_t *shard_idx,
                              uint64_t *sample_idx) {
-    if (!L || !L->llmc || !shard_idx || !sample_idx || batch >= L->llmc->total) return COORDL_ERR_INVALID;
+    if (!L || !L->sampler.llmc || !shard_idx || !sample_idx || batch >= L->sampler.llmc->total) return COORDL_ERR_INVALID;
     uint32_t shard;
     cdl__llmc_locate(L, epoch, batch, shard_idx, sample_idx, &shard);
     return COORDL_OK;
@@ -440,14 +440,14 @@ static coordl_status cdl__set_sizes(coordl *L, coordl_param p, int64_t value, ui
         }
         return COORDL_OK;
     case COORDL_PARAM_BATCH_SIZE:
-        if (L->llmc) {
+        if (L->sampler.llmc) {
             snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: llm.c's token order cuts every shard into "
                      "samples of world x batch_size windows at open; the batch size cannot change");
             return COORDL_ERR_INVALID;
         }
-        if (value < 1 || value > UINT32_MAX || (L->cfg.drop_last && (uint64_t)value > L->share)) {
+        if (value < 1 || value > UINT32_MAX || (L->cfg.drop_last && (uint64_t)value > L->sampler.share)) {
             snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: batch_size %lld is out of range (1..%llu)",
-                     (long long)value, (unsigned long long)(L->cfg.drop_last ? L->share : UINT32_MAX));
+                     (long long)value, (unsigned long long)(L->cfg.drop_last ? L->sampler.share : UINT32_MAX));
             return COORDL_ERR_INVALID;
         }
         *B = (uint32_t)value;
@@ -462,8 +462,8 @@ static coordl_status cdl__set_sizes(coordl *L, coordl_param p, int64_t value, ui
  * the ring allocator, falling back to the old size when the new one cannot
  * be mapped; the handle is broken only when not even that maps again. */
 static coordl_status cdl__set_grow_ring(coordl *L, uint32_t B, size_t row_bytes) {
-    const size_t old_cap = L->slot_data_cap;
-    const uint32_t old_rows = L->slot_rows_cap;
+    const size_t old_cap = L->geom.slot_data_cap;
+    const uint32_t old_rows = L->geom.slot_rows_cap;
     const uint32_t rows = B > old_rows ? B : old_rows;
     if (row_bytes > SIZE_MAX / rows) {
         snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: %u rows of %zu bytes do not fit this platform", rows, row_bytes);
@@ -488,13 +488,13 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
     uint32_t w = L->cfg.out_w, h = L->cfg.out_h, B = L->cfg.batch_size;
     coordl_status rc = cdl__set_sizes(L, p, value, &w, &h, &B);
     if (rc != COORDL_OK) return rc;
-    const size_t row_bytes = image ? cdl__image_row_bytes(L, w, h) : L->row_bytes;
-    const int grow = B > L->slot_rows_cap || (size_t)B * row_bytes > L->slot_data_cap;
+    const size_t row_bytes = image ? cdl__image_row_bytes(L, w, h) : L->geom.row_bytes;
+    const int grow = B > L->geom.slot_rows_cap || (size_t)B * row_bytes > L->geom.slot_data_cap;
     cdl__lock(L);
-    if (grow && L->held > 0) {
+    if (grow && L->consumer.held > 0) {
         snprintf(L->errmsg, sizeof L->errmsg, "coordl_set: %ux%u x %u rows needs a bigger ring while %u "
                  "batch(es) are held; release them first, or set max_out_w/max_out_h/max_batch_size at "
-                 "open", w, h, B, L->held);
+                 "open", w, h, B, L->consumer.held);
         cdl__unlock(L);
         return COORDL_ERR_INVALID;
     }
@@ -504,16 +504,16 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
         L->cfg.out_w = w;
         L->cfg.out_h = h;
         if (B != L->cfg.batch_size) {
-            L->S->cut_epoch = L->cur_epoch;
-            L->S->cut_pos = L->cur_pos;
+            L->S->cut_epoch = L->consumer.cur_epoch;
+            L->S->cut_pos = L->consumer.cur_pos;
         }
         L->cfg.batch_size = B;
-        L->row_bytes = row_bytes;
-        L->bpe = cdl__batches_for(L, B);
+        L->geom.row_bytes = row_bytes;
+        L->sampler.bpe = cdl__batches_for(L, B);
     }
     /* a broken handle stays paused and every later coordl_next reports it */
     if (!L->S->broken) cdl__stream_restart(L);
-    const uint64_t epoch = L->cur_epoch, counted = cdl__consumer_time(L, t0, epoch);
+    const uint64_t epoch = L->consumer.cur_epoch, counted = cdl__consumer_time(L, t0, epoch);
     cdl__unlock(L);
     cdl__consumer_done(L, counted, epoch);
     return rc;
@@ -527,28 +527,28 @@ CDL_PRIVATE void cdl__get_stats(const coordl *L, coordl_stats *out) {
     if (!L) return;
     coordl *M = (coordl *)L; /* the mutex is the only thing touched */
     cdl__lock(M);
-    *out = L->st;
-    out->stall_ns += atomic_load(&M->stall_tail_ns); /* the consumer's last call, not yet moved in */
+    *out = L->stats.st;
+    out->stall_ns += atomic_load(&M->consumer.stall_tail_ns); /* the consumer's last call, not yet moved in */
     out->group_members = (uint32_t)__builtin_popcount(atomic_load(&M->S->live_mask));
     cdl__unlock(M);
-    if (L->cache_entries) {
+    if (L->cache.entries) {
         out->cache_bytes_used = atomic_load(&M->S->cache_used);
         out->cache_items = atomic_load(&M->S->cache_items);
         out->cache_item_bytes = atomic_load(&M->S->cache_src_bytes);
         out->jpeg_rewritten_items = atomic_load(&M->S->cache_rst_items);
-    } else if (L->lru) {
-        pthread_mutex_lock(&L->lru->mu);
-        out->cache_bytes_used = out->cache_item_bytes = L->lru->bytes_used;
-        out->cache_items = L->lru->items;
-        pthread_mutex_unlock(&L->lru->mu);
+    } else if (L->cache.lru) {
+        pthread_mutex_lock(&L->cache.lru->mu);
+        out->cache_bytes_used = out->cache_item_bytes = L->cache.lru->bytes_used;
+        out->cache_items = L->cache.lru->items;
+        pthread_mutex_unlock(&L->cache.lru->mu);
     }
     out->items_prepared = out->items;
-    if (L->ra) {
-        pthread_mutex_lock(&L->ra->mu);
-        out->readahead_reads = L->ra->reads;
-        out->readahead_read_ns = L->ra->read_ns;
-        out->readahead_skips = L->ra->skips;
-        pthread_mutex_unlock(&L->ra->mu);
+    if (L->pool.ra) {
+        pthread_mutex_lock(&L->pool.ra->mu);
+        out->readahead_reads = L->pool.ra->reads;
+        out->readahead_read_ns = L->pool.ra->read_ns;
+        out->readahead_skips = L->pool.ra->skips;
+        pthread_mutex_unlock(&L->pool.ra->mu);
     }
     if (out->read_storage_ns) out->storage_mb_per_s = out->storage_bytes / 1e6 / (out->read_storage_ns / 1e9);
     if (out->items) {
@@ -562,7 +562,7 @@ CDL_PRIVATE coordl_status cdl__get_epoch_stats(const coordl *L, uint64_t epoch, 
     coordl *M = (coordl *)L;
     coordl_status rc = COORDL_ERR_INVALID;
     cdl__lock(M);
-    const cdl__epoch_counters *e = &L->epochs[epoch % CDL_EPOCH_STATS_KEPT];
+    const cdl__epoch_counters *e = &L->stats.epochs[epoch % CDL_EPOCH_STATS_KEPT];
     if (e->used && e->epoch == epoch) {
         *out = e->s;
         rc = COORDL_OK;
@@ -578,41 +578,41 @@ CDL_PRIVATE void cdl__get_config(const coordl *L, coordl_config *out) {
     cdl__lock(M);
     *out = L->cfg;
     cdl__unlock(M);
-    out->threads = L->nworkers;
-    out->prefetch_batches = L->nslots;
+    out->threads = L->pool.nworkers;
+    out->prefetch_batches = L->ring.nslots;
     /* the placement chosen, in the terms of the inputs: the PUs the workers
      * run on (reserve_cores already left out) and the memory's node (-1:
      * several, interleaved); the pci_bus_id it came from is resolved */
-    out->cpuset = L->st.placement_cpus;
-    out->numa_node = L->st.placement_node;
+    out->cpuset = L->stats.st.placement_cpus;
+    out->numa_node = L->stats.st.placement_node;
     out->pci_bus_id = NULL;
 }
 
-uint64_t coordl_num_items(const coordl *L) { return L ? L->num_items : 0; }
+uint64_t coordl_num_items(const coordl *L) { return L ? L->index.num_items : 0; }
 
 uint64_t coordl_batches_per_epoch(const coordl *L) {
     if (!L) return 0;
     coordl *M = (coordl *)L;
     cdl__lock(M);
-    const uint64_t bpe = L->bpe; /* coordl_set changes it */
+    const uint64_t bpe = L->sampler.bpe; /* coordl_set changes it */
     cdl__unlock(M);
     return bpe;
 }
 
-uint32_t coordl_num_classes(const coordl *L) { return L ? L->num_classes : 0; }
+uint32_t coordl_num_classes(const coordl *L) { return L ? L->index.num_classes : 0; }
 
 const char *coordl_item_path(const coordl *L, uint64_t id) {
-    if (!L || id >= L->num_items) return NULL;
+    if (!L || id >= L->index.num_items) return NULL;
     return cdl__item_path(L, id);
 }
 
 int32_t coordl_item_label(const coordl *L, uint64_t id) {
-    if (!L || id >= L->num_items) return -1;
+    if (!L || id >= L->index.num_items) return -1;
     return cdl__item_label(L, id);
 }
 
 CDL_PRIVATE coordl_status cdl__sample_transform(coordl *L, uint64_t epoch, uint64_t id, coordl_transform *out) {
-    if (!L || !out || id >= L->num_items) return COORDL_ERR_INVALID;
+    if (!L || !out || id >= L->index.num_items) return COORDL_ERR_INVALID;
     memset(out, 0, sizeof *out);
     /* A throwaway worker: this is a diagnostic call, not the hot path. */
     cdl__worker W;
@@ -700,7 +700,7 @@ void coordl_close(coordl *L) {
 #endif
     cdl__cache_destroy(L);
     cdl__ring_free(L); /* before the group is left: it knows which arrays are shared */
-    if (L->shm_base) {
+    if (L->member.shm_base) {
         cdl__group_leave(L);
     } else if (L->S) {
         pthread_mutex_destroy(&L->S->mu);
@@ -710,15 +710,15 @@ void coordl_close(coordl *L) {
         cdl__free(L, L->S);
     }
     cdl__member_thread_stop(L); /* a group whose open failed before it was left */
-    cdl__free(L, L->items);
-    cdl__free(L, L->tar_items);
-    cdl__free(L, L->tar_shards);
+    cdl__free(L, L->index.items);
+    cdl__free(L, L->index.tar_items);
+    cdl__free(L, L->index.tar_shards);
     cdl__llmc_free(L);
-    cdl__free(L, L->shards);
-    cdl__free(L, L->strings);
-    cdl__free(L, L->source_copy);
-    cdl__free(L, L->group_copy);
-    cdl__free(L, L->topology_copy);
+    cdl__free(L, L->index.shards);
+    cdl__free(L, L->index.strings);
+    cdl__free(L, L->conf.source_copy);
+    cdl__free(L, L->conf.group_copy);
+    cdl__free(L, L->conf.topology_copy);
     cdl__placement_free(L, &L->place);
     coordl_allocator a = L->alloc;
     a.free_fn(a.user, L);

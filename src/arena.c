@@ -34,7 +34,7 @@ CDL_PRIVATE coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes,
     /* Fewer page faults and TLB misses on a big arena where THP allows. */
     if (bytes >= (2u << 20)) madvise(p, bytes, MADV_HUGEPAGE);
 #endif
-    if (!cdl__placement_bind_memory(L, p, bytes)) L->memory_bound_all = 0;
+    if (!cdl__placement_bind_memory(L, p, bytes)) L->place.memory_bound_all = 0;
     if (L->cfg.cache_pin != COORDL_PIN_OFF) {
         int locked;
 #ifdef MLOCK_ONFAULT
@@ -44,7 +44,7 @@ CDL_PRIVATE coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes,
 #endif
         if (locked) {
             a->locked = 1;
-            L->st.pinned_bytes += bytes;
+            L->stats.st.pinned_bytes += bytes;
         } else if (L->cfg.cache_pin == COORDL_PIN_REQUIRED) {
             int e = errno;
             munmap(p, bytes);
@@ -53,9 +53,9 @@ CDL_PRIVATE coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes,
                                   "cache_pin = COORDL_PIN_REQUIRED but the %s (%zu bytes) "
                                   "cannot be page-locked: %s (raise RLIMIT_MEMLOCK or grant "
                                   "CAP_IPC_LOCK)", what, bytes, strerror(e));
-        } else if (!L->pin_failed) {
-            L->pin_failed = 1;
-            snprintf(L->pin_error, sizeof L->pin_error, "%s", strerror(errno));
+        } else if (!L->place.pin_failed) {
+            L->place.pin_failed = 1;
+            snprintf(L->place.pin_error, sizeof L->place.pin_error, "%s", strerror(errno));
         }
     }
     if (populate && !a->locked) memset(p, 0, bytes); /* mlock already faulted it in */
@@ -80,7 +80,7 @@ CDL_PRIVATE void cdl__arena_unmap(coordl *L, cdl__arena *a) {
     }
     if (a->locked) {
         munlock(a->base, a->bytes);
-        L->st.pinned_bytes -= a->bytes;
+        L->stats.st.pinned_bytes -= a->bytes;
     }
     munmap(a->base, a->bytes);
     a->base = NULL;

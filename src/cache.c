@@ -24,7 +24,7 @@
  * it back with cdl__cache_release_minio), or NULL on a miss. */
 CDL_PRIVATE const cdl__u8 *cdl__cache_acquire_minio(coordl *L, uint64_t id, uint32_t *len, int *kind,
                                                uint32_t *cap) {
-    cdl__cache_entry *ce = &L->cache_entries[id];
+    cdl__cache_entry *ce = &L->cache.entries[id];
     uint32_t s = atomic_load_explicit(&ce->state, memory_order_acquire);
     do {
         if ((s & CDL_CE_STATE) != CDL_CE_PRESENT) return NULL;
@@ -33,11 +33,11 @@ CDL_PRIVATE const cdl__u8 *cdl__cache_acquire_minio(coordl *L, uint64_t id, uint
     *len = ce->len;
     if (kind) *kind = (int)atomic_load_explicit(&ce->jpeg, memory_order_relaxed);
     if (cap) *cap = ce->cap;
-    return L->cache_arena.base + ce->off;
+    return L->cache.arena.base + ce->off;
 }
 
 CDL_PRIVATE void cdl__cache_release_minio(coordl *L, uint64_t id) {
-    atomic_fetch_sub_explicit(&L->cache_entries[id].state, CDL_CE_READER, memory_order_release);
+    atomic_fetch_sub_explicit(&L->cache.entries[id].state, CDL_CE_READER, memory_order_release);
 }
 
 /* Admits an item read from storage. A JPEG coordl may rewrite gets room to
@@ -49,14 +49,14 @@ CDL_PRIVATE void cdl__cache_release_minio(coordl *L, uint64_t id) {
  * usually make it smaller). Returns the entry's ce->jpeg, or -1 when the
  * item was not admitted. */
 CDL_PRIVATE int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len, uint32_t *cap_out) {
-    cdl__cache_entry *ce = &L->cache_entries[id];
+    cdl__cache_entry *ce = &L->cache.entries[id];
     uint32_t expect = CDL_CE_EMPTY;
     if (len == 0 || len > UINT32_MAX / 2) return -1;
     if (!atomic_compare_exchange_strong(&ce->state, &expect, CDL_CE_ADMITTING)) return -1;
     const int image = L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL;
     const size_t room = L->cfg.jpeg_random_access && image ? cdl__rst_room(bytes, len) : 0;
-    const uint64_t rest = L->dataset_bytes > atomic_load(&L->S->cache_src_bytes) + len
-                              ? L->dataset_bytes - atomic_load(&L->S->cache_src_bytes) - len : 0;
+    const uint64_t rest = L->index.dataset_bytes > atomic_load(&L->S->cache_src_bytes) + len
+                              ? L->index.dataset_bytes - atomic_load(&L->S->cache_src_bytes) - len : 0;
     uint64_t used = atomic_load(&L->S->cache_used), cap;
     for (;;) {
         if (used + len > L->cfg.cache_bytes) { /* full for this item: never evict */
@@ -67,7 +67,7 @@ CDL_PRIVATE int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *by
         if (atomic_compare_exchange_weak(&L->S->cache_used, &used, used + cap)) break;
     }
     cdl__test_hook(L, "admitting");
-    memcpy(L->cache_arena.base + used, bytes, len);
+    memcpy(L->cache.arena.base + used, bytes, len);
     ce->off = used;
     ce->len = (uint32_t)len;
     ce->cap = (uint32_t)cap;
@@ -85,7 +85,7 @@ CDL_PRIVATE int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *by
  * reader but the caller (held: it holds a reader reference, which it keeps)
  * has them. Returns 1 when replaced. */
 CDL_PRIVATE int cdl__cache_replace_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len, int held) {
-    cdl__cache_entry *ce = &L->cache_entries[id];
+    cdl__cache_entry *ce = &L->cache.entries[id];
     uint32_t expect = CDL_CE_PRESENT + (held ? CDL_CE_READER : 0u);
     if (!atomic_compare_exchange_strong_explicit(&ce->state, &expect, CDL_CE_REWRITING, memory_order_acquire,
                                                  memory_order_relaxed))
@@ -94,7 +94,7 @@ CDL_PRIVATE int cdl__cache_replace_minio(coordl *L, uint64_t id, const cdl__u8 *
     /* a CAS: cdl__cache_keep_minio may mark it KEEP meanwhile */
     const int skip = len > ce->cap || !atomic_compare_exchange_strong(&ce->jpeg, &plain, CDL_CE_RST);
     if (!skip) {
-        memcpy(L->cache_arena.base + ce->off, bytes, len);
+        memcpy(L->cache.arena.base + ce->off, bytes, len);
         ce->len = (uint32_t)len;
         atomic_fetch_add(&L->S->cache_rst_items, 1);
         atomic_fetch_sub(&L->S->cache_plain_items, 1);
@@ -106,7 +106,7 @@ CDL_PRIVATE int cdl__cache_replace_minio(coordl *L, uint64_t id, const cdl__u8 *
 /* A rewrite that failed is not tried again. */
 CDL_PRIVATE void cdl__cache_keep_minio(coordl *L, uint64_t id) {
     uint32_t plain = CDL_CE_PLAIN;
-    if (atomic_compare_exchange_strong(&L->cache_entries[id].jpeg, &plain, CDL_CE_KEEP))
+    if (atomic_compare_exchange_strong(&L->cache.entries[id].jpeg, &plain, CDL_CE_KEEP))
         atomic_fetch_sub(&L->S->cache_plain_items, 1);
 }
 #endif
@@ -126,7 +126,7 @@ static void cdl__lru_push_front(cdl__lru *c, int32_t i) {
 
 /* LRU hit: copies into dst (an evicting cache cannot lend its memory). */
 CDL_PRIVATE int cdl__cache_lookup_lru(coordl *L, uint64_t id, cdl__u8 *dst, size_t cap, uint32_t *len) {
-    cdl__lru *c = L->lru;
+    cdl__lru *c = L->cache.lru;
     int hit = 0;
     pthread_mutex_lock(&c->mu);
     if (c->data[id] && c->len[id] <= cap) {
@@ -141,7 +141,7 @@ CDL_PRIVATE int cdl__cache_lookup_lru(coordl *L, uint64_t id, cdl__u8 *dst, size
 }
 
 CDL_PRIVATE void cdl__cache_admit_lru(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len) {
-    cdl__lru *c = L->lru;
+    cdl__lru *c = L->cache.lru;
     if (len == 0 || len > L->cfg.cache_bytes) return;
     pthread_mutex_lock(&c->mu);
     if (!c->data[id]) {
@@ -171,7 +171,7 @@ CDL_PRIVATE coordl_status cdl__cache_clamp(coordl *L) {
     uint64_t slab = L->cfg.cache_bytes;
     /* JPEG rewrites may use up to 1/8 more (the room section 13 reserves:
      * 3-5% for photos, 12-25% for progressive and arithmetic sources) */
-    const uint64_t most = L->dataset_bytes + (L->cfg.jpeg_random_access ? L->dataset_bytes / 8 : 0) + (64u << 20);
+    const uint64_t most = L->index.dataset_bytes + (L->cfg.jpeg_random_access ? L->index.dataset_bytes / 8 : 0) + (64u << 20);
     if (slab > most) slab = most;
     if (slab > SIZE_MAX / 2)
         return cdl__open_fail(COORDL_ERR_INVALID, "cache_bytes: %llu is too large for this platform",
@@ -185,40 +185,40 @@ CDL_PRIVATE coordl_status cdl__cache_create(coordl *L) {
     if (L->cfg.cache_policy == COORDL_CACHE_LRU) {
         cdl__lru *c = cdl__calloc(L, 1, sizeof *c);
         if (!c) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the LRU cache");
-        L->lru = c;
+        L->cache.lru = c;
         pthread_mutex_init(&c->mu, NULL);
-        c->prev = cdl__malloc(L, L->num_items * sizeof *c->prev);
-        c->next = cdl__malloc(L, L->num_items * sizeof *c->next);
-        c->data = cdl__calloc(L, L->num_items, sizeof *c->data);
-        c->len = cdl__calloc(L, L->num_items, sizeof *c->len);
+        c->prev = cdl__malloc(L, L->index.num_items * sizeof *c->prev);
+        c->next = cdl__malloc(L, L->index.num_items * sizeof *c->next);
+        c->data = cdl__calloc(L, L->index.num_items, sizeof *c->data);
+        c->len = cdl__calloc(L, L->index.num_items, sizeof *c->len);
         if (!c->prev || !c->next || !c->data || !c->len)
             return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the LRU cache");
-        for (uint64_t i = 0; i < L->num_items; i++) c->prev[i] = c->next[i] = -1;
+        for (uint64_t i = 0; i < L->index.num_items; i++) c->prev[i] = c->next[i] = -1;
         c->head = c->tail = -1;
         return COORDL_OK;
     }
     const uint64_t slab = L->cfg.cache_bytes;
-    L->cache_entries = cdl__calloc(L, L->num_items, sizeof *L->cache_entries);
-    if (!L->cache_entries) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the cache table");
-    return cdl__arena_map(L, &L->cache_arena, (size_t)slab, 0, "cache slab");
+    L->cache.entries = cdl__calloc(L, L->index.num_items, sizeof *L->cache.entries);
+    if (!L->cache.entries) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the cache table");
+    return cdl__arena_map(L, &L->cache.arena, (size_t)slab, 0, "cache slab");
 }
 
 CDL_PRIVATE void cdl__cache_destroy(coordl *L) {
-    if (L->lru) {
-        cdl__lru *c = L->lru;
+    if (L->cache.lru) {
+        cdl__lru *c = L->cache.lru;
         if (c->data)
-            for (uint64_t i = 0; i < L->num_items; i++) cdl__free(L, c->data[i]);
+            for (uint64_t i = 0; i < L->index.num_items; i++) cdl__free(L, c->data[i]);
         cdl__free(L, c->prev);
         cdl__free(L, c->next);
         cdl__free(L, c->data);
         cdl__free(L, c->len);
         pthread_mutex_destroy(&c->mu);
         cdl__free(L, c);
-        L->lru = NULL;
+        L->cache.lru = NULL;
     }
-    cdl__arena_unmap(L, &L->cache_arena);
-    if (!L->shm_base) cdl__free(L, L->cache_entries);
-    L->cache_entries = NULL;
+    cdl__arena_unmap(L, &L->cache.arena);
+    if (!L->member.shm_base) cdl__free(L, L->cache.entries);
+    L->cache.entries = NULL;
 }
 
 /* ===================================================================== */

@@ -1,6 +1,7 @@
 #ifndef CDL_CACHE_H
 #define CDL_CACHE_H
 #include "platform.h"
+#include "arena.h"
 
 
 /* A cache entry lives beside the slab so that both can be shared later. */
@@ -31,6 +32,18 @@ typedef struct cdl__lru {
     uint64_t bytes_used, items;
 } cdl__lru;
 
+
+
+/* The cache module's state. The entries' states are atomics (see
+ * cdl__cache_entry); the slab's byte counts live in the stream (S), so a
+ * group shares them. */
+typedef struct cdl__cache {
+    cdl__arena arena;          /* the slab                                  */
+    cdl__cache_entry *entries; /* per item                                  */
+    cdl__lru *lru;             /* cache_policy LRU instead of MinIO         */
+    _Atomic uint64_t idle_cursor; /* next entry an idle worker looks at for
+                                     a JPEG rewrite (decode)              */
+} cdl__cache;
 
 /* ---- interface ---- */
 CDL_PRIVATE const cdl__u8 *cdl__cache_acquire_minio(coordl *L, uint64_t id, uint32_t *len, int *kind, uint32_t *cap);

@@ -21,7 +21,7 @@ CDL_PRIVATE void cdl__row_shape(const coordl *L, uint32_t out_w, uint32_t out_h,
 
 /* Bytes of one data row for an output size (image pipelines). */
 CDL_PRIVATE size_t cdl__image_row_bytes(const coordl *L, uint64_t w, uint64_t h) {
-    return (size_t)(w * h * 3 * L->elem_bytes);
+    return (size_t)(w * h * 3 * L->geom.elem_bytes);
 }
 
 
@@ -70,20 +70,20 @@ CDL_PRIVATE coordl_config cdl__config_default(void) {
 CDL_PRIVATE void cdl__output_setup(coordl *L) {
     if (L->cfg.pipeline == COORDL_PIPE_TOKENS) L->cfg.layout = COORDL_I32;
     if (L->cfg.pipeline == COORDL_PIPE_AUDIO) L->cfg.layout = COORDL_F32;
-    L->elem_bytes = (L->cfg.layout == COORDL_U8_NHWC || L->cfg.layout == COORDL_U8_NCHW) ? 1 : 4;
+    L->geom.elem_bytes = (L->cfg.layout == COORDL_U8_NHWC || L->cfg.layout == COORDL_U8_NCHW) ? 1 : 4;
     uint32_t rc_, rh, rw;
     cdl__row_shape(L, L->cfg.out_w, L->cfg.out_h, &rc_, &rh, &rw);
-    L->row_bytes = (size_t)rc_ * rh * rw * L->elem_bytes;
-    L->target_row_bytes = L->cfg.pipeline == COORDL_PIPE_TOKENS ? (size_t)L->cfg.seq_len * sizeof(int32_t) : 0;
+    L->geom.row_bytes = (size_t)rc_ * rh * rw * L->geom.elem_bytes;
+    L->geom.target_row_bytes = L->cfg.pipeline == COORDL_PIPE_TOKENS ? (size_t)L->cfg.seq_len * sizeof(int32_t) : 0;
     if (L->cfg.train_crop == COORDL_CROP_DARKNET) { /* Darknet's parse_net_options defaults */
         if (L->cfg.min_crop == 0) L->cfg.min_crop = L->cfg.out_w;
         if (L->cfg.max_crop == 0) L->cfg.max_crop = 2 * L->cfg.out_w > L->cfg.min_crop ? 2 * L->cfg.out_w : L->cfg.min_crop;
-        L->crop_min_ratio = (float)L->cfg.min_crop / (float)L->cfg.out_w;
-        L->crop_max_ratio = (float)L->cfg.max_crop / (float)L->cfg.out_w;
+        L->geom.crop_min_ratio = (float)L->cfg.min_crop / (float)L->cfg.out_w;
+        L->geom.crop_max_ratio = (float)L->cfg.max_crop / (float)L->cfg.out_w;
     }
     for (int c = 0; c < 3; c++) {
-        L->norm_scale[c] = 1.0f / (255.0f * L->cfg.std[c]);
-        L->norm_bias[c] = -L->cfg.mean[c] / L->cfg.std[c];
+        L->geom.norm_scale[c] = 1.0f / (255.0f * L->cfg.std[c]);
+        L->geom.norm_bias[c] = -L->cfg.mean[c] / L->cfg.std[c];
     }
 }
 

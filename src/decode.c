@@ -175,10 +175,10 @@ static int cdl__rewrite_item(cdl__worker *W, uint64_t id, cdl__bytes *in, cdl__j
 CDL_PRIVATE int cdl__rewrite_idle(cdl__worker *W, cdl__counters *done) {
     coordl *L = W->L;
     memset(done, 0, sizeof *done);
-    if (!L->cache_entries || !L->cfg.jpeg_random_access || atomic_load(&L->S->cache_plain_items) == 0) return 0;
-    for (uint64_t tries = 0; tries < L->num_items; tries++) {
-        const uint64_t id = atomic_fetch_add(&L->idle_cursor, 1) % L->num_items;
-        if (atomic_load_explicit(&L->cache_entries[id].jpeg, memory_order_relaxed) != CDL_CE_PLAIN) continue;
+    if (!L->cache.entries || !L->cfg.jpeg_random_access || atomic_load(&L->S->cache_plain_items) == 0) return 0;
+    for (uint64_t tries = 0; tries < L->index.num_items; tries++) {
+        const uint64_t id = atomic_fetch_add(&L->cache.idle_cursor, 1) % L->index.num_items;
+        if (atomic_load_explicit(&L->cache.entries[id].jpeg, memory_order_relaxed) != CDL_CE_PLAIN) continue;
         uint32_t len, cap;
         int kind;
         const cdl__u8 *p = cdl__cache_acquire_minio(L, id, &len, &kind, &cap);
@@ -223,7 +223,7 @@ static coordl_status cdl__prepare_item_bytes(cdl__worker *W, uint64_t epoch, uin
 CDL_PRIVATE coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint64_t id, void *dst) {
     cdl__bytes in = {NULL, 0};
 #ifndef COORDL_NO_JPEGTURBO
-    const int budget = W->L->cfg.jpeg_random_access && W->L->cache_entries;
+    const int budget = W->L->cfg.jpeg_random_access && W->L->cache.entries;
 #else
     const int budget = 0; /* no rewrites without libjpeg: nothing to account */
 #endif

@@ -21,11 +21,11 @@ CDL_PRIVATE coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *ou
     int hit = 0;
     W->held = 0;
     W->fetch_kind = -1;
-    if (L->cache_entries) {
+    if (L->cache.entries) {
         uint32_t len;
         const cdl__u8 *p = cdl__cache_acquire_minio(L, id, &len, &W->fetch_kind, &W->fetch_cap);
         if (p) { out->p = p; out->len = len; hit = 1; W->held = id + 1; }
-    } else if (L->lru) {
+    } else if (L->cache.lru) {
         uint32_t len;
         size_t need = cdl__item_bytes(L, id) + 16;
         if (cdl__reserve(L, (void **)&W->readbuf, &W->readcap, need) &&
@@ -52,12 +52,12 @@ CDL_PRIVATE coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *ou
         if (ahead == 0) rc = cdl__read_file(W, id, out);
         /* partitioned: only the rank's share of one epoch is admitted,
          * before the map exchange, so the exchanged map stays exact */
-        const int may_admit = !L->peer_comm_set || cdl__peer_admits(L, W->cur_epoch);
+        const int may_admit = !L->peers.comm_set || cdl__peer_admits(L, W->cur_epoch);
         if (rc == COORDL_OK) {
             W->row.cache_misses++;
             W->row.storage_reads++;
-            if (L->cache_entries && may_admit) W->fetch_kind = cdl__cache_admit_minio(L, id, out->p, out->len, &W->fetch_cap);
-            else if (L->lru) cdl__cache_admit_lru(L, id, out->p, out->len);
+            if (L->cache.entries && may_admit) W->fetch_kind = cdl__cache_admit_minio(L, id, out->p, out->len, &W->fetch_cap);
+            else if (L->cache.lru) cdl__cache_admit_lru(L, id, out->p, out->len);
         }
         uint64_t t2 = cdl__now_ns();
         W->row.read_cache_ns += t1 - t0; /* the lookup that missed */

@@ -97,7 +97,7 @@ static uint32_t cdl__group_fields(const coordl *L, cdl__group_field *f) {
     CDL_F("token_order", c->token_order); CDL_F("train_crop", c->train_crop);
     CDL_F("min_crop", c->min_crop); CDL_F("max_crop", c->max_crop);
     CDL_F("jpeg_random_access", c->jpeg_random_access); /* decides the cache's room */
-    CDL_F("dataset items", L->num_items); CDL_F("dataset bytes", L->dataset_bytes);
+    CDL_F("dataset items", L->index.num_items); CDL_F("dataset bytes", L->index.dataset_bytes);
 #undef CDL_F
     return n;
 }
@@ -112,14 +112,14 @@ static void cdl__group_want(const coordl *L, cdl__group_header *h) {
     h->magic = CDL_GROUP_MAGIC;
     h->version = CDL_GROUP_VERSION;
     h->nfields = cdl__group_fields(L, h->fields);
-    h->nslots = L->nslots;
-    h->rows_cap = L->slot_rows_cap;
-    h->num_items = L->num_items;
+    h->nslots = L->ring.nslots;
+    h->rows_cap = L->geom.slot_rows_cap;
+    h->num_items = L->index.num_items;
     h->cache_bytes = L->cfg.cache_bytes;
-    h->slot_stride = cdl__ring_slot_bytes(L, L->slot_rows_cap, L->slot_data_cap, &data, &labels, &ids);
-    h->slot_data_cap = L->slot_data_cap;
-    h->row_bytes = L->row_bytes;
-    h->target_row_bytes = L->target_row_bytes;
+    h->slot_stride = cdl__ring_slot_bytes(L, L->geom.slot_rows_cap, L->geom.slot_data_cap, &data, &labels, &ids);
+    h->slot_data_cap = L->geom.slot_data_cap;
+    h->row_bytes = L->geom.row_bytes;
+    h->target_row_bytes = L->geom.target_row_bytes;
     h->stream_bytes = sizeof(cdl__stream);
     h->slot_bytes = sizeof(cdl__slot);
     h->entry_bytes = sizeof(cdl__cache_entry);
@@ -127,15 +127,15 @@ static void cdl__group_want(const coordl *L, cdl__group_header *h) {
     h->stream_off = at;
     at = cdl__round_up(at + sizeof(cdl__stream), 64);
     h->slots_off = at;
-    at = cdl__round_up(at + L->nslots * sizeof(cdl__slot), 64);
+    at = cdl__round_up(at + L->ring.nslots * sizeof(cdl__slot), 64);
     h->rows_off = at;
-    at = cdl__round_up(at + (uint64_t)L->nslots * L->slot_rows_cap * sizeof(uint32_t), 64);
+    at = cdl__round_up(at + (uint64_t)L->ring.nslots * L->geom.slot_rows_cap * sizeof(uint32_t), 64);
     h->entries_off = at;
-    at = cdl__round_up(at + (L->cfg.cache_bytes ? L->num_items * sizeof(cdl__cache_entry) : 0), page);
+    at = cdl__round_up(at + (L->cfg.cache_bytes ? L->index.num_items * sizeof(cdl__cache_entry) : 0), page);
     h->slab_off = at;
     at = cdl__round_up(at + L->cfg.cache_bytes, page);
     h->ring_off = at;
-    at = cdl__round_up(at + h->slot_stride * L->nslots, page);
+    at = cdl__round_up(at + h->slot_stride * L->ring.nslots, page);
     h->total_bytes = at;
 }
 
@@ -330,7 +330,7 @@ static void cdl__group_drop_gone(coordl *L, int m, uint64_t gen, int how) {
 
 /* This member's heartbeat (while it is still the generation it joined as). */
 static void cdl__group_beat(coordl *L, uint64_t now) {
-    if (cdl__member_current(L)) atomic_store(&L->S->members[L->me].heartbeat_ns, now);
+    if (cdl__member_current(L)) atomic_store(&L->S->members[L->member.me].heartbeat_ns, now);
 }
 
 static int cdl__group_lock_until(pthread_mutex_t *mu, uint64_t deadline_ns);
@@ -358,7 +358,7 @@ static void cdl__group_reap(coordl *L) {
     cdl__group_beat(L, now);
     cdl__test_hook(L, "heartbeat");
     for (int m = 0; m < CDL_MAX_MEMBERS; m++) {
-        if (m == L->me || !(atomic_load(&S->live_mask) >> m & 1u)) continue;
+        if (m == L->member.me || !(atomic_load(&S->live_mask) >> m & 1u)) continue;
         const uint64_t gen = atomic_load(&S->members[m].gen);
         const int how = cdl__member_probe(S, m, now, cdl__group_timeout_ns(L), 0);
         if (how == CDL_MEMBER_ALIVE) continue;
@@ -376,18 +376,18 @@ static void *cdl__member_main(void *arg) {
     coordl *L = arg;
     cdl__stream *S = L->S;
     pthread_setname_np(pthread_self(), "coordl-member");
-    pthread_mutex_t *alive = &S->members[L->me].alive;
+    pthread_mutex_t *alive = &S->members[L->member.me].alive;
     int e = pthread_mutex_lock(alive);
     if (e == EOWNERDEAD) pthread_mutex_consistent(alive); /* a dead predecessor at this index */
     int held = e == 0 || e == EOWNERDEAD;
     long period_ms = L->cfg.group_timeout_ms / 4;
     period_ms = period_ms < 1 ? 1 : period_ms > 50 ? 50 : period_ms;
     cdl__group_beat(L, cdl__now_ns()); /* alive from here, however long open waited for the lock */
-    pthread_mutex_lock(&L->member_mu);
-    L->member_running = 1; /* open waits for this: from now on a death is seen at once */
-    pthread_cond_broadcast(&L->member_cv);
-    while (!L->member_stop) {
-        pthread_mutex_unlock(&L->member_mu);
+    pthread_mutex_lock(&L->member.mu);
+    L->member.running = 1; /* open waits for this: from now on a death is seen at once */
+    pthread_cond_broadcast(&L->member.cv);
+    while (!L->member.stop) {
+        pthread_mutex_unlock(&L->member.mu);
         cdl__group_reap(L);
         if (held && !cdl__member_current(L)) {
             pthread_mutex_unlock(alive);
@@ -397,10 +397,10 @@ static void *cdl__member_main(void *arg) {
         clock_gettime(CLOCK_MONOTONIC, &ts);
         ts.tv_nsec += period_ms * 1000000L;
         if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-        pthread_mutex_lock(&L->member_mu);
-        if (!L->member_stop) pthread_cond_timedwait(&L->member_cv, &L->member_mu, &ts);
+        pthread_mutex_lock(&L->member.mu);
+        if (!L->member.stop) pthread_cond_timedwait(&L->member.cv, &L->member.mu, &ts);
     }
-    pthread_mutex_unlock(&L->member_mu);
+    pthread_mutex_unlock(&L->member.mu);
     if (held) pthread_mutex_unlock(alive);
     return NULL;
 }
@@ -409,35 +409,35 @@ static coordl_status cdl__member_thread_start(coordl *L) {
     pthread_condattr_t ca;
     if (pthread_condattr_init(&ca) != 0) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start the member thread");
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    int e = pthread_mutex_init(&L->member_mu, NULL);
-    if (!e) e = pthread_cond_init(&L->member_cv, &ca);
+    int e = pthread_mutex_init(&L->member.mu, NULL);
+    if (!e) e = pthread_cond_init(&L->member.cv, &ca);
     pthread_condattr_destroy(&ca);
     if (e) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start the member thread: %s", strerror(e));
-    L->member_sync_ready = 1;
-    e = pthread_create(&L->member_thread, NULL, cdl__member_main, L);
+    L->member.sync_ready = 1;
+    e = pthread_create(&L->member.thread, NULL, cdl__member_main, L);
     if (e) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start the member thread: %s", strerror(e));
-    L->member_thread_started = 1;
+    L->member.thread_started = 1;
     /* until it holds the liveness lock, only the heartbeat would tell this
      * member's death: open returns after that window, not within it */
-    pthread_mutex_lock(&L->member_mu);
-    while (!L->member_running) pthread_cond_wait(&L->member_cv, &L->member_mu);
-    pthread_mutex_unlock(&L->member_mu);
+    pthread_mutex_lock(&L->member.mu);
+    while (!L->member.running) pthread_cond_wait(&L->member.cv, &L->member.mu);
+    pthread_mutex_unlock(&L->member.mu);
     return COORDL_OK;
 }
 
 CDL_PRIVATE void cdl__member_thread_stop(coordl *L) {
-    if (L->member_thread_started) {
-        pthread_mutex_lock(&L->member_mu);
-        L->member_stop = 1;
-        pthread_cond_signal(&L->member_cv);
-        pthread_mutex_unlock(&L->member_mu);
-        pthread_join(L->member_thread, NULL);
-        L->member_thread_started = 0;
+    if (L->member.thread_started) {
+        pthread_mutex_lock(&L->member.mu);
+        L->member.stop = 1;
+        pthread_cond_signal(&L->member.cv);
+        pthread_mutex_unlock(&L->member.mu);
+        pthread_join(L->member.thread, NULL);
+        L->member.thread_started = 0;
     }
-    if (L->member_sync_ready) {
-        pthread_mutex_destroy(&L->member_mu);
-        pthread_cond_destroy(&L->member_cv);
-        L->member_sync_ready = 0;
+    if (L->member.sync_ready) {
+        pthread_mutex_destroy(&L->member.mu);
+        pthread_cond_destroy(&L->member.cv);
+        L->member.sync_ready = 0;
     }
 }
 
@@ -492,27 +492,27 @@ static int cdl__group_name_ok(const char *g) {
 static void cdl__group_attach(coordl *L, cdl__group_header *h) {
     cdl__u8 *base = (cdl__u8 *)h;
     L->S = (cdl__stream *)(void *)(base + h->stream_off);
-    L->slots = (cdl__slot *)(void *)(base + h->slots_off);
-    L->row_state = (uint32_t *)(void *)(base + h->rows_off);
+    L->ring.slots = (cdl__slot *)(void *)(base + h->slots_off);
+    L->ring.row_state = (uint32_t *)(void *)(base + h->rows_off);
     if (L->cfg.cache_bytes) {
-        L->cache_entries = (cdl__cache_entry *)(void *)(base + h->entries_off);
-        L->cache_arena.base = base + h->slab_off;
-        L->cache_arena.bytes = L->cfg.cache_bytes;
-        L->cache_arena.borrowed = 1;
+        L->cache.entries = (cdl__cache_entry *)(void *)(base + h->entries_off);
+        L->cache.arena.base = base + h->slab_off;
+        L->cache.arena.bytes = L->cfg.cache_bytes;
+        L->cache.arena.borrowed = 1;
     }
-    L->ring_arena.base = base + h->ring_off;
-    L->ring_arena.bytes = h->total_bytes - h->ring_off;
-    L->ring_arena.borrowed = 1;
+    L->ring.arena.base = base + h->ring_off;
+    L->ring.arena.bytes = h->total_bytes - h->ring_off;
+    L->ring.arena.borrowed = 1;
 }
 
 static void cdl__group_detach(coordl *L, void *p, uint64_t bytes) {
     munmap(p, bytes);
     L->S = NULL;
-    L->slots = NULL;
-    L->row_state = NULL;
-    L->cache_entries = NULL;
-    memset(&L->cache_arena, 0, sizeof L->cache_arena);
-    memset(&L->ring_arena, 0, sizeof L->ring_arena);
+    L->ring.slots = NULL;
+    L->ring.row_state = NULL;
+    L->cache.entries = NULL;
+    memset(&L->cache.arena, 0, sizeof L->cache.arena);
+    memset(&L->ring.arena, 0, sizeof L->ring.arena);
 }
 
 /* Joins the stream as a new generation of a free index: one not in the
@@ -534,19 +534,19 @@ static coordl_status cdl__group_join(coordl *L, uint64_t start_epoch) {
         return cdl__open_fail(COORDL_ERR_GROUP, "group %s: full (%d members, and no free member index)",
                               L->cfg.group, __builtin_popcount(atomic_load(&S->live_mask)));
     cdl__member *M = &S->members[me];
-    L->me = me;
-    L->bit = 1u << me;
-    L->my_gen = atomic_load(&M->gen) + 1;
-    atomic_store(&M->gen, L->my_gen);
+    L->member.me = me;
+    L->member.bit = 1u << me;
+    L->member.my_gen = atomic_load(&M->gen) + 1;
+    atomic_store(&M->gen, L->member.my_gen);
     atomic_store(&M->pid, (int32_t)getpid());
     atomic_store(&M->died_holding_lock, 0u);
     atomic_store(&M->heartbeat_ns, cdl__now_ns());
     M->start_epoch = start_epoch;
-    atomic_fetch_or(&S->live_mask, L->bit);
+    atomic_fetch_or(&S->live_mask, L->member.bit);
     /* from here a death holding the lock drops this member at once */
     S->lock_owner = me;
-    S->lock_owner_gen = L->my_gen;
-    L->cur_epoch = start_epoch;
+    S->lock_owner_gen = L->member.my_gen;
+    L->consumer.cur_epoch = start_epoch;
     return COORDL_OK;
 }
 
@@ -557,15 +557,15 @@ static coordl_status cdl__group_join(coordl *L, uint64_t start_epoch) {
 static coordl_status cdl__group_create(coordl *L, const cdl__group_header *want, int *exists) {
     const char *g = L->cfg.group;
     *exists = 0;
-    int fd = shm_open(L->shm_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int fd = shm_open(L->member.shm_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
         if (errno == EEXIST) { *exists = 1; return COORDL_OK; }
-        return cdl__open_fail(COORDL_ERR_IO, "group %s: shm_open %s: %s", g, L->shm_name, strerror(errno));
+        return cdl__open_fail(COORDL_ERR_IO, "group %s: shm_open %s: %s", g, L->member.shm_name, strerror(errno));
     }
     struct statvfs vs;
     if (statvfs("/dev/shm", &vs) == 0 && (uint64_t)vs.f_bavail * vs.f_frsize < want->total_bytes) {
         close(fd);
-        shm_unlink(L->shm_name);
+        shm_unlink(L->member.shm_name);
         return cdl__open_fail(COORDL_ERR_NOMEM, "group %s: needs %llu bytes of /dev/shm (cache %llu, ring %llu, "
                               "tables %llu) but %llu are free; lower cache_bytes or enlarge /dev/shm", g,
                               (unsigned long long)want->total_bytes, (unsigned long long)L->cfg.cache_bytes,
@@ -579,7 +579,7 @@ static coordl_status cdl__group_create(coordl *L, const cdl__group_header *want,
     int e = errno;
     close(fd);
     if (p == MAP_FAILED) {
-        shm_unlink(L->shm_name);
+        shm_unlink(L->member.shm_name);
         return cdl__open_fail(COORDL_ERR_NOMEM, "group %s: cannot size or map %llu bytes of shared memory: %s",
                               g, (unsigned long long)want->total_bytes, strerror(e));
     }
@@ -589,12 +589,12 @@ static coordl_status cdl__group_create(coordl *L, const cdl__group_header *want,
     coordl_status rc = cdl__stream_init(L->S, 1);
     if (rc != COORDL_OK) {
         cdl__group_detach(L, h, want->total_bytes);
-        shm_unlink(L->shm_name);
+        shm_unlink(L->member.shm_name);
         return rc;
     }
     cdl__ring_layout(L);
-    L->shm_base = h;
-    L->shm_bytes = want->total_bytes;
+    L->member.shm_base = h;
+    L->member.shm_bytes = want->total_bytes;
     rc = cdl__group_join(L, 0);
     if (rc != COORDL_OK) return rc;
     L->S->lock_owner = -1;
@@ -612,10 +612,10 @@ static coordl_status cdl__group_map_existing(coordl *L, uint64_t deadline, void 
     const char *g = L->cfg.group;
     *retry = 0;
     *out = NULL;
-    int fd = shm_open(L->shm_name, O_RDWR | O_CLOEXEC, 0); /* glibc adds O_NOFOLLOW */
+    int fd = shm_open(L->member.shm_name, O_RDWR | O_CLOEXEC, 0); /* glibc adds O_NOFOLLOW */
     if (fd < 0) {
         if (errno == ENOENT) { *retry = 1; return COORDL_OK; }
-        return cdl__open_fail(COORDL_ERR_GROUP, "group %s: cannot open /dev/shm%s: %s", g, L->shm_name, strerror(errno));
+        return cdl__open_fail(COORDL_ERR_GROUP, "group %s: cannot open /dev/shm%s: %s", g, L->member.shm_name, strerror(errno));
     }
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid() || (sb.st_mode & 077)) {
@@ -624,10 +624,10 @@ static coordl_status cdl__group_map_existing(coordl *L, uint64_t deadline, void 
         if (bad_owner)
             return cdl__open_fail(COORDL_ERR_GROUP, "group %s: /dev/shm%s belongs to uid %u, not to this process's uid %u: "
                                   "another user made it, and coordl does not use another user's object; remove it "
-                                  "(as its owner or root) or pick another group name", g, L->shm_name,
+                                  "(as its owner or root) or pick another group name", g, L->member.shm_name,
                                   (unsigned)sb.st_uid, (unsigned)geteuid());
         return cdl__open_fail(COORDL_ERR_GROUP, "group %s: /dev/shm%s is not a private regular file (mode %04o); "
-                              "coordl did not make it: remove it or pick another group name", g, L->shm_name,
+                              "coordl did not make it: remove it or pick another group name", g, L->member.shm_name,
                               (unsigned)(sb.st_mode & 07777));
     }
     void *p = MAP_FAILED;
@@ -644,9 +644,9 @@ static coordl_status cdl__group_map_existing(coordl *L, uint64_t deadline, void 
     close(fd);
     if (p == MAP_FAILED) { /* its creator died while setting it up */
         struct stat now_sb;
-        int fd2 = shm_open(L->shm_name, O_RDWR | O_CLOEXEC, 0);
+        int fd2 = shm_open(L->member.shm_name, O_RDWR | O_CLOEXEC, 0);
         if (fd2 >= 0) {
-            if (fstat(fd2, &now_sb) == 0 && now_sb.st_ino == sb.st_ino) shm_unlink(L->shm_name);
+            if (fstat(fd2, &now_sb) == 0 && now_sb.st_ino == sb.st_ino) shm_unlink(L->member.shm_name);
             close(fd2);
         }
         *retry = 1;
@@ -724,19 +724,19 @@ static coordl_status cdl__group_attach_existing(coordl *L, const cdl__group_head
         munmap(p, bytes);
         return cdl__open_fail(COORDL_ERR_GROUP, "group %s: /dev/shm%s is not a usable coordl group object (%s); "
                               "if no process uses it, remove it (rm /dev/shm%s) or pick another group name", g,
-                              L->shm_name, why, L->shm_name);
+                              L->member.shm_name, why, L->member.shm_name);
     }
     cdl__group_header *h = p;
     cdl__group_attach(L, h);
-    L->me = -1;
-    if (h->nslots != L->nslots || h->rows_cap != L->slot_rows_cap || h->num_items != L->num_items ||
+    L->member.me = -1;
+    if (h->nslots != L->ring.nslots || h->rows_cap != L->geom.slot_rows_cap || h->num_items != L->index.num_items ||
         h->cache_bytes != L->cfg.cache_bytes) {
         /* Another geometry: this member's repair and recount would index the
          * object wrongly, so it neither locks nor drops anyone; an object
          * with no member alive is retired, else the settings differ. */
         if (cdl__group_probe_alive(L) == 0) {
-            cdl__log(L, COORDL_LOG_WARN, "group %s: %s was left by a crashed run; replacing it", g, L->shm_name);
-            cdl__group_retire(L->shm_name, h, L->S);
+            cdl__log(L, COORDL_LOG_WARN, "group %s: %s was left by a crashed run; replacing it", g, L->member.shm_name);
+            cdl__group_retire(L->member.shm_name, h, L->S);
             cdl__group_detach(L, p, bytes);
             *retry = 1;
             return COORDL_OK;
@@ -753,7 +753,7 @@ static coordl_status cdl__group_attach_existing(coordl *L, const cdl__group_head
         cdl__group_detach(L, p, bytes);
         return cdl__open_fail(COORDL_ERR_TIMEOUT, "group %s: the lock of /dev/shm%s did not come free within "
                               "group_timeout_ms (%d ms): a member may be stopped while holding it, or the object "
-                              "is damaged (%s)", g, L->shm_name, L->cfg.group_timeout_ms, strerror(e));
+                              "is damaged (%s)", g, L->member.shm_name, L->cfg.group_timeout_ms, strerror(e));
     }
     if (!cdl__group_validate(p, bytes, 1, why, sizeof why)) {
         if (e == EOWNERDEAD) pthread_mutex_consistent(&L->S->mu);
@@ -761,17 +761,17 @@ static coordl_status cdl__group_attach_existing(coordl *L, const cdl__group_head
         cdl__group_detach(L, p, bytes);
         return cdl__open_fail(COORDL_ERR_GROUP, "group %s: /dev/shm%s is not a usable coordl group object (%s); "
                               "if no process uses it, remove it (rm /dev/shm%s) or pick another group name", g,
-                              L->shm_name, why, L->shm_name);
+                              L->member.shm_name, why, L->member.shm_name);
     }
     cdl__lock_acquired(L, e);
     /* stale first: an object whose every recorded member is gone is
      * replaced whatever settings it was made with */
     if (cdl__group_count_alive(L) == 0 || atomic_load(&h->retired)) {
         if (!atomic_load(&h->retired))
-            cdl__log(L, COORDL_LOG_WARN, "group %s: %s was left by a crashed run; replacing it", g, L->shm_name);
+            cdl__log(L, COORDL_LOG_WARN, "group %s: %s was left by a crashed run; replacing it", g, L->member.shm_name);
         if (!atomic_load(&h->retired)) {
             atomic_store(&h->retired, 1u);
-            shm_unlink(L->shm_name);
+            shm_unlink(L->member.shm_name);
         }
         cdl__unlock(L);
         cdl__group_detach(L, p, bytes);
@@ -784,8 +784,8 @@ static coordl_status cdl__group_attach_existing(coordl *L, const cdl__group_head
         cdl__group_detach(L, p, bytes);
         return rc;
     }
-    L->shm_base = h;
-    L->shm_bytes = bytes;
+    L->member.shm_base = h;
+    L->member.shm_bytes = bytes;
     return COORDL_OK;
 }
 
@@ -798,7 +798,7 @@ static coordl_status cdl__group_wait_started(coordl *L, uint64_t deadline) {
                                   L->cfg.group);
         if (cdl__now_ns() > deadline) {
             const int have = __builtin_popcount(atomic_load(&S->live_mask));
-            cdl__stream_drop_member(L, L->me, L->my_gen);
+            cdl__stream_drop_member(L, L->member.me, L->member.my_gen);
             return cdl__open_fail(COORDL_ERR_TIMEOUT, "group %s: only %d of group_size %d members joined within "
                                   "group_timeout_ms (%d ms)", L->cfg.group, have, L->cfg.group_size,
                                   L->cfg.group_timeout_ms);
@@ -812,15 +812,15 @@ static coordl_status cdl__group_wait_started(coordl *L, uint64_t deadline) {
  * ring with the pin callback (once per process; unregistered before the
  * unmap). */
 static void cdl__group_pin(coordl *L) {
-    cdl__group_header *h = L->shm_base;
+    cdl__group_header *h = L->member.shm_base;
     if (L->cfg.cache_pin != COORDL_PIN_OFF) {
 #ifdef MLOCK_ONFAULT
-        if (mlock2(h, L->shm_bytes, MLOCK_ONFAULT) == 0) L->st.pinned_bytes = L->shm_bytes;
+        if (mlock2(h, L->member.shm_bytes, MLOCK_ONFAULT) == 0) L->stats.st.pinned_bytes = L->member.shm_bytes;
 #endif
     }
     if (L->cfg.cache_bytes)
-        cdl__arena_borrow(L, &L->cache_arena, (cdl__u8 *)h + h->slab_off, (size_t)L->cfg.cache_bytes, "cache slab");
-    cdl__arena_borrow(L, &L->ring_arena, (cdl__u8 *)h + h->ring_off, (size_t)(h->total_bytes - h->ring_off),
+        cdl__arena_borrow(L, &L->cache.arena, (cdl__u8 *)h + h->slab_off, (size_t)L->cfg.cache_bytes, "cache slab");
+    cdl__arena_borrow(L, &L->ring.arena, (cdl__u8 *)h + h->ring_off, (size_t)(h->total_bytes - h->ring_off),
                       "batch ring");
 }
 
@@ -833,7 +833,7 @@ CDL_PRIVATE coordl_status cdl__group_open(coordl *L) {
                               "no slash, not starting with a dot)", g);
     if (L->cfg.cache_policy == COORDL_CACHE_LRU)
         return cdl__open_fail(COORDL_ERR_UNSUPPORTED, "group: cache_policy LRU cannot be shared; use MinIO");
-    snprintf(L->shm_name, sizeof L->shm_name, "/coordl-%s", g);
+    snprintf(L->member.shm_name, sizeof L->member.shm_name, "/coordl-%s", g);
     cdl__group_header want;
     cdl__group_want(L, &want);
     const uint64_t deadline = cdl__now_ns() + cdl__group_timeout_ns(L);
@@ -856,7 +856,7 @@ CDL_PRIVATE coordl_status cdl__group_open(coordl *L) {
         }
         attached = 1; /* holding the lock */
     }
-    if (!attached) return cdl__open_fail(COORDL_ERR_GROUP, "group %s: could not create or join %s", g, L->shm_name);
+    if (!attached) return cdl__open_fail(COORDL_ERR_GROUP, "group %s: could not create or join %s", g, L->member.shm_name);
     cdl__group_pin(L);
     cdl__stream *S = L->S;
     coordl_status rc = COORDL_OK;
@@ -884,7 +884,7 @@ CDL_PRIVATE coordl_status cdl__group_open(coordl *L) {
     if (rc == COORDL_OK) cdl__stream_check(L, "join");
     cdl__unlock(L);
     if (rc == COORDL_OK)
-        cdl__log(L, COORDL_LOG_INFO, "group %s: %s as member %d of %d", g, creator ? "created" : "joined", L->me,
+        cdl__log(L, COORDL_LOG_INFO, "group %s: %s as member %d of %d", g, creator ? "created" : "joined", L->member.me,
                  L->cfg.group_size);
     return rc;
 }
@@ -892,12 +892,12 @@ CDL_PRIVATE coordl_status cdl__group_open(coordl *L) {
 /* Leaves the group (if still in it); the last member out removes the
  * object; then the member thread stops and the mapping goes. */
 CDL_PRIVATE void cdl__group_leave(coordl *L) {
-    cdl__group_header *h = L->shm_base;
+    cdl__group_header *h = L->member.shm_base;
     if (!h) return;
-    if (L->S && L->me >= 0) {
+    if (L->S && L->member.me >= 0) {
         cdl__lock(L);
         if (cdl__member_current(L)) {
-            cdl__stream_drop_member(L, L->me, L->my_gen);
+            cdl__stream_drop_member(L, L->member.me, L->member.my_gen);
             /* members that died since the last round are not "still in" */
             const uint64_t now = cdl__now_ns();
             for (int m = 0; m < CDL_MAX_MEMBERS; m++) {
@@ -911,12 +911,12 @@ CDL_PRIVATE void cdl__group_leave(coordl *L) {
          * joining right now sees `retired` and starts over */
         if (atomic_load(&L->S->live_mask) == 0 && !atomic_load(&h->retired)) {
             atomic_store(&h->retired, 1u);
-            shm_unlink(L->shm_name);
+            shm_unlink(L->member.shm_name);
         }
         cdl__unlock(L);
     }
     cdl__member_thread_stop(L);
-    cdl__group_detach(L, h, L->shm_bytes);
-    L->shm_base = NULL;
+    cdl__group_detach(L, h, L->member.shm_bytes);
+    L->member.shm_base = NULL;
 }
 

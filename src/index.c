@@ -12,24 +12,24 @@ typedef struct cdl__indexer {
 } cdl__indexer;
 
 CDL_PRIVATE int cdl__strings_append(coordl *L, const char *s, size_t n, uint64_t *off) {
-    if (!cdl__reserve(L, (void **)&L->strings, &L->strings_cap, L->strings_len + n + 1)) return 0;
-    memcpy(L->strings + L->strings_len, s, n);
-    L->strings[L->strings_len + n] = '\0';
-    *off = L->strings_len;
-    L->strings_len += n + 1;
+    if (!cdl__reserve(L, (void **)&L->index.strings, &L->index.strings_cap, L->index.strings_len + n + 1)) return 0;
+    memcpy(L->index.strings + L->index.strings_len, s, n);
+    L->index.strings[L->index.strings_len + n] = '\0';
+    *off = L->index.strings_len;
+    L->index.strings_len += n + 1;
     return 1;
 }
 
 static int cdl__items_push(cdl__indexer *ix, uint64_t path_off, uint64_t bytes, int32_t label) {
     coordl *L = ix->L;
-    if (L->num_items == ix->cap_items) {
+    if (L->index.num_items == ix->cap_items) {
         uint64_t ncap = ix->cap_items ? ix->cap_items * 2 : 1024;
-        void *p = cdl__realloc(L, L->items, ncap * sizeof *L->items);
+        void *p = cdl__realloc(L, L->index.items, ncap * sizeof *L->index.items);
         if (!p) return 0;
-        L->items = p;
+        L->index.items = p;
         ix->cap_items = ncap;
     }
-    cdl__item *it = &L->items[L->num_items++];
+    cdl__item *it = &L->index.items[L->index.num_items++];
     it->path_off = path_off;
     it->bytes = bytes;
     it->label = label;
@@ -58,8 +58,8 @@ static int cdl__cmp_item_path(const void *a, const void *b) {
 }
 static void cdl__sort_items_by_path(coordl *L, uint64_t lo, uint64_t hi) {
     if (hi - lo < 2) return; /* also: an empty class has no item array yet */
-    cdl__sort_base_tls = L->strings;
-    qsort(L->items + lo, (size_t)(hi - lo), sizeof *L->items, cdl__cmp_item_path);
+    cdl__sort_base_tls = L->index.strings;
+    qsort(L->index.items + lo, (size_t)(hi - lo), sizeof *L->index.items, cdl__cmp_item_path);
     cdl__sort_base_tls = NULL;
 }
 
@@ -108,7 +108,7 @@ static coordl_status cdl__index_class_dir(cdl__indexer *ix, char *path, size_t p
                      cdl__items_push(ix, off, (uint64_t)sb.st_size, label);
             path[path_len] = '\0';
             if (!ok) { rc = cdl__open_fail(COORDL_ERR_NOMEM, "out of memory while indexing"); break; }
-            L->dataset_bytes += (uint64_t)sb.st_size;
+            L->index.dataset_bytes += (uint64_t)sb.st_size;
         }
     }
     closedir(d);
@@ -160,12 +160,12 @@ CDL_PRIVATE coordl_status cdl__index_image_folder(coordl *L, const char *root) {
                 rc = cdl__open_fail(COORDL_ERR_INVALID, "source: path too long: %s/%s", root, classes[c]);
                 break;
             }
-            uint64_t first = L->num_items;
+            uint64_t first = L->index.num_items;
             rc = cdl__index_class_dir(&ix, path, (size_t)n, cap_path, (int32_t)c, 0);
-            if (rc == COORDL_OK) cdl__sort_items_by_path(L, first, L->num_items);
+            if (rc == COORDL_OK) cdl__sort_items_by_path(L, first, L->index.num_items);
         }
         cdl__free(L, path);
-        L->num_classes = (uint32_t)nclasses;
+        L->index.num_classes = (uint32_t)nclasses;
     }
     for (size_t c = 0; c < nclasses; c++) cdl__free(L, classes[c]);
     cdl__free(L, classes);
@@ -274,37 +274,37 @@ CDL_PRIVATE coordl_status cdl__index_list_text(coordl *L, const char *list, cons
             rc = COORDL_ERR_NOMEM;
             break;
         }
-        L->dataset_bytes += size;
+        L->index.dataset_bytes += size;
         if (label > max_label) max_label = label;
     }
     if (rc == COORDL_ERR_NOMEM) rc = cdl__open_fail(rc, "out of memory while reading %s", list);
     cdl__free(L, path);
-    L->num_classes = max_label < 0 ? 0 : (uint32_t)max_label + 1;
+    L->index.num_classes = max_label < 0 ? 0 : (uint32_t)max_label + 1;
     return rc;
 }
 
 CDL_PRIVATE const cdl__shard *cdl__shard_of(const coordl *L, uint64_t id) {
-    size_t lo = 0, hi = L->nshards;
+    size_t lo = 0, hi = L->index.nshards;
     while (hi - lo > 1) {
         size_t mid = (lo + hi) / 2;
-        if (L->shards[mid].first_item <= id) lo = mid; else hi = mid;
+        if (L->index.shards[mid].first_item <= id) lo = mid; else hi = mid;
     }
-    while (lo > 0 && L->shards[lo].nwindows == 0) lo--;
-    return &L->shards[lo];
+    while (lo > 0 && L->index.shards[lo].nwindows == 0) lo--;
+    return &L->index.shards[lo];
 }
 
 CDL_PRIVATE const char *cdl__item_path(const coordl *L, uint64_t id) {
-    if (L->shards) return L->strings + cdl__shard_of(L, id)->path_off;
-    return L->strings + L->items[id].path_off;
+    if (L->index.shards) return L->index.strings + cdl__shard_of(L, id)->path_off;
+    return L->index.strings + L->index.items[id].path_off;
 }
 
 CDL_PRIVATE int32_t cdl__item_label(const coordl *L, uint64_t id) {
-    if (L->shards) return (int32_t)(cdl__shard_of(L, id) - L->shards);
-    return L->items[id].label;
+    if (L->index.shards) return (int32_t)(cdl__shard_of(L, id) - L->index.shards);
+    return L->index.items[id].label;
 }
 
 CDL_PRIVATE uint64_t cdl__item_bytes(const coordl *L, uint64_t id) {
-    if (L->shards) return (uint64_t)(L->cfg.seq_len + 1) * cdl__shard_of(L, id)->tok_bytes;
-    return L->items[id].bytes;
+    if (L->index.shards) return (uint64_t)(L->cfg.seq_len + 1) * cdl__shard_of(L, id)->tok_bytes;
+    return L->index.items[id].bytes;
 }
 

@@ -24,6 +24,23 @@ typedef struct cdl__shard {
 } cdl__shard;
 
 
+
+/* The index module's state (index, tar and source fill it at open; it is
+ * read-only after, so any thread reads it without a lock). */
+typedef struct cdl__index {
+    cdl__item *items;
+    uint64_t num_items;
+    char *strings;         /* the string arena: item and shard paths        */
+    size_t strings_len, strings_cap;
+    uint32_t num_classes;
+    uint64_t dataset_bytes;
+    cdl__shard *shards;    /* tokens pipeline only                         */
+    size_t nshards;
+    uint64_t *tar_shards;  /* tar sources: each shard's path (string arena) */
+    size_t ntar_shards;
+    cdl__tar_item *tar_items; /* tar sources: per item                    */
+} cdl__index;
+
 /* ---- interface ---- */
 CDL_PRIVATE int cdl__strings_append(coordl *L, const char *s, size_t n, uint64_t *off);
 CDL_PRIVATE int cdl__wanted_file(const coordl *L, const char *name);

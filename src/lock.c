@@ -18,8 +18,8 @@ CDL_PRIVATE void cdl__lock_acquired(coordl *L, int e) {
     cdl__stream *S = L->S;
     const int dead = S->lock_owner;
     const uint64_t dead_gen = S->lock_owner_gen;
-    S->lock_owner = L->me;
-    S->lock_owner_gen = L->my_gen;
+    S->lock_owner = L->member.me;
+    S->lock_owner_gen = L->member.my_gen;
 #ifdef COORDL_DEBUG
     S->lock_tid = cdl__gettid();
 #endif

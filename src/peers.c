@@ -32,15 +32,15 @@
  * thread: the admission epoch moves only while no row is in flight, at a
  * seek, or closes at the exchange, when admitting more is harmless). */
 CDL_PRIVATE int cdl__peer_admits(coordl *L, uint64_t epoch) {
-    return atomic_load_explicit(&L->peer_admit_epoch, memory_order_relaxed) == epoch;
+    return atomic_load_explicit(&L->peers.admit_epoch, memory_order_relaxed) == epoch;
 }
 
 /* Whether the claims, at the end of `epoch`, must wait for the map before
  * moving on: past the admission epoch (or while the exchange runs), rows
  * would miss the peers that hold them. Under mu. */
 CDL_PRIVATE int cdl__peer_claim_waits(coordl *L, uint64_t epoch) {
-    const uint64_t admit = atomic_load(&L->peer_admit_epoch);
-    return L->peer_comm_set && !L->peer_map_ready && (admit == CDL_ADMIT_CLOSED || epoch >= admit);
+    const uint64_t admit = atomic_load(&L->peers.admit_epoch);
+    return L->peers.comm_set && !L->peers.map_ready && (admit == CDL_ADMIT_CLOSED || epoch >= admit);
 }
 
 /* Whether rows of `epoch` may be served by peers once the map is known,
@@ -49,8 +49,8 @@ CDL_PRIVATE int cdl__peer_claim_waits(coordl *L, uint64_t epoch) {
  * reach no later epoch before the map); while the exchange runs, every
  * epoch waits. Without the stream's lock. */
 CDL_PRIVATE int cdl__peer_map_pending(coordl *L, uint64_t epoch) {
-    if (!L->peer_comm_set || __atomic_load_n(&L->peer_map_ready, __ATOMIC_ACQUIRE)) return 0;
-    const uint64_t admit = atomic_load(&L->peer_admit_epoch);
+    if (!L->peers.comm_set || __atomic_load_n(&L->peers.map_ready, __ATOMIC_ACQUIRE)) return 0;
+    const uint64_t admit = atomic_load(&L->peers.admit_epoch);
     return admit == CDL_ADMIT_CLOSED || epoch > admit;
 }
 
@@ -59,16 +59,16 @@ CDL_PRIVATE int cdl__peer_map_pending(coordl *L, uint64_t epoch) {
  * the rest of that epoch). After the exchange (or once it began) the map
  * is final. Under mu. */
 CDL_PRIVATE void cdl__peer_seek(coordl *L, uint64_t epoch, uint64_t batch) {
-    if (!L->peer_comm_set || atomic_load(&L->peer_admit_epoch) == CDL_ADMIT_CLOSED) return;
-    atomic_store(&L->peer_admit_epoch, batch == 0 ? epoch : epoch + 1);
+    if (!L->peers.comm_set || atomic_load(&L->peers.admit_epoch) == CDL_ADMIT_CLOSED) return;
+    atomic_store(&L->peers.admit_epoch, batch == 0 ? epoch : epoch + 1);
 }
 
 #ifdef COORDL_MPI
 static cdl__remote_row *cdl__peer_rows_of(const coordl *L, uint32_t s) {
-    return L->peer_rows + (size_t)s * L->slot_rows_cap;
+    return L->peers.rows + (size_t)s * L->geom.slot_rows_cap;
 }
 static uint32_t *cdl__peer_asked_of(const coordl *L, uint32_t s) {
-    return L->peer_asked + (size_t)s * L->slot_rows_cap;
+    return L->peers.asked + (size_t)s * L->geom.slot_rows_cap;
 }
 
 
@@ -76,25 +76,25 @@ static uint32_t *cdl__peer_asked_of(const coordl *L, uint32_t s) {
  * grown), marked FILLING; -1 when memory runs out. Under mu. */
 static int cdl__peer_send_get(coordl *L, size_t bytes) {
     int best = -1, any = -1;
-    for (size_t i = 0; i < L->peer_nsends; i++) {
-        const cdl__peer_send *ps = &L->peer_sends[i];
+    for (size_t i = 0; i < L->peers.nsends; i++) {
+        const cdl__peer_send *ps = &L->peers.sends[i];
         if (ps->state != CDL_SEND_FREE) continue;
-        if (ps->cap >= bytes && (best < 0 || ps->cap < L->peer_sends[best].cap)) best = (int)i;
-        if (any < 0 || ps->cap > L->peer_sends[any].cap) any = (int)i;
+        if (ps->cap >= bytes && (best < 0 || ps->cap < L->peers.sends[best].cap)) best = (int)i;
+        if (any < 0 || ps->cap > L->peers.sends[any].cap) any = (int)i;
     }
     if (best < 0 && any < 0) {
-        if (L->peer_nsends == L->peer_sends_cap) {
-            size_t ncap = L->peer_sends_cap ? L->peer_sends_cap * 2 : 16;
-            cdl__peer_send *q = cdl__realloc(L, L->peer_sends, ncap * sizeof *q);
+        if (L->peers.nsends == L->peers.sends_cap) {
+            size_t ncap = L->peers.sends_cap ? L->peers.sends_cap * 2 : 16;
+            cdl__peer_send *q = cdl__realloc(L, L->peers.sends, ncap * sizeof *q);
             if (!q) return -1;
-            L->peer_sends = q;
-            L->peer_sends_cap = ncap;
+            L->peers.sends = q;
+            L->peers.sends_cap = ncap;
         }
-        memset(&L->peer_sends[L->peer_nsends], 0, sizeof *L->peer_sends);
-        any = (int)L->peer_nsends++;
+        memset(&L->peers.sends[L->peers.nsends], 0, sizeof *L->peers.sends);
+        any = (int)L->peers.nsends++;
     }
     const int i = best >= 0 ? best : any;
-    cdl__peer_send *ps = &L->peer_sends[i];
+    cdl__peer_send *ps = &L->peers.sends[i];
     if (!cdl__reserve(L, (void **)&ps->buf, &ps->cap, bytes)) return -1;
     ps->state = CDL_SEND_FILLING;
     return i;
@@ -103,8 +103,8 @@ static int cdl__peer_send_get(coordl *L, size_t bytes) {
 /* Non-blocking send of a filled buffer, so no rank ever blocks in a send
  * while its peer does the same. 1: sent. Under mu. */
 static int cdl__peer_isend(coordl *L, int i, MPI_Datatype type, size_t count, int dest, int tag) {
-    cdl__peer_send *ps = &L->peer_sends[i];
-    if (count > INT_MAX || MPI_Isend(ps->buf, (int)count, type, dest, tag, L->peer_comm, &ps->req) != MPI_SUCCESS) {
+    cdl__peer_send *ps = &L->peers.sends[i];
+    if (count > INT_MAX || MPI_Isend(ps->buf, (int)count, type, dest, tag, L->peers.comm, &ps->req) != MPI_SUCCESS) {
         ps->state = CDL_SEND_FREE;
         return 0;
     }
@@ -116,8 +116,8 @@ static int cdl__peer_isend(coordl *L, int i, MPI_Datatype type, size_t count, in
  * still in flight. Under mu. */
 static size_t cdl__peer_sends_retire(coordl *L) {
     size_t inflight = 0;
-    for (size_t i = 0; i < L->peer_nsends; i++) {
-        cdl__peer_send *ps = &L->peer_sends[i];
+    for (size_t i = 0; i < L->peers.nsends; i++) {
+        cdl__peer_send *ps = &L->peers.sends[i];
         if (ps->state != CDL_SEND_INFLIGHT) continue;
         int done = 0;
         if (MPI_Test(&ps->req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) done = 1;
@@ -131,9 +131,9 @@ static size_t cdl__peer_sends_retire(coordl *L) {
  * some of its rows: [u64 request id][u64 id]..., the id carrying the slot
  * (the reply's tag). Called when the slot is assigned. Under mu. */
 CDL_PRIVATE void cdl__peer_request_slot(coordl *L, uint32_t s) {
-    if (!L->peer_map_ready) return;
-    cdl__slot *sl = &L->slots[s];
-    cdl__remote *rm = &L->remote[s];
+    if (!L->peers.map_ready) return;
+    cdl__slot *sl = &L->ring.slots[s];
+    cdl__remote *rm = &L->peers.remote[s];
     cdl__remote_row *rows = cdl__peer_rows_of(L, s);
     uint32_t *asked = cdl__peer_asked_of(L, s);
     const int world = L->cfg.world;
@@ -147,7 +147,7 @@ CDL_PRIVATE void cdl__peer_request_slot(coordl *L, uint32_t s) {
     for (uint32_t r = 0; r < sl->n; r++) {
         cdl__remote_row *row = &rows[r];
         row->id = cdl__item_at(L, &perm, sl->pos + r);
-        const int owner = L->peer_owner[row->id];
+        const int owner = L->peers.owner[row->id];
         row->state = owner >= 0 && owner != L->cfg.rank ? CDL_REMOTE_WAIT : CDL_REMOTE_NONE;
         if (row->state == CDL_REMOTE_WAIT) rm->ask[owner].n++;
     }
@@ -159,25 +159,25 @@ CDL_PRIVATE void cdl__peer_request_slot(coordl *L, uint32_t s) {
     }
     for (uint32_t r = 0; r < sl->n; r++)
         if (rows[r].state == CDL_REMOTE_WAIT) {
-            cdl__remote_ask *a = &rm->ask[L->peer_owner[rows[r].id]];
+            cdl__remote_ask *a = &rm->ask[L->peers.owner[rows[r].id]];
             asked[a->first + a->n++] = r;
         }
     for (int p = 0; p < world; p++) {
         cdl__remote_ask *a = &rm->ask[p];
         if (!a->n) continue;
         const int i = cdl__peer_send_get(L, (1 + (size_t)a->n) * sizeof(uint64_t));
-        uint64_t *msg = i >= 0 ? (uint64_t *)(void *)L->peer_sends[i].buf : NULL;
+        uint64_t *msg = i >= 0 ? (uint64_t *)(void *)L->peers.sends[i].buf : NULL;
         if (msg) {
-            L->peer_request_seq = (L->peer_request_seq + 1) & 0xffffffffffffull;
-            if (!L->peer_request_seq) L->peer_request_seq = 1; /* 0 means none */
-            msg[0] = ((uint64_t)s << 48) | L->peer_request_seq;
+            L->peers.request_seq = (L->peers.request_seq + 1) & 0xffffffffffffull;
+            if (!L->peers.request_seq) L->peers.request_seq = 1; /* 0 means none */
+            msg[0] = ((uint64_t)s << 48) | L->peers.request_seq;
             for (uint32_t k = 0; k < a->n; k++) msg[1 + k] = rows[asked[a->first + k]].id;
         }
         if (msg && cdl__peer_isend(L, i, MPI_UINT64_T, 1 + (size_t)a->n, p, CDL_TAG_REQ)) {
             a->id = msg[0];
-            L->peer_outstanding++;
+            L->peers.outstanding++;
         } else { /* unsent: those rows simply come from storage, at once */
-            if (i >= 0) L->peer_sends[i].state = CDL_SEND_FREE;
+            if (i >= 0) L->peers.sends[i].state = CDL_SEND_FREE;
             for (uint32_t k = 0; k < a->n; k++) rows[asked[a->first + k]].state = CDL_REMOTE_NONE;
             a->n = 0;
         }
@@ -188,11 +188,11 @@ CDL_PRIVATE void cdl__peer_request_slot(coordl *L, uint32_t s) {
  * then the bytes, tagged with the requester's slot; len 0 when this rank
  * does not hold the item (or holds no cache at all). */
 static void cdl__peer_serve(coordl *L, int source, int count) {
-    if (count < 1 || !cdl__reserve(L, (void **)&L->peer_rx, &L->peer_rxcap,
+    if (count < 1 || !cdl__reserve(L, (void **)&L->peers.rx, &L->peers.rxcap,
                                    (size_t)count * (sizeof(uint64_t) + sizeof(void *) + sizeof(uint32_t))))
         return; /* left queued: the requester falls back after peer_timeout_ms */
-    uint64_t *ids = (uint64_t *)(void *)L->peer_rx;
-    MPI_Recv(ids, count, MPI_UINT64_T, source, CDL_TAG_REQ, L->peer_comm, MPI_STATUS_IGNORE);
+    uint64_t *ids = (uint64_t *)(void *)L->peers.rx;
+    MPI_Recv(ids, count, MPI_UINT64_T, source, CDL_TAG_REQ, L->peers.comm, MPI_STATUS_IGNORE);
     cdl__test_hook(L, "peer_serve");
     const uint32_t n = (uint32_t)(count - 1);
     const uint32_t slot = (uint32_t)(ids[0] >> 48);
@@ -201,11 +201,11 @@ static void cdl__peer_serve(coordl *L, int source, int count) {
     /* reader references from sizing to copying: a JPEG rewrite (section 13)
      * may not change an entry's bytes in between; the pointers and lengths
      * live in the request buffer behind the ids */
-    const cdl__u8 **src = (const cdl__u8 **)(void *)(L->peer_rx + (size_t)count * sizeof(uint64_t));
-    uint32_t *lens = (uint32_t *)(void *)(L->peer_rx + (size_t)count * (sizeof(uint64_t) + sizeof *src));
+    const cdl__u8 **src = (const cdl__u8 **)(void *)(L->peers.rx + (size_t)count * sizeof(uint64_t));
+    uint32_t *lens = (uint32_t *)(void *)(L->peers.rx + (size_t)count * (sizeof(uint64_t) + sizeof *src));
     for (uint32_t i = 0; i < n; i++) {
         lens[i] = 0;
-        src[i] = L->cache_entries && ids[1 + i] < L->num_items
+        src[i] = L->cache.entries && ids[1 + i] < L->index.num_items
                      ? cdl__cache_acquire_minio(L, ids[1 + i], &lens[i], NULL, NULL) : NULL;
         if (!src[i]) lens[i] = 0;
         bytes += lens[i];
@@ -217,7 +217,7 @@ static void cdl__peer_serve(coordl *L, int source, int count) {
     uint32_t nreply = n;
     if (si < 0) si = cdl__peer_send_get(L, bytes = 12), nreply = 0;
     cdl__unlock(L);
-    cdl__u8 *out = si < 0 ? NULL : L->peer_sends[si].buf; /* FILLING: ours alone until sent */
+    cdl__u8 *out = si < 0 ? NULL : L->peers.sends[si].buf; /* FILLING: ours alone until sent */
     size_t at = 12 + (size_t)nreply * 12;
     uint64_t served = 0;
     if (out) {
@@ -234,7 +234,7 @@ static void cdl__peer_serve(coordl *L, int source, int count) {
     }
     if (!out) return; /* not even that: the requester gives up after peer_timeout_ms */
     cdl__lock(L);
-    if (cdl__peer_isend(L, si, MPI_BYTE, at, source, CDL_TAG_RESP + (int)slot)) L->st.peer_served += served;
+    if (cdl__peer_isend(L, si, MPI_BYTE, at, source, CDL_TAG_RESP + (int)slot)) L->stats.st.peer_served += served;
     cdl__unlock(L);
 }
 
@@ -242,8 +242,8 @@ static void cdl__peer_serve(coordl *L, int source, int count) {
  * request the slot is still waiting for. A reply that answers it but does
  * not parse fails its rows (they come from storage at once). Under mu. */
 static void cdl__peer_file_reply(coordl *L, uint32_t s, int source, size_t at0, size_t count) {
-    cdl__remote *rm = &L->remote[s];
-    cdl__slot *sl = &L->slots[s];
+    cdl__remote *rm = &L->peers.remote[s];
+    cdl__slot *sl = &L->ring.slots[s];
     cdl__remote_ask *a = &rm->ask[source];
     uint64_t req = 0;
     uint32_t n = 0;
@@ -288,8 +288,8 @@ static void cdl__peer_take_reply(coordl *L, int source, int tag, int count) {
     cdl__u8 *dst = NULL;
     size_t at0 = 0;
     cdl__lock(L);
-    if (s < L->nslots && count >= 0) {
-        cdl__remote *rm = &L->remote[s];
+    if (s < L->ring.nslots && count >= 0) {
+        cdl__remote *rm = &L->peers.remote[s];
         if (cdl__reserve(L, (void **)&rm->buf, &rm->cap, rm->used + (size_t)count + 1)) {
             at0 = rm->used;
             dst = rm->buf + at0;
@@ -297,26 +297,26 @@ static void cdl__peer_take_reply(coordl *L, int source, int tag, int count) {
     }
     cdl__unlock(L);
     if (!dst) { /* consume it anyway, into the request buffer (else retried) */
-        if (count < 0 || !cdl__reserve(L, (void **)&L->peer_rx, &L->peer_rxcap, (size_t)count + 1)) return;
-        MPI_Recv(L->peer_rx, count, MPI_BYTE, source, tag, L->peer_comm, MPI_STATUS_IGNORE);
+        if (count < 0 || !cdl__reserve(L, (void **)&L->peers.rx, &L->peers.rxcap, (size_t)count + 1)) return;
+        MPI_Recv(L->peers.rx, count, MPI_BYTE, source, tag, L->peers.comm, MPI_STATUS_IGNORE);
     } else {
-        MPI_Recv(dst, count, MPI_BYTE, source, tag, L->peer_comm, MPI_STATUS_IGNORE);
+        MPI_Recv(dst, count, MPI_BYTE, source, tag, L->peers.comm, MPI_STATUS_IGNORE);
     }
     cdl__lock(L);
     if (dst) cdl__peer_file_reply(L, s, source, at0, (size_t)count);
-    if (L->peer_outstanding) L->peer_outstanding--;
+    if (L->peers.outstanding) L->peers.outstanding--;
     cdl__unlock(L);
 }
 
 /* The admission epoch has been prepared: the claims have moved past it and
  * no slot of it or before is still being filled. Under mu. */
 static int cdl__peer_share_prepared(coordl *L) {
-    const uint64_t E = atomic_load(&L->peer_admit_epoch);
+    const uint64_t E = atomic_load(&L->peers.admit_epoch);
     const cdl__stream *S = L->S;
     if (E == CDL_ADMIT_CLOSED) return 1;
     if (S->claim_epoch < E || (S->claim_epoch == E && S->claim_pos < cdl__epoch_end(L, E))) return 0;
-    for (uint32_t s = 0; s < L->nslots; s++)
-        if (L->slots[s].state == CDL_SLOT_FILLING && L->slots[s].epoch <= E) return 0;
+    for (uint32_t s = 0; s < L->ring.nslots; s++)
+        if (L->ring.slots[s].state == CDL_SLOT_FILLING && L->ring.slots[s].epoch <= E) return 0;
     return 1;
 }
 
@@ -327,25 +327,25 @@ static int cdl__peer_share_prepared(coordl *L) {
  * fail for want of it; if MPI fails, the map is empty (every row from
  * storage), never a guess. */
 static void cdl__peer_exchange_map(coordl *L) {
-    int32_t *owner = L->peer_owner;
+    int32_t *owner = L->peers.owner;
     cdl__lock(L);
-    atomic_store(&L->peer_admit_epoch, CDL_ADMIT_CLOSED); /* what is cached now is final */
+    atomic_store(&L->peers.admit_epoch, CDL_ADMIT_CLOSED); /* what is cached now is final */
     cdl__unlock(L);
-    for (uint64_t id = 0; id < L->num_items; id++)
-        owner[id] = L->cache_entries && (atomic_load(&L->cache_entries[id].state) & CDL_CE_STATE) >= CDL_CE_PRESENT
+    for (uint64_t id = 0; id < L->index.num_items; id++)
+        owner[id] = L->cache.entries && (atomic_load(&L->cache.entries[id].state) & CDL_CE_STATE) >= CDL_CE_PRESENT
                         ? L->cfg.rank /* PRESENT or REWRITING */
                         : INT32_MAX;
     int ok = 1;
     const uint64_t chunk = 1u << 30; /* counts are ints; every rank has the same num_items */
-    for (uint64_t at = 0; at < L->num_items; at += chunk) {
-        const uint64_t n = L->num_items - at < chunk ? L->num_items - at : chunk;
-        ok &= MPI_Allreduce(MPI_IN_PLACE, owner + at, (int)n, MPI_INT32_T, MPI_MIN, L->peer_comm) == MPI_SUCCESS;
+    for (uint64_t at = 0; at < L->index.num_items; at += chunk) {
+        const uint64_t n = L->index.num_items - at < chunk ? L->index.num_items - at : chunk;
+        ok &= MPI_Allreduce(MPI_IN_PLACE, owner + at, (int)n, MPI_INT32_T, MPI_MIN, L->peers.comm) == MPI_SUCCESS;
     }
-    for (uint64_t id = 0; id < L->num_items; id++)
+    for (uint64_t id = 0; id < L->index.num_items; id++)
         if (!ok || owner[id] == INT32_MAX) owner[id] = -1;
     if (!ok) cdl__log(L, COORDL_LOG_WARN, "mpi: the cache map exchange failed; every miss reads storage");
     cdl__lock(L);
-    __atomic_store_n(&L->peer_map_ready, 1, __ATOMIC_RELEASE); /* the read-ahead reads it without mu */
+    __atomic_store_n(&L->peers.map_ready, 1, __ATOMIC_RELEASE); /* the read-ahead reads it without mu */
     cdl__broadcast(L, &L->S->work_cv); /* claims past the admission epoch */
     cdl__unlock(L);
 }
@@ -372,7 +372,7 @@ static void *cdl__peer_main(void *arg) {
         MPI_Status st;
         /* serve and take replies */
         for (int k = 0; k < 64; k++) {
-            if (MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, L->peer_comm, &flag, &st) != MPI_SUCCESS || !flag) break;
+            if (MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, L->peers.comm, &flag, &st) != MPI_SUCCESS || !flag) break;
             handled++;
             int count = 0;
             if (st.MPI_TAG == CDL_TAG_REQ) {
@@ -387,8 +387,8 @@ static void *cdl__peer_main(void *arg) {
         }
         cdl__lock(L);
         const size_t inflight = cdl__peer_sends_retire(L);
-        const uint64_t outstanding = L->peer_outstanding;
-        const int closing = L->peer_closing;
+        const uint64_t outstanding = L->peers.outstanding;
+        const int closing = L->peers.closing;
         const int need_map = !exchanged && (closing || cdl__peer_share_prepared(L));
         cdl__unlock(L);
         /* every rank exchanges exactly once, before the barrier, however
@@ -401,7 +401,7 @@ static void *cdl__peer_main(void *arg) {
             const uint64_t now = cdl__now_ns(), bound = (uint64_t)L->cfg.peer_timeout_ms * 1000000ull;
             if (!closing_ns) closing_ns = now;
             if (!barrier_started && (outstanding == 0 || now - closing_ns > bound)) {
-                if (MPI_Ibarrier(L->peer_comm, &barrier) != MPI_SUCCESS) break;
+                if (MPI_Ibarrier(L->peers.comm, &barrier) != MPI_SUCCESS) break;
                 barrier_started = 1;
                 closing_ns = now; /* step (3)'s bound counts from here */
             }
@@ -422,10 +422,10 @@ static void *cdl__peer_main(void *arg) {
  * 1: got them; 0: read storage. */
 CDL_PRIVATE int cdl__peer_fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
     coordl *L = W->L;
-    if (!L->peer_comm_set || !L->remote) return 0;
+    if (!L->peers.comm_set || !L->peers.remote) return 0;
     cdl__slot *sl = W->cur_slot;
-    const uint32_t s = (uint32_t)(sl - L->slots), r = W->cur_row;
-    cdl__remote *rm = &L->remote[s];
+    const uint32_t s = (uint32_t)(sl - L->ring.slots), r = W->cur_row;
+    cdl__remote *rm = &L->peers.remote[s];
     int got = 0, asked = 0;
     cdl__lock(L);
     /* the row array is re-read after each wait: only coordl_set moves it,
@@ -435,7 +435,7 @@ CDL_PRIVATE int cdl__peer_fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
     if (CDL_SAME_BATCH && CDL_ROW.state != CDL_REMOTE_NONE && CDL_ROW.id == id) {
         asked = 1;
         const uint64_t deadline = rm->request_ns + (uint64_t)L->cfg.peer_timeout_ms * 1000000ull;
-        while (CDL_SAME_BATCH && CDL_ROW.state == CDL_REMOTE_WAIT && !L->stop && cdl__now_ns() < deadline)
+        while (CDL_SAME_BATCH && CDL_ROW.state == CDL_REMOTE_WAIT && !L->pool.stop && cdl__now_ns() < deadline)
             cdl__wait_ms(L, &L->S->ready_cv, 5);
         if (CDL_SAME_BATCH && CDL_ROW.state == CDL_REMOTE_ARRIVED) {
             const size_t len = CDL_ROW.len;
@@ -466,22 +466,22 @@ CDL_PRIVATE coordl_status cdl__peer_open(coordl *L) {
     if (provided < MPI_THREAD_MULTIPLE)
         return cdl__open_fail(COORDL_ERR_UNSUPPORTED, "mpi_comm: coordl serves peers from its own thread and needs "
                               "MPI_THREAD_MULTIPLE; initialise MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...)");
-    if (MPI_Comm_dup(*(const MPI_Comm *)L->cfg.mpi_comm, &L->peer_comm) != MPI_SUCCESS)
+    if (MPI_Comm_dup(*(const MPI_Comm *)L->cfg.mpi_comm, &L->peers.comm) != MPI_SUCCESS)
         return cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: MPI_Comm_dup failed");
-    L->peer_comm_set = 1;
+    L->peers.comm_set = 1;
     /* errors come back as codes on this communicator (a failed send means
      * storage reads), never as an abort of the trainer's job */
-    MPI_Comm_set_errhandler(L->peer_comm, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(L->peers.comm, MPI_ERRORS_RETURN);
     int rank = 0, world = 1;
-    MPI_Comm_rank(L->peer_comm, &rank);
-    MPI_Comm_size(L->peer_comm, &world);
+    MPI_Comm_rank(L->peers.comm, &rank);
+    MPI_Comm_size(L->peers.comm, &world);
     L->cfg.rank = rank;
     L->cfg.world = world;
     /* ranks sharing this node, for the default placement */
     MPI_Comm node;
-    if (MPI_Comm_split_type(L->peer_comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
-        MPI_Comm_rank(node, &L->node_rank);
-        MPI_Comm_size(node, &L->node_ranks);
+    if (MPI_Comm_split_type(L->peers.comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_rank(node, &L->peers.node_rank);
+        MPI_Comm_size(node, &L->peers.node_ranks);
         MPI_Comm_free(&node);
     }
     return COORDL_OK;
@@ -491,62 +491,62 @@ CDL_PRIVATE coordl_status cdl__peer_open(coordl *L) {
  * is by item id), then allocates the map and the per-slot bookkeeping and
  * starts the peer thread. */
 CDL_PRIVATE coordl_status cdl__peer_start(coordl *L) {
-    uint64_t mine[2] = {L->num_items, L->dataset_bytes}, lo[2], hi[2];
-    if (MPI_Allreduce(mine, lo, 2, MPI_UINT64_T, MPI_MIN, L->peer_comm) != MPI_SUCCESS ||
-        MPI_Allreduce(mine, hi, 2, MPI_UINT64_T, MPI_MAX, L->peer_comm) != MPI_SUCCESS)
+    uint64_t mine[2] = {L->index.num_items, L->index.dataset_bytes}, lo[2], hi[2];
+    if (MPI_Allreduce(mine, lo, 2, MPI_UINT64_T, MPI_MIN, L->peers.comm) != MPI_SUCCESS ||
+        MPI_Allreduce(mine, hi, 2, MPI_UINT64_T, MPI_MAX, L->peers.comm) != MPI_SUCCESS)
         return cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: cannot compare the ranks' datasets (MPI_Allreduce failed)");
     if (lo[0] != hi[0] || lo[1] != hi[1])
         return cdl__open_fail(COORDL_ERR_PEER, "source: the ranks index different datasets (%llu-%llu items, "
                               "%llu-%llu bytes); every rank must see the same files",
                               (unsigned long long)lo[0], (unsigned long long)hi[0], (unsigned long long)lo[1],
                               (unsigned long long)hi[1]);
-    if (L->nslots > 1024)
+    if (L->ring.nslots > 1024)
         return cdl__open_fail(COORDL_ERR_INVALID, "prefetch_batches: at most 1024 with mpi_comm");
-    L->peer_owner = cdl__malloc(L, (size_t)L->num_items * sizeof *L->peer_owner);
-    if (!L->peer_owner || !L->remote) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the peer map");
-    for (uint32_t s = 0; s < L->nslots; s++) {
-        cdl__remote *rm = &L->remote[s]; /* allocated (zeroed) with the ring */
+    L->peers.owner = cdl__malloc(L, (size_t)L->index.num_items * sizeof *L->peers.owner);
+    if (!L->peers.owner || !L->peers.remote) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the peer map");
+    for (uint32_t s = 0; s < L->ring.nslots; s++) {
+        cdl__remote *rm = &L->peers.remote[s]; /* allocated (zeroed) with the ring */
         rm->ask = cdl__calloc(L, (size_t)L->cfg.world, sizeof *rm->ask);
         if (!rm->ask) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the peer map");
     }
-    if (pthread_create(&L->peer_thread, NULL, cdl__peer_main, L) != 0)
+    if (pthread_create(&L->peers.thread, NULL, cdl__peer_main, L) != 0)
         return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start the peer thread");
-    L->peer_thread_started = 1;
+    L->peers.thread_started = 1;
     return COORDL_OK;
 }
 
 CDL_PRIVATE void cdl__peer_close(coordl *L) {
-    if (L->peer_thread_started) {
+    if (L->peers.thread_started) {
         cdl__lock(L);
-        L->peer_closing = 1;
+        L->peers.closing = 1;
         cdl__unlock(L);
-        pthread_join(L->peer_thread, NULL);
-        L->peer_thread_started = 0;
+        pthread_join(L->peers.thread, NULL);
+        L->peers.thread_started = 0;
     }
-    for (size_t i = 0; i < L->peer_nsends; i++) {
-        if (L->peer_sends[i].state == CDL_SEND_INFLIGHT) {
+    for (size_t i = 0; i < L->peers.nsends; i++) {
+        if (L->peers.sends[i].state == CDL_SEND_INFLIGHT) {
             /* only after an MPI error ended the thread: MPI may still read
              * the buffer, so it is left to it rather than freed */
-            MPI_Request_free(&L->peer_sends[i].req);
+            MPI_Request_free(&L->peers.sends[i].req);
             cdl__log(L, COORDL_LOG_WARN, "mpi: a send was still in flight at close; its buffer is not freed");
             continue;
         }
-        cdl__free(L, L->peer_sends[i].buf);
+        cdl__free(L, L->peers.sends[i].buf);
     }
-    cdl__free(L, L->peer_sends);
-    cdl__free(L, L->peer_rx);
-    if (L->remote) /* the arrays themselves go with the ring (cdl__ring_free) */
-        for (uint32_t s = 0; s < L->nslots; s++) {
-            cdl__free(L, L->remote[s].buf);
-            cdl__free(L, L->remote[s].ask);
-            L->remote[s].buf = NULL;
-            L->remote[s].ask = NULL;
-            L->remote[s].requested = 0;
+    cdl__free(L, L->peers.sends);
+    cdl__free(L, L->peers.rx);
+    if (L->peers.remote) /* the arrays themselves go with the ring (cdl__ring_free) */
+        for (uint32_t s = 0; s < L->ring.nslots; s++) {
+            cdl__free(L, L->peers.remote[s].buf);
+            cdl__free(L, L->peers.remote[s].ask);
+            L->peers.remote[s].buf = NULL;
+            L->peers.remote[s].ask = NULL;
+            L->peers.remote[s].requested = 0;
         }
-    cdl__free(L, L->peer_owner);
-    L->peer_owner = NULL;
-    if (L->peer_comm_set) MPI_Comm_free(&L->peer_comm);
-    L->peer_comm_set = 0;
+    cdl__free(L, L->peers.owner);
+    L->peers.owner = NULL;
+    if (L->peers.comm_set) MPI_Comm_free(&L->peers.comm);
+    L->peers.comm_set = 0;
 }
 #endif /* COORDL_MPI */
 

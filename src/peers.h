@@ -40,9 +40,9 @@ typedef struct cdl__remote {
  * ring, so they always cover slot_rows_cap rows of every slot (coordl_set
  * growing the batch cannot outgrow them); grown arrays are zeroed. */
 #define CDL_RING_ARRAYS_PEER(X)                     \
-    X(remote, cdl__remote, CDL_PER_SLOT, 0)         \
-    X(peer_rows, cdl__remote_row, CDL_PER_ROW, 0)   \
-    X(peer_asked, uint32_t, CDL_PER_ROW, 0)
+    X(peers, remote, cdl__remote, CDL_PER_SLOT, 0)  \
+    X(peers, rows, cdl__remote_row, CDL_PER_ROW, 0) \
+    X(peers, asked, uint32_t, CDL_PER_ROW, 0)
 
 #endif /* COORDL_MPI */
 #ifdef COORDL_MPI
@@ -56,6 +56,32 @@ typedef struct cdl__peer_send {
     int state;
 } cdl__peer_send;
 #endif /* COORDL_MPI */
+
+/* The peers module's state (distributed builds; a plain build keeps the
+ * first fields at zero). The per-slot and per-row arrays are ring arrays
+ * (CDL_RING_ARRAYS_PEER): the ring allocator sizes them with the ring.
+ * Guarded by the stream's lock, but for admit_epoch (atomic) and
+ * map_ready (stored with release: the I/O threads read it unlocked). */
+typedef struct cdl__peers {
+    int comm_set, map_ready, closing, thread_started;
+    _Atomic uint64_t admit_epoch; /* whose share is cached; closed
+                                     (UINT64_MAX) by the map exchange     */
+    int node_rank, node_ranks;    /* MPI ranks on this node (placement)   */
+#ifdef COORDL_MPI
+    MPI_Comm comm;
+    pthread_t thread;
+    int32_t *owner;               /* per item: the rank caching it, -1    */
+    struct cdl__remote *remote;   /* per slot                             */
+    struct cdl__remote_row *rows; /* slot s, row r: [s * slot_rows_cap + r] */
+    uint32_t *asked;              /* same layout: rows grouped by peer    */
+    struct cdl__peer_send *sends; /* send buffers, reused                 */
+    size_t nsends, sends_cap;
+    uint64_t request_seq;
+    uint64_t outstanding;         /* requests sent, replies not yet in    */
+    cdl__u8 *rx;                  /* the peer thread's request buffer     */
+    size_t rxcap;
+#endif
+} cdl__peers;
 
 /* ---- interface ---- */
 CDL_PRIVATE int cdl__peer_map_pending(coordl *L, uint64_t epoch);

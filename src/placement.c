@@ -67,10 +67,10 @@ static coordl_status cdl__place_from_cores(coordl *L, cdl__placement *P, const i
     /* Several MPI ranks on one node with the default placement: each takes
      * its own contiguous slice of the cores instead of all piling onto the
      * first ones (measured: 4 ranks on one PU ran at half the speed). */
-    if (L->node_ranks > 1 && !L->cfg.cpuset && L->cfg.numa_node < 0 && !L->cfg.pci_bus_id) {
-        int lo = (int)((int64_t)ncores * L->node_rank / L->node_ranks);
-        int hi = (int)((int64_t)ncores * (L->node_rank + 1) / L->node_ranks);
-        if (hi <= lo) { lo = L->node_rank % ncores; hi = lo + 1; }
+    if (L->peers.node_ranks > 1 && !L->cfg.cpuset && L->cfg.numa_node < 0 && !L->cfg.pci_bus_id) {
+        int lo = (int)((int64_t)ncores * L->peers.node_rank / L->peers.node_ranks);
+        int hi = (int)((int64_t)ncores * (L->peers.node_rank + 1) / L->peers.node_ranks);
+        if (hi <= lo) { lo = L->peers.node_rank % ncores; hi = lo + 1; }
         core_start += lo;
         ncores = hi - lo;
     }

@@ -12,6 +12,9 @@ typedef struct cdl__placement {
     int ncores;        /* non-reserved cores                              */
     int node, nnodes;  /* node of the arenas (-1: several), nodes spanned  */
     int simulate;      /* topology given: compute, bind nothing           */
+    int memory_bound_all; /* every arena bound so far (arena)              */
+    int pin_failed;    /* some arena could not be locked (logged once)    */
+    char pin_error[128];
 #ifndef COORDL_NO_HWLOC
     hwloc_topology_t topo;
     hwloc_bitmap_t nodeset;

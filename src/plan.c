@@ -112,7 +112,7 @@ static void cdl__plan_train(const coordl *L, cdl__rng *rng, int W, int H, cdl__g
  * Darknet does, so the pixels are Darknet's. */
 static void cdl__plan_darknet(const coordl *L, cdl__rng *rng, int W, int H, cdl__geom *g) {
     const int w = (int)L->cfg.out_w, h = (int)L->cfg.out_h;
-    int lo = (int)(L->crop_min_ratio * (float)w), hi = (int)(L->crop_max_ratio * (float)w);
+    int lo = (int)(L->geom.crop_min_ratio * (float)w), hi = (int)(L->geom.crop_max_ratio * (float)w);
     if (lo < 1) lo = 1;
     if (hi < lo) hi = lo;
     const double a = cdl__scale_on(L->cfg.aspect) ? cdl__rand_scale(rng, L->cfg.aspect) : 1.0;

@@ -25,8 +25,8 @@ static coordl_status cdl__prepare_row(cdl__worker *W, uint64_t epoch, uint64_t i
     for (int attempt = 0; attempt < CDL_SUBSTITUTE_TRIES; attempt++) {
         W->row.bad_samples++;
         cdl__log(L, COORDL_LOG_WARN, "bad sample substituted: %s", W->err);
-        uint64_t sub = cdl__hash4(L->cfg.seed, CDL_STREAM_SUBST, epoch, pos * CDL_SUBSTITUTE_TRIES + (uint64_t)attempt) % L->num_items;
-        if (sub == id) sub = (sub + 1) % L->num_items;
+        uint64_t sub = cdl__hash4(L->cfg.seed, CDL_STREAM_SUBST, epoch, pos * CDL_SUBSTITUTE_TRIES + (uint64_t)attempt) % L->index.num_items;
+        if (sub == id) sub = (sub + 1) % L->index.num_items;
         if (sub == id) break; /* a one-item dataset has nothing to substitute */
         rc = cdl__prepare_item(W, epoch, sub, dst);
         *row_id = sub;
@@ -43,16 +43,16 @@ static coordl_status cdl__prepare_row(cdl__worker *W, uint64_t epoch, uint64_t i
 CDL_PRIVATE void cdl__worker_prepare(cdl__worker *W, const cdl__claim *c, cdl__row_result *r) {
     coordl *L = W->L;
     const int staged = L->cfg.group != NULL;
-    cdl__u8 *dst = staged ? W->stage : L->ring_arena.base + c->data_off;
+    cdl__u8 *dst = staged ? W->stage : L->ring.arena.base + c->data_off;
     int32_t *targets = NULL;
-    if (L->target_row_bytes)
-        targets = (int32_t *)(void *)(staged ? W->stage + c->row_bytes : L->ring_arena.base + c->targets_off);
+    if (L->geom.target_row_bytes)
+        targets = (int32_t *)(void *)(staged ? W->stage + c->row_bytes : L->ring.arena.base + c->targets_off);
     memset(&W->row, 0, sizeof W->row);
     W->row.items = 1;
     W->targets = targets;
     W->claim = c;
     W->cur_epoch = c->epoch;
-    W->cur_slot = &L->slots[c->slot];
+    W->cur_slot = &L->ring.slots[c->slot];
     W->cur_row = c->row;
     cdl__perm perm = cdl__perm_for(L, c->epoch);
     const uint64_t id = cdl__item_at(L, &perm, c->pos);
@@ -62,7 +62,7 @@ CDL_PRIVATE void cdl__worker_prepare(cdl__worker *W, const cdl__claim *c, cdl__r
     W->ra_entry = NULL;
     if (r->status != COORDL_OK) { /* never hand out stale pixels */
         memset(dst, 0, c->row_bytes);
-        if (targets) memset(targets, 0, L->target_row_bytes);
+        if (targets) memset(targets, 0, L->geom.target_row_bytes);
     }
     r->label = cdl__item_label(L, r->id);
     r->staged = staged ? dst : NULL;
@@ -107,10 +107,10 @@ static void *cdl__worker_main(void *arg) {
             cdl__counters done;
             idle = cdl__rewrite_idle(W, &done);
             cdl__lock(L);
-            L->st.jpeg_rewrites += done.jpeg_rewrites;
-            L->st.jpeg_rewrites_idle += done.jpeg_rewrites_idle;
-            L->st.jpeg_rewrite_ns += done.jpeg_rewrite_ns;
-            L->st.jpeg_rewrite_failures += done.jpeg_rewrite_failures;
+            L->stats.st.jpeg_rewrites += done.jpeg_rewrites;
+            L->stats.st.jpeg_rewrites_idle += done.jpeg_rewrites_idle;
+            L->stats.st.jpeg_rewrite_ns += done.jpeg_rewrite_ns;
+            L->stats.st.jpeg_rewrite_failures += done.jpeg_rewrite_failures;
 #else
             idle = 0;
             cdl__lock(L);
@@ -157,9 +157,9 @@ static void cdl__pool_pus(const coordl *L, int *first, int *count) {
     const cdl__placement *P = &L->place;
     *first = 0;
     *count = P->nworker_pus;
-    if (L->cfg.group && L->cfg.group_size > 1 && L->me >= 0 && !L->cfg.cpuset && L->cfg.numa_node < 0 &&
+    if (L->cfg.group && L->cfg.group_size > 1 && L->member.me >= 0 && !L->cfg.cpuset && L->cfg.numa_node < 0 &&
         !L->cfg.pci_bus_id && P->ncores > 0) {
-        const int k = L->cfg.group_size, m = L->me % k;
+        const int k = L->cfg.group_size, m = L->member.me % k;
         int lo = P->ncores * m / k, hi = P->ncores * (m + 1) / k;
         if (hi <= lo) { lo = m % P->ncores; hi = lo + 1; }
         *first = lo;
@@ -195,65 +195,65 @@ CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
     cdl__pool_pus(L, &first, &count);
     int n = L->cfg.threads > 0 ? L->cfg.threads : (first || count != P->nworker_pus ? count : P->ncores);
     if (n < 1) n = 1;
-    L->workers = cdl__calloc(L, (size_t)n, sizeof *L->workers);
-    if (!L->workers) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %d workers", n);
+    L->pool.workers = cdl__calloc(L, (size_t)n, sizeof *L->pool.workers);
+    if (!L->pool.workers) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %d workers", n);
     for (int i = 0; i < n; i++) {
-        cdl__worker *W = &L->workers[i];
+        cdl__worker *W = &L->pool.workers[i];
         W->L = L;
         W->index = i;
         W->pu = count > 0 ? P->worker_pus[first + i % count] : -1;
-        if (i < 64) L->st.worker_cpu[i] = W->pu;
+        if (i < 64) L->stats.st.worker_cpu[i] = W->pu;
         /* a group stages each row (coordl_set cannot change its size) */
-        if (L->cfg.group && !cdl__reserve(L, (void **)&W->stage, &W->stagecap, L->row_bytes + L->target_row_bytes + 16))
+        if (L->cfg.group && !cdl__reserve(L, (void **)&W->stage, &W->stagecap, L->geom.row_bytes + L->geom.target_row_bytes + 16))
             return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the workers' staging rows");
         cdl__worker_decoder_init(W);
     }
-    for (int i = n; i < 64; i++) L->st.worker_cpu[i] = -1;
+    for (int i = n; i < 64; i++) L->stats.st.worker_cpu[i] = -1;
     if (L->cfg.pipeline == COORDL_PIPE_TOKENS) { /* the consumer's own scratch (cdl__consumer_help) */
-        L->helper = cdl__calloc(L, 1, sizeof *L->helper);
-        if (!L->helper) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
-        L->helper->L = L;
-        L->helper->index = n;
-        L->helper->pu = -1;
-        if (L->cfg.group && !cdl__reserve(L, (void **)&L->helper->stage, &L->helper->stagecap,
-                                          L->row_bytes + L->target_row_bytes + 16))
+        L->pool.helper = cdl__calloc(L, 1, sizeof *L->pool.helper);
+        if (!L->pool.helper) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+        L->pool.helper->L = L;
+        L->pool.helper->index = n;
+        L->pool.helper->pu = -1;
+        if (L->cfg.group && !cdl__reserve(L, (void **)&L->pool.helper->stage, &L->pool.helper->stagecap,
+                                          L->geom.row_bytes + L->geom.target_row_bytes + 16))
             return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the consumer's staging row");
     }
     const int listed = n < count ? n : count;
-    cdl__format_pu_list(P->worker_pus + first, listed, L->st.placement_cpus, sizeof L->st.placement_cpus);
-    cdl__format_pu_list(P->reserved_pus, P->nreserved, L->st.reserved_cpus, sizeof L->st.reserved_cpus);
-    L->st.placement_node = P->node;
-    L->st.placement_nodes = (uint32_t)P->nnodes;
-    L->nworkers = n;
+    cdl__format_pu_list(P->worker_pus + first, listed, L->stats.st.placement_cpus, sizeof L->stats.st.placement_cpus);
+    cdl__format_pu_list(P->reserved_pus, P->nreserved, L->stats.st.reserved_cpus, sizeof L->stats.st.reserved_cpus);
+    L->stats.st.placement_node = P->node;
+    L->stats.st.placement_nodes = (uint32_t)P->nnodes;
+    L->pool.nworkers = n;
     const int bind = L->cfg.bind && !P->simulate;
     for (int i = 0; i < n; i++) {
-        int bound, e = cdl__worker_start(&L->workers[i], bind, &bound);
+        int bound, e = cdl__worker_start(&L->pool.workers[i], bind, &bound);
         if (e != 0) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start worker thread %d: %s", i, strerror(e));
-        L->workers[i].started = 1;
-        L->st.threads_bound += (uint32_t)bound;
+        L->pool.workers[i].started = 1;
+        L->stats.st.threads_bound += (uint32_t)bound;
     }
-    L->st.threads = (uint32_t)n;
+    L->stats.st.threads = (uint32_t)n;
     return COORDL_OK;
 }
 
 CDL_PRIVATE void cdl__pool_stop(coordl *L) {
-    if (!L->workers) {
+    if (!L->pool.workers) {
         cdl__ra_stop(L);
         return;
     }
     cdl__lock(L);
-    L->stop = 1;
+    L->pool.stop = 1;
     cdl__broadcast(L, &L->S->work_cv);
     cdl__unlock(L);
-    for (int i = 0; i < L->nworkers; i++)
-        if (L->workers[i].started) pthread_join(L->workers[i].thread, NULL);
-    for (int i = 0; i < L->nworkers; i++) cdl__worker_free(L, &L->workers[i]);
-    cdl__free(L, L->workers);
-    L->workers = NULL;
-    if (L->helper) {
-        cdl__worker_free(L, L->helper);
-        cdl__free(L, L->helper);
-        L->helper = NULL;
+    for (int i = 0; i < L->pool.nworkers; i++)
+        if (L->pool.workers[i].started) pthread_join(L->pool.workers[i].thread, NULL);
+    for (int i = 0; i < L->pool.nworkers; i++) cdl__worker_free(L, &L->pool.workers[i]);
+    cdl__free(L, L->pool.workers);
+    L->pool.workers = NULL;
+    if (L->pool.helper) {
+        cdl__worker_free(L, L->pool.helper);
+        cdl__free(L, L->pool.helper);
+        L->pool.helper = NULL;
     }
     cdl__ra_stop(L); /* after the workers: one may wait for a read */
 }

@@ -2,8 +2,21 @@
 #define CDL_POOL_H
 #include "platform.h"
 #include "worker.h"
+#include "readahead.h"
 #include "stream.h"
 
+
+
+/* The pool's state: this process's workers and read-ahead (set at open,
+ * stopped at close; stop is read by the workers under the stream's lock). */
+typedef struct cdl__pool {
+    cdl__readahead *ra;    /* read-ahead, or NULL                          */
+    cdl__worker *workers;
+    cdl__worker *helper;   /* tokens: the consumer's scratch for rows it
+                              prepares itself (cdl__consumer_help)          */
+    int nworkers;
+    int stop;              /* this process's workers exit                  */
+} cdl__pool;
 
 /* ---- interface ---- */
 CDL_PRIVATE coordl_status cdl__pool_start(coordl *L);

@@ -64,18 +64,18 @@ static int cdl__ra_not_from_storage(const coordl *L, uint64_t id) {
     /* the state's low byte (readers count above it); an entry being
      * rewritten (section 13) is held too, its rewrite long done by the
      * time its row is claimed */
-    if (L->cache_entries &&
-        (atomic_load_explicit(&L->cache_entries[id].state, memory_order_acquire) & CDL_CE_STATE) >= CDL_CE_PRESENT)
+    if (L->cache.entries &&
+        (atomic_load_explicit(&L->cache.entries[id].state, memory_order_acquire) & CDL_CE_STATE) >= CDL_CE_PRESENT)
         return 1;
-    if (L->lru) {
-        pthread_mutex_lock(&L->lru->mu);
-        const int held = L->lru->data[id] != NULL;
-        pthread_mutex_unlock(&L->lru->mu);
+    if (L->cache.lru) {
+        pthread_mutex_lock(&L->cache.lru->mu);
+        const int held = L->cache.lru->data[id] != NULL;
+        pthread_mutex_unlock(&L->cache.lru->mu);
         if (held) return 1;
     }
 #ifdef COORDL_MPI
-    if (L->peer_comm_set && __atomic_load_n(&L->peer_map_ready, __ATOMIC_ACQUIRE)) {
-        const int owner = L->peer_owner[id];
+    if (L->peers.comm_set && __atomic_load_n(&L->peers.map_ready, __ATOMIC_ACQUIRE)) {
+        const int owner = L->peers.owner[id];
         if (owner >= 0 && owner != L->cfg.rank) return 1;
     }
 #endif
@@ -190,7 +190,7 @@ static void *cdl__ra_main(void *arg) {
 /* Stops issuing new reads until the restart (a seek or set is under way;
  * reads in flight finish). Under the stream's lock. */
 CDL_PRIVATE void cdl__ra_pause(coordl *L) {
-    cdl__readahead *R = L->ra;
+    cdl__readahead *R = L->pool.ra;
     if (!R) return;
     pthread_mutex_lock(&R->mu);
     R->paused = 1;
@@ -201,7 +201,7 @@ CDL_PRIVATE void cdl__ra_pause(coordl *L) {
  * entries not taken are dropped (those still being read when their read
  * ends). Called under the stream's lock, when no row is in flight. */
 CDL_PRIVATE void cdl__ra_restart(coordl *L) {
-    cdl__readahead *R = L->ra;
+    cdl__readahead *R = L->pool.ra;
     if (!R) return;
     pthread_mutex_lock(&R->mu);
     R->gen++;
@@ -212,7 +212,7 @@ CDL_PRIVATE void cdl__ra_restart(coordl *L) {
     R->next_pos = R->front_pos = L->S->claim_pos;
     R->batch_size = L->cfg.batch_size;
     R->drop_last = L->cfg.drop_last;
-    R->share = L->share;
+    R->share = L->sampler.share;
     R->cut_epoch = L->S->cut_epoch;
     R->cut_pos = L->S->cut_pos;
     pthread_cond_broadcast(&R->room_cv);
@@ -222,7 +222,7 @@ CDL_PRIVATE void cdl__ra_restart(coordl *L) {
 /* The entry read ahead for the row at (epoch, pos) holding item id, or
  * NULL; marks every position up to it as claimed. */
 CDL_PRIVATE cdl__ra_entry *cdl__ra_take(coordl *L, uint64_t epoch, uint64_t pos, uint64_t id) {
-    cdl__readahead *R = L->ra;
+    cdl__readahead *R = L->pool.ra;
     cdl__ra_entry *found = NULL;
     if (!R) return NULL;
     pthread_mutex_lock(&R->mu);
@@ -249,7 +249,7 @@ CDL_PRIVATE cdl__ra_entry *cdl__ra_take(coordl *L, uint64_t epoch, uint64_t pos,
  * *out set, 0 when the worker must read the item itself (the read-ahead
  * skipped it after all), or -1 with the read's status in *rc. */
 CDL_PRIVATE int cdl__ra_wait(cdl__worker *W, cdl__ra_entry *x, cdl__bytes *out, coordl_status *rc) {
-    cdl__readahead *R = W->L->ra;
+    cdl__readahead *R = W->L->pool.ra;
     const uint64_t t0 = cdl__now_ns();
     pthread_mutex_lock(&R->mu);
     const int waited = x->state == CDL_RA_READING;
@@ -274,7 +274,7 @@ CDL_PRIVATE int cdl__ra_wait(cdl__worker *W, cdl__ra_entry *x, cdl__bytes *out, 
  * flight (the row came from the cache or a peer after all) is left to
  * finish into its own bytes: the entry is freed when it ends. */
 CDL_PRIVATE void cdl__ra_release(coordl *L, cdl__ra_entry *x) {
-    cdl__readahead *R = L->ra;
+    cdl__readahead *R = L->pool.ra;
     if (!R || !x) return;
     pthread_mutex_lock(&R->mu);
     if (x->state == CDL_RA_READING) x->stale = 1;
@@ -289,7 +289,7 @@ CDL_PRIVATE coordl_status cdl__ra_start(coordl *L) {
     if (depth == 0 || L->cfg.group) return COORDL_OK;
     cdl__readahead *R = cdl__calloc(L, 1, sizeof *R);
     if (!R) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the read-ahead");
-    L->ra = R;
+    L->pool.ra = R;
     R->L = L;
     R->depth = depth;
     R->e = cdl__calloc(L, depth, sizeof *R->e);
@@ -308,11 +308,11 @@ CDL_PRIVATE coordl_status cdl__ra_start(coordl *L) {
     R->cut_epoch = UINT64_MAX;
     R->batch_size = L->cfg.batch_size;
     R->drop_last = L->cfg.drop_last;
-    R->share = L->share;
+    R->share = L->sampler.share;
     R->cut_epoch = L->S->cut_epoch;
     R->cut_pos = L->S->cut_pos;
-    R->next_epoch = R->front_epoch = L->cur_epoch;
-    R->next_pos = R->front_pos = L->cur_pos;
+    R->next_epoch = R->front_epoch = L->consumer.cur_epoch;
+    R->next_pos = R->front_pos = L->consumer.cur_pos;
     R->threads = cdl__calloc(L, L->cfg.readahead_threads, sizeof *R->threads);
     if (!R->threads) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the read-ahead threads");
     for (uint32_t i = 0; i < L->cfg.readahead_threads; i++) {
@@ -326,7 +326,7 @@ CDL_PRIVATE coordl_status cdl__ra_start(coordl *L) {
 /* Stops the I/O threads (after the workers: a worker may wait on a read)
  * and frees everything. */
 CDL_PRIVATE void cdl__ra_stop(coordl *L) {
-    cdl__readahead *R = L->ra;
+    cdl__readahead *R = L->pool.ra;
     if (!R) return;
     if (R->threads) {
         pthread_mutex_lock(&R->mu);
@@ -342,6 +342,6 @@ CDL_PRIVATE void cdl__ra_stop(coordl *L) {
     cdl__free(L, R->threads);
     cdl__free(L, R->e);
     cdl__free(L, R);
-    L->ra = NULL;
+    L->pool.ra = NULL;
 }
 

@@ -314,9 +314,9 @@ static void cdl__store_row(const coordl *L, const float *v, size_t plane, int j,
         for (int c = 0; c < 3; c++) {
             const float *src = v + (size_t)c * plane;
             float *d = (float *)dst + (size_t)c * oplane + (size_t)j * out_w;
-            const float sc = L->norm_scale[c], bi = L->norm_bias[c];
+            const float sc = L->geom.norm_scale[c], bi = L->geom.norm_bias[c];
 #ifdef CDL_HAVE_AVX2
-            if (L->avx2) {
+            if (L->geom.avx2) {
                 cdl__scale_bias_avx2(src, d, out_w, sc, bi);
                 continue;
             }
@@ -329,7 +329,7 @@ static void cdl__store_row(const coordl *L, const float *v, size_t plane, int j,
     case COORDL_F32_NHWC: {
         float *d = (float *)dst + (size_t)j * out_w * 3;
         for (int i = 0; i < out_w; i++)
-            for (int c = 0; c < 3; c++) d[3 * i + c] = v[(size_t)c * plane + i] * L->norm_scale[c] + L->norm_bias[c];
+            for (int c = 0; c < 3; c++) d[3 * i + c] = v[(size_t)c * plane + i] * L->geom.norm_scale[c] + L->geom.norm_bias[c];
         break;
     }
     default: {
@@ -515,7 +515,7 @@ CDL_PRIVATE void cdl__resample(coordl *L, cdl__worker *W, const cdl__u8 *src, si
             rows[k] = h;
         }
 #ifdef CDL_HAVE_AVX2
-        if (L->avx2) cdl__vpass_row_avx2(rows, ay->w + (size_t)j * Ky, Ky, rowf, acc);
+        if (L->geom.avx2) cdl__vpass_row_avx2(rows, ay->w + (size_t)j * Ky, Ky, rowf, acc);
         else
 #endif
             cdl__vpass_row(rows, ay->w + (size_t)j * Ky, Ky, rowf, acc);
@@ -565,7 +565,7 @@ CDL_PRIVATE coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cd
         return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for resampling tables");
     ax->w8 = ay->w8 = NULL;
 #ifdef CDL_HAVE_AVX2
-    if (L->avx2 && L->cfg.out_w >= 8) {
+    if (L->geom.avx2 && L->cfg.out_w >= 8) {
         if (!cdl__reserve(L, (void **)&W->xw8, &W->xw8cap, (size_t)L->cfg.out_w * (size_t)ax->K * 4 * sizeof(float)))
             return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for resampling tables");
         cdl__axis_spread_avx2(ax, (int)L->cfg.out_w, W->xw8);

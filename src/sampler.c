@@ -36,7 +36,7 @@ static cdl__perm cdl__perm_keyed(uint64_t n, int identity, uint64_t seed, uint64
 }
 
 CDL_PRIVATE cdl__perm cdl__perm_for(const coordl *L, uint64_t epoch) {
-    return cdl__perm_keyed(L->num_items, !L->cfg.shuffle, L->cfg.seed, CDL_STREAM_PERM, epoch, 0);
+    return cdl__perm_keyed(L->index.num_items, !L->cfg.shuffle, L->cfg.seed, CDL_STREAM_PERM, epoch, 0);
 }
 
 static uint64_t cdl__perm_apply(const cdl__perm *p, uint64_t x) {
@@ -60,11 +60,11 @@ static uint64_t cdl__perm_apply(const cdl__perm *p, uint64_t x) {
 CDL_PRIVATE uint64_t cdl__epoch_end(const coordl *L, uint64_t epoch) {
     const uint64_t B = L->cfg.batch_size;
     const uint64_t from = epoch == L->S->cut_epoch ? L->S->cut_pos : 0;
-    return L->cfg.drop_last ? from + (L->share - from) / B * B : L->share;
+    return L->cfg.drop_last ? from + (L->sampler.share - from) / B * B : L->sampler.share;
 }
 
 CDL_PRIVATE uint64_t cdl__batches_for(const coordl *L, uint64_t B) {
-    return L->cfg.drop_last ? L->share / B : (L->share + B - 1) / B;
+    return L->cfg.drop_last ? L->sampler.share / B : (L->sampler.share + B - 1) / B;
 }
 
 /* llm.c's DataLoader order (token_order = COORDL_TOKENS_LLMC). With P
@@ -81,19 +81,19 @@ CDL_PRIVATE uint64_t cdl__batches_for(const coordl *L, uint64_t B) {
  * the last two epochs asked for, under a lock of this process (workers,
  * the MPI thread and the converters ask). */
 static cdl__perm cdl__llmc_shard_perm(const coordl *L, uint64_t epoch) {
-    return cdl__perm_keyed(L->nshards, !L->cfg.shuffle, L->cfg.seed, CDL_STREAM_SHARD_ORDER, epoch, 0);
+    return cdl__perm_keyed(L->index.nshards, !L->cfg.shuffle, L->cfg.seed, CDL_STREAM_SHARD_ORDER, epoch, 0);
 }
 
 /* The table of `epoch`, built if it is not one of the two kept. Under mu. */
 CDL_PRIVATE const cdl__llmc_epoch *cdl__llmc_table(const coordl *L, uint64_t epoch) {
-    cdl__llmc *M = L->llmc;
+    cdl__llmc *M = L->sampler.llmc;
     for (int i = 0; i < 2; i++)
         if (M->ep[i].valid && (M->ep[i].epoch == epoch || !L->cfg.shuffle)) return &M->ep[i];
     cdl__llmc_epoch *e = &M->ep[M->victim];
     M->victim ^= 1u;
     cdl__perm order = cdl__llmc_shard_perm(L, epoch);
     e->prefix[0] = 0;
-    for (size_t i = 0; i < L->nshards; i++) {
+    for (size_t i = 0; i < L->index.nshards; i++) {
         e->order[i] = (uint32_t)cdl__perm_apply(&order, i);
         e->prefix[i + 1] = e->prefix[i] + M->samples[e->order[i]];
     }
@@ -107,10 +107,10 @@ CDL_PRIVATE const cdl__llmc_epoch *cdl__llmc_table(const coordl *L, uint64_t epo
  * current_sample_idx before it loads the batch), and the shard. */
 CDL_PRIVATE void cdl__llmc_locate(const coordl *L, uint64_t epoch, uint64_t k, uint64_t *shard_pos,
                              uint64_t *sample_pos, uint32_t *shard) {
-    cdl__llmc *M = L->llmc;
+    cdl__llmc *M = L->sampler.llmc;
     pthread_mutex_lock(&M->mu);
     const cdl__llmc_epoch *e = cdl__llmc_table(L, epoch);
-    size_t lo = 0, hi = L->nshards; /* the last i with prefix[i] <= k */
+    size_t lo = 0, hi = L->index.nshards; /* the last i with prefix[i] <= k */
     while (hi - lo > 1) {
         size_t mid = (lo + hi) / 2;
         if (e->prefix[mid] <= k) lo = mid; else hi = mid;
@@ -123,11 +123,11 @@ CDL_PRIVATE void cdl__llmc_locate(const coordl *L, uint64_t epoch, uint64_t k, u
 
 /* The first window of sample position j of shard s for this rank. */
 static uint64_t cdl__llmc_block_first(const coordl *L, uint64_t epoch, uint32_t s, uint64_t j) {
-    const uint64_t G = L->llmc->samples[s];
+    const uint64_t G = L->sampler.llmc->samples[s];
     cdl__perm within = cdl__perm_keyed(G, !L->cfg.shuffle, L->cfg.seed, CDL_STREAM_SHARD_SAMPLES, epoch, s);
     const uint64_t idx = cdl__perm_apply(&within, j);
     const uint64_t B = L->cfg.batch_size;
-    return L->shards[s].first_item + (idx * (uint64_t)L->cfg.world + (uint64_t)L->cfg.rank) * B;
+    return L->index.shards[s].first_item + (idx * (uint64_t)L->cfg.world + (uint64_t)L->cfg.rank) * B;
 }
 
 /* Sizes the order at open (after indexing): G_s per shard and one table
@@ -139,18 +139,18 @@ CDL_PRIVATE coordl_status cdl__llmc_init(coordl *L) {
         cdl__free(L, M);
         return cdl__open_fail(COORDL_ERR_NOMEM, "cannot create a mutex");
     }
-    L->llmc = M; /* from here on cdl__llmc_free (via coordl_close) owns it */
-    M->samples = cdl__calloc(L, L->nshards, sizeof *M->samples);
+    L->sampler.llmc = M; /* from here on cdl__llmc_free (via coordl_close) owns it */
+    M->samples = cdl__calloc(L, L->index.nshards, sizeof *M->samples);
     int ok = M->samples != NULL;
     for (int i = 0; i < 2; i++) {
-        M->ep[i].order = cdl__calloc(L, L->nshards, sizeof *M->ep[i].order);
-        M->ep[i].prefix = cdl__calloc(L, L->nshards + 1, sizeof *M->ep[i].prefix);
+        M->ep[i].order = cdl__calloc(L, L->index.nshards, sizeof *M->ep[i].order);
+        M->ep[i].prefix = cdl__calloc(L, L->index.nshards + 1, sizeof *M->ep[i].prefix);
         ok = ok && M->ep[i].order && M->ep[i].prefix;
     }
     if (!ok) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
     const uint64_t per_sample = (uint64_t)L->cfg.world * L->cfg.batch_size;
-    for (size_t s = 0; s < L->nshards; s++) {
-        M->samples[s] = L->shards[s].nwindows / per_sample;
+    for (size_t s = 0; s < L->index.nshards; s++) {
+        M->samples[s] = L->index.shards[s].nwindows / per_sample;
         M->total += M->samples[s];
     }
     if (M->total == 0)
@@ -164,7 +164,7 @@ CDL_PRIVATE coordl_status cdl__llmc_init(coordl *L) {
 }
 
 CDL_PRIVATE void cdl__llmc_free(coordl *L) {
-    cdl__llmc *M = L->llmc;
+    cdl__llmc *M = L->sampler.llmc;
     if (!M) return;
     for (int i = 0; i < 2; i++) {
         cdl__free(L, M->ep[i].order);
@@ -173,12 +173,12 @@ CDL_PRIVATE void cdl__llmc_free(coordl *L) {
     cdl__free(L, M->samples);
     pthread_mutex_destroy(&M->mu);
     cdl__free(L, M);
-    L->llmc = NULL;
+    L->sampler.llmc = NULL;
 }
 
 /* Dataset item at position `pos` of this rank's share of an epoch. */
 CDL_PRIVATE uint64_t cdl__item_at(const coordl *L, const cdl__perm *p, uint64_t pos) {
-    if (L->llmc) {
+    if (L->sampler.llmc) {
         const uint64_t B = L->cfg.batch_size;
         uint64_t shard_pos, sample_pos;
         uint32_t s;

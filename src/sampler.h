@@ -26,6 +26,15 @@ typedef struct cdl__llmc {
 } cdl__llmc;
 
 
+
+/* The sampler's state: fixed at open, but for the batch count coordl_set
+ * changes (under the stream's lock). */
+typedef struct cdl__sampler {
+    struct cdl__llmc *llmc; /* token_order COORDL_TOKENS_LLMC               */
+    uint64_t share;        /* items per rank per epoch                      */
+    uint64_t bpe;          /* batches per epoch                             */
+} cdl__sampler;
+
 /* ---- interface ---- */
 CDL_PRIVATE uint64_t cdl__item_at(const coordl *L, const cdl__perm *p, uint64_t pos);
 CDL_PRIVATE cdl__perm cdl__perm_for(const coordl *L, uint64_t epoch);

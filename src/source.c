@@ -37,20 +37,20 @@ static coordl_status cdl__add_shard(coordl *L, const char *path, size_t *cap) {
         return cdl__open_fail(COORDL_ERR_CORRUPT, "source: token shard %s: truncated body (%llu bytes; the "
                               "header promises %llu tokens = %llu bytes)", path, (unsigned long long)shard_bytes,
                               (unsigned long long)ntok, (unsigned long long)(CDL_SHARD_HEADER_BYTES + ntok * tb));
-    if (L->nshards == *cap) {
+    if (L->index.nshards == *cap) {
         size_t ncap = *cap ? *cap * 2 : 16;
-        void *p = cdl__realloc(L, L->shards, ncap * sizeof *L->shards);
+        void *p = cdl__realloc(L, L->index.shards, ncap * sizeof *L->index.shards);
         if (!p) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
-        L->shards = p;
+        L->index.shards = p;
         *cap = ncap;
     }
-    cdl__shard *sh = &L->shards[L->nshards++];
+    cdl__shard *sh = &L->index.shards[L->index.nshards++];
     if (!cdl__strings_append(L, path, strlen(path), &sh->path_off)) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
     sh->tok_bytes = tb;
-    sh->first_item = L->num_items;
+    sh->first_item = L->index.num_items;
     sh->nwindows = ntok > L->cfg.seq_len ? (ntok - 1) / L->cfg.seq_len : 0;
-    L->num_items += sh->nwindows;
-    L->dataset_bytes += sh->nwindows * (uint64_t)(L->cfg.seq_len + 1) * tb;
+    L->index.num_items += sh->nwindows;
+    L->index.dataset_bytes += sh->nwindows * (uint64_t)(L->cfg.seq_len + 1) * tb;
     return COORDL_OK;
 }
 
@@ -122,11 +122,11 @@ static coordl_status cdl__index_tokens(coordl *L) {
         }
         cdl__free(L, text);
     }
-    if (rc == COORDL_OK && L->nshards == 0) rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s names no token shards", src);
-    if (rc == COORDL_OK && L->num_items == 0)
+    if (rc == COORDL_OK && L->index.nshards == 0) rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s names no token shards", src);
+    if (rc == COORDL_OK && L->index.num_items == 0)
         rc = cdl__open_fail(COORDL_ERR_INVALID, "source: the shards of %s hold no window of seq_len + 1 = %u tokens; "
                             "lower seq_len", src, L->cfg.seq_len + 1);
-    L->num_classes = (uint32_t)L->nshards;
+    L->index.num_classes = (uint32_t)L->index.nshards;
     return rc;
 }
 #else /* COORDL_NO_TOKENS: open refuses COORDL_PIPE_TOKENS (section 18) */
@@ -197,11 +197,11 @@ CDL_PRIVATE coordl_status cdl__index_source(coordl *L) {
         cdl__free(L, text);
     }
     if (rc != COORDL_OK) return rc;
-    if (L->num_items == 0)
+    if (L->index.num_items == 0)
         return cdl__open_fail(COORDL_ERR_INVALID, "source: %s holds no %s", src,
                               L->cfg.pipeline == COORDL_PIPE_AUDIO ? "WAV files (.wav)"
                               : "images (extensions .jpg .jpeg .png .bmp .ppm .pgm .tga)");
-    if (L->num_items > (uint64_t)INT32_MAX)
+    if (L->index.num_items > (uint64_t)INT32_MAX)
         return cdl__open_fail(COORDL_ERR_INVALID, "source: more than 2^31 items");
     return COORDL_OK;
 }
@@ -213,7 +213,7 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 *
     const char *path = cdl__item_path(L, id), *file = path;
     uint64_t off = 0, want = 0;
     int whole = 0;
-    enum { PLAIN, WINDOW, MEMBER } kind = L->shards ? WINDOW : L->tar_items ? MEMBER : PLAIN;
+    enum { PLAIN, WINDOW, MEMBER } kind = L->index.shards ? WINDOW : L->index.tar_items ? MEMBER : PLAIN;
     char why[CDL_ERRMSG_MAX - 64];
     *len = 0;
     if (kind == WINDOW) {
@@ -221,10 +221,10 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 *
         want = (uint64_t)(L->cfg.seq_len + 1) * sh->tok_bytes;
         off = CDL_SHARD_HEADER_BYTES + (id - sh->first_item) * L->cfg.seq_len * sh->tok_bytes;
     } else if (kind == MEMBER) {
-        const cdl__tar_item *ti = &L->tar_items[id];
-        file = L->strings + L->tar_shards[ti->shard];
+        const cdl__tar_item *ti = &L->index.tar_items[id];
+        file = L->index.strings + L->index.tar_shards[ti->shard];
         off = ti->offset;
-        want = L->items[id].bytes;
+        want = L->index.items[id].bytes;
     } else {
         whole = 1;
     }

@@ -57,7 +57,7 @@
 
 /* What a worker counts while preparing one row. */
 typedef struct cdl__counters {
-#define CDL_COUNTER_FIELD(name, row, stats, epoch) CDL_IF_##row(uint64_t name;)
+#define CDL_COUNTER_FIELD(name, row, in_stats, epoch) CDL_IF_##row(uint64_t name;)
     CDL_COUNTERS(CDL_COUNTER_FIELD)
 #undef CDL_COUNTER_FIELD
 } cdl__counters;
@@ -68,6 +68,13 @@ typedef struct cdl__epoch_counters {
     coordl_epoch_stats s;
 } cdl__epoch_counters;
 
+
+
+/* Counters (under the stream's lock): totals and the last epochs'. */
+typedef struct cdl__stats {
+    coordl_stats st;
+    cdl__epoch_counters epochs[CDL_EPOCH_STATS_KEPT];
+} cdl__stats;
 
 /* ---- interface ---- */
 CDL_PRIVATE void cdl__free(const coordl *L, void *p);

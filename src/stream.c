@@ -28,7 +28,8 @@
 /* --- the ring allocator ----------------------------------------------- */
 
 /* Every array with an entry per slot or per row of a slot, as
- * X(field of coordl, element type, CDL_PER_SLOT or CDL_PER_ROW, shared).
+ * X(owning member of coordl, its field, element type, CDL_PER_SLOT or
+ * CDL_PER_ROW, shared).
  * cdl__ring_alloc sizes them all: per-slot arrays once (nslots never
  * changes), per-row arrays (nslots x slot_rows_cap entries, zeroed) at open
  * and again whenever coordl_set grows the ring; cdl__ring_free frees them.
@@ -41,8 +42,8 @@
 #define CDL_RING_ARRAYS_PEER(X)
 #endif
 #define CDL_RING_ARRAYS(X)                 \
-    X(slots, cdl__slot, CDL_PER_SLOT, 1)   \
-    X(row_state, uint32_t, CDL_PER_ROW, 1) \
+    X(ring, slots, cdl__slot, CDL_PER_SLOT, 1)   \
+    X(ring, row_state, uint32_t, CDL_PER_ROW, 1) \
     CDL_RING_ARRAYS_PEER(X)
 
 /* Bytes of one ring slot holding rows_cap rows in data_cap data bytes:
@@ -53,15 +54,15 @@ CDL_PRIVATE size_t cdl__ring_slot_bytes(const coordl *L, uint32_t rows_cap, size
     *data = cdl__round_up(data_cap, align);
     *labels = cdl__round_up(B * sizeof(int32_t), align);
     *ids = cdl__round_up(B * sizeof(uint64_t), align);
-    return *data + *labels + *ids + cdl__round_up(B * L->target_row_bytes, align);
+    return *data + *labels + *ids + cdl__round_up(B * L->geom.target_row_bytes, align);
 }
 
 /* Points every slot at its part of the ring arena, and frees it. */
 CDL_PRIVATE void cdl__ring_layout(coordl *L) {
     size_t data, labels, ids;
-    const size_t per_slot = cdl__ring_slot_bytes(L, L->slot_rows_cap, L->slot_data_cap, &data, &labels, &ids);
-    for (uint32_t s = 0; s < L->nslots; s++) {
-        cdl__slot *sl = &L->slots[s];
+    const size_t per_slot = cdl__ring_slot_bytes(L, L->geom.slot_rows_cap, L->geom.slot_data_cap, &data, &labels, &ids);
+    for (uint32_t s = 0; s < L->ring.nslots; s++) {
+        cdl__slot *sl = &L->ring.slots[s];
         sl->data_off = s * per_slot;
         sl->labels_off = s * per_slot + data;
         sl->ids_off = s * per_slot + data + labels;
@@ -79,23 +80,23 @@ CDL_PRIVATE void cdl__ring_layout(coordl *L) {
  * again. In a group the arena and the shared arrays are the shm object's:
  * only the private arrays are allocated. */
 CDL_PRIVATE coordl_status cdl__ring_alloc(coordl *L, uint32_t rows_cap, size_t data_cap) {
-    const int in_group = L->shm_base != NULL;
-    const uint64_t nslots = L->nslots, nrows = nslots * rows_cap;
+    const int in_group = L->member.shm_base != NULL;
+    const uint64_t nslots = L->ring.nslots, nrows = nslots * rows_cap;
     size_t data, labels, ids;
     const size_t per_slot = cdl__ring_slot_bytes(L, rows_cap, data_cap, &data, &labels, &ids);
     if (nslots == 0 || rows_cap == 0 || per_slot > SIZE_MAX / nslots || nrows > SIZE_MAX / sizeof(uint64_t))
         return cdl__open_fail(COORDL_ERR_INVALID, "batch ring too large (%llu slots of %u rows)",
                               (unsigned long long)nslots, rows_cap);
     struct {
-#define CDL_RING_NEW_FIELD(f, type, per, shared) type *f;
+#define CDL_RING_NEW_FIELD(o, f, type, per, shared) type *f;
         CDL_RING_ARRAYS(CDL_RING_NEW_FIELD)
 #undef CDL_RING_NEW_FIELD
         int unused;
     } nw;
     memset(&nw, 0, sizeof nw);
     int ok = 1;
-#define CDL_RING_NEW_ALLOC(f, type, per, shared)                                               \
-    if (ok && !((shared) && in_group) && ((per) == CDL_PER_ROW || !L->f)) {                    \
+#define CDL_RING_NEW_ALLOC(o, f, type, per, shared)                                               \
+    if (ok && !((shared) && in_group) && ((per) == CDL_PER_ROW || !L->o.f)) {                    \
         nw.f = cdl__calloc(L, (size_t)((per) == CDL_PER_ROW ? nrows : nslots), sizeof(type)); \
         ok = nw.f != NULL;                                                                     \
     }
@@ -103,24 +104,24 @@ CDL_PRIVATE coordl_status cdl__ring_alloc(coordl *L, uint32_t rows_cap, size_t d
 #undef CDL_RING_NEW_ALLOC
     coordl_status rc = ok ? COORDL_OK : cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the batch ring's tables");
     if (rc == COORDL_OK && !in_group) {
-        cdl__arena_unmap(L, &L->ring_arena);
-        rc = cdl__arena_map(L, &L->ring_arena, per_slot * nslots, 1, "batch ring");
+        cdl__arena_unmap(L, &L->ring.arena);
+        rc = cdl__arena_map(L, &L->ring.arena, per_slot * nslots, 1, "batch ring");
     }
     if (rc != COORDL_OK) {
-#define CDL_RING_NEW_FREE(f, type, per, shared) cdl__free(L, nw.f);
+#define CDL_RING_NEW_FREE(o, f, type, per, shared) cdl__free(L, nw.f);
         CDL_RING_ARRAYS(CDL_RING_NEW_FREE)
 #undef CDL_RING_NEW_FREE
         return rc;
     }
-#define CDL_RING_INSTALL(f, type, per, shared) \
+#define CDL_RING_INSTALL(o, f, type, per, shared) \
     if (nw.f) {                                \
-        cdl__free(L, L->f);                    \
-        L->f = nw.f;                           \
+        cdl__free(L, L->o.f);                    \
+        L->o.f = nw.f;                           \
     }
     CDL_RING_ARRAYS(CDL_RING_INSTALL)
 #undef CDL_RING_INSTALL
-    L->slot_rows_cap = rows_cap;
-    L->slot_data_cap = data_cap;
+    L->geom.slot_rows_cap = rows_cap;
+    L->geom.slot_data_cap = data_cap;
     if (!in_group) cdl__ring_layout(L);
     return COORDL_OK;
 }
@@ -128,12 +129,12 @@ CDL_PRIVATE coordl_status cdl__ring_alloc(coordl *L, uint32_t rows_cap, size_t d
 /* Unregisters and unmaps the arena and frees the private arrays (before a
  * group is left: which arrays are shared depends on it). */
 CDL_PRIVATE void cdl__ring_free(coordl *L) {
-    const int in_group = L->shm_base != NULL;
-    cdl__arena_unmap(L, &L->ring_arena);
-#define CDL_RING_FREE(f, type, per, shared) \
+    const int in_group = L->member.shm_base != NULL;
+    cdl__arena_unmap(L, &L->ring.arena);
+#define CDL_RING_FREE(o, f, type, per, shared) \
     if (!((shared) && in_group)) {          \
-        cdl__free(L, L->f);                 \
-        L->f = NULL;                        \
+        cdl__free(L, L->o.f);                 \
+        L->o.f = NULL;                        \
     }
     CDL_RING_ARRAYS(CDL_RING_FREE)
 #undef CDL_RING_FREE
@@ -141,15 +142,15 @@ CDL_PRIVATE void cdl__ring_free(coordl *L) {
 
 /* --- slots, members, marks -------------------------------------------- */
 
-static cdl__u8 *cdl__slot_data(const coordl *L, const cdl__slot *s) { return L->ring_arena.base + s->data_off; }
+static cdl__u8 *cdl__slot_data(const coordl *L, const cdl__slot *s) { return L->ring.arena.base + s->data_off; }
 static int32_t *cdl__slot_labels(const coordl *L, const cdl__slot *s) {
-    return (int32_t *)(void *)(L->ring_arena.base + s->labels_off);
+    return (int32_t *)(void *)(L->ring.arena.base + s->labels_off);
 }
 static uint64_t *cdl__slot_ids(const coordl *L, const cdl__slot *s) {
-    return (uint64_t *)(void *)(L->ring_arena.base + s->ids_off);
+    return (uint64_t *)(void *)(L->ring.arena.base + s->ids_off);
 }
 static uint32_t *cdl__slot_rows(const coordl *L, const cdl__slot *s) {
-    return L->row_state + (size_t)(s - L->slots) * L->slot_rows_cap;
+    return L->ring.row_state + (size_t)(s - L->ring.slots) * L->geom.slot_rows_cap;
 }
 
 static uint32_t cdl__mark_for(int m, uint64_t gen) {
@@ -163,7 +164,7 @@ CDL_PRIVATE int cdl__member_is(const cdl__stream *S, int m, uint64_t gen) {
 }
 
 /* This handle is still the member generation it joined as. */
-CDL_PRIVATE int cdl__member_current(const coordl *L) { return cdl__member_is(L->S, L->me, L->my_gen); }
+CDL_PRIVATE int cdl__member_current(const coordl *L) { return cdl__member_is(L->S, L->member.me, L->member.my_gen); }
 
 /* A claim mark whose member generation is no longer in the group. */
 static int cdl__mark_stale(const cdl__stream *S, uint32_t mark) {
@@ -184,7 +185,7 @@ static uint32_t cdl__consumers_of(const coordl *L, uint64_t epoch) {
 }
 
 CDL_PRIVATE cdl__epoch_counters *cdl__epoch_entry(coordl *L, uint64_t epoch) {
-    cdl__epoch_counters *e = &L->epochs[epoch % CDL_EPOCH_STATS_KEPT];
+    cdl__epoch_counters *e = &L->stats.epochs[epoch % CDL_EPOCH_STATS_KEPT];
     if (!e->used || e->epoch != epoch) {
         memset(e, 0, sizeof *e);
         e->used = 1;
@@ -198,8 +199,8 @@ CDL_PRIVATE cdl__epoch_counters *cdl__epoch_entry(coordl *L, uint64_t epoch) {
 static void cdl__counters_add(coordl *L, uint64_t epoch, const cdl__counters *c) {
     cdl__epoch_counters *ec = cdl__epoch_entry(L, epoch);
     (void)ec;
-#define CDL_COUNTER_ADD(name, row, stats, ep) \
-    CDL_IF_##row(CDL_IF_##stats(L->st.name += c->name;) CDL_IF_##ep(ec->s.name += c->name;))
+#define CDL_COUNTER_ADD(name, row, in_stats, ep) \
+    CDL_IF_##row(CDL_IF_##in_stats(L->stats.st.name += c->name;) CDL_IF_##ep(ec->s.name += c->name;))
     CDL_COUNTERS(CDL_COUNTER_ADD)
 #undef CDL_COUNTER_ADD
 }
@@ -224,12 +225,12 @@ static int cdl__stream_invariants(const coordl *L, char *why, size_t cap) {
     uint32_t held = 0;
 #define CDL_BROKEN(...) do { snprintf(why, cap, __VA_ARGS__); return 0; } while (0)
     if (S->assign.slot != 0) CDL_BROKEN("the assignment of slot %u was left half-done", S->assign.slot - 1);
-    for (uint32_t s = 0; s < L->nslots; s++) {
-        const cdl__slot *sl = &L->slots[s];
+    for (uint32_t s = 0; s < L->ring.nslots; s++) {
+        const cdl__slot *sl = &L->ring.slots[s];
         const uint32_t *rows = cdl__slot_rows(L, sl);
         if (sl->state == CDL_SLOT_FREE) continue;
         if (sl->state != CDL_SLOT_FILLING && sl->state != CDL_SLOT_READY) CDL_BROKEN("slot %u: state %d", s, sl->state);
-        if (sl->n == 0 || sl->n > L->slot_rows_cap) CDL_BROKEN("slot %u: %u rows (capacity %u)", s, sl->n, L->slot_rows_cap);
+        if (sl->n == 0 || sl->n > L->geom.slot_rows_cap) CDL_BROKEN("slot %u: %u rows (capacity %u)", s, sl->n, L->geom.slot_rows_cap);
         uint32_t marked = 0, done = 0;
         for (uint32_t r = 0; r < sl->n; r++) {
             marked += rows[r] != CDL_ROW_FREE;
@@ -250,12 +251,12 @@ static int cdl__stream_invariants(const coordl *L, char *why, size_t cap) {
                        sl->taken_mask, sl->done_mask, live);
         if ((sl->done_mask & sl->need_mask) == sl->need_mask)
             CDL_BROKEN("slot %u is READY though every consumer released it", s);
-        if (sl->taken_mask & ~sl->done_mask & L->bit) held++;
+        if (sl->taken_mask & ~sl->done_mask & L->member.bit) held++;
     }
     if (inflight != S->inflight)
         CDL_BROKEN("%u rows counted in flight, but claimed minus done is %llu", S->inflight, (unsigned long long)inflight);
-    if (L->me >= 0 && cdl__member_current(L) && held != L->held)
-        CDL_BROKEN("this consumer counts %u held batches, the slots say %u", L->held, held);
+    if (L->member.me >= 0 && cdl__member_current(L) && held != L->consumer.held)
+        CDL_BROKEN("this consumer counts %u held batches, the slots say %u", L->consumer.held, held);
 #undef CDL_BROKEN
     return 1;
 }
@@ -282,7 +283,7 @@ CDL_PRIVATE void cdl__stream_check(const coordl *L, const char *transition) {
  * it again when its holder died half-way). Under mu. */
 static void cdl__slot_assign(coordl *L) {
     cdl__stream *S = L->S;
-    cdl__slot *sl = &L->slots[S->assign.slot - 1];
+    cdl__slot *sl = &L->ring.slots[S->assign.slot - 1];
     sl->gen++;
     sl->epoch = S->assign.epoch;
     sl->pos = S->assign.pos;
@@ -290,13 +291,13 @@ static void cdl__slot_assign(coordl *L) {
     sl->n = S->assign.n;
     sl->out_w = L->cfg.out_w;
     sl->out_h = L->cfg.out_h;
-    sl->row_bytes = L->row_bytes;
+    sl->row_bytes = L->geom.row_bytes;
     sl->rows_claimed = sl->rows_done = 0;
     sl->need_mask = sl->taken_mask = sl->done_mask = 0;
     sl->status = COORDL_OK;
     sl->err_row = UINT32_MAX;
     sl->errmsg[0] = '\0';
-    memset(cdl__slot_rows(L, sl), 0, (size_t)L->slot_rows_cap * sizeof(uint32_t));
+    memset(cdl__slot_rows(L, sl), 0, (size_t)L->geom.slot_rows_cap * sizeof(uint32_t));
     sl->state = CDL_SLOT_FILLING;
     S->claim_epoch = S->assign.epoch;
     S->claim_pos = S->assign.pos + S->assign.n;
@@ -309,15 +310,15 @@ static void cdl__slot_assign(coordl *L) {
 static cdl__slot *cdl__slot_to_fill(coordl *L) {
     cdl__stream *S = L->S;
     cdl__slot *best = NULL;
-    for (uint32_t s = 0; s < L->nslots; s++) {
-        cdl__slot *c = &L->slots[s];
+    for (uint32_t s = 0; s < L->ring.nslots; s++) {
+        cdl__slot *c = &L->ring.slots[s];
         if (c->state == CDL_SLOT_FILLING && c->rows_claimed < c->n &&
             (!best || c->epoch < best->epoch || (c->epoch == best->epoch && c->pos < best->pos)))
             best = c;
     }
     if (best) return best;
-    for (uint32_t s = 0; s < L->nslots; s++) {
-        cdl__slot *sl = &L->slots[s];
+    for (uint32_t s = 0; s < L->ring.nslots; s++) {
+        cdl__slot *sl = &L->ring.slots[s];
         if (sl->state != CDL_SLOT_FREE) continue;
         uint64_t epoch = S->claim_epoch, pos = S->claim_pos, index = S->claim_index;
         uint64_t end = cdl__epoch_end(L, epoch);
@@ -350,8 +351,8 @@ static cdl__slot *cdl__slot_to_fill(coordl *L) {
 
 /* Work a woken worker could claim now: an unclaimed row or a free slot. */
 static int cdl__stream_has_work(const coordl *L) {
-    for (uint32_t s = 0; s < L->nslots; s++) {
-        const cdl__slot *sl = &L->slots[s];
+    for (uint32_t s = 0; s < L->ring.nslots; s++) {
+        const cdl__slot *sl = &L->ring.slots[s];
         if (sl->state == CDL_SLOT_FREE || (sl->state == CDL_SLOT_FILLING && sl->rows_claimed < sl->n)) return 1;
     }
     return 0;
@@ -374,8 +375,8 @@ static int cdl__slot_free_if_done(coordl *L, cdl__slot *sl, int wake) {
     sl->state = CDL_SLOT_FREE;
     sl->gen++;
     uint32_t nfree = 0;
-    for (uint32_t k = 0; k < L->nslots; k++) nfree += L->slots[k].state == CDL_SLOT_FREE;
-    if (nfree < (L->nslots + 1) / 2) return 0;
+    for (uint32_t k = 0; k < L->ring.nslots; k++) nfree += L->ring.slots[k].state == CDL_SLOT_FREE;
+    if (nfree < (L->ring.nslots + 1) / 2) return 0;
     if (wake) cdl__signal(L, &L->S->work_cv);
     return 1;
 }
@@ -396,21 +397,21 @@ static void cdl__slot_ready(coordl *L, cdl__slot *sl) {
  * claimed now (nothing to fill, paused, stopping). Under mu. */
 CDL_PRIVATE int cdl__stream_try_claim(coordl *L, cdl__claim *c) {
     cdl__stream *S = L->S;
-    if (L->stop || S->paused || S->broken || !S->started || !cdl__member_current(L)) return 0;
+    if (L->pool.stop || S->paused || S->broken || !S->started || !cdl__member_current(L)) return 0;
     cdl__slot *sl = cdl__slot_to_fill(L);
     if (!sl) return 0;
     uint32_t *rows = cdl__slot_rows(L, sl);
     uint32_t row = 0;
     while (rows[row] != CDL_ROW_FREE) row++; /* rows_claimed < n: one is free */
-    c->slot = (uint32_t)(sl - L->slots);
+    c->slot = (uint32_t)(sl - L->ring.slots);
     c->row = row;
     c->slot_gen = sl->gen;
-    c->mark = cdl__mark_for(L->me, L->my_gen);
+    c->mark = cdl__mark_for(L->member.me, L->member.my_gen);
     c->epoch = sl->epoch;
     c->pos = sl->pos + row;
     c->row_bytes = sl->row_bytes;
     c->data_off = sl->data_off + (size_t)row * sl->row_bytes;
-    c->targets_off = sl->targets_off + (size_t)row * L->target_row_bytes;
+    c->targets_off = sl->targets_off + (size_t)row * L->geom.target_row_bytes;
     rows[row] = c->mark;
     sl->rows_claimed++;
     S->inflight++;
@@ -427,18 +428,18 @@ CDL_PRIVATE int cdl__stream_try_claim(coordl *L, cdl__claim *c) {
 CDL_PRIVATE int cdl__stream_claim(coordl *L, cdl__claim *c, int idle) {
     cdl__stream *S = L->S;
     for (;;) {
-        if (L->stop) return 0;
+        if (L->pool.stop) return 0;
         if (S->paused || S->broken || !S->started || !cdl__member_current(L)) {
             cdl__wait(L, &S->work_cv);
             continue;
         }
         if (cdl__stream_try_claim(L, c)) return 1;
         /* not stopped nor paused (checked above, under mu): no slot to fill */
-        if (idle && L->cache_entries && L->cfg.jpeg_random_access && atomic_load(&S->cache_plain_items) > 0)
+        if (idle && L->cache.entries && L->cfg.jpeg_random_access && atomic_load(&S->cache_plain_items) > 0)
             return 2;
         const uint64_t t0 = cdl__now_ns();
         cdl__wait(L, &S->work_cv);
-        L->st.wait_slot_ns += cdl__now_ns() - t0;
+        L->stats.st.wait_slot_ns += cdl__now_ns() - t0;
     }
 }
 
@@ -450,13 +451,13 @@ CDL_PRIVATE int cdl__stream_claim(coordl *L, cdl__claim *c, int idle) {
 CDL_PRIVATE void cdl__stream_complete(coordl *L, const cdl__claim *c, const cdl__counters *counters,
                                  const cdl__row_result *r) {
     cdl__stream *S = L->S;
-    cdl__slot *sl = &L->slots[c->slot];
+    cdl__slot *sl = &L->ring.slots[c->slot];
     uint32_t *rows = cdl__slot_rows(L, sl);
     cdl__counters_add(L, c->epoch, counters);
     if (cdl__member_current(L) && sl->gen == c->slot_gen && sl->state == CDL_SLOT_FILLING && rows[c->row] == c->mark) {
         if (r->staged) {
-            memcpy(L->ring_arena.base + c->data_off, r->staged, c->row_bytes);
-            if (r->staged_targets) memcpy(L->ring_arena.base + c->targets_off, r->staged_targets, L->target_row_bytes);
+            memcpy(L->ring.arena.base + c->data_off, r->staged, c->row_bytes);
+            if (r->staged_targets) memcpy(L->ring.arena.base + c->targets_off, r->staged_targets, L->geom.target_row_bytes);
         }
         cdl__slot_ids(L, sl)[c->row] = r->id;
         cdl__slot_labels(L, sl)[c->row] = r->label;
@@ -475,10 +476,10 @@ CDL_PRIVATE void cdl__stream_complete(coordl *L, const cdl__claim *c, const cdl_
 
 /* The READY slot holding this consumer's next batch, or -1. Under mu. */
 CDL_PRIVATE int cdl__stream_find(const coordl *L) {
-    for (uint32_t s = 0; s < L->nslots; s++) {
-        const cdl__slot *c = &L->slots[s];
-        if (c->state == CDL_SLOT_READY && c->epoch == L->cur_epoch && c->pos == L->cur_pos &&
-            (c->need_mask & L->bit) && !(c->taken_mask & L->bit))
+    for (uint32_t s = 0; s < L->ring.nslots; s++) {
+        const cdl__slot *c = &L->ring.slots[s];
+        if (c->state == CDL_SLOT_READY && c->epoch == L->consumer.cur_epoch && c->pos == L->consumer.cur_pos &&
+            (c->need_mask & L->member.bit) && !(c->taken_mask & L->member.bit))
             return (int)s;
     }
     return -1;
@@ -491,7 +492,7 @@ static void cdl__fill_batch(coordl *L, const cdl__slot *sl, uint32_t slot_index,
     out->data_bytes = (size_t)sl->n * sl->row_bytes;
     out->labels = cdl__slot_labels(L, sl);
     out->ids = cdl__slot_ids(L, sl);
-    out->targets = L->target_row_bytes ? (int32_t *)(void *)(L->ring_arena.base + sl->targets_off) : NULL;
+    out->targets = L->geom.target_row_bytes ? (int32_t *)(void *)(L->ring.arena.base + sl->targets_off) : NULL;
     out->epoch = sl->epoch;
     out->index = sl->index;
     cdl__row_shape(L, sl->out_w, sl->out_h, &out->c, &out->h, &out->w);
@@ -503,19 +504,19 @@ static void cdl__fill_batch(coordl *L, const cdl__slot *sl, uint32_t slot_index,
 /* take: the consumer takes its next batch from slot s. A batch whose rows
  * failed is skipped (released at once) and its status returned. Under mu. */
 CDL_PRIVATE coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *out) {
-    cdl__slot *sl = &L->slots[s];
-    L->cur_pos += sl->n;
-    L->cur_index++;
+    cdl__slot *sl = &L->ring.slots[s];
+    L->consumer.cur_pos += sl->n;
+    L->consumer.cur_index++;
     cdl__epoch_entry(L, sl->epoch)->s.batches++;
-    sl->taken_mask |= L->bit;
+    sl->taken_mask |= L->member.bit;
     const coordl_status rc = sl->status;
     if (rc != COORDL_OK) {
         snprintf(L->errmsg, sizeof L->errmsg, "%s", sl->errmsg);
-        sl->done_mask |= L->bit;
+        sl->done_mask |= L->member.bit;
         cdl__slot_maybe_free(L, sl);
     } else {
-        L->held++;
-        L->st.batches++;
+        L->consumer.held++;
+        L->stats.st.batches++;
         cdl__fill_batch(L, sl, s, out);
     }
     cdl__stream_check(L, "take");
@@ -528,13 +529,13 @@ CDL_PRIVATE coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *
  * freed the slot and half the ring is free: the caller then wakes one
  * worker once it has unlocked (cdl__signal_unlocked). Under mu. */
 CDL_PRIVATE int cdl__stream_release(coordl *L, const coordl_batch *b) {
-    if (b->slot_ == 0 || b->slot_ > L->nslots) return 0;
-    cdl__slot *sl = &L->slots[b->slot_ - 1];
+    if (b->slot_ == 0 || b->slot_ > L->ring.nslots) return 0;
+    cdl__slot *sl = &L->ring.slots[b->slot_ - 1];
     if (!cdl__member_current(L) || sl->state != CDL_SLOT_READY || (uint32_t)sl->gen != b->gen_ ||
-        !(sl->taken_mask & L->bit) || (sl->done_mask & L->bit))
+        !(sl->taken_mask & L->member.bit) || (sl->done_mask & L->member.bit))
         return 0;
-    sl->done_mask |= L->bit;
-    L->held--;
+    sl->done_mask |= L->member.bit;
+    L->consumer.held--;
     const int freed = cdl__slot_free_if_done(L, sl, 0);
     cdl__stream_check(L, "release");
     return freed;
@@ -549,8 +550,8 @@ static void cdl__stream_recount(coordl *L) {
     cdl__stream *S = L->S;
     const uint32_t live = atomic_load(&S->live_mask);
     uint32_t inflight = 0;
-    for (uint32_t s = 0; s < L->nslots; s++) {
-        cdl__slot *sl = &L->slots[s];
+    for (uint32_t s = 0; s < L->ring.nslots; s++) {
+        cdl__slot *sl = &L->ring.slots[s];
         sl->need_mask &= live;
         sl->taken_mask &= live;
         sl->done_mask &= live;
@@ -598,7 +599,7 @@ CDL_PRIVATE void cdl__stream_drop_member(coordl *L, int m, uint64_t gen) {
  * and one of them drops it within a heartbeat period. */
 CDL_PRIVATE void cdl__stream_repair(coordl *L, int dead, uint64_t dead_gen) {
     cdl__stream *S = L->S;
-    if (S->assign.slot > 0 && S->assign.slot <= L->nslots) cdl__slot_assign(L);
+    if (S->assign.slot > 0 && S->assign.slot <= L->ring.nslots) cdl__slot_assign(L);
     S->assign.slot = 0;
     if (dead >= 0 && cdl__member_is(S, dead, dead_gen)) atomic_store(&S->members[dead].died_holding_lock, 1u);
     cdl__stream_recount(L);
@@ -620,17 +621,17 @@ CDL_PRIVATE void cdl__stream_pause(coordl *L) {
  * each) and restarts the claims at the consumer's position. Under mu,
  * paused. */
 CDL_PRIVATE void cdl__stream_restart(coordl *L) {
-    for (uint32_t s = 0; s < L->nslots; s++) {
-        cdl__slot *sl = &L->slots[s];
-        const int held = sl->state == CDL_SLOT_READY && (sl->taken_mask & ~sl->done_mask & L->bit);
+    for (uint32_t s = 0; s < L->ring.nslots; s++) {
+        cdl__slot *sl = &L->ring.slots[s];
+        const int held = sl->state == CDL_SLOT_READY && (sl->taken_mask & ~sl->done_mask & L->member.bit);
         if (!held && sl->state != CDL_SLOT_FREE) {
             sl->state = CDL_SLOT_FREE;
             sl->gen++;
         }
     }
-    L->S->claim_epoch = L->cur_epoch;
-    L->S->claim_pos = L->cur_pos;
-    L->S->claim_index = L->cur_index;
+    L->S->claim_epoch = L->consumer.cur_epoch;
+    L->S->claim_pos = L->consumer.cur_pos;
+    L->S->claim_index = L->consumer.cur_index;
     L->S->paused = 0;
     cdl__ra_restart(L); /* the read-ahead follows the claims */
     cdl__broadcast(L, &L->S->work_cv);

@@ -2,6 +2,7 @@
 #define CDL_STREAM_H
 #include "platform.h"
 #include "status.h"
+#include "arena.h"
 #include "lock.h"
 
 /* A claimed row: everything its worker needs, copied under the lock, so
@@ -24,6 +25,17 @@ typedef struct cdl__row_result {
     const int32_t *staged_targets;
     const char *errmsg;
 } cdl__row_result;
+
+
+/* The ring: the arena and every per-slot array (CDL_RING_ARRAYS), sized
+ * by cdl__ring_alloc. In a group the arena and the shared arrays are the
+ * shm object's. Slots change under the stream's lock. */
+typedef struct cdl__ring {
+    cdl__arena arena;
+    cdl__slot *slots;
+    uint32_t *row_state;   /* slot s, row r: row_state[s * slot_rows_cap + r] */
+    uint32_t nslots;
+} cdl__ring;
 
 /* ---- interface ---- */
 CDL_PRIVATE void cdl__stream_repair(coordl *L, int dead, uint64_t dead_gen);

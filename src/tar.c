@@ -434,10 +434,10 @@ static coordl_status cdl__tar_finish(cdl__tar_index *t) {
         return cdl__open_fail(COORDL_ERR_INVALID, "source: %s: %zu samples have a .cls label and %zu do not (the "
                               "first without: %s); label every sample, or none (then each key's class folder is its "
                               "label)", L->cfg.source, with_cls, t->nsamples - with_cls,
-                              L->strings + t->samples[first_without].path_off);
+                              L->index.strings + t->samples[first_without].path_off);
     size_t n = t->nsamples;
     if (with_cls) {
-        L->num_classes = (uint32_t)max_label + 1;
+        L->index.num_classes = (uint32_t)max_label + 1;
     } else {
         /* class folders: sorted names are labels 0..K-1 (an empty folder, a
          * directory member, still takes its label, as in an ImageFolder) */
@@ -455,7 +455,7 @@ static coordl_status cdl__tar_finish(cdl__tar_index *t) {
         size_t kept = 0, skipped = 0;
         for (size_t i = 0; i < n; i++) {
             cdl__tar_sample s = t->samples[i];
-            const char *member = L->strings + s.path_off + s.member_off;
+            const char *member = L->index.strings + s.path_off + s.member_off;
             const char *slash = strchr(member, '/');
             if (!slash) { skipped++; continue; } /* beside the class folders: an ImageFolder skips it too */
             size_t lo = 0, hi = nclasses, cl = strlen(member) - strlen(slash);
@@ -473,41 +473,41 @@ static coordl_status cdl__tar_finish(cdl__tar_index *t) {
             cdl__log(L, COORDL_LOG_WARN, "%s: %zu sample(s) at the top of their shard (no class folder, no .cls) "
                      "skipped, as an ImageFolder skips files beside its class folders", L->cfg.source, skipped);
         n = kept;
-        L->num_classes = (uint32_t)nclasses;
+        L->index.num_classes = (uint32_t)nclasses;
         if (n > 1) { /* no sample at all (an empty shard): samples is NULL, which qsort may not get */
-            cdl__tar_sort_base_tls = L->strings;
+            cdl__tar_sort_base_tls = L->index.strings;
             qsort(t->samples, n, sizeof *t->samples, cdl__cmp_tar_sample);
             cdl__tar_sort_base_tls = NULL;
         }
     }
-    L->items = cdl__malloc(L, (n ? n : 1) * sizeof *L->items);
-    L->tar_items = cdl__malloc(L, (n ? n : 1) * sizeof *L->tar_items);
-    if (!L->items || !L->tar_items) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %zu items", n);
+    L->index.items = cdl__malloc(L, (n ? n : 1) * sizeof *L->index.items);
+    L->index.tar_items = cdl__malloc(L, (n ? n : 1) * sizeof *L->index.tar_items);
+    if (!L->index.items || !L->index.tar_items) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %zu items", n);
     for (size_t i = 0; i < n; i++) {
         const cdl__tar_sample *s = &t->samples[i];
-        L->items[i].path_off = s->path_off;
-        L->items[i].bytes = s->bytes;
-        L->items[i].label = s->label;
-        L->tar_items[i].offset = s->offset;
-        L->tar_items[i].shard = s->shard;
-        L->dataset_bytes += s->bytes;
+        L->index.items[i].path_off = s->path_off;
+        L->index.items[i].bytes = s->bytes;
+        L->index.items[i].label = s->label;
+        L->index.tar_items[i].offset = s->offset;
+        L->index.tar_items[i].shard = s->shard;
+        L->index.dataset_bytes += s->bytes;
     }
-    L->num_items = n;
+    L->index.num_items = n;
     return COORDL_OK;
 }
 
 /* Adds a shard path to the list the index walks (in the order given). */
 static coordl_status cdl__tar_add_path(coordl *L, const char *path, size_t *cap) {
-    if (L->ntar_shards == *cap) {
+    if (L->index.ntar_shards == *cap) {
         size_t ncap = *cap ? *cap * 2 : 16;
-        void *p = cdl__realloc(L, L->tar_shards, ncap * sizeof *L->tar_shards);
+        void *p = cdl__realloc(L, L->index.tar_shards, ncap * sizeof *L->index.tar_shards);
         if (!p) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
-        L->tar_shards = p;
+        L->index.tar_shards = p;
         *cap = ncap;
     }
-    if (!cdl__strings_append(L, path, strlen(path), &L->tar_shards[L->ntar_shards]))
+    if (!cdl__strings_append(L, path, strlen(path), &L->index.tar_shards[L->index.ntar_shards]))
         return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
-    L->ntar_shards++;
+    L->index.ntar_shards++;
     return COORDL_OK;
 }
 
@@ -601,15 +601,15 @@ CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, char *list_text, s
     memset(&t, 0, sizeof t);
     t.L = L;
     coordl_status rc = cdl__tar_list_shards(L, kind, list_text, list_len);
-    if (rc == COORDL_OK && L->ntar_shards == 0)
+    if (rc == COORDL_OK && L->index.ntar_shards == 0)
         rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s names no .tar shards", L->cfg.source);
-    if (rc == COORDL_OK && L->ntar_shards > UINT32_MAX)
+    if (rc == COORDL_OK && L->index.ntar_shards > UINT32_MAX)
         rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s names more than 2^32 shards", L->cfg.source);
     if (rc == COORDL_OK && !(t.win = cdl__malloc(L, CDL_TAR_WINDOW)))
         rc = cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; rc == COORDL_OK && i < L->ntar_shards; i++) {
+    for (size_t i = 0; rc == COORDL_OK && i < L->index.ntar_shards; i++) {
         char err[CDL_ERRMSG_MAX];
-        t.shard = L->strings + L->tar_shards[i];
+        t.shard = L->index.strings + L->index.tar_shards[i];
         t.shard_index = (uint32_t)i;
         rc = cdl__io_open(L, t.shard, &t.file, &t.size, err, sizeof err);
         if (rc != COORDL_OK) { rc = cdl__open_fail(rc, "source: cannot open tar shard %s: %s", t.shard, err); break; }

@@ -55,16 +55,16 @@ static coordl *fake_open(void)
     L->cfg.cache_pin = COORDL_PIN_OFF;
     L->cfg.batch_size = ROWS;
     L->cfg.shuffle = 0;
-    L->num_items = ITEMS;
-    L->share = ITEMS;
-    L->row_bytes = 8;
-    L->nslots = SLOTS;
+    L->index.num_items = ITEMS;
+    L->sampler.share = ITEMS;
+    L->geom.row_bytes = 8;
+    L->ring.nslots = SLOTS;
     L->S = calloc(1, sizeof *L->S);
     assert_non_null(L->S);
     assert_int_equal(cdl__stream_init(L->S, 0), COORDL_OK);
-    L->me = 0;
-    L->my_gen = 1;
-    L->bit = 1;
+    L->member.me = 0;
+    L->member.my_gen = 1;
+    L->member.bit = 1;
     atomic_store(&L->S->members[0].gen, 1);
     atomic_store(&L->S->live_mask, 1u);
     L->S->started = 1;
@@ -96,18 +96,18 @@ static identity fake_join(coordl *L, int m)
 static void act_as(coordl *L, identity *id)
 {
     if (g_acting) {
-        g_acting->held = L->held;
-        g_acting->cur_epoch = L->cur_epoch;
-        g_acting->cur_pos = L->cur_pos;
-        g_acting->cur_index = L->cur_index;
+        g_acting->held = L->consumer.held;
+        g_acting->cur_epoch = L->consumer.cur_epoch;
+        g_acting->cur_pos = L->consumer.cur_pos;
+        g_acting->cur_index = L->consumer.cur_index;
     }
-    L->me = id->me;
-    L->my_gen = id->gen;
-    L->bit = 1u << id->me;
-    L->held = id->held;
-    L->cur_epoch = id->cur_epoch;
-    L->cur_pos = id->cur_pos;
-    L->cur_index = id->cur_index;
+    L->member.me = id->me;
+    L->member.my_gen = id->gen;
+    L->member.bit = 1u << id->me;
+    L->consumer.held = id->held;
+    L->consumer.cur_epoch = id->cur_epoch;
+    L->consumer.cur_pos = id->cur_pos;
+    L->consumer.cur_index = id->cur_index;
     g_acting = id;
 }
 
@@ -228,7 +228,7 @@ static void test_invariant_checker_rejects_broken_streams(void **state)
     act_as(L, &b);
     claim(L, &c);
     act_as(L, &a);
-    cdl__slot *sl = &L->slots[c.slot];
+    cdl__slot *sl = &L->ring.slots[c.slot];
     sl->rows_claimed++;
     assert_broken(L, "claimed");
     sl->rows_claimed--;
@@ -239,9 +239,9 @@ static void test_invariant_checker_rejects_broken_streams(void **state)
     assert_broken(L, "not in the group");
     atomic_fetch_sub(&L->S->members[1].gen, 1);
     assert_invariants(L, "restored");
-    L->held = 3;
+    L->consumer.held = 3;
     assert_broken(L, "held");
-    L->held = 0;
+    L->consumer.held = 0;
     fake_close(L);
 }
 
@@ -262,14 +262,14 @@ static void test_completion_after_drop_counts_nothing(void **state)
     cdl__unlock(L);
     assert_invariants(L, "drop");
     assert_int_equal(L->S->inflight, 0);
-    assert_int_equal(L->slots[cb.slot].rows_claimed, 0);
+    assert_int_equal(L->ring.slots[cb.slot].rows_claimed, 0);
     act_as(L, &b); /* the resumed zombie finishes its row */
     complete(L, &cb);
     act_as(L, &a);
     assert_invariants(L, "the zombie's completion");
     assert_int_equal(L->S->inflight, 0);
-    assert_int_equal(L->slots[cb.slot].rows_done, 0);
-    assert_int_equal(cdl__slot_rows(L, &L->slots[cb.slot])[cb.row], CDL_ROW_FREE);
+    assert_int_equal(L->ring.slots[cb.slot].rows_done, 0);
+    assert_int_equal(cdl__slot_rows(L, &L->ring.slots[cb.slot])[cb.row], CDL_ROW_FREE);
     /* the row is prepared again, by a live member */
     fill_one(L);
     coordl_batch x;
@@ -304,7 +304,7 @@ static void test_repair_after_a_death_inside_drop_frees_the_marks(void **state)
         cdl__unlock(L);
         assert_invariants(L, "repair");
         assert_int_equal(L->S->inflight, 0);
-        assert_int_equal(L->slots[c1.slot].rows_claimed, 0);
+        assert_int_equal(L->ring.slots[c1.slot].rows_claimed, 0);
         fill_one(L);
         assert_invariants(L, "refilled after repair");
         fake_close(L);
@@ -341,7 +341,7 @@ static void test_dropped_member_cannot_touch_the_new_holder_of_its_index(void **
     fresh.cur_index = 1;
     act_as(L, &fresh);
     assert_int_equal(take(L, &nb), COORDL_OK);
-    const cdl__slot *ns = &L->slots[nb.slot_ - 1];
+    const cdl__slot *ns = &L->ring.slots[nb.slot_ - 1];
     act_as(L, &old);
     release(L, &zb); /* the zombie's stale batch */
     coordl_batch forged = nb;
@@ -350,7 +350,7 @@ static void test_dropped_member_cannot_touch_the_new_holder_of_its_index(void **
     act_as(L, &fresh);
     assert_true(ns->taken_mask & 2u);
     assert_false(ns->done_mask & 2u);
-    assert_int_equal(L->held, 1);
+    assert_int_equal(L->consumer.held, 1);
     assert_invariants(L, "after the zombie acted");
     release(L, &nb);
     assert_invariants(L, "the new member released");
@@ -379,11 +379,11 @@ static void test_stale_handle_releases_nothing(void **state)
     assert_int_equal(held.slot_, stale.slot_);
     assert_true(held.gen_ != stale.gen_);
     release(L, &stale);
-    assert_int_equal(L->held, 1);
-    assert_int_equal(L->slots[held.slot_ - 1].state, CDL_SLOT_READY);
+    assert_int_equal(L->consumer.held, 1);
+    assert_int_equal(L->ring.slots[held.slot_ - 1].state, CDL_SLOT_READY);
     assert_invariants(L, "stale release");
     release(L, &held);
-    assert_int_equal(L->held, 0);
+    assert_int_equal(L->consumer.held, 0);
     fake_close(L);
 }
 
@@ -424,7 +424,7 @@ static uint8_t *copy_of_a_group_object(uint64_t *size)
     snprintf(path, sizeof path, "/dev/shm/coordl-%s", group);
     size_t n = 0;
     uint8_t *bytes = tu_read_file(path, &n);
-    assert_int_equal(n, L->shm_bytes);
+    assert_int_equal(n, L->member.shm_bytes);
     coordl_close(L);
     *size = n;
     /* one byte off alignment: the validator must not need any */

@@ -71,7 +71,7 @@ static coordl *fz_loader(const coordl_config *cfg)
     L->alloc.realloc_fn = cdl__default_realloc;
     L->alloc.free_fn = cdl__default_free;
     L->cfg = *cfg;
-    L->me = -1;
+    L->member.me = -1;
     L->io = &cdl__posix_io;
     if (!L->cfg.max_decode_bytes)
         L->cfg.max_decode_bytes = CDL_DEFAULT_MAX_DECODE_BYTES;

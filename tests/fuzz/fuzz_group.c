@@ -110,8 +110,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (cdl__validate(&cfg) != COORDL_OK)
             return 0;
         L = fz_loader(&cfg);
-        L->num_items = 1u + (uint64_t)(p[4] | p[5] << 8) % 512u;
-        if ((uint64_t)cfg.world > L->num_items || cdl__open_geometry(L) != COORDL_OK) {
+        L->index.num_items = 1u + (uint64_t)(p[4] | p[5] << 8) % 512u;
+        if ((uint64_t)cfg.world > L->index.num_items || cdl__open_geometry(L) != COORDL_OK) {
             fz_loader_free(L);
             return 0;
         }
@@ -135,11 +135,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memcpy(obj, made, bytes);
         /* the object is a copy: nothing of L points into it any more */
         L->S = NULL;
-        L->slots = NULL;
-        L->row_state = NULL;
-        L->cache_entries = NULL;
-        memset(&L->cache_arena, 0, sizeof L->cache_arena);
-        memset(&L->ring_arena, 0, sizeof L->ring_arena);
+        L->ring.slots = NULL;
+        L->ring.row_state = NULL;
+        L->cache.entries = NULL;
+        memset(&L->cache.arena, 0, sizeof L->cache.arena);
+        memset(&L->ring.arena, 0, sizeof L->ring.arena);
         free(made);
     } else {
         bytes = in.n;

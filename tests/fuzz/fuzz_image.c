@@ -86,7 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cdl__worker W;
     fz_worker_init(&W, L);
     const uint64_t epoch = b[7], id = (uint64_t)b[8] | (uint64_t)b[9] << 8;
-    const size_t row = L->row_bytes;
+    const size_t row = L->geom.row_bytes;
     uint8_t *a = malloc(row), *c = malloc(row);
     FZ_CHECK(a && c, "out of memory");
     memset(a, 0x00, row);

@@ -35,11 +35,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         int64_t max_label = -1;
         uint64_t bytes = 0;
-        for (uint64_t i = 0; i < L->num_items; i++) {
-            const cdl__item *it = &L->items[i];
-            FZ_CHECK(it->path_off < L->strings_len, "path offset %llu", (unsigned long long)it->path_off);
-            const char *p = L->strings + it->path_off;
-            FZ_CHECK(memchr(p, 0, L->strings_len - it->path_off) != NULL, "unterminated path");
+        for (uint64_t i = 0; i < L->index.num_items; i++) {
+            const cdl__item *it = &L->index.items[i];
+            FZ_CHECK(it->path_off < L->index.strings_len, "path offset %llu", (unsigned long long)it->path_off);
+            const char *p = L->index.strings + it->path_off;
+            FZ_CHECK(memchr(p, 0, L->index.strings_len - it->path_off) != NULL, "unterminated path");
             struct stat sb;
             FZ_CHECK(stat(p, &sb) == 0 && S_ISREG(sb.st_mode), "item %llu (%s) is not a regular file",
                      (unsigned long long)i, p);
@@ -48,9 +48,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 max_label = it->label;
             bytes += it->bytes;
         }
-        FZ_CHECK(L->num_classes == (uint32_t)(max_label + 1), "num_classes %u, largest label %lld", L->num_classes,
+        FZ_CHECK(L->index.num_classes == (uint32_t)(max_label + 1), "num_classes %u, largest label %lld", L->index.num_classes,
                  (long long)max_label);
-        FZ_CHECK(bytes == L->dataset_bytes, "dataset_bytes");
+        FZ_CHECK(bytes == L->index.dataset_bytes, "dataset_bytes");
     }
     fz_loader_free(L);
     return 0;

@@ -49,20 +49,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
              rc == COORDL_ERR_NOMEM, "status %d", (int)rc);
     if (rc == COORDL_OK) {
         uint64_t sum = 0;
-        for (size_t i = 0; i < L->nshards; i++) {
-            FZ_CHECK(L->shards[i].first_item == sum, "shard %zu starts at %llu, expected %llu", i,
-                     (unsigned long long)L->shards[i].first_item, (unsigned long long)sum);
-            FZ_CHECK(L->shards[i].tok_bytes == 2 || L->shards[i].tok_bytes == 4, "token bytes");
-            sum += L->shards[i].nwindows;
+        for (size_t i = 0; i < L->index.nshards; i++) {
+            FZ_CHECK(L->index.shards[i].first_item == sum, "shard %zu starts at %llu, expected %llu", i,
+                     (unsigned long long)L->index.shards[i].first_item, (unsigned long long)sum);
+            FZ_CHECK(L->index.shards[i].tok_bytes == 2 || L->index.shards[i].tok_bytes == 4, "token bytes");
+            sum += L->index.shards[i].nwindows;
         }
-        FZ_CHECK(sum == L->num_items && sum > 0, "windows %llu, num_items %llu", (unsigned long long)sum,
-                 (unsigned long long)L->num_items);
+        FZ_CHECK(sum == L->index.num_items && sum > 0, "windows %llu, num_items %llu", (unsigned long long)sum,
+                 (unsigned long long)L->index.num_items);
         cdl__worker W;
         fz_worker_init(&W, L);
         int32_t *inputs = malloc(cfg.seq_len * sizeof *inputs), *targets = malloc(cfg.seq_len * sizeof *targets);
         FZ_CHECK(inputs && targets, "out of memory");
         W.targets = targets;
-        const uint64_t ids[3] = {0, L->num_items - 1, ((uint64_t)b[5] | (uint64_t)b[6] << 8) % L->num_items};
+        const uint64_t ids[3] = {0, L->index.num_items - 1, ((uint64_t)b[5] | (uint64_t)b[6] << 8) % L->index.num_items};
         for (int k = 0; k < 3; k++) {
             cdl__bytes win = {NULL, 0};
             coordl_status r = cdl__read_file(&W, ids[k], &win);
@@ -76,13 +76,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(targets);
         fz_worker_free(&W);
         if (cfg.token_order == COORDL_TOKENS_LLMC && cdl__llmc_init(L) == COORDL_OK) {
-            L->share = L->llmc->total * cfg.batch_size;
+            L->sampler.share = L->sampler.llmc->total * cfg.batch_size;
             const uint64_t epoch = b[7];
             cdl__perm perm = cdl__perm_for(L, epoch);
-            for (uint64_t pos = 0; pos < L->share && pos < 64; pos++) {
+            for (uint64_t pos = 0; pos < L->sampler.share && pos < 64; pos++) {
                 uint64_t id = cdl__item_at(L, &perm, pos);
-                FZ_CHECK(id < L->num_items, "position %llu maps to %llu of %llu", (unsigned long long)pos,
-                         (unsigned long long)id, (unsigned long long)L->num_items);
+                FZ_CHECK(id < L->index.num_items, "position %llu maps to %llu of %llu", (unsigned long long)pos,
+                         (unsigned long long)id, (unsigned long long)L->index.num_items);
             }
         }
     }

@@ -198,7 +198,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         verbose = getenv("FZ_VERBOSE") != NULL;
     if (verbose)
         fprintf(stderr, "fuzz_tar: %s: %s, %llu items, %u classes%s%s\n", source, fz_status(rc),
-                rc == COORDL_OK ? (unsigned long long)L->num_items : 0ull, rc == COORDL_OK ? L->num_classes : 0u,
+                rc == COORDL_OK ? (unsigned long long)L->index.num_items : 0ull, rc == COORDL_OK ? L->index.num_classes : 0u,
                 rc == COORDL_OK ? "" : ": ", rc == COORDL_OK ? "" : cdl__open_errmsg);
     if (rc != COORDL_OK) {
         FZ_CHECK(rc == COORDL_ERR_CORRUPT || rc == COORDL_ERR_INVALID || rc == COORDL_ERR_NOMEM ||
@@ -208,16 +208,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FZ_CHECK(rc != COORDL_ERR_CORRUPT || strstr(cdl__open_errmsg, "offset ") != NULL,
                  "message \"%s\" has no offset", cdl__open_errmsg);
     } else {
-        FZ_CHECK(L->num_items > 0 && L->tar_items != NULL && L->ntar_shards > 0, "num_items %llu",
-                 (unsigned long long)L->num_items);
+        FZ_CHECK(L->index.num_items > 0 && L->index.tar_items != NULL && L->index.ntar_shards > 0, "num_items %llu",
+                 (unsigned long long)L->index.num_items);
         int32_t max_label = -1;
         uint64_t bytes = 0;
-        for (uint64_t i = 0; i < L->num_items; i++) {
-            const cdl__item *it = &L->items[i];
-            const cdl__tar_item *ti = &L->tar_items[i];
-            FZ_CHECK(ti->shard < L->ntar_shards, "item %llu: shard %u of %zu", (unsigned long long)i, ti->shard,
-                     L->ntar_shards);
-            const char *shard = L->strings + L->tar_shards[ti->shard];
+        for (uint64_t i = 0; i < L->index.num_items; i++) {
+            const cdl__item *it = &L->index.items[i];
+            const cdl__tar_item *ti = &L->index.tar_items[i];
+            FZ_CHECK(ti->shard < L->index.ntar_shards, "item %llu: shard %u of %zu", (unsigned long long)i, ti->shard,
+                     L->index.ntar_shards);
+            const char *shard = L->index.strings + L->index.tar_shards[ti->shard];
             const fz_memfile *f = fz_mem_find(&m, shard, strlen(shard));
             FZ_CHECK(f != NULL, "item %llu: shard %s is not one the reader serves", (unsigned long long)i, shard);
             const uint64_t known = f->n + (lied ? 512u : 0u); /* the size the reader gave */
@@ -226,33 +226,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                      (unsigned long long)i, (unsigned long long)ti->offset, (unsigned long long)it->bytes, shard,
                      (unsigned long long)known);
             const char *path = coordl_item_path(L, i);
-            FZ_CHECK(path != NULL && path == L->strings + it->path_off, "item %llu: path", (unsigned long long)i);
+            FZ_CHECK(path != NULL && path == L->index.strings + it->path_off, "item %llu: path", (unsigned long long)i);
             const size_t slen = strlen(shard);
             FZ_CHECK(strncmp(path, shard, slen) == 0 && path[slen] == ':' && path[slen + 1] != '\0' &&
                      path[slen + 1] != '.', "item %llu: path \"%s\" is not \"%s:<member>\"", (unsigned long long)i,
                      path, shard);
             FZ_CHECK(coordl_item_label(L, i) == it->label, "item %llu: label", (unsigned long long)i);
-            FZ_CHECK(it->label >= 0 && (uint32_t)it->label < L->num_classes, "item %llu: label %d of %u classes",
-                     (unsigned long long)i, it->label, L->num_classes);
+            FZ_CHECK(it->label >= 0 && (uint32_t)it->label < L->index.num_classes, "item %llu: label %d of %u classes",
+                     (unsigned long long)i, it->label, L->index.num_classes);
             if (it->label > max_label)
                 max_label = it->label;
             bytes += it->bytes;
         }
-        FZ_CHECK(L->num_classes >= (uint32_t)max_label + 1, "num_classes %u, largest label %d", L->num_classes,
+        FZ_CHECK(L->index.num_classes >= (uint32_t)max_label + 1, "num_classes %u, largest label %d", L->index.num_classes,
                  max_label);
-        FZ_CHECK(bytes == L->dataset_bytes, "dataset_bytes %llu, items add up to %llu",
-                 (unsigned long long)L->dataset_bytes, (unsigned long long)bytes);
+        FZ_CHECK(bytes == L->index.dataset_bytes, "dataset_bytes %llu, items add up to %llu",
+                 (unsigned long long)L->index.dataset_bytes, (unsigned long long)bytes);
         /* the documented order: with .cls labels shard order, then member
          * order; with class folders (label, member path, shard, offset),
          * labels numbering the class folders in name order */
         int in_shard_order = 1, in_folder_order = 1;
-        for (uint64_t i = 1; i < L->num_items; i++) {
-            const cdl__tar_item *p = &L->tar_items[i - 1], *q = &L->tar_items[i];
+        for (uint64_t i = 1; i < L->index.num_items; i++) {
+            const cdl__tar_item *p = &L->index.tar_items[i - 1], *q = &L->index.tar_items[i];
             if (!(p->shard < q->shard || (p->shard == q->shard && p->offset < q->offset)))
                 in_shard_order = 0;
-            const cdl__item *x = &L->items[i - 1], *y = &L->items[i];
-            const char *mx = coordl_item_path(L, i - 1) + strlen(L->strings + L->tar_shards[p->shard]) + 1;
-            const char *my = coordl_item_path(L, i) + strlen(L->strings + L->tar_shards[q->shard]) + 1;
+            const cdl__item *x = &L->index.items[i - 1], *y = &L->index.items[i];
+            const char *mx = coordl_item_path(L, i - 1) + strlen(L->index.strings + L->index.tar_shards[p->shard]) + 1;
+            const char *my = coordl_item_path(L, i) + strlen(L->index.strings + L->index.tar_shards[q->shard]) + 1;
             const char *sx = strchr(mx, '/'), *sy = strchr(my, '/');
             const int c = strcmp(mx, my);
             if (!sx || !sy || x->label > y->label ||
@@ -269,16 +269,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
         }
         FZ_CHECK(in_shard_order || in_folder_order, "the items are in neither documented order");
-        FZ_CHECK(coordl_num_items(L) == L->num_items && coordl_item_path(L, L->num_items) == NULL &&
-                 coordl_item_label(L, L->num_items) == -1, "out-of-range getters");
+        FZ_CHECK(coordl_num_items(L) == L->index.num_items && coordl_item_path(L, L->index.num_items) == NULL &&
+                 coordl_item_label(L, L->index.num_items) == -1, "out-of-range getters");
 
         /* every item through the worker's read path */
         cdl__worker W;
         fz_worker_init(&W, L);
-        for (uint64_t i = 0; i < L->num_items && i < FZ_MAX_READ_ITEMS; i++) {
-            const cdl__item *it = &L->items[i];
-            const cdl__tar_item *ti = &L->tar_items[i];
-            const char *shard = L->strings + L->tar_shards[ti->shard];
+        for (uint64_t i = 0; i < L->index.num_items && i < FZ_MAX_READ_ITEMS; i++) {
+            const cdl__item *it = &L->index.items[i];
+            const cdl__tar_item *ti = &L->index.tar_items[i];
+            const char *shard = L->index.strings + L->index.tar_shards[ti->shard];
             const fz_memfile *f = fz_mem_find(&m, shard, strlen(shard));
             cdl__bytes got = {NULL, 0};
             W.err[0] = '\0';
@@ -314,15 +314,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FZ_CHECK(orc == rc, "coordl_open = %d (%s), the index gave %d: %s", (int)orc, fz_status(orc), (int)rc,
                  coordl_errmsg(NULL));
         if (orc == COORDL_OK) {
-            FZ_CHECK(coordl_num_items(P) == L->num_items && coordl_num_classes(P) == L->num_classes,
+            FZ_CHECK(coordl_num_items(P) == L->index.num_items && coordl_num_classes(P) == L->index.num_classes,
                      "items %llu classes %u, the index: %llu, %u", (unsigned long long)coordl_num_items(P),
-                     coordl_num_classes(P), (unsigned long long)L->num_items, L->num_classes);
-            for (uint64_t i = 0; i < L->num_items; i++)
+                     coordl_num_classes(P), (unsigned long long)L->index.num_items, L->index.num_classes);
+            for (uint64_t i = 0; i < L->index.num_items; i++)
                 FZ_CHECK(strcmp(coordl_item_path(P, i), coordl_item_path(L, i)) == 0 &&
                          coordl_item_label(P, i) == coordl_item_label(L, i), "item %llu differs",
                          (unsigned long long)i);
             if (cfg.pipeline != COORDL_PIPE_AUDIO) {
-                for (uint64_t i = 0; i < L->num_items && i < FZ_MAX_API_ITEMS; i++) {
+                for (uint64_t i = 0; i < L->index.num_items && i < FZ_MAX_API_ITEMS; i++) {
                     coordl_transform t;
                     const coordl_status r = coordl_sample_transform(P, b[5], i, &t);
                     FZ_CHECK(r == COORDL_OK || r == COORDL_ERR_CORRUPT || r == COORDL_ERR_UNSUPPORTED ||
@@ -339,7 +339,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 if (r == COORDL_OK) {
                     FZ_CHECK(bt.n >= 1 && bt.n <= cfg.batch_size, "batch of %u rows", bt.n);
                     for (uint32_t k = 0; k < bt.n; k++)
-                        FZ_CHECK(bt.ids[k] < L->num_items && bt.labels[k] == L->items[bt.ids[k]].label,
+                        FZ_CHECK(bt.ids[k] < L->index.num_items && bt.labels[k] == L->index.items[bt.ids[k]].label,
                                  "row %u: id %llu label %d", k, (unsigned long long)bt.ids[k], bt.labels[k]);
                     coordl_release(P, &bt);
                     continue;

@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cdl__worker W;
     fz_worker_init(&W, L);
     const uint64_t epoch = b[3], id = (uint64_t)b[4] | (uint64_t)b[5] << 8;
-    const size_t row = L->row_bytes;
+    const size_t row = L->geom.row_bytes;
     FZ_CHECK(row == (size_t)cfg.audio_samples * sizeof(float), "row %zu", row);
     uint8_t *x = malloc(row), *y = malloc(row);
     FZ_CHECK(x && y, "out of memory");
