@@ -42,15 +42,19 @@
 #define CDL_PRIVATE static /* internal across modules, private to this file */
 
 /* ---- src/platform.h ---------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/*
+ * platform.h - build switches, system headers, clocks: the layer every
+ * module stands on. Owns nothing: macros, the system's and the optional
+ * libraries' headers, and the clock helpers. In module builds CDL_PRIVATE
+ * is empty (extern); tools/amalgamate.py defines it static.
+ */
 #ifndef CDL_PLATFORM_H
 #define CDL_PLATFORM_H
 #ifndef CDL_PRIVATE
 #define CDL_PRIVATE /* static in the amalgamation */
 #endif
 
-/* ===================================================================== */
-/* 1. Platform and build options                                         */
-/* ===================================================================== */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1 /* sched_getaffinity, CPU_COUNT, MAP_POPULATE */
 #endif
@@ -86,13 +90,13 @@
 #include <emmintrin.h>
 #endif
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h> /* AVX2 resampling, chosen at run time (section 12) */
+#include <immintrin.h> /* AVX2 resampling, chosen at run time (resample.c) */
 #endif
 
 /* Build switches for the parts, miniaudio's MA_NO_* style: each leaves one
  * part's code out, and what that part served answers
  * COORDL_ERR_UNSUPPORTED naming the switch (the config is checked at open,
- * section 18). The public API is the same in every build.
+ * abi.c). The public API is the same in every build.
  *   COORDL_NO_HWLOC      placement by plain pthread affinity, no NUMA
  *   COORDL_NO_AUDIO      COORDL_PIPE_AUDIO (the WAV reader and crop)
  *   COORDL_NO_TOKENS     COORDL_PIPE_TOKENS (llm.c shard parsing, windows)
@@ -132,7 +136,7 @@
 
 typedef unsigned char cdl__u8;
 
-/* CPU time of the calling thread (the rewrite budget, section 13). */
+/* CPU time of the calling thread (the rewrite budget, decode.c). */
 static inline uint64_t cdl__thread_cpu_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -160,6 +164,8 @@ static inline uint16_t cdl__le16(const cdl__u8 *p) { return (uint16_t)(p[0] | p[
 #endif
 #endif /* CDL_PLATFORM_H */
 /* ---- src/status.h ------------------------------------------------------ */
+/* SPDX-License-Identifier: MIT */
+/* status.h - status codes, errors, logging, allocation, counters: the types and functions other modules use (see status.c). */
 #ifndef CDL_STATUS_H
 #define CDL_STATUS_H
 
@@ -258,16 +264,11 @@ CDL_PRIVATE void *cdl__default_realloc(void *u, void *p, size_t n);
 CDL_PRIVATE _Thread_local char cdl__open_errmsg[CDL_ERRMSG_MAX];
 #endif /* CDL_STATUS_H */
 /* ---- src/rand.h -------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* rand.h - counter-based randomness: the types and functions other modules use (see rand.c). */
 #ifndef CDL_RAND_H
 #define CDL_RAND_H
 
-/* ===================================================================== */
-/* 3. Counter-based randomness                                           */
-/* Every random choice is a pure function of (seed, stream, epoch, item):*/
-/* a keyed SplitMix64 hash, with a counter for draws within one sample.  */
-/* Nothing depends on which thread, process or machine asks, so batches  */
-/* are identical across thread counts and after seek (no replay).        */
-/* ===================================================================== */
 
 enum { CDL_STREAM_PERM = 1, CDL_STREAM_CROP = 2, CDL_STREAM_SUBST = 3, CDL_STREAM_SHARD_ORDER = 4,
        CDL_STREAM_SHARD_SAMPLES = 5 };
@@ -286,6 +287,8 @@ CDL_PRIVATE uint64_t cdl__rng_next(cdl__rng *r);
 CDL_PRIVATE double cdl__rng_uniform(cdl__rng *r);
 #endif /* CDL_RAND_H */
 /* ---- src/placement.h --------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* placement.h - placement: cores and NUMA node(s): the types and functions other modules use (see placement.c). */
 #ifndef CDL_PLACEMENT_H
 #define CDL_PLACEMENT_H
 
@@ -316,6 +319,8 @@ CDL_PRIVATE coordl_status cdl__placement_choose(coordl *L, cdl__placement *P);
 CDL_PRIVATE void cdl__placement_free(coordl *L, cdl__placement *P);
 #endif /* CDL_PLACEMENT_H */
 /* ---- src/arena.h ------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* arena.h - arenas: offset-addressed mmap regions: the types and functions other modules use (see arena.c). */
 #ifndef CDL_ARENA_H
 #define CDL_ARENA_H
 
@@ -334,6 +339,8 @@ CDL_PRIVATE void cdl__arena_unmap(coordl *L, cdl__arena *a);
 CDL_PRIVATE void cdl__arena_borrow(coordl *L, cdl__arena *a, void *base, size_t bytes, const char *what);
 #endif /* CDL_ARENA_H */
 /* ---- src/lock.h -------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* lock.h - the stream's shared state and its lock: the types and functions other modules use (see lock.c). */
 #ifndef CDL_LOCK_H
 #define CDL_LOCK_H
 
@@ -448,14 +455,11 @@ CDL_PRIVATE void cdl__lock_acquired(coordl *L, int e);
 CDL_PRIVATE void cdl__signal_unlocked(coordl *L, cdl__cond *c);
 #endif /* CDL_LOCK_H */
 /* ---- src/worker.h ------------------------------------------------------ */
+/* SPDX-License-Identifier: MIT */
+/* worker.h - a worker's scratch: the types and functions other modules use (see worker.c). */
 #ifndef CDL_WORKER_H
 #define CDL_WORKER_H
 
-/* 9. Fetch                                                              */
-/* The one place bytes come from: the cache, else a peer, else storage   */
-/* (which admits into the cache): the row's item read ahead by the I/O   */
-/* threads into their arena, or read now into the worker's buffer.       */
-/* ===================================================================== */
 
 /* Per-worker scratch; everything grows on demand and is reused, so the
  * steady state allocates nothing per image. */
@@ -489,7 +493,7 @@ struct cdl__worker {
     } jerr;
     struct jpeg_progress_mgr jprogress; /* enforces CDL_JPEG_MAX_SCANS */
     int jd_ready;
-    /* JPEG rewrites (section 13): a compress object made per rewrite, the
+    /* JPEG rewrites (jpeg.c): a compress object made per rewrite, the
      * destination that writes into rw, the row index before it is filled */
     struct jpeg_compress_struct jc;
     int jc_live;
@@ -517,7 +521,7 @@ struct cdl__worker {
     uint64_t plain_cpu, plain_n, splice_cpu, splice_n;
     /* this row's counters, added to the totals when the row completes */
     cdl__counters row;
-    const struct cdl__claim *claim; /* the row being prepared (section 14) */
+    const struct cdl__claim *claim; /* the row being prepared (stream.c) */
     struct cdl__ra_entry *ra_entry; /* its read-ahead entry, or NULL         */
     uint64_t cur_epoch;     /* the row being prepared: its epoch, slot, row */
     cdl__slot *cur_slot;
@@ -535,6 +539,8 @@ typedef struct cdl__bytes {
 CDL_PRIVATE coordl_status cdl__worker_error(cdl__worker *W, coordl_status s, const char *fmt, ...);
 #endif /* CDL_WORKER_H */
 /* ---- src/io.h ---------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* io.h - the storage seam (coordl_io): the types and functions other modules use (see io.c). */
 #ifndef CDL_IO_H
 #define CDL_IO_H
 
@@ -551,6 +557,8 @@ CDL_PRIVATE int cdl__posix_fd(void *file);
 CDL_PRIVATE int cdl__posix_open_why(const char *path, void **file, uint64_t *size, const char **why);
 #endif /* CDL_IO_H */
 /* ---- src/index.h ------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* index.h - the item table: the types and functions other modules use (see index.c). */
 #ifndef CDL_INDEX_H
 #define CDL_INDEX_H
 
@@ -604,6 +612,8 @@ CDL_PRIVATE uint64_t cdl__item_bytes(const coordl *L, uint64_t id);
 CDL_PRIVATE int32_t cdl__item_label(const coordl *L, uint64_t id);
 #endif /* CDL_INDEX_H */
 /* ---- src/tar.h --------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* tar.h - WebDataset tar shards: the types and functions other modules use (see tar.c). */
 #ifndef CDL_TAR_H
 #define CDL_TAR_H
 
@@ -613,6 +623,8 @@ CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, char *list_text, s
 CDL_PRIVATE int cdl__is_tar_name(const char *p);
 #endif /* CDL_TAR_H */
 /* ---- src/source.h ------------------------------------------------------ */
+/* SPDX-License-Identifier: MIT */
+/* source.h - token shards, the source dispatcher, reading one item: the types and functions other modules use (see source.c). */
 #ifndef CDL_SOURCE_H
 #define CDL_SOURCE_H
 
@@ -623,6 +635,8 @@ CDL_PRIVATE coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes
 CDL_PRIVATE coordl_status cdl__index_source(coordl *L);
 #endif /* CDL_SOURCE_H */
 /* ---- src/sampler.h ----------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* sampler.h - the sampler: the types and functions other modules use (see sampler.c). */
 #ifndef CDL_SAMPLER_H
 #define CDL_SAMPLER_H
 
@@ -670,6 +684,8 @@ CDL_PRIVATE void cdl__llmc_locate(const coordl *L, uint64_t epoch, uint64_t k, u
 CDL_PRIVATE const cdl__llmc_epoch *cdl__llmc_table(const coordl *L, uint64_t epoch);
 #endif /* CDL_SAMPLER_H */
 /* ---- src/jpeg_layout.h ------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* jpeg_layout.h - the JPEG marker walk: the types and functions other modules use (see jpeg_layout.c). */
 #ifndef CDL_JPEG_LAYOUT_H
 #define CDL_JPEG_LAYOUT_H
 
@@ -699,6 +715,8 @@ CDL_PRIVATE int cdl__jpeg_walk(const cdl__u8 *p, size_t len, cdl__jpeg_layout *l
 CDL_PRIVATE uint32_t cdl__rst_interval(const cdl__jpeg_layout *lay, size_t len);
 #endif /* CDL_JPEG_LAYOUT_H */
 /* ---- src/cache.h ------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* cache.h - the MinIO cache: the types and functions other modules use (see cache.c). */
 #ifndef CDL_CACHE_H
 #define CDL_CACHE_H
 
@@ -718,7 +736,7 @@ enum { CDL_CE_EMPTY = 0, CDL_CE_ADMITTING = 1, CDL_CE_PRESENT = 2, CDL_CE_REWRIT
 #define CDL_CE_STATE 0xFFu
 #define CDL_CE_READER 0x100u
 /* ce->jpeg: PLAIN bytes as read (may be rewritten), RST a restart-marker
- * rewrite (section 13), KEEP never rewritten (not a JPEG coordl rewrites,
+ * rewrite (jpeg.c), KEEP never rewritten (not a JPEG coordl rewrites,
  * or its rewrite failed or did not fit) */
 enum { CDL_CE_PLAIN = 0, CDL_CE_RST = 1, CDL_CE_KEEP = 2 };
 
@@ -759,6 +777,8 @@ CDL_PRIVATE coordl_status cdl__cache_create(coordl *L);
 CDL_PRIVATE void cdl__cache_destroy(coordl *L);
 #endif /* CDL_CACHE_H */
 /* ---- src/peers.h ------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* peers.h - the partitioned cache over MPI: the types and functions other modules use (see peers.c). */
 #ifndef CDL_PEERS_H
 #define CDL_PEERS_H
 
@@ -794,7 +814,7 @@ typedef struct cdl__remote {
     cdl__remote_ask *ask;  /* world peers (allocated by cdl__peer_start) */
 } cdl__remote;
 
-/* The ring allocator (section 14) sizes, grows and frees these with the
+/* The ring allocator (stream.c) sizes, grows and frees these with the
  * ring, so they always cover slot_rows_cap rows of every slot (coordl_set
  * growing the batch cannot outgrow them); grown arrays are zeroed. */
 #define CDL_RING_ARRAYS_PEER(X)                     \
@@ -859,6 +879,8 @@ CDL_PRIVATE coordl_status cdl__peer_start(coordl *L);
 #endif
 #endif /* CDL_PEERS_H */
 /* ---- src/readahead.h --------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* readahead.h - read-ahead in the known order: the types and functions other modules use (see readahead.c). */
 #ifndef CDL_READAHEAD_H
 #define CDL_READAHEAD_H
 
@@ -916,6 +938,8 @@ CDL_PRIVATE cdl__ra_entry *cdl__ra_take(coordl *L, uint64_t epoch, uint64_t pos,
 CDL_PRIVATE coordl_status cdl__ra_start(coordl *L);
 #endif /* CDL_READAHEAD_H */
 /* ---- src/fetch.h ------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* fetch.h - where a row's bytes come from: the types and functions other modules use (see fetch.c). */
 #ifndef CDL_FETCH_H
 #define CDL_FETCH_H
 
@@ -925,6 +949,8 @@ CDL_PRIVATE coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *ou
 CDL_PRIVATE void cdl__fetch_done(cdl__worker *W);
 #endif /* CDL_FETCH_H */
 /* ---- src/plan.h -------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* plan.h - a sample's crop geometry: the types and functions other modules use (see plan.c). */
 #ifndef CDL_PLAN_H
 #define CDL_PLAN_H
 
@@ -951,6 +977,8 @@ CDL_PRIVATE void cdl__geom_scale(cdl__geom *g, int d, int scaled_w, int scaled_h
 #endif
 #endif /* CDL_PLAN_H */
 /* ---- src/resample.h ---------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* resample.h - resampling and the fused resize/flip/normalize pass: the types and functions other modules use (see resample.c). */
 #ifndef CDL_RESAMPLE_H
 #define CDL_RESAMPLE_H
 
@@ -971,6 +999,8 @@ CDL_PRIVATE uint64_t cdl__window_bytes(const coordl *L, const cdl__axis *ax, con
 CDL_PRIVATE int cdl__resample_use_avx2(void);
 #endif /* CDL_RESAMPLE_H */
 /* ---- src/image.h ------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* image.h - decode limits and stb_image: the types and functions other modules use (see image.c). */
 #ifndef CDL_IMAGE_H
 #define CDL_IMAGE_H
 
@@ -984,6 +1014,8 @@ CDL_PRIVATE coordl_status cdl__decode_stb(cdl__worker *W, const char *path, cons
 CDL_PRIVATE coordl_status cdl__stb_header(cdl__worker *W, const char *path, const cdl__bytes *in, int *iw, int *ih, int *comp);
 #endif /* CDL_IMAGE_H */
 /* ---- src/jpeg.h -------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* jpeg.h - libjpeg decode and JPEG random access: the types and functions other modules use (see jpeg.c). */
 #ifndef CDL_JPEG_H
 #define CDL_JPEG_H
 
@@ -1001,6 +1033,8 @@ CDL_PRIVATE void cdl__jpeg_scan_limit(j_common_ptr cinfo);
 #endif
 #endif /* CDL_JPEG_H */
 /* ---- src/audio.h ------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* audio.h - WAV audio: the types and functions other modules use (see audio.c). */
 #ifndef CDL_AUDIO_H
 #define CDL_AUDIO_H
 
@@ -1019,6 +1053,8 @@ CDL_PRIVATE uint64_t cdl__audio_offset(const coordl *L, uint64_t epoch, uint64_t
 CDL_PRIVATE coordl_status cdl__wav_open(cdl__worker *W, const char *path, const cdl__bytes *in, cdl__wav *wav, uint64_t *n_out);
 #endif /* CDL_AUDIO_H */
 /* ---- src/decode.h ------------------------------------------------------ */
+/* SPDX-License-Identifier: MIT */
+/* decode.h - the per-item decode dispatch: the types and functions other modules use (see decode.c). */
 #ifndef CDL_DECODE_H
 #define CDL_DECODE_H
 
@@ -1032,6 +1068,8 @@ CDL_PRIVATE void cdl__worker_decoder_init(cdl__worker *W);
 CDL_PRIVATE coordl_status cdl__image_size(cdl__worker *W, const char *path, const cdl__bytes *in, int *iw, int *ih);
 #endif /* CDL_DECODE_H */
 /* ---- src/config.h ------------------------------------------------------ */
+/* SPDX-License-Identifier: MIT */
+/* config.h - configuration: defaults, validation, output geometry: the types and functions other modules use (see config.c). */
 #ifndef CDL_CONFIG_H
 #define CDL_CONFIG_H
 
@@ -1070,6 +1108,8 @@ CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c);
 CDL_PRIVATE coordl_config cdl__config_default(void);
 #endif /* CDL_CONFIG_H */
 /* ---- src/stream.h ------------------------------------------------------ */
+/* SPDX-License-Identifier: MIT */
+/* stream.h - the ring and the stream state machine: the types and functions other modules use (see stream.c). */
 #ifndef CDL_STREAM_H
 #define CDL_STREAM_H
 
@@ -1131,6 +1171,8 @@ CDL_PRIVATE coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *
 CDL_PRIVATE int cdl__stream_try_claim(coordl *L, cdl__claim *c);
 #endif /* CDL_STREAM_H */
 /* ---- src/pool.h -------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* pool.h - the worker pool: the types and functions other modules use (see pool.c). */
 #ifndef CDL_POOL_H
 #define CDL_POOL_H
 
@@ -1153,6 +1195,8 @@ CDL_PRIVATE void cdl__pool_stop(coordl *L);
 CDL_PRIVATE void cdl__worker_prepare(cdl__worker *W, const cdl__claim *c, cdl__row_result *r);
 #endif /* CDL_POOL_H */
 /* ---- src/group.h ------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* group.h - the coordinated group: the types and functions other modules use (see group.c). */
 #ifndef CDL_GROUP_H
 #define CDL_GROUP_H
 
@@ -1184,6 +1228,8 @@ CDL_PRIVATE coordl_status cdl__group_open(coordl *L);
 CDL_PRIVATE void cdl__member_thread_stop(coordl *L);
 #endif /* CDL_GROUP_H */
 /* ---- src/api.h --------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* api.h - the public API: the types and functions other modules use (see api.c). */
 #ifndef CDL_API_H
 #define CDL_API_H
 
@@ -1208,6 +1254,8 @@ CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out);
 CDL_PRIVATE coordl_status cdl__sample_transform(coordl *L, uint64_t epoch, uint64_t id, coordl_transform *out);
 #endif /* CDL_API_H */
 /* ---- src/analyzer.h ---------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* analyzer.h - DS-Analyzer: the types and functions other modules use (see analyzer.c). */
 #ifndef CDL_ANALYZER_H
 #define CDL_ANALYZER_H
 
@@ -1221,6 +1269,9 @@ CDL_PRIVATE coordl_whatif cdl__report_predict(const coordl_report *r, double f, 
 CDL_PRIVATE coordl_whatif cdl__report_predict_ra(const coordl_report *r, double f, int threads, double storage_mb_per_s, uint32_t depth, uint32_t io_threads);
 #endif /* CDL_ANALYZER_H */
 /* ---- src/handle.h ------------------------------------------------------ */
+/* SPDX-License-Identifier: MIT */
+/* handle.h - struct coordl, the composition of every module's state. It sits
+ * above every module: any .c may include it, no header may. */
 #ifndef CDL_HANDLE_H
 #define CDL_HANDLE_H
 
@@ -1251,13 +1302,24 @@ struct coordl {
 };
 #endif /* CDL_HANDLE_H */
 /* ---- src/status.c ------------------------------------------------------ */
+/* SPDX-License-Identifier: MIT */
+/*
+ * status.c - status codes, errors, logging, allocation, counters.
+ *
+ * Every failure becomes a coordl_status plus a message naming the file
+ * or setting. Memory comes from the configured allocator (all three
+ * hooks or none); nothing here calls exit().
+ *
+ * Owns:  the handle's error detail (L->errmsg), its allocator hooks
+ *        (L->alloc), its counters (L->stats), and the one state outside any
+ *        handle: the thread-local message of the last failed coordl_open
+ * Lock:  L->stats under the stream's lock; L->errmsg is written by the
+ *        thread whose call failed (the API is one consumer thread); the
+ *        allocator is fixed at open
+ * Calls: none (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
+ */
 
-/* ===================================================================== */
-/* 2. Errors, logging, allocation, the stream's lock                    */
-/* Every failure becomes a coordl_status plus a message naming the file  */
-/* or setting. Memory comes from the configured allocator (all three     */
-/* hooks or none); nothing here calls exit().                            */
-/* ===================================================================== */
 
 /* The message of the last failed coordl_open on this thread (the handle
  * does not exist yet, so it cannot hold it; tj3GetErrorStr(NULL) does the
@@ -1350,6 +1412,21 @@ CDL_PRIVATE void cdl__debug_assert(const coordl *L, int ok, const char *what) {
 }
 #endif /* COORDL_DEBUG */
 /* ---- src/rand.c -------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/*
+ * rand.c - counter-based randomness.
+ *
+ * Every random choice is a pure function of (seed, stream, epoch, item):
+ * a keyed SplitMix64 hash, with a counter for draws within one sample.
+ * Nothing depends on which thread, process or machine asks, so batches
+ * are identical across thread counts and after seek (no replay).
+ *
+ * Owns:  nothing: every draw is a pure function of (seed, stream, epoch,
+ *        item, counter)
+ * Lock:  none
+ * Calls: none (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
+ */
 
 CDL_PRIVATE uint64_t cdl__mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -1390,17 +1467,25 @@ CDL_PRIVATE uint64_t cdl__rng_below(cdl__rng *r, uint64_t n) {
 }
 
 /* ---- src/placement.c --------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/*
+ * placement.c - placement: cores and NUMA node(s).
+ *
+ * Chooses, once at open, the PUs the workers run on and the NUMA
+ * node(s) the cache and ring live on: from cpuset, numa_node,
+ * pci_bus_id, or every PU the process may use, in that order. Physical
+ * cores come before hyper-threads; the first reserve_cores cores are
+ * left to the trainer. hwloc supplies the topology (this machine, or an
+ * XML/synthetic one for planning and tests); without it
+ * (COORDL_NO_HWLOC) each PU is a core and there is no NUMA placement.
+ *
+ * Owns:  L->place: the PUs the workers run on, the reserved ones, the
+ *        arenas' node, and whether pinning and binding worked
+ * Lock:  written at open (and by arena at open), read-only after
+ * Calls: status (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
+ */
 
-/* ===================================================================== */
-/* 4. Placement                                                          */
-/* Chooses, once at open, the PUs the workers run on and the NUMA        */
-/* node(s) the cache and ring live on: from cpuset, numa_node,           */
-/* pci_bus_id, or every PU the process may use, in that order. Physical  */
-/* cores come before hyper-threads; the first reserve_cores cores are    */
-/* left to the trainer. hwloc supplies the topology (this machine, or an */
-/* XML/synthetic one for planning and tests); without it                 */
-/* (COORDL_NO_HWLOC) each PU is a core and there is no NUMA placement.   */
-/* ===================================================================== */
 
 
 /* Strict "0-7,16-23" parser into a membership array. */
@@ -1687,15 +1772,23 @@ CDL_PRIVATE int cdl__placement_bind_memory(coordl *L, void *p, size_t bytes) {
 }
 
 /* ---- src/arena.c ------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/*
+ * arena.c - arenas: offset-addressed mmap regions.
+ *
+ * The cache slab and the batch ring are mmap'd regions addressed by
+ * offsets, never by pointers stored inside them, so the same code can
+ * later serve a POSIX shm object shared by sibling processes. Locking
+ * (mlock) is tried per cache_pin; failure falls back to pageable memory
+ * and is logged once.
+ *
+ * Owns:  nothing of its own: it maps, binds, pins and unmaps the arenas the
+ *        cache (L->cache.arena) and the ring (L->ring.arena) own
+ * Lock:  called at open, by coordl_set with the stream paused, and at close
+ * Calls: status, placement (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
+ */
 
-/* ===================================================================== */
-/* 5. Arenas                                                             */
-/* The cache slab and the batch ring are mmap'd regions addressed by     */
-/* offsets, never by pointers stored inside them, so the same code can   */
-/* later serve a POSIX shm object shared by sibling processes. Locking   */
-/* (mlock) is tried per cache_pin; failure falls back to pageable memory */
-/* and is logged once.                                                   */
-/* ===================================================================== */
 
 /* Maps an arena, binds it to the chosen node(s) before any page is
  * touched, then page-locks it per cache_pin. `populate`: fault every page
@@ -1786,14 +1879,27 @@ CDL_PRIVATE void cdl__arena_borrow(coordl *L, cdl__arena *a, void *base, size_t 
 }
 
 /* ---- src/lock.c -------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/*
+ * lock.c - the stream's shared state and its lock.
+ *
+ * Owns:  the types of the stream's shared state (cdl__stream, cdl__slot,
+ *        cdl__member, cdl__cond), the lock's owner fields in *L->S, and the
+ *        waits and wakes on its conditions
+ * Lock:  the stream's robust mutex itself (S->mu); in a group it is
+ *        process-shared. On EOWNERDEAD it runs L->lock_repair (the stream's
+ *        repair, set at open) before marking the mutex consistent
+ * Calls: status (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
+ */
 
 /* --- the stream's lock -------------------------------------------------
  * One robust mutex guards the stream (claims, slots, members). In a group
  * it is shared by processes: a thread killed while holding it leaves it
  * EOWNERDEAD, and the next locker runs the stream's repair transition
- * (section 14) before marking it consistent. Taking the lock does nothing
+ * (stream.c) before marking it consistent. Taking the lock does nothing
  * else: heartbeats, liveness and reaping belong to the group's member
- * thread (section 15), so a thread that only queries never drops anyone.
+ * thread (group.c), so a thread that only queries never drops anyone.
  * The repair transition belongs to the stream, a layer above: open sets
  * L->lock_repair to it, so this module never calls up. */
 
@@ -1896,6 +2002,17 @@ CDL_PRIVATE void cdl__signal_unlocked(coordl *L, cdl__cond *c) {
     }
 }
 /* ---- src/worker.c ------------------------------------------------------ */
+/* SPDX-License-Identifier: MIT */
+/*
+ * worker.c - a worker's scratch.
+ *
+ * Owns:  cdl__worker: one per worker thread (and the consumer's helper),
+ *        every buffer grown on demand and reused, so the steady state
+ *        allocates nothing per item
+ * Lock:  none: a worker's scratch is touched only by its own thread
+ * Calls: status (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
+ */
 
 CDL_PRIVATE coordl_status cdl__worker_error(cdl__worker *W, coordl_status s, const char *fmt, ...) {
     va_list ap;
@@ -1916,18 +2033,27 @@ CDL_PRIVATE coordl_status cdl__worker_error(cdl__worker *W, coordl_status s, con
  * (empty, over max_item_bytes, a window cut short), COORDL_ERR_NOMEM. Any
  * thread; touches only its arguments. */
 /* ---- src/io.c ---------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/*
+ * io.c - the storage seam (coordl_io).
+ *
+ * Every byte read from storage goes through the handle's coordl_io
+ * (cdl__io_open / cdl__io_read): the built-in POSIX reader, or the
+ * trainer's. Folder listings (ImageFolder, shard folders, globs) use
+ * readdir/glob. The index turns the source into items (path, size,
+ * label). Paths live in one string arena addressed by offsets (no
+ * malloc per item); the item array is plain. ImageFolder: classes
+ * sorted by name are labels, files sorted by relative path. List file:
+ * "path<TAB>label" per line. Tar shards: see "WebDataset tar shards".
+ *
+ * Owns:  L->io: the reader every storage access goes through (the built-in
+ *        POSIX one, or the caller's); and the line parser list files share
+ * Lock:  none: readers are called concurrently from any thread (coordl.h
+ *        documents it); L->io is fixed at open
+ * Calls: status (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
+ */
 
-/* ===================================================================== */
-/* 6. Storage reader and source index                                    */
-/* Every byte read from storage goes through the handle's coordl_io      */
-/* (cdl__io_open / cdl__io_read): the built-in POSIX reader, or the      */
-/* trainer's. Folder listings (ImageFolder, shard folders, globs) use    */
-/* readdir/glob. The index turns the source into items (path, size,      */
-/* label). Paths live in one string arena addressed by offsets (no       */
-/* malloc per item); the item array is plain. ImageFolder: classes       */
-/* sorted by name are labels, files sorted by relative path. List file:  */
-/* "path<TAB>label" per line. Tar shards: see "WebDataset tar shards".   */
-/* ===================================================================== */
 
 /* ---- the built-in POSIX reader ------------------------------------------
  * Only a regular file is read: a FIFO would block the open (and then every
@@ -2110,6 +2236,18 @@ CDL_PRIVATE int cdl__next_line(char *buf, size_t len, size_t *pos, char **line, 
 }
 
 /* ---- src/index.c ------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/*
+ * index.c - the item table.
+ *
+ * Owns:  L->index: items (path, size, label), the string arena, classes,
+ *        token shards and tar items; ImageFolder and list sources; the item
+ *        accessors
+ * Lock:  filled at open (index, tar, source), read-only after: any thread
+ *        reads it without a lock
+ * Calls: status, io (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
+ */
 
 /* ---- the source index --------------------------------------------------- */
 
@@ -2416,6 +2554,16 @@ CDL_PRIVATE uint64_t cdl__item_bytes(const coordl *L, uint64_t id) {
 }
 
 /* ---- src/tar.c --------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/*
+ * tar.c - WebDataset tar shards.
+ *
+ * Owns:  the state of one shard scan (cdl__tar_index, on the opening
+ *        thread's stack); writes L->index at open
+ * Lock:  none: runs at open only
+ * Calls: status, io, index (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
+ */
 
 /* ---- WebDataset tar shards ------------------------------------------------
  * A shard is indexed from its headers (ustar, GNU long names 'L', pax
@@ -3056,6 +3204,18 @@ CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, char *list_text, s
  * has 10 million windows of 1024): an item id maps to its shard by a
  * binary search over the shards' first ids. */
 /* ---- src/source.c ------------------------------------------------------ */
+/* SPDX-License-Identifier: MIT */
+/*
+ * source.c - token shards, the source dispatcher, reading one item.
+ *
+ * Owns:  the token shards' part of L->index; which indexer a source string
+ *        names; the storage read of one item's bytes (whole file, tar
+ *        member or token window)
+ * Lock:  index writes at open only; reads are lock-free (W's buffers are
+ *        its own)
+ * Calls: status, worker, io, index, tar (lower layers only:
+ *        src/modules.txt; tools/check-layers.py checks this line).
+ */
 
 #define CDL_SHARD_HEADER_BYTES 1024
 #define CDL_SHARD_MAGIC_U16 20240520
@@ -3179,7 +3339,7 @@ static coordl_status cdl__index_tokens(coordl *L) {
     L->index.num_classes = (uint32_t)L->index.nshards;
     return rc;
 }
-#else /* COORDL_NO_TOKENS: open refuses COORDL_PIPE_TOKENS (section 18) */
+#else /* COORDL_NO_TOKENS: open refuses COORDL_PIPE_TOKENS (abi.c) */
 static coordl_status cdl__index_tokens(coordl *L) {
     return cdl__open_fail(COORDL_ERR_UNSUPPORTED, "source: %s: token shards are not in this build "
                           "(COORDL_NO_TOKENS)", L->cfg.source);
@@ -3368,17 +3528,26 @@ CDL_PRIVATE coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes
 }
 
 /* ---- src/sampler.c ----------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/*
+ * sampler.c - the sampler.
+ *
+ * The epoch permutation is a keyed Feistel network over the next power
+ * of four with cycle walking: a bijection on [0, N) computed in O(1)
+ * per position from (seed, epoch), with no per-epoch array, so any
+ * worker can map (epoch, position) to an item and seek is O(1). Rank r
+ * of W gets positions r, r+W, ... (floor(N/W) of them). Token windows
+ * in llm.c's order (token_order LLMC) map positions through shards and
+ * samples instead, as llm.c's DataLoader does (below).
+ *
+ * Owns:  L->sampler: items per rank per epoch, batches per epoch, and
+ *        llm.c's shard order tables
+ * Lock:  the llm.c tables under their own mutex (llmc->mu); the rest is set
+ *        at open and by coordl_set under the stream's lock
+ * Calls: status, rand (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
+ */
 
-/* ===================================================================== */
-/* 7. Sampler                                                            */
-/* The epoch permutation is a keyed Feistel network over the next power  */
-/* of four with cycle walking: a bijection on [0, N) computed in O(1)    */
-/* per position from (seed, epoch), with no per-epoch array, so any      */
-/* worker can map (epoch, position) to an item and seek is O(1). Rank r  */
-/* of W gets positions r, r+W, ... (floor(N/W) of them). Token windows   */
-/* in llm.c's order (token_order LLMC) map positions through shards and  */
-/* samples instead, as llm.c's DataLoader does (below).                  */
-/* ===================================================================== */
 
 
 /* A permutation of [0, n) keyed by (seed, stream, epoch, salt): the epoch
@@ -3553,8 +3722,17 @@ CDL_PRIVATE uint64_t cdl__item_at(const coordl *L, const cdl__perm *p, uint64_t 
     return cdl__perm_apply(p, pos * (uint64_t)L->cfg.world + (uint64_t)L->cfg.rank);
 }
 
-/* ===================================================================== */
 /* ---- src/jpeg_layout.c ------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/*
+ * jpeg_layout.c - the JPEG marker walk.
+ *
+ * Owns:  nothing: parses a JPEG's markers (frame, scans, restart interval)
+ *        and sizes a rewrite's room; no libjpeg
+ * Lock:  none
+ * Calls: none (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
+ */
 
 /* --- JPEG random access: restart-marker rewrite and spliced crops -------
  * Huffman decoding is most of a JPEG decode, and the libjpeg API cannot
@@ -3687,17 +3865,28 @@ CDL_PRIVATE size_t cdl__rst_room(const cdl__u8 *p, size_t len) {
 
 
 /* ---- src/cache.c ------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/*
+ * cache.c - the MinIO cache.
+ *
+ * Encoded bytes of items, admitted on first read until the byte budget
+ * is full, never evicted: under a fresh random permutation per epoch
+ * the hit rate is then exactly the cached fraction, the best a demand
+ * cache can do. One slab, space reserved by a lock-free bump counter;
+ * entries hold offsets. The LRU variant (malloc per item, a mutex) is
+ * only for comparison.
+ *
+ * Owns:  L->cache: the slab, an entry per item (state, offset, length,
+ *        room, JPEG kind) and the LRU alternative; the slab's byte counts
+ *        live in the stream (S) so a group shares them
+ * Lock:  entries change by atomic compare-and-swap on their state word (one
+ *        writer per state change); the LRU has its own mutex
+ * Calls: status, arena, jpeg_layout (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
+ */
 
-/* 8. MinIO cache                                                        */
-/* Encoded bytes of items, admitted on first read until the byte budget  */
-/* is full, never evicted: under a fresh random permutation per epoch    */
-/* the hit rate is then exactly the cached fraction, the best a demand   */
-/* cache can do. One slab, space reserved by a lock-free bump counter;   */
-/* entries hold offsets. The LRU variant (malloc per item, a mutex) is   */
-/* only for comparison.                                                  */
-/* ===================================================================== */
 
-/* Cached JPEGs may be rewritten in place (section 13: restart markers for
+/* Cached JPEGs may be rewritten in place (jpeg.c: restart markers for
  * crop-only decoding), so whoever reads an entry's bytes holds a reader
  * reference in its state word until done: a rewrite replaces the bytes
  * only while nobody reads them, and a lookup that finds the entry being
@@ -3852,7 +4041,7 @@ CDL_PRIVATE void cdl__cache_admit_lru(coordl *L, uint64_t id, const cdl__u8 *byt
 /* A budget beyond the dataset is never used: map only what can fill. */
 CDL_PRIVATE coordl_status cdl__cache_clamp(coordl *L) {
     uint64_t slab = L->cfg.cache_bytes;
-    /* JPEG rewrites may use up to 1/8 more (the room section 13 reserves:
+    /* JPEG rewrites may use up to 1/8 more (the room jpeg_layout.c reserves:
      * 3-5% for photos, 12-25% for progressive and arithmetic sources) */
     const uint64_t most = L->index.dataset_bytes + (L->cfg.jpeg_random_access ? L->index.dataset_bytes / 8 : 0) + (64u << 20);
     if (slab > most) slab = most;
@@ -3904,27 +4093,36 @@ CDL_PRIVATE void cdl__cache_destroy(coordl *L) {
     L->cache.entries = NULL;
 }
 
-/* ===================================================================== */
 /* ---- src/peers.c ------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/*
+ * peers.c - the partitioned cache over MPI.
+ *
+ * The partitioned cache. Each rank admits the items of its share of one
+ * epoch, the first whole epoch it trains (epoch 0, or the one a seek at
+ * open resumes), up to its budget: which rank reads which item is a
+ * pure function of the seed, the epoch and the world size, so the ranks
+ * cache disjoint parts. Claims past that epoch wait for one map
+ * exchange (an MPI_Allreduce over the per-item owner array), after
+ * which every rank knows where each cached item lives and nothing more
+ * is admitted (spare budget is left unused: the map stays exact). Every
+ * rank runs exactly one exchange, at that point or at close, whichever
+ * comes first, and only then the closing barrier. From then on, when a
+ * slot is assigned, one request per peer asks for the rows that peer
+ * holds; the reply lands in the slot's buffer; workers wait for it at
+ * most peer_timeout_ms (or until close) and otherwise read storage. All
+ * MPI traffic runs on one coordl thread over a duplicate of the
+ * trainer's communicator; all its memory comes from the allocator hooks.
+ *
+ * Owns:  L->peers: who caches which item after epoch 0, the requests in
+ *        flight and the replies per slot and row, the send buffers, and the
+ *        peer thread
+ * Lock:  the stream's lock; admit_epoch is atomic, map_ready a release
+ *        store (the I/O threads read both unlocked)
+ * Calls: status, lock, worker, sampler, cache (lower layers only:
+ *        src/modules.txt; tools/check-layers.py checks this line).
+ */
 
-/* ===================================================================== */
-/* 10. Peers (MPI, COORDL_MPI)                                           */
-/* The partitioned cache. Each rank admits the items of its share of one */
-/* epoch, the first whole epoch it trains (epoch 0, or the one a seek at */
-/* open resumes), up to its budget: which rank reads which item is a     */
-/* pure function of the seed, the epoch and the world size, so the ranks */
-/* cache disjoint parts. Claims past that epoch wait for one map         */
-/* exchange (an MPI_Allreduce over the per-item owner array), after      */
-/* which every rank knows where each cached item lives and nothing more  */
-/* is admitted (spare budget is left unused: the map stays exact). Every */
-/* rank runs exactly one exchange, at that point or at close, whichever  */
-/* comes first, and only then the closing barrier. From then on, when a  */
-/* slot is assigned, one request per peer asks for the rows that peer    */
-/* holds; the reply lands in the slot's buffer; workers wait for it at   */
-/* most peer_timeout_ms (or until close) and otherwise read storage. All */
-/* MPI traffic runs on one coordl thread over a duplicate of the         */
-/* trainer's communicator; all its memory comes from the allocator hooks.*/
-/* ===================================================================== */
 
 #define CDL_ADMIT_CLOSED UINT64_MAX
 
@@ -4098,7 +4296,7 @@ static void cdl__peer_serve(coordl *L, int source, int count) {
     const uint32_t slot = (uint32_t)(ids[0] >> 48);
     if (slot >= 1024) return; /* not a request coordl sent */
     size_t bytes = 12 + (size_t)n * 12;
-    /* reader references from sizing to copying: a JPEG rewrite (section 13)
+    /* reader references from sizing to copying: a JPEG rewrite (jpeg.c)
      * may not change an entry's bytes in between; the pointers and lengths
      * live in the request buffer behind the ids */
     const cdl__u8 **src = (const cdl__u8 **)(void *)(L->peers.rx + (size_t)count * sizeof(uint64_t));
@@ -4451,6 +4649,18 @@ CDL_PRIVATE void cdl__peer_close(coordl *L) {
 #endif /* COORDL_MPI */
 
 /* ---- src/readahead.c --------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/*
+ * readahead.c - read-ahead in the known order.
+ *
+ * Owns:  L->pool.ra: the I/O threads, their arena and the window of entries
+ *        they read ahead of the workers
+ * Lock:  its own mutex (R->mu); lock order: the stream's lock, then this
+ *        one; the I/O threads never take the stream's lock
+ * Calls: status, placement, worker, index, source, sampler, cache, peers
+ *        (lower layers only: src/modules.txt; tools/check-layers.py checks
+ *        this line).
+ */
 
 /* ---- read-ahead in the known order ----------------------------------------
  * The permutation of every epoch is known, so the items the workers will
@@ -4504,7 +4714,7 @@ static void cdl__ra_trim(cdl__readahead *R) {
  * ask the peers, whatever the epoch). */
 static int cdl__ra_not_from_storage(const coordl *L, uint64_t id) {
     /* the state's low byte (readers count above it); an entry being
-     * rewritten (section 13) is held too, its rewrite long done by the
+     * rewritten (jpeg.c) is held too, its rewrite long done by the
      * time its row is claimed */
     if (L->cache.entries &&
         (atomic_load_explicit(&L->cache.entries[id].state, memory_order_acquire) & CDL_CE_STATE) >= CDL_CE_PRESENT)
@@ -4788,12 +4998,27 @@ CDL_PRIVATE void cdl__ra_stop(coordl *L) {
 }
 
 /* ---- src/fetch.c ------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/*
+ * fetch.c - where a row's bytes come from.
+ *
+ * The one place bytes come from: the cache, else a peer, else storage
+ * (which admits into the cache): the row's item read ahead by the I/O
+ * threads into their arena, or read now into the worker's buffer.
+ *
+ * Owns:  nothing of its own: a worker's reader reference on a cache entry
+ *        (W->held) between fetch and fetch_done
+ * Lock:  none (entries by their atomic state; read-ahead by its mutex)
+ * Calls: status, worker, index, source, cache, peers, readahead (lower
+ *        layers only: src/modules.txt; tools/check-layers.py checks this
+ *        line).
+ */
 
 
 /* Bytes of item id into *out. A MinIO hit lends the cache's own bytes:
  * the worker holds a reader reference on the entry (W->held) until
  * cdl__fetch_done. W->fetch_kind says whether the bytes are a JPEG rewrite
- * (section 13), or may become one. */
+ * (jpeg.c), or may become one. */
 CDL_PRIVATE coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
     coordl *L = W->L;
     uint64_t t0 = cdl__now_ns();
@@ -4855,16 +5080,24 @@ CDL_PRIVATE void cdl__fetch_done(cdl__worker *W) {
 }
 
 /* ---- src/plan.c -------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/*
+ * plan.c - a sample's crop geometry.
+ *
+ * The crop is drawn before decoding, from (seed, epoch, item) and the
+ * image size alone, so the decoder can decode only what the crop needs.
+ * Geometry is in source pixels; the resampler maps output pixel centres
+ * into it (PIL/torchvision convention: pixel x covers [x, x+1)).
+ * Darknet's crop keeps Darknet's convention instead (an affine map of
+ * pixel indices, sampled point-wise) so its pixels are Darknet's.
+ *
+ * Owns:  nothing: the crop, flip, scale and colour jitter are drawn from
+ *        (seed, epoch, item) before decoding
+ * Lock:  none
+ * Calls: rand (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
+ */
 
-/* ===================================================================== */
-/* 11. Sample plan: crop geometry                                        */
-/* The crop is drawn before decoding, from (seed, epoch, item) and the   */
-/* image size alone, so the decoder can decode only what the crop needs. */
-/* Geometry is in source pixels; the resampler maps output pixel centres */
-/* into it (PIL/torchvision convention: pixel x covers [x, x+1)).        */
-/* Darknet's crop keeps Darknet's convention instead (an affine map of   */
-/* pixel indices, sampled point-wise) so its pixels are Darknet's.       */
-/* ===================================================================== */
 
 
 /* Darknet's rand_scale (src/utils.c): a factor uniform between 1 and s,
@@ -5070,17 +5303,25 @@ CDL_PRIVATE void cdl__geom_scale(cdl__geom *g, int d, int scaled_w, int scaled_h
 #endif
 
 /* ---- src/resample.c ---------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/*
+ * resample.c - resampling and the fused resize/flip/normalize pass.
+ *
+ * Separable antialiased bilinear (a triangle filter widened by the
+ * shrink factor: PIL's and torchvision's antialias=True), with
+ * per-sample coefficient tables of a fixed tap count K (zero-padded) so
+ * the loops have no data-dependent bounds. Vertical pass first: it runs
+ * over contiguous bytes and vectorizes; the horizontal pass then runs
+ * on out_h rows only, 4-wide over RGB(+1) per tap. The flip is folded
+ * into the horizontal table; normalization happens at the final store.
+ *
+ * Owns:  nothing of its own: the filter tables live in the worker's
+ *        scratch; whether to use AVX2 is chosen at open (L->geom.avx2)
+ * Lock:  none
+ * Calls: status, worker, plan (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
+ */
 
-/* ===================================================================== */
-/* 12. Resampling tables and the fused resize/flip/normalize pass        */
-/* Separable antialiased bilinear (a triangle filter widened by the      */
-/* shrink factor: PIL's and torchvision's antialias=True), with          */
-/* per-sample coefficient tables of a fixed tap count K (zero-padded) so */
-/* the loops have no data-dependent bounds. Vertical pass first: it runs */
-/* over contiguous bytes and vectorizes; the horizontal pass then runs   */
-/* on out_h rows only, 4-wide over RGB(+1) per tap. The flip is folded   */
-/* into the horizontal table; normalization happens at the final store. */
-/* ===================================================================== */
 
 static double cdl__triangle(double x) {
     x = fabs(x);
@@ -5604,7 +5845,7 @@ CDL_PRIVATE void cdl__resample(coordl *L, cdl__worker *W, const cdl__u8 *src, si
 /* Bytes of the resampling window for these tables: K_y + 1 float rows of
  * the output width and one float row of the source span. It grows with
  * the crop's width in source pixels, so it counts in the decode budget
- * (section 13). */
+ * (jpeg.c). */
 CDL_PRIVATE uint64_t cdl__window_bytes(const coordl *L, const cdl__axis *ax, const cdl__axis *ay) {
     const uint64_t rowf = 3 * cdl__round_up((size_t)L->cfg.out_w, 4);
     const uint64_t cols = (uint64_t)(ax->hi - ax->lo) * 3 + 8;
@@ -5651,16 +5892,6 @@ CDL_PRIVATE coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cd
     return COORDL_OK;
 }
 
-/* ===================================================================== */
-/* 13. Decode                                                            */
-/* JPEG (recognised by content): read the header, draw the crop, pick    */
-/* the DCT scale, decode only the crop's columns (jpeg_crop_scanline,    */
-/* iMCU-aligned) and rows (jpeg_skip_scanlines above, stop after the     */
-/* last), then resample straight into the batch row. A cached JPEG may   */
-/* be rewritten with restart markers: then only the segments that cover  */
-/* the crop are decoded (random access, below). One decompressor per     */
-/* worker, reused. Other formats: stb_image, full decode.                */
-/* ===================================================================== */
 
 
 /* Whether this process resamples with the AVX2 loops: the CPU has them and
@@ -5675,6 +5906,17 @@ CDL_PRIVATE int cdl__resample_use_avx2(void) {
 #endif
 }
 /* ---- src/image.c ------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/*
+ * image.c - decode limits and stb_image.
+ *
+ * Owns:  the decode bounds every decoder applies, and stb's allocations
+ *        during one decode call (a budget reached through one thread-local
+ *        pointer, set and cleared within the call)
+ * Lock:  none: everything is per call, in the calling worker's thread
+ * Calls: status, worker, plan, resample (lower layers only:
+ *        src/modules.txt; tools/check-layers.py checks this line).
+ */
 
 /* stb_image is compiled into this translation unit with static linkage so
  * that a trainer that also uses stb_image gets no symbol clash. libjpeg
@@ -5682,7 +5924,7 @@ CDL_PRIVATE int cdl__resample_use_avx2(void) {
  * coordl documents are compiled in (PNG, BMP, binary PPM/PGM, TGA; JPEG
  * only without libjpeg): GIF, PSD, PIC and HDR bytes are refused, not
  * decoded, whatever the file is named. stb's allocations go through the
- * handle's allocator hooks and the decode budget (section 13). */
+ * handle's allocator hooks and the decode budget (below). */
 #ifndef COORDL_NO_STB
 #define STB_IMAGE_STATIC
 #define STB_IMAGE_IMPLEMENTATION
@@ -5775,7 +6017,7 @@ CDL_PRIVATE coordl_status cdl__over_decode_limit(cdl__worker *W, const char *pat
                              path, what, (unsigned long long)need, (unsigned long long)W->L->cfg.max_decode_bytes);
 }
 
-/* A resampling error (section 12 knows no path) gets the file's name. */
+/* A resampling error (resample knows no path) gets the file's name. */
 CDL_PRIVATE coordl_status cdl__name_error(cdl__worker *W, const char *path, coordl_status rc) {
     char msg[CDL_ERRMSG_MAX];
     memcpy(msg, W->err, sizeof msg);
@@ -5784,7 +6026,7 @@ CDL_PRIVATE coordl_status cdl__name_error(cdl__worker *W, const char *path, coor
 
 #ifndef COORDL_NO_STB
 /* --- stb_image's memory ------------------------------------------------
- * STBI_MALLOC/REALLOC/FREE (section 1) are these functions: every block
+ * STBI_MALLOC/REALLOC/FREE (defined above, before stb_image.h) are these functions: every block
  * comes from the handle's allocator hooks and counts against the budget of
  * the stb call in progress, which refuses (stb then fails "outofmem") what
  * would pass its limit. stb has no context argument, so the budget reaches
@@ -6160,6 +6402,17 @@ CDL_PRIVATE coordl_status cdl__decode_stb(cdl__worker *W, const char *path, cons
 }
 #endif /* COORDL_NO_STB */
 /* ---- src/jpeg.c -------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/*
+ * jpeg.c - libjpeg decode and JPEG random access.
+ *
+ * Owns:  the worker's libjpeg objects (W->jd, W->jc and their error
+ *        managers); ROI and DCT-scaled decode, restart-marker rewrites and
+ *        spliced crops
+ * Lock:  none: a worker's decoder is its own
+ * Calls: status, worker, jpeg_layout, plan, resample, image (lower layers
+ *        only: src/modules.txt; tools/check-layers.py checks this line).
+ */
 
 #ifndef COORDL_NO_JPEGTURBO
 CDL_PRIVATE void cdl__jpeg_scan_limit(j_common_ptr cinfo) {
@@ -6615,6 +6868,16 @@ CDL_PRIVATE coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, con
 
 #endif
 /* ---- src/audio.c ------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/*
+ * audio.c - WAV audio.
+ *
+ * Owns:  nothing: parses a WAV and crops audio_samples frames at an offset
+ *        drawn from (seed, epoch, item)
+ * Lock:  none
+ * Calls: rand, worker (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
+ */
 
 
 
@@ -6758,7 +7021,7 @@ CDL_PRIVATE coordl_status cdl__decode_wav(cdl__worker *W, const char *path, cons
     W->row.decode_ns += cdl__now_ns() - t0; /* conversion and crop are one pass */
     return COORDL_OK;
 }
-#else /* COORDL_NO_AUDIO: open refuses COORDL_PIPE_AUDIO (section 18), so
+#else /* COORDL_NO_AUDIO: open refuses COORDL_PIPE_AUDIO (abi.c), so
         * nothing calls these; they keep the callers' code the same. */
 CDL_PRIVATE coordl_status cdl__wav_open(cdl__worker *W, const char *path, const cdl__bytes *in, cdl__wav *wav,
                                    uint64_t *n_out) {
@@ -6780,6 +7043,24 @@ CDL_PRIVATE coordl_status cdl__decode_wav(cdl__worker *W, const char *path, cons
 }
 #endif /* COORDL_NO_AUDIO */
 /* ---- src/decode.c ------------------------------------------------------ */
+/* SPDX-License-Identifier: MIT */
+/*
+ * decode.c - the per-item decode dispatch.
+ *
+ * JPEG (recognised by content, jpeg.c): read the header, draw the crop,
+ * pick the DCT scale, decode only the crop's columns and rows, then
+ * resample straight into the batch row; a cached JPEG may be rewritten
+ * with restart markers, then only the segments that cover the crop are
+ * decoded. Other formats: stb_image (image.c), full decode. Here: which
+ * decoder an item goes to, token windows, and the rewrite budget.
+ *
+ * Owns:  nothing of its own: chooses the decoder for an item, widens token
+ *        windows, and keeps the JPEG rewrite budget in the worker's scratch
+ * Lock:  none (cache entries by their atomic state)
+ * Calls: status, worker, index, jpeg_layout, cache, fetch, image, jpeg,
+ *        audio (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
+ */
 
 
 #ifndef COORDL_NO_TOKENS
@@ -6807,7 +7088,7 @@ static coordl_status cdl__decode_tokens(cdl__worker *W, const cdl__bytes *in, vo
     W->row.decode_ns += cdl__now_ns() - t0;
     return COORDL_OK;
 }
-#else /* COORDL_NO_TOKENS: open refuses COORDL_PIPE_TOKENS (section 18) */
+#else /* COORDL_NO_TOKENS: open refuses COORDL_PIPE_TOKENS (abi.c) */
 static coordl_status cdl__decode_tokens(cdl__worker *W, const cdl__bytes *in, void *dst) {
     (void)in, (void)dst;
     return cdl__worker_error(W, COORDL_ERR_UNSUPPORTED, "tokens are not in this build (COORDL_NO_TOKENS)");
@@ -6873,7 +7154,7 @@ CDL_PRIVATE void cdl__worker_decoder_init(cdl__worker *W) {
     W->jprogress.progress_monitor = cdl__jpeg_scan_limit;
     W->jd.progress = &W->jprogress;
     W->jd_ready = 1;
-    W->jdest.pub.init_destination = cdl__jdest_init; /* rewrites write into W->rw (section 13) */
+    W->jdest.pub.init_destination = cdl__jdest_init; /* rewrites write into W->rw (jpeg.c) */
     W->jdest.pub.empty_output_buffer = cdl__jdest_full;
     W->jdest.pub.term_destination = cdl__jdest_term;
 #else
@@ -7013,10 +7294,18 @@ CDL_PRIVATE coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint
 }
 
 /* ---- src/config.c ------------------------------------------------------ */
+/* SPDX-License-Identifier: MIT */
+/*
+ * config.c - configuration: defaults, validation, output geometry.
+ *
+ * Owns:  L->cfg (the effective settings), L->conf (the strings it points
+ *        into) and L->geom (the output geometry derived from it)
+ * Lock:  set at open; coordl_set changes geometry fields under the stream's
+ *        lock with the stream paused
+ * Calls: status, lock (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
+ */
 
-/* ===================================================================== */
-/* 16. Public API                                                        */
-/* ===================================================================== */
 
 /* Shape of one row: images c x h x w; tokens 1 x 1 x seq_len; audio
  * 1 x 1 x audio_samples. */
@@ -7184,22 +7473,32 @@ CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
 /* Copies the config and its strings (the caller's may go away after
  * open) into a fresh handle. */
 /* ---- src/stream.c ------------------------------------------------------ */
+/* SPDX-License-Identifier: MIT */
+/*
+ * stream.c - the ring and the stream state machine.
+ *
+ * The stream is one state machine over the ring's slots, owned here.
+ * Each transition runs under the stream's lock and ends with
+ * cdl__stream_check (COORDL_DEBUG builds assert the invariants):
+ *   claim     a worker takes the next row: a snapshot of all it needs
+ *   complete  the row counts only if slot and member generations match
+ *   take      the consumer's next batch; its handle carries slot + gen
+ *   release   a no-op unless the handle's generation matches
+ *   drop      a member generation leaves: its marks and bits go
+ *   repair    after a lock holder died: finish, recount from the marks
+ *   pause / restart   seek and set: wait for rows in flight, resume
+ * Workers only claim, prepare with no lock held, and complete. The ring
+ * allocator sizes every per-slot array (CDL_RING_ARRAYS).
+ *
+ * Owns:  L->ring and the transitions of *L->S: assign, claim, complete,
+ *        take, release, drop, repair, pause and restart (COORDL_DEBUG
+ *        asserts the invariants after each)
+ * Lock:  the stream's lock (lock module) around every transition
+ * Calls: status, arena, lock, sampler, peers, readahead, config (lower
+ *        layers only: src/modules.txt; tools/check-layers.py checks this
+ *        line).
+ */
 
-/* ===================================================================== */
-/* 14. Stream: batch ring, claims, batches, workers                      */
-/* The stream is one state machine over the ring's slots, owned here.    */
-/* Each transition runs under the stream's lock and ends with            */
-/* cdl__stream_check (COORDL_DEBUG builds assert the invariants):        */
-/*   claim     a worker takes the next row: a snapshot of all it needs   */
-/*   complete  the row counts only if slot and member generations match */
-/*   take      the consumer's next batch; its handle carries slot + gen  */
-/*   release   a no-op unless the handle's generation matches            */
-/*   drop      a member generation leaves: its marks and bits go         */
-/*   repair    after a lock holder died: finish, recount from the marks */
-/*   pause / restart   seek and set: wait for rows in flight, resume     */
-/* Workers only claim, prepare with no lock held, and complete. The ring */
-/* allocator sizes every per-slot array (CDL_RING_ARRAYS).               */
-/* ===================================================================== */
 
 /* --- the ring allocator ----------------------------------------------- */
 
@@ -7209,7 +7508,7 @@ CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
  * cdl__ring_alloc sizes them all: per-slot arrays once (nslots never
  * changes), per-row arrays (nslots x slot_rows_cap entries, zeroed) at open
  * and again whenever coordl_set grows the ring; cdl__ring_free frees them.
- * shared = 1: in a group the array is the shm object's (section 15), not
+ * shared = 1: in a group the array is the shm object's (group.c), not
  * allocated. Another section's per-slot state (the MPI peers' per-row
  * offsets, lengths and states) goes in CDL_RING_ARRAYS_PEER, defined before
  * this point: it is then sized, grown and freed with the ring, and can
@@ -7599,7 +7898,7 @@ CDL_PRIVATE int cdl__stream_try_claim(coordl *L, cdl__claim *c) {
 /* claim: a worker's try_claim, waiting for work. Returns 1 with a row
  * claimed, 0 when the worker should exit, 2 (only when `idle` allows) when
  * there is no slot to fill and cached JPEGs wait for a rewrite: the worker
- * does one with no lock held and claims again (idle time, section 13).
+ * does one with no lock held and claims again (idle time, decode.c).
  * Under mu (the waits release it). */
 CDL_PRIVATE int cdl__stream_claim(coordl *L, cdl__claim *c, int idle) {
     cdl__stream *S = L->S;
@@ -7842,6 +8141,18 @@ CDL_PRIVATE coordl_status cdl__stream_init(cdl__stream *S, int pshared) {
 }
 
 /* ---- src/pool.c -------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/*
+ * pool.c - the worker pool.
+ *
+ * Owns:  L->pool: the worker threads, the consumer's helper scratch, and
+ *        the stop flag
+ * Lock:  the stream's lock for claims and stop; each worker's scratch is
+ *        its own
+ * Calls: status, rand, placement, lock, worker, index, sampler, readahead,
+ *        decode, stream (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
+ */
 
 /* --- workers ------------------------------------------------------------ */
 
@@ -8090,24 +8401,35 @@ CDL_PRIVATE void cdl__pool_stop(coordl *L) {
 }
 
 /* ---- src/group.c ------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/*
+ * group.c - the coordinated group.
+ *
+ * Sibling processes that open with the same `group` share one stream:
+ * a POSIX shm object holds a header (layout version and geometry, the
+ * config fields that change batch content), the stream block (robust
+ * process-shared mutex, members), the slots, the row marks, the MinIO
+ * cache (entries and slab) and the ring. Every member's workers claim
+ * rows from it, so each batch is prepared once; every member consumes
+ * every batch; a slot is reused when all live members released it.
+ * A member is (index, generation). Its liveness is a robust mutex its
+ * member thread holds for its whole life (the kernel hands it over as
+ * EOWNERDEAD when the process dies, in any PID namespace) and a
+ * heartbeat that thread refreshes; that thread is also the one place
+ * where members that died or fell silent are dropped. The object is
+ * created with O_EXCL, mode 0600; an existing one is used only if it
+ * belongs to this user and cdl__group_validate accepts its bytes.
+ *
+ * Owns:  L->member: this process's identity in the stream, its shm mapping
+ *        and its member thread (heartbeats, liveness, dropping the dead);
+ *        the layout and validation of the shm object
+ * Lock:  the stream's lock for membership changes; each member's liveness
+ *        mutex (robust, held for its life); member.mu for the member
+ *        thread's stop flag
+ * Calls: status, arena, lock, cache, stream (lower layers only:
+ *        src/modules.txt; tools/check-layers.py checks this line).
+ */
 
-/* ===================================================================== */
-/* 15. Coordinated group                                                 */
-/* Sibling processes that open with the same `group` share one stream:   */
-/* a POSIX shm object holds a header (layout version and geometry, the   */
-/* config fields that change batch content), the stream block (robust    */
-/* process-shared mutex, members), the slots, the row marks, the MinIO   */
-/* cache (entries and slab) and the ring. Every member's workers claim   */
-/* rows from it, so each batch is prepared once; every member consumes   */
-/* every batch; a slot is reused when all live members released it.      */
-/* A member is (index, generation). Its liveness is a robust mutex its   */
-/* member thread holds for its whole life (the kernel hands it over as   */
-/* EOWNERDEAD when the process dies, in any PID namespace) and a         */
-/* heartbeat that thread refreshes; that thread is also the one place    */
-/* where members that died or fell silent are dropped. The object is     */
-/* created with O_EXCL, mode 0600; an existing one is used only if it    */
-/* belongs to this user and cdl__group_validate accepts its bytes.        */
-/* ===================================================================== */
 
 #define CDL_GROUP_MAGIC 0x636f6f72646c4731ull /* "coordlG1" */
 #define CDL_GROUP_VERSION 4 /* 3: cache entries hold room and JPEG rewrites;
@@ -8328,7 +8650,7 @@ static int cdl__group_validate_contents(const cdl__u8 *b, const cdl__group_heade
         memcpy(&off, (const cdl__u8 *)ce + offsetof(cdl__cache_entry, off), sizeof off);
         memcpy(&room, (const cdl__u8 *)ce + offsetof(cdl__cache_entry, cap), sizeof room);
         memcpy(&jpeg, (const cdl__u8 *)ce + offsetof(cdl__cache_entry, jpeg), sizeof jpeg);
-        /* the low byte is the state; readers (section 8) count above it */
+        /* the low byte is the state; readers (cache.c) count above it */
         if ((state & CDL_CE_STATE) > CDL_CE_REWRITING)
             CDL_REJECT("cache entry %llu is in state %u", (unsigned long long)i, state & CDL_CE_STATE);
         if ((state & CDL_CE_STATE) >= CDL_CE_PRESENT &&
@@ -9005,6 +9327,19 @@ CDL_PRIVATE void cdl__group_leave(coordl *L) {
 }
 
 /* ---- src/api.c --------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/*
+ * api.c - the public API.
+ *
+ * Owns:  L->consumer: the consumer thread's position and stall timing;
+ *        coordl_open, next, release, seek, set, stats, close
+ * Lock:  the stream's lock for everything shared; the consumer fields are
+ *        the calling thread's (the API is single-consumer)
+ * Calls: status, placement, lock, worker, io, index, source, sampler,
+ *        cache, peers, readahead, plan, resample, audio, decode, config,
+ *        stream, pool, group (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
+ */
 
 static coordl_status cdl__open_handle(const coordl_config *cfg, coordl **out) {
     coordl_allocator a = cfg->allocator;
@@ -9714,14 +10049,22 @@ int coordl_libversion_number(void) { return COORDL_VERSION_NUMBER; }
 const coordl_io *coordl_io_posix(void) { return &cdl__posix_io; }
 
 /* ---- src/analyzer.c ---------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/*
+ * analyzer.c - DS-Analyzer.
+ *
+ * The differential protocol of the paper, on the public API: the same
+ * step over a batch held in memory (no stall), over a fully cached
+ * dataset (prep stall only), and cold (fetch and prep stall); then a
+ * what-if model fitted on those rates. Uses only handles it opens.
+ *
+ * Owns:  nothing per handle: the stats JSON, and the differential protocol,
+ *        which opens handles of its own
+ * Lock:  none beyond the handles it opens
+ * Calls: status, lock, io, index, stream (lower layers only:
+ *        src/modules.txt; tools/check-layers.py checks this line).
+ */
 
-/* ===================================================================== */
-/* 17. DS-Analyzer                                                       */
-/* The differential protocol of the paper, on the public API: the same   */
-/* step over a batch held in memory (no stall), over a fully cached      */
-/* dataset (prep stall only), and cold (fetch and prep stall); then a    */
-/* what-if model fitted on those rates. Uses only handles it opens.      */
-/* ===================================================================== */
 
 /* snprintf into a running buffer that keeps counting past its end. */
 typedef struct cdl__json {
@@ -10313,15 +10656,23 @@ CDL_PRIVATE void cdl__report_free(coordl_report *r) {
 #endif /* COORDL_NO_ANALYZER */
 
 /* ---- src/abi.c --------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/*
+ * abi.c - the stable ABI.
+ *
+ * Every public struct crosses the boundary with the caller's sizeof
+ * (coordl.h, "Stable ABI"). Inputs are copied over the library's
+ * defaults, outputs are filled in a full struct and copied back cut to
+ * the caller's size; the sections above only ever see full structs.
+ * The plain names are also exported, for binaries built against 0.3.0.
+ *
+ * Owns:  nothing: sized entry points that copy each public struct with the
+ *        caller's sizeof, and the 0.3.0 symbols
+ * Lock:  none
+ * Calls: status, config, api, analyzer (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
+ */
 
-/* ===================================================================== */
-/* 18. Stable ABI                                                        */
-/* Every public struct crosses the boundary with the caller's sizeof     */
-/* (coordl.h, "Stable ABI"). Inputs are copied over the library's        */
-/* defaults, outputs are filled in a full struct and copied back cut to  */
-/* the caller's size; the sections above only ever see full structs.     */
-/* The plain names are also exported, for binaries built against 0.3.0.  */
-/* ===================================================================== */
 
 /* Sizes of the public structs in 0.3.0, the last release without sizes:
  * the end of each struct's last 0.3.0 field, rounded up to the struct's
@@ -10382,7 +10733,7 @@ void coordl_config_init_sized(coordl_config *cfg, size_t cfg_size) {
     cdl__struct_out(cfg, cfg_size, &d, sizeof d);
 }
 
-/* A config that asks for a part this build left out (section 1's
+/* A config that asks for a part this build left out (platform.h's
  * switches) is refused at open, naming the switch. */
 static coordl_status cdl__parts_check(const coordl_config *c) {
 #ifdef COORDL_NO_AUDIO

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * coordl.h - an embedded, in-process data loader for C training engines.
  *

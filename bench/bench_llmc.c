@@ -7,7 +7,7 @@
  *   bench_llmc [--dir DIR] [--steps 2000] [--B 4] [--T 64] [--step-us 2000]
  *              [--omp 2] [--rounds 2] [--threads 0] [--prefetch 16]
  *
- * coordl is configured as README's llm.c section shows it: token_order
+ * coordl is configured as docs/integrations.md's llm.c section shows it: token_order
  * LLMC, shuffle off, threads 0 (one worker for tokens), prefetch_batches 16.
  *
  * The llm.c side exists when built with -DBENCH_WITH_LLMC and the include

@@ -1,3 +1,19 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * abi.c - the stable ABI.
+ *
+ * Every public struct crosses the boundary with the caller's sizeof
+ * (coordl.h, "Stable ABI"). Inputs are copied over the library's
+ * defaults, outputs are filled in a full struct and copied back cut to
+ * the caller's size; the sections above only ever see full structs.
+ * The plain names are also exported, for binaries built against 0.3.0.
+ *
+ * Owns:  nothing: sized entry points that copy each public struct with the
+ *        caller's sizeof, and the 0.3.0 symbols
+ * Lock:  none
+ * Calls: status, config, api, analyzer (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
+ */
 #include "platform.h"
 #include "status.h"
 #include "config.h"
@@ -5,14 +21,6 @@
 #include "analyzer.h"
 #include "handle.h"
 
-/* ===================================================================== */
-/* 18. Stable ABI                                                        */
-/* Every public struct crosses the boundary with the caller's sizeof     */
-/* (coordl.h, "Stable ABI"). Inputs are copied over the library's        */
-/* defaults, outputs are filled in a full struct and copied back cut to  */
-/* the caller's size; the sections above only ever see full structs.     */
-/* The plain names are also exported, for binaries built against 0.3.0.  */
-/* ===================================================================== */
 
 /* Sizes of the public structs in 0.3.0, the last release without sizes:
  * the end of each struct's last 0.3.0 field, rounded up to the struct's
@@ -73,7 +81,7 @@ void coordl_config_init_sized(coordl_config *cfg, size_t cfg_size) {
     cdl__struct_out(cfg, cfg_size, &d, sizeof d);
 }
 
-/* A config that asks for a part this build left out (section 1's
+/* A config that asks for a part this build left out (platform.h's
  * switches) is refused at open, naming the switch. */
 static coordl_status cdl__parts_check(const coordl_config *c) {
 #ifdef COORDL_NO_AUDIO

@@ -1,3 +1,18 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * analyzer.c - DS-Analyzer.
+ *
+ * The differential protocol of the paper, on the public API: the same
+ * step over a batch held in memory (no stall), over a fully cached
+ * dataset (prep stall only), and cold (fetch and prep stall); then a
+ * what-if model fitted on those rates. Uses only handles it opens.
+ *
+ * Owns:  nothing per handle: the stats JSON, and the differential protocol,
+ *        which opens handles of its own
+ * Lock:  none beyond the handles it opens
+ * Calls: status, lock, io, index, stream (lower layers only:
+ *        src/modules.txt; tools/check-layers.py checks this line).
+ */
 #include "platform.h"
 #include "analyzer.h"
 #include "status.h"
@@ -7,13 +22,6 @@
 #include "stream.h"
 #include "handle.h"
 
-/* ===================================================================== */
-/* 17. DS-Analyzer                                                       */
-/* The differential protocol of the paper, on the public API: the same   */
-/* step over a batch held in memory (no stall), over a fully cached      */
-/* dataset (prep stall only), and cold (fetch and prep stall); then a    */
-/* what-if model fitted on those rates. Uses only handles it opens.      */
-/* ===================================================================== */
 
 /* snprintf into a running buffer that keeps counting past its end. */
 typedef struct cdl__json {

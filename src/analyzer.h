@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* analyzer.h - DS-Analyzer: the types and functions other modules use (see analyzer.c). */
 #ifndef CDL_ANALYZER_H
 #define CDL_ANALYZER_H
 #include "platform.h"

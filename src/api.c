@@ -1,3 +1,16 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * api.c - the public API.
+ *
+ * Owns:  L->consumer: the consumer thread's position and stall timing;
+ *        coordl_open, next, release, seek, set, stats, close
+ * Lock:  the stream's lock for everything shared; the consumer fields are
+ *        the calling thread's (the API is single-consumer)
+ * Calls: status, placement, lock, worker, io, index, source, sampler,
+ *        cache, peers, readahead, plan, resample, audio, decode, config,
+ *        stream, pool, group (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
+ */
 #include "platform.h"
 #include "api.h"
 #include "status.h"

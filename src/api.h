@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* api.h - the public API: the types and functions other modules use (see api.c). */
 #ifndef CDL_API_H
 #define CDL_API_H
 #include "platform.h"

@@ -1,17 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * arena.c - arenas: offset-addressed mmap regions.
+ *
+ * The cache slab and the batch ring are mmap'd regions addressed by
+ * offsets, never by pointers stored inside them, so the same code can
+ * later serve a POSIX shm object shared by sibling processes. Locking
+ * (mlock) is tried per cache_pin; failure falls back to pageable memory
+ * and is logged once.
+ *
+ * Owns:  nothing of its own: it maps, binds, pins and unmaps the arenas the
+ *        cache (L->cache.arena) and the ring (L->ring.arena) own
+ * Lock:  called at open, by coordl_set with the stream paused, and at close
+ * Calls: status, placement (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
+ */
 #include "platform.h"
 #include "arena.h"
 #include "status.h"
 #include "placement.h"
 #include "handle.h"
 
-/* ===================================================================== */
-/* 5. Arenas                                                             */
-/* The cache slab and the batch ring are mmap'd regions addressed by     */
-/* offsets, never by pointers stored inside them, so the same code can   */
-/* later serve a POSIX shm object shared by sibling processes. Locking   */
-/* (mlock) is tried per cache_pin; failure falls back to pageable memory */
-/* and is logged once.                                                   */
-/* ===================================================================== */
 
 /* Maps an arena, binds it to the chosen node(s) before any page is
  * touched, then page-locks it per cache_pin. `populate`: fault every page

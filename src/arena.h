@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* arena.h - arenas: offset-addressed mmap regions: the types and functions other modules use (see arena.c). */
 #ifndef CDL_ARENA_H
 #define CDL_ARENA_H
 #include "platform.h"

@@ -1,3 +1,13 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * audio.c - WAV audio.
+ *
+ * Owns:  nothing: parses a WAV and crops audio_samples frames at an offset
+ *        drawn from (seed, epoch, item)
+ * Lock:  none
+ * Calls: rand, worker (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
+ */
 #include "platform.h"
 #include "audio.h"
 #include "rand.h"
@@ -146,7 +156,7 @@ CDL_PRIVATE coordl_status cdl__decode_wav(cdl__worker *W, const char *path, cons
     W->row.decode_ns += cdl__now_ns() - t0; /* conversion and crop are one pass */
     return COORDL_OK;
 }
-#else /* COORDL_NO_AUDIO: open refuses COORDL_PIPE_AUDIO (section 18), so
+#else /* COORDL_NO_AUDIO: open refuses COORDL_PIPE_AUDIO (abi.c), so
         * nothing calls these; they keep the callers' code the same. */
 CDL_PRIVATE coordl_status cdl__wav_open(cdl__worker *W, const char *path, const cdl__bytes *in, cdl__wav *wav,
                                    uint64_t *n_out) {

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* audio.h - WAV audio: the types and functions other modules use (see audio.c). */
 #ifndef CDL_AUDIO_H
 #define CDL_AUDIO_H
 #include "platform.h"

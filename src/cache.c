@@ -1,3 +1,22 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cache.c - the MinIO cache.
+ *
+ * Encoded bytes of items, admitted on first read until the byte budget
+ * is full, never evicted: under a fresh random permutation per epoch
+ * the hit rate is then exactly the cached fraction, the best a demand
+ * cache can do. One slab, space reserved by a lock-free bump counter;
+ * entries hold offsets. The LRU variant (malloc per item, a mutex) is
+ * only for comparison.
+ *
+ * Owns:  L->cache: the slab, an entry per item (state, offset, length,
+ *        room, JPEG kind) and the LRU alternative; the slab's byte counts
+ *        live in the stream (S) so a group shares them
+ * Lock:  entries change by atomic compare-and-swap on their state word (one
+ *        writer per state change); the LRU has its own mutex
+ * Calls: status, arena, jpeg_layout (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
+ */
 #include "platform.h"
 #include "cache.h"
 #include "status.h"
@@ -5,16 +24,8 @@
 #include "jpeg_layout.h"
 #include "handle.h"
 
-/* 8. MinIO cache                                                        */
-/* Encoded bytes of items, admitted on first read until the byte budget  */
-/* is full, never evicted: under a fresh random permutation per epoch    */
-/* the hit rate is then exactly the cached fraction, the best a demand   */
-/* cache can do. One slab, space reserved by a lock-free bump counter;   */
-/* entries hold offsets. The LRU variant (malloc per item, a mutex) is   */
-/* only for comparison.                                                  */
-/* ===================================================================== */
 
-/* Cached JPEGs may be rewritten in place (section 13: restart markers for
+/* Cached JPEGs may be rewritten in place (jpeg.c: restart markers for
  * crop-only decoding), so whoever reads an entry's bytes holds a reader
  * reference in its state word until done: a rewrite replaces the bytes
  * only while nobody reads them, and a lookup that finds the entry being
@@ -169,7 +180,7 @@ CDL_PRIVATE void cdl__cache_admit_lru(coordl *L, uint64_t id, const cdl__u8 *byt
 /* A budget beyond the dataset is never used: map only what can fill. */
 CDL_PRIVATE coordl_status cdl__cache_clamp(coordl *L) {
     uint64_t slab = L->cfg.cache_bytes;
-    /* JPEG rewrites may use up to 1/8 more (the room section 13 reserves:
+    /* JPEG rewrites may use up to 1/8 more (the room jpeg_layout.c reserves:
      * 3-5% for photos, 12-25% for progressive and arithmetic sources) */
     const uint64_t most = L->index.dataset_bytes + (L->cfg.jpeg_random_access ? L->index.dataset_bytes / 8 : 0) + (64u << 20);
     if (slab > most) slab = most;
@@ -221,4 +232,3 @@ CDL_PRIVATE void cdl__cache_destroy(coordl *L) {
     L->cache.entries = NULL;
 }
 
-/* ===================================================================== */

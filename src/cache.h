@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* cache.h - the MinIO cache: the types and functions other modules use (see cache.c). */
 #ifndef CDL_CACHE_H
 #define CDL_CACHE_H
 #include "platform.h"
@@ -19,7 +21,7 @@ enum { CDL_CE_EMPTY = 0, CDL_CE_ADMITTING = 1, CDL_CE_PRESENT = 2, CDL_CE_REWRIT
 #define CDL_CE_STATE 0xFFu
 #define CDL_CE_READER 0x100u
 /* ce->jpeg: PLAIN bytes as read (may be rewritten), RST a restart-marker
- * rewrite (section 13), KEEP never rewritten (not a JPEG coordl rewrites,
+ * rewrite (jpeg.c), KEEP never rewritten (not a JPEG coordl rewrites,
  * or its rewrite failed or did not fit) */
 enum { CDL_CE_PLAIN = 0, CDL_CE_RST = 1, CDL_CE_KEEP = 2 };
 

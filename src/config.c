@@ -1,12 +1,20 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config.c - configuration: defaults, validation, output geometry.
+ *
+ * Owns:  L->cfg (the effective settings), L->conf (the strings it points
+ *        into) and L->geom (the output geometry derived from it)
+ * Lock:  set at open; coordl_set changes geometry fields under the stream's
+ *        lock with the stream paused
+ * Calls: status, lock (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
+ */
 #include "platform.h"
 #include "config.h"
 #include "status.h"
 #include "lock.h"
 #include "handle.h"
 
-/* ===================================================================== */
-/* 16. Public API                                                        */
-/* ===================================================================== */
 
 /* Shape of one row: images c x h x w; tokens 1 x 1 x seq_len; audio
  * 1 x 1 x audio_samples. */

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* config.h - configuration: defaults, validation, output geometry: the types and functions other modules use (see config.c). */
 #ifndef CDL_CONFIG_H
 #define CDL_CONFIG_H
 #include "platform.h"

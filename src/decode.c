@@ -1,3 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * decode.c - the per-item decode dispatch.
+ *
+ * JPEG (recognised by content, jpeg.c): read the header, draw the crop,
+ * pick the DCT scale, decode only the crop's columns and rows, then
+ * resample straight into the batch row; a cached JPEG may be rewritten
+ * with restart markers, then only the segments that cover the crop are
+ * decoded. Other formats: stb_image (image.c), full decode. Here: which
+ * decoder an item goes to, token windows, and the rewrite budget.
+ *
+ * Owns:  nothing of its own: chooses the decoder for an item, widens token
+ *        windows, and keeps the JPEG rewrite budget in the worker's scratch
+ * Lock:  none (cache entries by their atomic state)
+ * Calls: status, worker, index, jpeg_layout, cache, fetch, image, jpeg,
+ *        audio (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
+ */
 #include "platform.h"
 #include "decode.h"
 #include "status.h"
@@ -37,7 +55,7 @@ static coordl_status cdl__decode_tokens(cdl__worker *W, const cdl__bytes *in, vo
     W->row.decode_ns += cdl__now_ns() - t0;
     return COORDL_OK;
 }
-#else /* COORDL_NO_TOKENS: open refuses COORDL_PIPE_TOKENS (section 18) */
+#else /* COORDL_NO_TOKENS: open refuses COORDL_PIPE_TOKENS (abi.c) */
 static coordl_status cdl__decode_tokens(cdl__worker *W, const cdl__bytes *in, void *dst) {
     (void)in, (void)dst;
     return cdl__worker_error(W, COORDL_ERR_UNSUPPORTED, "tokens are not in this build (COORDL_NO_TOKENS)");
@@ -103,7 +121,7 @@ CDL_PRIVATE void cdl__worker_decoder_init(cdl__worker *W) {
     W->jprogress.progress_monitor = cdl__jpeg_scan_limit;
     W->jd.progress = &W->jprogress;
     W->jd_ready = 1;
-    W->jdest.pub.init_destination = cdl__jdest_init; /* rewrites write into W->rw (section 13) */
+    W->jdest.pub.init_destination = cdl__jdest_init; /* rewrites write into W->rw (jpeg.c) */
     W->jdest.pub.empty_output_buffer = cdl__jdest_full;
     W->jdest.pub.term_destination = cdl__jdest_term;
 #else

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* decode.h - the per-item decode dispatch: the types and functions other modules use (see decode.c). */
 #ifndef CDL_DECODE_H
 #define CDL_DECODE_H
 #include "platform.h"

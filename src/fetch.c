@@ -1,3 +1,18 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fetch.c - where a row's bytes come from.
+ *
+ * The one place bytes come from: the cache, else a peer, else storage
+ * (which admits into the cache): the row's item read ahead by the I/O
+ * threads into their arena, or read now into the worker's buffer.
+ *
+ * Owns:  nothing of its own: a worker's reader reference on a cache entry
+ *        (W->held) between fetch and fetch_done
+ * Lock:  none (entries by their atomic state; read-ahead by its mutex)
+ * Calls: status, worker, index, source, cache, peers, readahead (lower
+ *        layers only: src/modules.txt; tools/check-layers.py checks this
+ *        line).
+ */
 #include "platform.h"
 #include "fetch.h"
 #include "status.h"
@@ -13,7 +28,7 @@
 /* Bytes of item id into *out. A MinIO hit lends the cache's own bytes:
  * the worker holds a reader reference on the entry (W->held) until
  * cdl__fetch_done. W->fetch_kind says whether the bytes are a JPEG rewrite
- * (section 13), or may become one. */
+ * (jpeg.c), or may become one. */
 CDL_PRIVATE coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
     coordl *L = W->L;
     uint64_t t0 = cdl__now_ns();

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* fetch.h - where a row's bytes come from: the types and functions other modules use (see fetch.c). */
 #ifndef CDL_FETCH_H
 #define CDL_FETCH_H
 #include "platform.h"

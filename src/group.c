@@ -1,3 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * group.c - the coordinated group.
+ *
+ * Sibling processes that open with the same `group` share one stream:
+ * a POSIX shm object holds a header (layout version and geometry, the
+ * config fields that change batch content), the stream block (robust
+ * process-shared mutex, members), the slots, the row marks, the MinIO
+ * cache (entries and slab) and the ring. Every member's workers claim
+ * rows from it, so each batch is prepared once; every member consumes
+ * every batch; a slot is reused when all live members released it.
+ * A member is (index, generation). Its liveness is a robust mutex its
+ * member thread holds for its whole life (the kernel hands it over as
+ * EOWNERDEAD when the process dies, in any PID namespace) and a
+ * heartbeat that thread refreshes; that thread is also the one place
+ * where members that died or fell silent are dropped. The object is
+ * created with O_EXCL, mode 0600; an existing one is used only if it
+ * belongs to this user and cdl__group_validate accepts its bytes.
+ *
+ * Owns:  L->member: this process's identity in the stream, its shm mapping
+ *        and its member thread (heartbeats, liveness, dropping the dead);
+ *        the layout and validation of the shm object
+ * Lock:  the stream's lock for membership changes; each member's liveness
+ *        mutex (robust, held for its life); member.mu for the member
+ *        thread's stop flag
+ * Calls: status, arena, lock, cache, stream (lower layers only:
+ *        src/modules.txt; tools/check-layers.py checks this line).
+ */
 #include "platform.h"
 #include "group.h"
 #include "status.h"
@@ -7,23 +35,6 @@
 #include "stream.h"
 #include "handle.h"
 
-/* ===================================================================== */
-/* 15. Coordinated group                                                 */
-/* Sibling processes that open with the same `group` share one stream:   */
-/* a POSIX shm object holds a header (layout version and geometry, the   */
-/* config fields that change batch content), the stream block (robust    */
-/* process-shared mutex, members), the slots, the row marks, the MinIO   */
-/* cache (entries and slab) and the ring. Every member's workers claim   */
-/* rows from it, so each batch is prepared once; every member consumes   */
-/* every batch; a slot is reused when all live members released it.      */
-/* A member is (index, generation). Its liveness is a robust mutex its   */
-/* member thread holds for its whole life (the kernel hands it over as   */
-/* EOWNERDEAD when the process dies, in any PID namespace) and a         */
-/* heartbeat that thread refreshes; that thread is also the one place    */
-/* where members that died or fell silent are dropped. The object is     */
-/* created with O_EXCL, mode 0600; an existing one is used only if it    */
-/* belongs to this user and cdl__group_validate accepts its bytes.        */
-/* ===================================================================== */
 
 #define CDL_GROUP_MAGIC 0x636f6f72646c4731ull /* "coordlG1" */
 #define CDL_GROUP_VERSION 4 /* 3: cache entries hold room and JPEG rewrites;
@@ -244,7 +255,7 @@ static int cdl__group_validate_contents(const cdl__u8 *b, const cdl__group_heade
         memcpy(&off, (const cdl__u8 *)ce + offsetof(cdl__cache_entry, off), sizeof off);
         memcpy(&room, (const cdl__u8 *)ce + offsetof(cdl__cache_entry, cap), sizeof room);
         memcpy(&jpeg, (const cdl__u8 *)ce + offsetof(cdl__cache_entry, jpeg), sizeof jpeg);
-        /* the low byte is the state; readers (section 8) count above it */
+        /* the low byte is the state; readers (cache.c) count above it */
         if ((state & CDL_CE_STATE) > CDL_CE_REWRITING)
             CDL_REJECT("cache entry %llu is in state %u", (unsigned long long)i, state & CDL_CE_STATE);
         if ((state & CDL_CE_STATE) >= CDL_CE_PRESENT &&

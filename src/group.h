@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* group.h - the coordinated group: the types and functions other modules use (see group.c). */
 #ifndef CDL_GROUP_H
 #define CDL_GROUP_H
 #include "platform.h"

@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: MIT */
+/* handle.h - struct coordl, the composition of every module's state. It sits
+ * above every module: any .c may include it, no header may. */
 #ifndef CDL_HANDLE_H
 #define CDL_HANDLE_H
 #include "platform.h"

@@ -1,3 +1,14 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * image.c - decode limits and stb_image.
+ *
+ * Owns:  the decode bounds every decoder applies, and stb's allocations
+ *        during one decode call (a budget reached through one thread-local
+ *        pointer, set and cleared within the call)
+ * Lock:  none: everything is per call, in the calling worker's thread
+ * Calls: status, worker, plan, resample (lower layers only:
+ *        src/modules.txt; tools/check-layers.py checks this line).
+ */
 #include "platform.h"
 #include "image.h"
 #include "status.h"
@@ -12,7 +23,7 @@
  * coordl documents are compiled in (PNG, BMP, binary PPM/PGM, TGA; JPEG
  * only without libjpeg): GIF, PSD, PIC and HDR bytes are refused, not
  * decoded, whatever the file is named. stb's allocations go through the
- * handle's allocator hooks and the decode budget (section 13). */
+ * handle's allocator hooks and the decode budget (below). */
 #ifndef COORDL_NO_STB
 #define STB_IMAGE_STATIC
 #define STB_IMAGE_IMPLEMENTATION
@@ -105,7 +116,7 @@ CDL_PRIVATE coordl_status cdl__over_decode_limit(cdl__worker *W, const char *pat
                              path, what, (unsigned long long)need, (unsigned long long)W->L->cfg.max_decode_bytes);
 }
 
-/* A resampling error (section 12 knows no path) gets the file's name. */
+/* A resampling error (resample knows no path) gets the file's name. */
 CDL_PRIVATE coordl_status cdl__name_error(cdl__worker *W, const char *path, coordl_status rc) {
     char msg[CDL_ERRMSG_MAX];
     memcpy(msg, W->err, sizeof msg);
@@ -114,7 +125,7 @@ CDL_PRIVATE coordl_status cdl__name_error(cdl__worker *W, const char *path, coor
 
 #ifndef COORDL_NO_STB
 /* --- stb_image's memory ------------------------------------------------
- * STBI_MALLOC/REALLOC/FREE (section 1) are these functions: every block
+ * STBI_MALLOC/REALLOC/FREE (defined above, before stb_image.h) are these functions: every block
  * comes from the handle's allocator hooks and counts against the budget of
  * the stb call in progress, which refuses (stb then fails "outofmem") what
  * would pass its limit. stb has no context argument, so the budget reaches

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* image.h - decode limits and stb_image: the types and functions other modules use (see image.c). */
 #ifndef CDL_IMAGE_H
 #define CDL_IMAGE_H
 #include "platform.h"

@@ -1,3 +1,15 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * index.c - the item table.
+ *
+ * Owns:  L->index: items (path, size, label), the string arena, classes,
+ *        token shards and tar items; ImageFolder and list sources; the item
+ *        accessors
+ * Lock:  filled at open (index, tar, source), read-only after: any thread
+ *        reads it without a lock
+ * Calls: status, io (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
+ */
 #include "platform.h"
 #include "index.h"
 #include "status.h"

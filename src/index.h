@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* index.h - the item table: the types and functions other modules use (see index.c). */
 #ifndef CDL_INDEX_H
 #define CDL_INDEX_H
 #include "platform.h"

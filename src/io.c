@@ -1,19 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * io.c - the storage seam (coordl_io).
+ *
+ * Every byte read from storage goes through the handle's coordl_io
+ * (cdl__io_open / cdl__io_read): the built-in POSIX reader, or the
+ * trainer's. Folder listings (ImageFolder, shard folders, globs) use
+ * readdir/glob. The index turns the source into items (path, size,
+ * label). Paths live in one string arena addressed by offsets (no
+ * malloc per item); the item array is plain. ImageFolder: classes
+ * sorted by name are labels, files sorted by relative path. List file:
+ * "path<TAB>label" per line. Tar shards: see "WebDataset tar shards".
+ *
+ * Owns:  L->io: the reader every storage access goes through (the built-in
+ *        POSIX one, or the caller's); and the line parser list files share
+ * Lock:  none: readers are called concurrently from any thread (coordl.h
+ *        documents it); L->io is fixed at open
+ * Calls: status (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
+ */
 #include "platform.h"
 #include "io.h"
 #include "status.h"
 #include "handle.h"
 
-/* ===================================================================== */
-/* 6. Storage reader and source index                                    */
-/* Every byte read from storage goes through the handle's coordl_io      */
-/* (cdl__io_open / cdl__io_read): the built-in POSIX reader, or the      */
-/* trainer's. Folder listings (ImageFolder, shard folders, globs) use    */
-/* readdir/glob. The index turns the source into items (path, size,      */
-/* label). Paths live in one string arena addressed by offsets (no       */
-/* malloc per item); the item array is plain. ImageFolder: classes       */
-/* sorted by name are labels, files sorted by relative path. List file:  */
-/* "path<TAB>label" per line. Tar shards: see "WebDataset tar shards".   */
-/* ===================================================================== */
 
 /* ---- the built-in POSIX reader ------------------------------------------
  * Only a regular file is read: a FIFO would block the open (and then every

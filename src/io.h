@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* io.h - the storage seam (coordl_io): the types and functions other modules use (see io.c). */
 #ifndef CDL_IO_H
 #define CDL_IO_H
 #include "platform.h"

@@ -1,3 +1,14 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * jpeg.c - libjpeg decode and JPEG random access.
+ *
+ * Owns:  the worker's libjpeg objects (W->jd, W->jc and their error
+ *        managers); ROI and DCT-scaled decode, restart-marker rewrites and
+ *        spliced crops
+ * Lock:  none: a worker's decoder is its own
+ * Calls: status, worker, jpeg_layout, plan, resample, image (lower layers
+ *        only: src/modules.txt; tools/check-layers.py checks this line).
+ */
 #include "platform.h"
 #include "jpeg.h"
 #include "status.h"

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* jpeg.h - libjpeg decode and JPEG random access: the types and functions other modules use (see jpeg.c). */
 #ifndef CDL_JPEG_H
 #define CDL_JPEG_H
 #include "platform.h"

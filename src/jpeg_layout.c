@@ -1,3 +1,13 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * jpeg_layout.c - the JPEG marker walk.
+ *
+ * Owns:  nothing: parses a JPEG's markers (frame, scans, restart interval)
+ *        and sizes a rewrite's room; no libjpeg
+ * Lock:  none
+ * Calls: none (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
+ */
 #include "platform.h"
 #include "jpeg_layout.h"
 

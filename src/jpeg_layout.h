@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* jpeg_layout.h - the JPEG marker walk: the types and functions other modules use (see jpeg_layout.c). */
 #ifndef CDL_JPEG_LAYOUT_H
 #define CDL_JPEG_LAYOUT_H
 #include "platform.h"

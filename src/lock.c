@@ -1,3 +1,16 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lock.c - the stream's shared state and its lock.
+ *
+ * Owns:  the types of the stream's shared state (cdl__stream, cdl__slot,
+ *        cdl__member, cdl__cond), the lock's owner fields in *L->S, and the
+ *        waits and wakes on its conditions
+ * Lock:  the stream's robust mutex itself (S->mu); in a group it is
+ *        process-shared. On EOWNERDEAD it runs L->lock_repair (the stream's
+ *        repair, set at open) before marking the mutex consistent
+ * Calls: status (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
+ */
 #include "platform.h"
 #include "lock.h"
 #include "status.h"
@@ -7,9 +20,9 @@
  * One robust mutex guards the stream (claims, slots, members). In a group
  * it is shared by processes: a thread killed while holding it leaves it
  * EOWNERDEAD, and the next locker runs the stream's repair transition
- * (section 14) before marking it consistent. Taking the lock does nothing
+ * (stream.c) before marking it consistent. Taking the lock does nothing
  * else: heartbeats, liveness and reaping belong to the group's member
- * thread (section 15), so a thread that only queries never drops anyone.
+ * thread (group.c), so a thread that only queries never drops anyone.
  * The repair transition belongs to the stream, a layer above: open sets
  * L->lock_repair to it, so this module never calls up. */
 

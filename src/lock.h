@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* lock.h - the stream's shared state and its lock: the types and functions other modules use (see lock.c). */
 #ifndef CDL_LOCK_H
 #define CDL_LOCK_H
 #include "platform.h"

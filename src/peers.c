@@ -1,3 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * peers.c - the partitioned cache over MPI.
+ *
+ * The partitioned cache. Each rank admits the items of its share of one
+ * epoch, the first whole epoch it trains (epoch 0, or the one a seek at
+ * open resumes), up to its budget: which rank reads which item is a
+ * pure function of the seed, the epoch and the world size, so the ranks
+ * cache disjoint parts. Claims past that epoch wait for one map
+ * exchange (an MPI_Allreduce over the per-item owner array), after
+ * which every rank knows where each cached item lives and nothing more
+ * is admitted (spare budget is left unused: the map stays exact). Every
+ * rank runs exactly one exchange, at that point or at close, whichever
+ * comes first, and only then the closing barrier. From then on, when a
+ * slot is assigned, one request per peer asks for the rows that peer
+ * holds; the reply lands in the slot's buffer; workers wait for it at
+ * most peer_timeout_ms (or until close) and otherwise read storage. All
+ * MPI traffic runs on one coordl thread over a duplicate of the
+ * trainer's communicator; all its memory comes from the allocator hooks.
+ *
+ * Owns:  L->peers: who caches which item after epoch 0, the requests in
+ *        flight and the replies per slot and row, the send buffers, and the
+ *        peer thread
+ * Lock:  the stream's lock; admit_epoch is atomic, map_ready a release
+ *        store (the I/O threads read both unlocked)
+ * Calls: status, lock, worker, sampler, cache (lower layers only:
+ *        src/modules.txt; tools/check-layers.py checks this line).
+ */
 #include "platform.h"
 #include "peers.h"
 #include "status.h"
@@ -7,24 +35,6 @@
 #include "cache.h"
 #include "handle.h"
 
-/* ===================================================================== */
-/* 10. Peers (MPI, COORDL_MPI)                                           */
-/* The partitioned cache. Each rank admits the items of its share of one */
-/* epoch, the first whole epoch it trains (epoch 0, or the one a seek at */
-/* open resumes), up to its budget: which rank reads which item is a     */
-/* pure function of the seed, the epoch and the world size, so the ranks */
-/* cache disjoint parts. Claims past that epoch wait for one map         */
-/* exchange (an MPI_Allreduce over the per-item owner array), after      */
-/* which every rank knows where each cached item lives and nothing more  */
-/* is admitted (spare budget is left unused: the map stays exact). Every */
-/* rank runs exactly one exchange, at that point or at close, whichever  */
-/* comes first, and only then the closing barrier. From then on, when a  */
-/* slot is assigned, one request per peer asks for the rows that peer    */
-/* holds; the reply lands in the slot's buffer; workers wait for it at   */
-/* most peer_timeout_ms (or until close) and otherwise read storage. All */
-/* MPI traffic runs on one coordl thread over a duplicate of the         */
-/* trainer's communicator; all its memory comes from the allocator hooks.*/
-/* ===================================================================== */
 
 #define CDL_ADMIT_CLOSED UINT64_MAX
 
@@ -198,7 +208,7 @@ static void cdl__peer_serve(coordl *L, int source, int count) {
     const uint32_t slot = (uint32_t)(ids[0] >> 48);
     if (slot >= 1024) return; /* not a request coordl sent */
     size_t bytes = 12 + (size_t)n * 12;
-    /* reader references from sizing to copying: a JPEG rewrite (section 13)
+    /* reader references from sizing to copying: a JPEG rewrite (jpeg.c)
      * may not change an entry's bytes in between; the pointers and lengths
      * live in the request buffer behind the ids */
     const cdl__u8 **src = (const cdl__u8 **)(void *)(L->peers.rx + (size_t)count * sizeof(uint64_t));

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* peers.h - the partitioned cache over MPI: the types and functions other modules use (see peers.c). */
 #ifndef CDL_PEERS_H
 #define CDL_PEERS_H
 #include "platform.h"
@@ -36,7 +38,7 @@ typedef struct cdl__remote {
     cdl__remote_ask *ask;  /* world peers (allocated by cdl__peer_start) */
 } cdl__remote;
 
-/* The ring allocator (section 14) sizes, grows and frees these with the
+/* The ring allocator (stream.c) sizes, grows and frees these with the
  * ring, so they always cover slot_rows_cap rows of every slot (coordl_set
  * growing the batch cannot outgrow them); grown arrays are zeroed. */
 #define CDL_RING_ARRAYS_PEER(X)                     \

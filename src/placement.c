@@ -1,18 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * placement.c - placement: cores and NUMA node(s).
+ *
+ * Chooses, once at open, the PUs the workers run on and the NUMA
+ * node(s) the cache and ring live on: from cpuset, numa_node,
+ * pci_bus_id, or every PU the process may use, in that order. Physical
+ * cores come before hyper-threads; the first reserve_cores cores are
+ * left to the trainer. hwloc supplies the topology (this machine, or an
+ * XML/synthetic one for planning and tests); without it
+ * (COORDL_NO_HWLOC) each PU is a core and there is no NUMA placement.
+ *
+ * Owns:  L->place: the PUs the workers run on, the reserved ones, the
+ *        arenas' node, and whether pinning and binding worked
+ * Lock:  written at open (and by arena at open), read-only after
+ * Calls: status (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
+ */
 #include "platform.h"
 #include "placement.h"
 #include "status.h"
 #include "handle.h"
 
-/* ===================================================================== */
-/* 4. Placement                                                          */
-/* Chooses, once at open, the PUs the workers run on and the NUMA        */
-/* node(s) the cache and ring live on: from cpuset, numa_node,           */
-/* pci_bus_id, or every PU the process may use, in that order. Physical  */
-/* cores come before hyper-threads; the first reserve_cores cores are    */
-/* left to the trainer. hwloc supplies the topology (this machine, or an */
-/* XML/synthetic one for planning and tests); without it                 */
-/* (COORDL_NO_HWLOC) each PU is a core and there is no NUMA placement.   */
-/* ===================================================================== */
 
 
 /* Strict "0-7,16-23" parser into a membership array. */

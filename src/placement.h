@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* placement.h - placement: cores and NUMA node(s): the types and functions other modules use (see placement.c). */
 #ifndef CDL_PLACEMENT_H
 #define CDL_PLACEMENT_H
 #include "platform.h"

@@ -1,17 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * plan.c - a sample's crop geometry.
+ *
+ * The crop is drawn before decoding, from (seed, epoch, item) and the
+ * image size alone, so the decoder can decode only what the crop needs.
+ * Geometry is in source pixels; the resampler maps output pixel centres
+ * into it (PIL/torchvision convention: pixel x covers [x, x+1)).
+ * Darknet's crop keeps Darknet's convention instead (an affine map of
+ * pixel indices, sampled point-wise) so its pixels are Darknet's.
+ *
+ * Owns:  nothing: the crop, flip, scale and colour jitter are drawn from
+ *        (seed, epoch, item) before decoding
+ * Lock:  none
+ * Calls: rand (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
+ */
 #include "platform.h"
 #include "plan.h"
 #include "rand.h"
 #include "handle.h"
 
-/* ===================================================================== */
-/* 11. Sample plan: crop geometry                                        */
-/* The crop is drawn before decoding, from (seed, epoch, item) and the   */
-/* image size alone, so the decoder can decode only what the crop needs. */
-/* Geometry is in source pixels; the resampler maps output pixel centres */
-/* into it (PIL/torchvision convention: pixel x covers [x, x+1)).        */
-/* Darknet's crop keeps Darknet's convention instead (an affine map of   */
-/* pixel indices, sampled point-wise) so its pixels are Darknet's.       */
-/* ===================================================================== */
 
 
 /* Darknet's rand_scale (src/utils.c): a factor uniform between 1 and s,

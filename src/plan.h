@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* plan.h - a sample's crop geometry: the types and functions other modules use (see plan.c). */
 #ifndef CDL_PLAN_H
 #define CDL_PLAN_H
 #include "platform.h"

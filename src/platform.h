@@ -1,12 +1,16 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * platform.h - build switches, system headers, clocks: the layer every
+ * module stands on. Owns nothing: macros, the system's and the optional
+ * libraries' headers, and the clock helpers. In module builds CDL_PRIVATE
+ * is empty (extern); tools/amalgamate.py defines it static.
+ */
 #ifndef CDL_PLATFORM_H
 #define CDL_PLATFORM_H
 #ifndef CDL_PRIVATE
 #define CDL_PRIVATE /* static in the amalgamation */
 #endif
 
-/* ===================================================================== */
-/* 1. Platform and build options                                         */
-/* ===================================================================== */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1 /* sched_getaffinity, CPU_COUNT, MAP_POPULATE */
 #endif
@@ -42,13 +46,13 @@
 #include <emmintrin.h>
 #endif
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h> /* AVX2 resampling, chosen at run time (section 12) */
+#include <immintrin.h> /* AVX2 resampling, chosen at run time (resample.c) */
 #endif
 
 /* Build switches for the parts, miniaudio's MA_NO_* style: each leaves one
  * part's code out, and what that part served answers
  * COORDL_ERR_UNSUPPORTED naming the switch (the config is checked at open,
- * section 18). The public API is the same in every build.
+ * abi.c). The public API is the same in every build.
  *   COORDL_NO_HWLOC      placement by plain pthread affinity, no NUMA
  *   COORDL_NO_AUDIO      COORDL_PIPE_AUDIO (the WAV reader and crop)
  *   COORDL_NO_TOKENS     COORDL_PIPE_TOKENS (llm.c shard parsing, windows)
@@ -88,7 +92,7 @@
 
 typedef unsigned char cdl__u8;
 
-/* CPU time of the calling thread (the rewrite budget, section 13). */
+/* CPU time of the calling thread (the rewrite budget, decode.c). */
 static inline uint64_t cdl__thread_cpu_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);

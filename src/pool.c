@@ -1,3 +1,15 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pool.c - the worker pool.
+ *
+ * Owns:  L->pool: the worker threads, the consumer's helper scratch, and
+ *        the stop flag
+ * Lock:  the stream's lock for claims and stop; each worker's scratch is
+ *        its own
+ * Calls: status, rand, placement, lock, worker, index, sampler, readahead,
+ *        decode, stream (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
+ */
 #include "platform.h"
 #include "pool.h"
 #include "status.h"

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* pool.h - the worker pool: the types and functions other modules use (see pool.c). */
 #ifndef CDL_POOL_H
 #define CDL_POOL_H
 #include "platform.h"

@@ -1,3 +1,18 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rand.c - counter-based randomness.
+ *
+ * Every random choice is a pure function of (seed, stream, epoch, item):
+ * a keyed SplitMix64 hash, with a counter for draws within one sample.
+ * Nothing depends on which thread, process or machine asks, so batches
+ * are identical across thread counts and after seek (no replay).
+ *
+ * Owns:  nothing: every draw is a pure function of (seed, stream, epoch,
+ *        item, counter)
+ * Lock:  none
+ * Calls: none (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
+ */
 #include "platform.h"
 #include "rand.h"
 

@@ -1,14 +1,9 @@
+/* SPDX-License-Identifier: MIT */
+/* rand.h - counter-based randomness: the types and functions other modules use (see rand.c). */
 #ifndef CDL_RAND_H
 #define CDL_RAND_H
 #include "platform.h"
 
-/* ===================================================================== */
-/* 3. Counter-based randomness                                           */
-/* Every random choice is a pure function of (seed, stream, epoch, item):*/
-/* a keyed SplitMix64 hash, with a counter for draws within one sample.  */
-/* Nothing depends on which thread, process or machine asks, so batches  */
-/* are identical across thread counts and after seek (no replay).        */
-/* ===================================================================== */
 
 enum { CDL_STREAM_PERM = 1, CDL_STREAM_CROP = 2, CDL_STREAM_SUBST = 3, CDL_STREAM_SHARD_ORDER = 4,
        CDL_STREAM_SHARD_SAMPLES = 5 };

@@ -1,3 +1,15 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * readahead.c - read-ahead in the known order.
+ *
+ * Owns:  L->pool.ra: the I/O threads, their arena and the window of entries
+ *        they read ahead of the workers
+ * Lock:  its own mutex (R->mu); lock order: the stream's lock, then this
+ *        one; the I/O threads never take the stream's lock
+ * Calls: status, placement, worker, index, source, sampler, cache, peers
+ *        (lower layers only: src/modules.txt; tools/check-layers.py checks
+ *        this line).
+ */
 #include "platform.h"
 #include "readahead.h"
 #include "status.h"
@@ -62,7 +74,7 @@ static void cdl__ra_trim(cdl__readahead *R) {
  * ask the peers, whatever the epoch). */
 static int cdl__ra_not_from_storage(const coordl *L, uint64_t id) {
     /* the state's low byte (readers count above it); an entry being
-     * rewritten (section 13) is held too, its rewrite long done by the
+     * rewritten (jpeg.c) is held too, its rewrite long done by the
      * time its row is claimed */
     if (L->cache.entries &&
         (atomic_load_explicit(&L->cache.entries[id].state, memory_order_acquire) & CDL_CE_STATE) >= CDL_CE_PRESENT)

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* readahead.h - read-ahead in the known order: the types and functions other modules use (see readahead.c). */
 #ifndef CDL_READAHEAD_H
 #define CDL_READAHEAD_H
 #include "platform.h"

@@ -1,3 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * resample.c - resampling and the fused resize/flip/normalize pass.
+ *
+ * Separable antialiased bilinear (a triangle filter widened by the
+ * shrink factor: PIL's and torchvision's antialias=True), with
+ * per-sample coefficient tables of a fixed tap count K (zero-padded) so
+ * the loops have no data-dependent bounds. Vertical pass first: it runs
+ * over contiguous bytes and vectorizes; the horizontal pass then runs
+ * on out_h rows only, 4-wide over RGB(+1) per tap. The flip is folded
+ * into the horizontal table; normalization happens at the final store.
+ *
+ * Owns:  nothing of its own: the filter tables live in the worker's
+ *        scratch; whether to use AVX2 is chosen at open (L->geom.avx2)
+ * Lock:  none
+ * Calls: status, worker, plan (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
+ */
 #include "platform.h"
 #include "resample.h"
 #include "status.h"
@@ -5,16 +23,6 @@
 #include "plan.h"
 #include "handle.h"
 
-/* ===================================================================== */
-/* 12. Resampling tables and the fused resize/flip/normalize pass        */
-/* Separable antialiased bilinear (a triangle filter widened by the      */
-/* shrink factor: PIL's and torchvision's antialias=True), with          */
-/* per-sample coefficient tables of a fixed tap count K (zero-padded) so */
-/* the loops have no data-dependent bounds. Vertical pass first: it runs */
-/* over contiguous bytes and vectorizes; the horizontal pass then runs   */
-/* on out_h rows only, 4-wide over RGB(+1) per tap. The flip is folded   */
-/* into the horizontal table; normalization happens at the final store. */
-/* ===================================================================== */
 
 static double cdl__triangle(double x) {
     x = fabs(x);
@@ -538,7 +546,7 @@ CDL_PRIVATE void cdl__resample(coordl *L, cdl__worker *W, const cdl__u8 *src, si
 /* Bytes of the resampling window for these tables: K_y + 1 float rows of
  * the output width and one float row of the source span. It grows with
  * the crop's width in source pixels, so it counts in the decode budget
- * (section 13). */
+ * (jpeg.c). */
 CDL_PRIVATE uint64_t cdl__window_bytes(const coordl *L, const cdl__axis *ax, const cdl__axis *ay) {
     const uint64_t rowf = 3 * cdl__round_up((size_t)L->cfg.out_w, 4);
     const uint64_t cols = (uint64_t)(ax->hi - ax->lo) * 3 + 8;
@@ -585,16 +593,6 @@ CDL_PRIVATE coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cd
     return COORDL_OK;
 }
 
-/* ===================================================================== */
-/* 13. Decode                                                            */
-/* JPEG (recognised by content): read the header, draw the crop, pick    */
-/* the DCT scale, decode only the crop's columns (jpeg_crop_scanline,    */
-/* iMCU-aligned) and rows (jpeg_skip_scanlines above, stop after the     */
-/* last), then resample straight into the batch row. A cached JPEG may   */
-/* be rewritten with restart markers: then only the segments that cover  */
-/* the crop are decoded (random access, below). One decompressor per     */
-/* worker, reused. Other formats: stb_image, full decode.                */
-/* ===================================================================== */
 
 
 /* Whether this process resamples with the AVX2 loops: the CPU has them and

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* resample.h - resampling and the fused resize/flip/normalize pass: the types and functions other modules use (see resample.c). */
 #ifndef CDL_RESAMPLE_H
 #define CDL_RESAMPLE_H
 #include "platform.h"

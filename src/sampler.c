@@ -1,19 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sampler.c - the sampler.
+ *
+ * The epoch permutation is a keyed Feistel network over the next power
+ * of four with cycle walking: a bijection on [0, N) computed in O(1)
+ * per position from (seed, epoch), with no per-epoch array, so any
+ * worker can map (epoch, position) to an item and seek is O(1). Rank r
+ * of W gets positions r, r+W, ... (floor(N/W) of them). Token windows
+ * in llm.c's order (token_order LLMC) map positions through shards and
+ * samples instead, as llm.c's DataLoader does (below).
+ *
+ * Owns:  L->sampler: items per rank per epoch, batches per epoch, and
+ *        llm.c's shard order tables
+ * Lock:  the llm.c tables under their own mutex (llmc->mu); the rest is set
+ *        at open and by coordl_set under the stream's lock
+ * Calls: status, rand (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
+ */
 #include "platform.h"
 #include "sampler.h"
 #include "status.h"
 #include "rand.h"
 #include "handle.h"
 
-/* ===================================================================== */
-/* 7. Sampler                                                            */
-/* The epoch permutation is a keyed Feistel network over the next power  */
-/* of four with cycle walking: a bijection on [0, N) computed in O(1)    */
-/* per position from (seed, epoch), with no per-epoch array, so any      */
-/* worker can map (epoch, position) to an item and seek is O(1). Rank r  */
-/* of W gets positions r, r+W, ... (floor(N/W) of them). Token windows   */
-/* in llm.c's order (token_order LLMC) map positions through shards and  */
-/* samples instead, as llm.c's DataLoader does (below).                  */
-/* ===================================================================== */
 
 
 /* A permutation of [0, n) keyed by (seed, stream, epoch, salt): the epoch
@@ -188,4 +197,3 @@ CDL_PRIVATE uint64_t cdl__item_at(const coordl *L, const cdl__perm *p, uint64_t 
     return cdl__perm_apply(p, pos * (uint64_t)L->cfg.world + (uint64_t)L->cfg.rank);
 }
 
-/* ===================================================================== */

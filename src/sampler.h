@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* sampler.h - the sampler: the types and functions other modules use (see sampler.c). */
 #ifndef CDL_SAMPLER_H
 #define CDL_SAMPLER_H
 #include "platform.h"

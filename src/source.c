@@ -1,3 +1,15 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * source.c - token shards, the source dispatcher, reading one item.
+ *
+ * Owns:  the token shards' part of L->index; which indexer a source string
+ *        names; the storage read of one item's bytes (whole file, tar
+ *        member or token window)
+ * Lock:  index writes at open only; reads are lock-free (W's buffers are
+ *        its own)
+ * Calls: status, worker, io, index, tar (lower layers only:
+ *        src/modules.txt; tools/check-layers.py checks this line).
+ */
 #include "platform.h"
 #include "source.h"
 #include "status.h"
@@ -129,7 +141,7 @@ static coordl_status cdl__index_tokens(coordl *L) {
     L->index.num_classes = (uint32_t)L->index.nshards;
     return rc;
 }
-#else /* COORDL_NO_TOKENS: open refuses COORDL_PIPE_TOKENS (section 18) */
+#else /* COORDL_NO_TOKENS: open refuses COORDL_PIPE_TOKENS (abi.c) */
 static coordl_status cdl__index_tokens(coordl *L) {
     return cdl__open_fail(COORDL_ERR_UNSUPPORTED, "source: %s: token shards are not in this build "
                           "(COORDL_NO_TOKENS)", L->cfg.source);

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* source.h - token shards, the source dispatcher, reading one item: the types and functions other modules use (see source.c). */
 #ifndef CDL_SOURCE_H
 #define CDL_SOURCE_H
 #include "platform.h"

@@ -1,13 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * status.c - status codes, errors, logging, allocation, counters.
+ *
+ * Every failure becomes a coordl_status plus a message naming the file
+ * or setting. Memory comes from the configured allocator (all three
+ * hooks or none); nothing here calls exit().
+ *
+ * Owns:  the handle's error detail (L->errmsg), its allocator hooks
+ *        (L->alloc), its counters (L->stats), and the one state outside any
+ *        handle: the thread-local message of the last failed coordl_open
+ * Lock:  L->stats under the stream's lock; L->errmsg is written by the
+ *        thread whose call failed (the API is one consumer thread); the
+ *        allocator is fixed at open
+ * Calls: none (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
+ */
 #include "platform.h"
 #include "status.h"
 #include "handle.h"
 
-/* ===================================================================== */
-/* 2. Errors, logging, allocation, the stream's lock                    */
-/* Every failure becomes a coordl_status plus a message naming the file  */
-/* or setting. Memory comes from the configured allocator (all three     */
-/* hooks or none); nothing here calls exit().                            */
-/* ===================================================================== */
 
 /* The message of the last failed coordl_open on this thread (the handle
  * does not exist yet, so it cannot hold it; tj3GetErrorStr(NULL) does the

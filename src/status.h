@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* status.h - status codes, errors, logging, allocation, counters: the types and functions other modules use (see status.c). */
 #ifndef CDL_STATUS_H
 #define CDL_STATUS_H
 #include "platform.h"

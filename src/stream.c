@@ -1,3 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * stream.c - the ring and the stream state machine.
+ *
+ * The stream is one state machine over the ring's slots, owned here.
+ * Each transition runs under the stream's lock and ends with
+ * cdl__stream_check (COORDL_DEBUG builds assert the invariants):
+ *   claim     a worker takes the next row: a snapshot of all it needs
+ *   complete  the row counts only if slot and member generations match
+ *   take      the consumer's next batch; its handle carries slot + gen
+ *   release   a no-op unless the handle's generation matches
+ *   drop      a member generation leaves: its marks and bits go
+ *   repair    after a lock holder died: finish, recount from the marks
+ *   pause / restart   seek and set: wait for rows in flight, resume
+ * Workers only claim, prepare with no lock held, and complete. The ring
+ * allocator sizes every per-slot array (CDL_RING_ARRAYS).
+ *
+ * Owns:  L->ring and the transitions of *L->S: assign, claim, complete,
+ *        take, release, drop, repair, pause and restart (COORDL_DEBUG
+ *        asserts the invariants after each)
+ * Lock:  the stream's lock (lock module) around every transition
+ * Calls: status, arena, lock, sampler, peers, readahead, config (lower
+ *        layers only: src/modules.txt; tools/check-layers.py checks this
+ *        line).
+ */
 #include "platform.h"
 #include "stream.h"
 #include "status.h"
@@ -9,21 +34,6 @@
 #include "config.h"
 #include "handle.h"
 
-/* ===================================================================== */
-/* 14. Stream: batch ring, claims, batches, workers                      */
-/* The stream is one state machine over the ring's slots, owned here.    */
-/* Each transition runs under the stream's lock and ends with            */
-/* cdl__stream_check (COORDL_DEBUG builds assert the invariants):        */
-/*   claim     a worker takes the next row: a snapshot of all it needs   */
-/*   complete  the row counts only if slot and member generations match */
-/*   take      the consumer's next batch; its handle carries slot + gen  */
-/*   release   a no-op unless the handle's generation matches            */
-/*   drop      a member generation leaves: its marks and bits go         */
-/*   repair    after a lock holder died: finish, recount from the marks */
-/*   pause / restart   seek and set: wait for rows in flight, resume     */
-/* Workers only claim, prepare with no lock held, and complete. The ring */
-/* allocator sizes every per-slot array (CDL_RING_ARRAYS).               */
-/* ===================================================================== */
 
 /* --- the ring allocator ----------------------------------------------- */
 
@@ -33,7 +43,7 @@
  * cdl__ring_alloc sizes them all: per-slot arrays once (nslots never
  * changes), per-row arrays (nslots x slot_rows_cap entries, zeroed) at open
  * and again whenever coordl_set grows the ring; cdl__ring_free frees them.
- * shared = 1: in a group the array is the shm object's (section 15), not
+ * shared = 1: in a group the array is the shm object's (group.c), not
  * allocated. Another section's per-slot state (the MPI peers' per-row
  * offsets, lengths and states) goes in CDL_RING_ARRAYS_PEER, defined before
  * this point: it is then sized, grown and freed with the ring, and can
@@ -423,7 +433,7 @@ CDL_PRIVATE int cdl__stream_try_claim(coordl *L, cdl__claim *c) {
 /* claim: a worker's try_claim, waiting for work. Returns 1 with a row
  * claimed, 0 when the worker should exit, 2 (only when `idle` allows) when
  * there is no slot to fill and cached JPEGs wait for a rewrite: the worker
- * does one with no lock held and claims again (idle time, section 13).
+ * does one with no lock held and claims again (idle time, decode.c).
  * Under mu (the waits release it). */
 CDL_PRIVATE int cdl__stream_claim(coordl *L, cdl__claim *c, int idle) {
     cdl__stream *S = L->S;

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* stream.h - the ring and the stream state machine: the types and functions other modules use (see stream.c). */
 #ifndef CDL_STREAM_H
 #define CDL_STREAM_H
 #include "platform.h"

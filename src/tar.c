@@ -1,3 +1,13 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tar.c - WebDataset tar shards.
+ *
+ * Owns:  the state of one shard scan (cdl__tar_index, on the opening
+ *        thread's stack); writes L->index at open
+ * Lock:  none: runs at open only
+ * Calls: status, io, index (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
+ */
 #include "platform.h"
 #include "tar.h"
 #include "status.h"

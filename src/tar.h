@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* tar.h - WebDataset tar shards: the types and functions other modules use (see tar.c). */
 #ifndef CDL_TAR_H
 #define CDL_TAR_H
 #include "platform.h"

@@ -1,3 +1,14 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * worker.c - a worker's scratch.
+ *
+ * Owns:  cdl__worker: one per worker thread (and the consumer's helper),
+ *        every buffer grown on demand and reused, so the steady state
+ *        allocates nothing per item
+ * Lock:  none: a worker's scratch is touched only by its own thread
+ * Calls: status (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
+ */
 #include "platform.h"
 #include "worker.h"
 #include "status.h"

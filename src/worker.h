@@ -1,14 +1,11 @@
+/* SPDX-License-Identifier: MIT */
+/* worker.h - a worker's scratch: the types and functions other modules use (see worker.c). */
 #ifndef CDL_WORKER_H
 #define CDL_WORKER_H
 #include "platform.h"
 #include "status.h"
 #include "lock.h"
 
-/* 9. Fetch                                                              */
-/* The one place bytes come from: the cache, else a peer, else storage   */
-/* (which admits into the cache): the row's item read ahead by the I/O   */
-/* threads into their arena, or read now into the worker's buffer.       */
-/* ===================================================================== */
 
 /* Per-worker scratch; everything grows on demand and is reused, so the
  * steady state allocates nothing per image. */
@@ -42,7 +39,7 @@ struct cdl__worker {
     } jerr;
     struct jpeg_progress_mgr jprogress; /* enforces CDL_JPEG_MAX_SCANS */
     int jd_ready;
-    /* JPEG rewrites (section 13): a compress object made per rewrite, the
+    /* JPEG rewrites (jpeg.c): a compress object made per rewrite, the
      * destination that writes into rw, the row index before it is filled */
     struct jpeg_compress_struct jc;
     int jc_live;
@@ -70,7 +67,7 @@ struct cdl__worker {
     uint64_t plain_cpu, plain_n, splice_cpu, splice_n;
     /* this row's counters, added to the totals when the row completes */
     cdl__counters row;
-    const struct cdl__claim *claim; /* the row being prepared (section 14) */
+    const struct cdl__claim *claim; /* the row being prepared (stream.c) */
     struct cdl__ra_entry *ra_entry; /* its read-ahead entry, or NULL         */
     uint64_t cur_epoch;     /* the row being prepared: its epoch, slot, row */
     cdl__slot *cur_slot;

@@ -1369,7 +1369,7 @@ static void test_resumed_member_does_not_drop_the_late_joiner(void **state)
     expect_byte(pa[0], 'P', "A consumed 2 batches");
     sleep_ms(300); /* the ring fills */
     /* A stopped while one of its threads holds the group's lock holds S up
-     * until it continues (README): with the ring full A's workers still
+     * until it continues (docs/group.md): with the ring full A's workers still
      * take the lock now and then (idle rewriting of cached JPEGs), so a
      * stop can land inside; then A is continued and stopped again. S's
      * pause needs A dropped: it ends the wait. */

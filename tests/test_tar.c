@@ -668,7 +668,7 @@ static void test_tar_items_are_cached_and_batches_unchanged(void **state)
     assert_int_equal(coordl_get_epoch_stats(L, 2, &e2), COORDL_OK);
     coordl_close(L);
     /* epochs 1 and 2: from the cache (a few items of epoch 0's tail can
-     * be read late, see the README's stats note) */
+     * be read late, see docs/analyzer.md, "The counters") */
     assert_true(e1.cache_hits >= 20);
     assert_int_equal(e2.cache_misses, 0);
     assert_int_equal(e2.storage_bytes, 0);

@@ -35,7 +35,7 @@ else
 fi
 cd "$work/darknet"
 
-# 2. the steps of the README, as a user types them
+# 2. the steps of docs/integrations.md (Darknet), as a user types them
 cp "$here/coordl.h" "$here/coordl.c" "$here/examples/darknet/coordl_darknet.h" src/
 patch -p1 --dry-run < "$here/examples/darknet/train_classifier.patch" > /dev/null || fail "the patch does not apply"
 patch -p1 < "$here/examples/darknet/train_classifier.patch"

@@ -125,6 +125,14 @@ def main():
                 errors.append(f"src/{f}: a header may not include handle.h (the composition sits above every module)")
             elif im != "handle" and rank.get(im, 99) > rank[mod]:
                 errors.append(f"src/{f} (layer {rank[mod]}) includes {i} (layer {rank.get(im)}): a lower layer may not include a higher one")
+        if f.endswith(".c"):
+            m = re.search(r"\* Calls:(.*?)\(lower", raw[f], re.S)
+            said = set(re.findall(r"\w+", re.sub(r"\n\s*\*", " ", m.group(1)))) - {"none"} if m else None
+            calls = {h[:-2] for h in need} - {"platform", "handle", mod}
+            if said is None:
+                errors.append(f"src/{f}: its head comment has no 'Calls:' line naming the modules it calls")
+            elif said != calls:
+                errors.append(f"src/{f}: head comment says Calls: {', '.join(sorted(said)) or 'none'}; it uses {', '.join(sorted(calls)) or 'none'}")
         if mod != "platform":
             need.add("platform.h")
         need.discard(f)

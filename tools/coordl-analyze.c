@@ -16,7 +16,7 @@
  * --step spin busy-spins MS of monotonic time and --step cpu MS of the
  * thread's CPU time (compute on the CPU, which slows when the loader's
  * threads share its core); both compete with the loader for the cores,
- * which the what-if model only approximates (see tools/ANALYZE.md).
+ * which the what-if model only approximates (see docs/analyzer.md).
  *
  * --validate measures settings the model was not fitted on (two cache
  * fractions at --threads, two at one thread) and compares them with
