@@ -545,11 +545,20 @@ CDL_PRIVATE coordl_status cdl__worker_error(cdl__worker *W, coordl_status s, con
 #define CDL_IO_H
 
 
+/* One line of a list file (cdl__list_next): not NUL-terminated. */
+typedef struct cdl__list_line {
+    const char *text;
+    size_t len;
+    uint64_t lineno; /* 1-based, counting empty lines too */
+} cdl__list_line;
+
 /* ---- interface ---- */
 CDL_PRIVATE void cdl__io_close(const coordl *L, void *file);
 CDL_PRIVATE coordl_status cdl__io_open(const coordl *L, const char *path, void **file, uint64_t *size, char *why, size_t cap);
 CDL_PRIVATE coordl_status cdl__io_read(const coordl *L, void *file, const char *path, void *buf, uint64_t len, uint64_t off, uint64_t *got, char *err, size_t cap);
-CDL_PRIVATE int cdl__next_line(char *buf, size_t len, size_t *pos, char **line, size_t *n);
+CDL_PRIVATE int cdl__list_next(const char *text, size_t len, size_t *pos, cdl__list_line *out);
+CDL_PRIVATE int cdl__list_path(const coordl *L, const char *list, const char *name, size_t n, char **buf, size_t *cap,
+                               size_t *path_len);
 CDL_PRIVATE coordl_status cdl__io_slurp(coordl *L, const char *path, const char *what, char **out, size_t *len);
 CDL_PRIVATE const coordl_io cdl__posix_io;
 CDL_PRIVATE void cdl__posix_close(void *user, void *file);
@@ -619,7 +628,7 @@ CDL_PRIVATE int32_t cdl__item_label(const coordl *L, uint64_t id);
 
 
 /* ---- interface ---- */
-CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, char *list_text, size_t list_len);
+CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, const char *list_text, size_t list_len);
 CDL_PRIVATE int cdl__is_tar_name(const char *p);
 #endif /* CDL_TAR_H */
 /* ---- src/source.h ------------------------------------------------------ */
@@ -2220,18 +2229,46 @@ CDL_PRIVATE coordl_status cdl__io_slurp(coordl *L, const char *path, const char 
     return COORDL_OK;
 }
 
-/* The next line of a text buffer (LF or CRLF; a NUL-terminated copy made in
- * place); 0 at the end. *n is the line's length, as getline counts it. */
-CDL_PRIVATE int cdl__next_line(char *buf, size_t len, size_t *pos, char **line, size_t *n) {
-    if (*pos >= len) return 0;
-    char *start = buf + *pos;
-    char *nl = memchr(start, '\n', len - *pos);
-    size_t got = nl ? (size_t)(nl - start) : len - *pos;
-    *pos += got + (nl != NULL);
-    while (got > 0 && (start[got - 1] == '\r' || start[got - 1] == '\n')) got--;
-    start[got] = '\0';
-    *line = start;
-    *n = got;
+/* The one parser of list files (item lists, token-shard lists, tar-shard
+ * lists), so they share one set of rules: a line ends at LF, trailing CRs
+ * are dropped (CRLF files), empty lines are skipped, lines are numbered
+ * from 1 counting every line, and a line holding a NUL byte is refused
+ * (it would otherwise be cut short at the NUL and name another file). The
+ * text is never modified. Returns 1 with the next non-empty line, 0 at the
+ * end, -1 for a line holding a NUL (out->lineno says which). */
+CDL_PRIVATE int cdl__list_next(const char *text, size_t len, size_t *pos, cdl__list_line *out) {
+    while (*pos < len) {
+        const char *line = text + *pos;
+        const char *nl = memchr(line, '\n', len - *pos);
+        size_t n = nl ? (size_t)(nl - line) : len - *pos;
+        *pos += n + (nl != NULL);
+        out->lineno++;
+        while (n > 0 && line[n - 1] == '\r') n--;
+        if (n == 0) continue;
+        out->text = line;
+        out->len = n;
+        return memchr(line, '\0', n) ? -1 : 1;
+    }
+    return 0;
+}
+
+/* The path a list line names, NUL-terminated in *buf (grown): relative to
+ * the list file's folder unless absolute. Its length in *path_len; 0 when
+ * memory runs out. */
+CDL_PRIVATE int cdl__list_path(const coordl *L, const char *list, const char *name, size_t n, char **buf, size_t *cap,
+                               size_t *path_len) {
+    const char *slash = strrchr(list, '/');
+    const size_t dir_len = name[0] == '/' || !slash ? 0 : (size_t)(slash - list);
+    if (!cdl__reserve(L, (void **)buf, cap, dir_len + n + 2)) return 0;
+    size_t o = 0;
+    if (dir_len > 0) {
+        memcpy(*buf, list, dir_len);
+        (*buf)[dir_len] = '/';
+        o = dir_len + 1;
+    }
+    memcpy(*buf + o, name, n);
+    (*buf)[o + n] = '\0';
+    *path_len = o + n;
     return 1;
 }
 
@@ -2455,23 +2492,18 @@ static void cdl__quote_bytes(char *dst, size_t cap, const char *s, size_t n) {
  * name a regular file now; a malformed line fails the open naming it. */
 CDL_PRIVATE coordl_status cdl__index_list_text(coordl *L, const char *list, const char *text, size_t len) {
     cdl__indexer ix = {L, 0};
-    const char *slash = strrchr(list, '/');
-    const size_t dir_len = slash ? (size_t)(slash - list) : 0;
     char *path = NULL;
     size_t path_cap = 0, at = 0;
-    uint64_t lineno = 0;
+    cdl__list_line ln = {0};
     int32_t max_label = -1;
     coordl_status rc = COORDL_OK;
     char shown[96];
-    while (rc == COORDL_OK && at < len) {
-        const char *line = text + at;
-        const char *nl = memchr(line, '\n', len - at);
-        size_t n = nl ? (size_t)(nl - line) : len - at;
-        at += n + (nl != NULL);
-        lineno++;
-        while (n > 0 && line[n - 1] == '\r') n--;
-        if (n == 0) continue;
-        if (memchr(line, '\0', n)) {
+    int got;
+    while (rc == COORDL_OK && (got = cdl__list_next(text, len, &at, &ln)) != 0) {
+        const char *line = ln.text;
+        const size_t n = ln.len;
+        const uint64_t lineno = ln.lineno;
+        if (got < 0) {
             rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: holds a NUL byte", list,
                                 (unsigned long long)lineno);
             break;
@@ -2494,27 +2526,20 @@ CDL_PRIVATE coordl_status cdl__index_list_text(coordl *L, const char *list, cons
                                 (unsigned long long)lineno, shown, CDL_MAX_LABEL);
             break;
         }
-        if (!cdl__reserve(L, (void **)&path, &path_cap, dir_len + plen + 2)) { rc = COORDL_ERR_NOMEM; break; }
-        size_t o = 0;
-        if (line[0] != '/' && dir_len > 0) {
-            memcpy(path, list, dir_len);
-            path[dir_len] = '/';
-            o = dir_len + 1;
-        }
-        memcpy(path + o, line, plen);
-        path[o + plen] = '\0';
+        size_t path_len;
+        if (!cdl__list_path(L, list, line, plen, &path, &path_cap, &path_len)) { rc = COORDL_ERR_NOMEM; break; }
         char why[CDL_ERRMSG_MAX];
         void *f;
         uint64_t size;
         if (cdl__io_open(L, path, &f, &size, why, sizeof why) != COORDL_OK) {
-            cdl__quote_bytes(shown, sizeof shown, path, o + plen);
+            cdl__quote_bytes(shown, sizeof shown, path, path_len);
             rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: %s is not a readable file (%s)",
                                 list, (unsigned long long)lineno, shown, why);
             break;
         }
         cdl__io_close(L, f);
         uint64_t off;
-        if (!cdl__strings_append(L, path, o + plen, &off) ||
+        if (!cdl__strings_append(L, path, path_len, &off) ||
             !cdl__items_push(&ix, off, size, label)) {
             rc = COORDL_ERR_NOMEM;
             break;
@@ -3073,7 +3098,7 @@ static coordl_status cdl__tar_add_path(coordl *L, const char *path, size_t *cap)
 
 /* The shards named by the source: a .tar file, a folder of them, a glob,
  * or a list file of .tar paths (text: relative to the list's folder). */
-static coordl_status cdl__tar_list_shards(coordl *L, int kind, char *list_text, size_t list_len) {
+static coordl_status cdl__tar_list_shards(coordl *L, int kind, const char *list_text, size_t list_len) {
     const char *src = L->cfg.source;
     size_t cap = 0;
     coordl_status rc = COORDL_OK;
@@ -3129,25 +3154,25 @@ static coordl_status cdl__tar_list_shards(coordl *L, int kind, char *list_text, 
         return rc;
     }
     /* a list of shard paths, one a line */
-    const char *slash = strrchr(src, '/');
-    const size_t dir_len = slash ? (size_t)(slash - src) : 0;
-    char *line, *path = NULL;
-    size_t pos = 0, len, path_cap = 0;
-    uint64_t lineno = 0;
-    while (rc == COORDL_OK && cdl__next_line(list_text, list_len, &pos, &line, &len)) {
-        lineno++;
-        if (len == 0) continue;
-        if (strchr(line, '\t') || !cdl__is_tar_name(line)) {
-            rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: expected the path of a .tar shard", src,
-                                (unsigned long long)lineno);
+    char *path = NULL;
+    size_t pos = 0, path_cap = 0, path_len;
+    cdl__list_line ln = {0};
+    int got;
+    while (rc == COORDL_OK && (got = cdl__list_next(list_text, list_len, &pos, &ln)) != 0) {
+        if (got < 0) {
+            rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: holds a NUL byte", src,
+                                (unsigned long long)ln.lineno);
             break;
         }
-        if (!cdl__reserve(L, (void **)&path, &path_cap, dir_len + len + 2)) {
+        if (!cdl__list_path(L, src, ln.text, ln.len, &path, &path_cap, &path_len)) {
             rc = cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
             break;
         }
-        if (line[0] == '/' || dir_len == 0) memcpy(path, line, len + 1);
-        else { memcpy(path, src, dir_len); path[dir_len] = '/'; memcpy(path + dir_len + 1, line, len + 1); }
+        if (memchr(ln.text, '\t', ln.len) || !cdl__is_tar_name(path)) {
+            rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: expected the path of a .tar shard", src,
+                                (unsigned long long)ln.lineno);
+            break;
+        }
         rc = cdl__tar_add_path(L, path, &cap);
     }
     cdl__free(L, path);
@@ -3156,7 +3181,7 @@ static coordl_status cdl__tar_list_shards(coordl *L, int kind, char *list_text, 
 
 /* Indexes tar shards: kind 1 a .tar file, 2 a folder of them, 3 a glob,
  * 4 a list of them (its text given). */
-CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, char *list_text, size_t list_len) {
+CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, const char *list_text, size_t list_len) {
     cdl__tar_index t;
     memset(&t, 0, sizeof t);
     t.L = L;
@@ -3311,25 +3336,20 @@ static coordl_status cdl__index_tokens(coordl *L) {
         if (memchr(head, 0, (size_t)got)) rc = cdl__add_shard(L, src, &cap);
         else rc = cdl__io_slurp(L, src, "shard list", &text, &len);
         if (rc != COORDL_OK) return rc;
-        const char *slash = strrchr(src, '/');
-        const int dir_len = slash ? (int)(slash - src) : 0;
-        char path[PATH_MAX];
-        for (uint64_t lineno = 1; rc == COORDL_OK && at < len; lineno++) {
-            const char *line = text + at;
-            const char *nl = memchr(line, '\n', len - at);
-            size_t n = nl ? (size_t)(nl - line) : len - at;
-            at += n + (nl != NULL);
-            while (n > 0 && line[n - 1] == '\r') n--;
-            if (n == 0) continue;
-            int w = memchr(line, '\0', n) ? -1
-                    : line[0] == '/' || dir_len == 0 ? snprintf(path, sizeof path, "%.*s", (int)n, line)
-                    : snprintf(path, sizeof path, "%.*s/%.*s", dir_len, src, (int)n, line);
-            if (w < 0 || (size_t)w >= sizeof path)
-                rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: %s", src, (unsigned long long)lineno,
-                                    w < 0 ? "holds a NUL byte" : "path too long");
+        char *path = NULL;
+        size_t path_cap = 0, path_len;
+        cdl__list_line ln = {0};
+        int more;
+        while (rc == COORDL_OK && (more = cdl__list_next(text, len, &at, &ln)) != 0) {
+            if (more < 0)
+                rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: holds a NUL byte", src,
+                                    (unsigned long long)ln.lineno);
+            else if (!cdl__list_path(L, src, ln.text, ln.len, &path, &path_cap, &path_len))
+                rc = cdl__open_fail(COORDL_ERR_NOMEM, "out of memory while reading %s", src);
             else
                 rc = cdl__add_shard(L, path, &cap);
         }
+        cdl__free(L, path);
         cdl__free(L, text);
     }
     if (rc == COORDL_OK && L->index.nshards == 0) rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s names no token shards", src);

@@ -222,23 +222,18 @@ static void cdl__quote_bytes(char *dst, size_t cap, const char *s, size_t n) {
  * name a regular file now; a malformed line fails the open naming it. */
 CDL_PRIVATE coordl_status cdl__index_list_text(coordl *L, const char *list, const char *text, size_t len) {
     cdl__indexer ix = {L, 0};
-    const char *slash = strrchr(list, '/');
-    const size_t dir_len = slash ? (size_t)(slash - list) : 0;
     char *path = NULL;
     size_t path_cap = 0, at = 0;
-    uint64_t lineno = 0;
+    cdl__list_line ln = {0};
     int32_t max_label = -1;
     coordl_status rc = COORDL_OK;
     char shown[96];
-    while (rc == COORDL_OK && at < len) {
-        const char *line = text + at;
-        const char *nl = memchr(line, '\n', len - at);
-        size_t n = nl ? (size_t)(nl - line) : len - at;
-        at += n + (nl != NULL);
-        lineno++;
-        while (n > 0 && line[n - 1] == '\r') n--;
-        if (n == 0) continue;
-        if (memchr(line, '\0', n)) {
+    int got;
+    while (rc == COORDL_OK && (got = cdl__list_next(text, len, &at, &ln)) != 0) {
+        const char *line = ln.text;
+        const size_t n = ln.len;
+        const uint64_t lineno = ln.lineno;
+        if (got < 0) {
             rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: holds a NUL byte", list,
                                 (unsigned long long)lineno);
             break;
@@ -261,27 +256,20 @@ CDL_PRIVATE coordl_status cdl__index_list_text(coordl *L, const char *list, cons
                                 (unsigned long long)lineno, shown, CDL_MAX_LABEL);
             break;
         }
-        if (!cdl__reserve(L, (void **)&path, &path_cap, dir_len + plen + 2)) { rc = COORDL_ERR_NOMEM; break; }
-        size_t o = 0;
-        if (line[0] != '/' && dir_len > 0) {
-            memcpy(path, list, dir_len);
-            path[dir_len] = '/';
-            o = dir_len + 1;
-        }
-        memcpy(path + o, line, plen);
-        path[o + plen] = '\0';
+        size_t path_len;
+        if (!cdl__list_path(L, list, line, plen, &path, &path_cap, &path_len)) { rc = COORDL_ERR_NOMEM; break; }
         char why[CDL_ERRMSG_MAX];
         void *f;
         uint64_t size;
         if (cdl__io_open(L, path, &f, &size, why, sizeof why) != COORDL_OK) {
-            cdl__quote_bytes(shown, sizeof shown, path, o + plen);
+            cdl__quote_bytes(shown, sizeof shown, path, path_len);
             rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: %s is not a readable file (%s)",
                                 list, (unsigned long long)lineno, shown, why);
             break;
         }
         cdl__io_close(L, f);
         uint64_t off;
-        if (!cdl__strings_append(L, path, o + plen, &off) ||
+        if (!cdl__strings_append(L, path, path_len, &off) ||
             !cdl__items_push(&ix, off, size, label)) {
             rc = COORDL_ERR_NOMEM;
             break;

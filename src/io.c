@@ -189,18 +189,46 @@ CDL_PRIVATE coordl_status cdl__io_slurp(coordl *L, const char *path, const char 
     return COORDL_OK;
 }
 
-/* The next line of a text buffer (LF or CRLF; a NUL-terminated copy made in
- * place); 0 at the end. *n is the line's length, as getline counts it. */
-CDL_PRIVATE int cdl__next_line(char *buf, size_t len, size_t *pos, char **line, size_t *n) {
-    if (*pos >= len) return 0;
-    char *start = buf + *pos;
-    char *nl = memchr(start, '\n', len - *pos);
-    size_t got = nl ? (size_t)(nl - start) : len - *pos;
-    *pos += got + (nl != NULL);
-    while (got > 0 && (start[got - 1] == '\r' || start[got - 1] == '\n')) got--;
-    start[got] = '\0';
-    *line = start;
-    *n = got;
+/* The one parser of list files (item lists, token-shard lists, tar-shard
+ * lists), so they share one set of rules: a line ends at LF, trailing CRs
+ * are dropped (CRLF files), empty lines are skipped, lines are numbered
+ * from 1 counting every line, and a line holding a NUL byte is refused
+ * (it would otherwise be cut short at the NUL and name another file). The
+ * text is never modified. Returns 1 with the next non-empty line, 0 at the
+ * end, -1 for a line holding a NUL (out->lineno says which). */
+CDL_PRIVATE int cdl__list_next(const char *text, size_t len, size_t *pos, cdl__list_line *out) {
+    while (*pos < len) {
+        const char *line = text + *pos;
+        const char *nl = memchr(line, '\n', len - *pos);
+        size_t n = nl ? (size_t)(nl - line) : len - *pos;
+        *pos += n + (nl != NULL);
+        out->lineno++;
+        while (n > 0 && line[n - 1] == '\r') n--;
+        if (n == 0) continue;
+        out->text = line;
+        out->len = n;
+        return memchr(line, '\0', n) ? -1 : 1;
+    }
+    return 0;
+}
+
+/* The path a list line names, NUL-terminated in *buf (grown): relative to
+ * the list file's folder unless absolute. Its length in *path_len; 0 when
+ * memory runs out. */
+CDL_PRIVATE int cdl__list_path(const coordl *L, const char *list, const char *name, size_t n, char **buf, size_t *cap,
+                               size_t *path_len) {
+    const char *slash = strrchr(list, '/');
+    const size_t dir_len = name[0] == '/' || !slash ? 0 : (size_t)(slash - list);
+    if (!cdl__reserve(L, (void **)buf, cap, dir_len + n + 2)) return 0;
+    size_t o = 0;
+    if (dir_len > 0) {
+        memcpy(*buf, list, dir_len);
+        (*buf)[dir_len] = '/';
+        o = dir_len + 1;
+    }
+    memcpy(*buf + o, name, n);
+    (*buf)[o + n] = '\0';
+    *path_len = o + n;
     return 1;
 }
 

@@ -5,11 +5,20 @@
 #include "platform.h"
 
 
+/* One line of a list file (cdl__list_next): not NUL-terminated. */
+typedef struct cdl__list_line {
+    const char *text;
+    size_t len;
+    uint64_t lineno; /* 1-based, counting empty lines too */
+} cdl__list_line;
+
 /* ---- interface ---- */
 CDL_PRIVATE void cdl__io_close(const coordl *L, void *file);
 CDL_PRIVATE coordl_status cdl__io_open(const coordl *L, const char *path, void **file, uint64_t *size, char *why, size_t cap);
 CDL_PRIVATE coordl_status cdl__io_read(const coordl *L, void *file, const char *path, void *buf, uint64_t len, uint64_t off, uint64_t *got, char *err, size_t cap);
-CDL_PRIVATE int cdl__next_line(char *buf, size_t len, size_t *pos, char **line, size_t *n);
+CDL_PRIVATE int cdl__list_next(const char *text, size_t len, size_t *pos, cdl__list_line *out);
+CDL_PRIVATE int cdl__list_path(const coordl *L, const char *list, const char *name, size_t n, char **buf, size_t *cap,
+                               size_t *path_len);
 CDL_PRIVATE coordl_status cdl__io_slurp(coordl *L, const char *path, const char *what, char **out, size_t *len);
 CDL_PRIVATE const coordl_io cdl__posix_io;
 CDL_PRIVATE void cdl__posix_close(void *user, void *file);

@@ -113,25 +113,20 @@ static coordl_status cdl__index_tokens(coordl *L) {
         if (memchr(head, 0, (size_t)got)) rc = cdl__add_shard(L, src, &cap);
         else rc = cdl__io_slurp(L, src, "shard list", &text, &len);
         if (rc != COORDL_OK) return rc;
-        const char *slash = strrchr(src, '/');
-        const int dir_len = slash ? (int)(slash - src) : 0;
-        char path[PATH_MAX];
-        for (uint64_t lineno = 1; rc == COORDL_OK && at < len; lineno++) {
-            const char *line = text + at;
-            const char *nl = memchr(line, '\n', len - at);
-            size_t n = nl ? (size_t)(nl - line) : len - at;
-            at += n + (nl != NULL);
-            while (n > 0 && line[n - 1] == '\r') n--;
-            if (n == 0) continue;
-            int w = memchr(line, '\0', n) ? -1
-                    : line[0] == '/' || dir_len == 0 ? snprintf(path, sizeof path, "%.*s", (int)n, line)
-                    : snprintf(path, sizeof path, "%.*s/%.*s", dir_len, src, (int)n, line);
-            if (w < 0 || (size_t)w >= sizeof path)
-                rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: %s", src, (unsigned long long)lineno,
-                                    w < 0 ? "holds a NUL byte" : "path too long");
+        char *path = NULL;
+        size_t path_cap = 0, path_len;
+        cdl__list_line ln = {0};
+        int more;
+        while (rc == COORDL_OK && (more = cdl__list_next(text, len, &at, &ln)) != 0) {
+            if (more < 0)
+                rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: holds a NUL byte", src,
+                                    (unsigned long long)ln.lineno);
+            else if (!cdl__list_path(L, src, ln.text, ln.len, &path, &path_cap, &path_len))
+                rc = cdl__open_fail(COORDL_ERR_NOMEM, "out of memory while reading %s", src);
             else
                 rc = cdl__add_shard(L, path, &cap);
         }
+        cdl__free(L, path);
         cdl__free(L, text);
     }
     if (rc == COORDL_OK && L->index.nshards == 0) rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s names no token shards", src);

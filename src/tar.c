@@ -523,7 +523,7 @@ static coordl_status cdl__tar_add_path(coordl *L, const char *path, size_t *cap)
 
 /* The shards named by the source: a .tar file, a folder of them, a glob,
  * or a list file of .tar paths (text: relative to the list's folder). */
-static coordl_status cdl__tar_list_shards(coordl *L, int kind, char *list_text, size_t list_len) {
+static coordl_status cdl__tar_list_shards(coordl *L, int kind, const char *list_text, size_t list_len) {
     const char *src = L->cfg.source;
     size_t cap = 0;
     coordl_status rc = COORDL_OK;
@@ -579,25 +579,25 @@ static coordl_status cdl__tar_list_shards(coordl *L, int kind, char *list_text, 
         return rc;
     }
     /* a list of shard paths, one a line */
-    const char *slash = strrchr(src, '/');
-    const size_t dir_len = slash ? (size_t)(slash - src) : 0;
-    char *line, *path = NULL;
-    size_t pos = 0, len, path_cap = 0;
-    uint64_t lineno = 0;
-    while (rc == COORDL_OK && cdl__next_line(list_text, list_len, &pos, &line, &len)) {
-        lineno++;
-        if (len == 0) continue;
-        if (strchr(line, '\t') || !cdl__is_tar_name(line)) {
-            rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: expected the path of a .tar shard", src,
-                                (unsigned long long)lineno);
+    char *path = NULL;
+    size_t pos = 0, path_cap = 0, path_len;
+    cdl__list_line ln = {0};
+    int got;
+    while (rc == COORDL_OK && (got = cdl__list_next(list_text, list_len, &pos, &ln)) != 0) {
+        if (got < 0) {
+            rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: holds a NUL byte", src,
+                                (unsigned long long)ln.lineno);
             break;
         }
-        if (!cdl__reserve(L, (void **)&path, &path_cap, dir_len + len + 2)) {
+        if (!cdl__list_path(L, src, ln.text, ln.len, &path, &path_cap, &path_len)) {
             rc = cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
             break;
         }
-        if (line[0] == '/' || dir_len == 0) memcpy(path, line, len + 1);
-        else { memcpy(path, src, dir_len); path[dir_len] = '/'; memcpy(path + dir_len + 1, line, len + 1); }
+        if (memchr(ln.text, '\t', ln.len) || !cdl__is_tar_name(path)) {
+            rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: expected the path of a .tar shard", src,
+                                (unsigned long long)ln.lineno);
+            break;
+        }
         rc = cdl__tar_add_path(L, path, &cap);
     }
     cdl__free(L, path);
@@ -606,7 +606,7 @@ static coordl_status cdl__tar_list_shards(coordl *L, int kind, char *list_text, 
 
 /* Indexes tar shards: kind 1 a .tar file, 2 a folder of them, 3 a glob,
  * 4 a list of them (its text given). */
-CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, char *list_text, size_t list_len) {
+CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, const char *list_text, size_t list_len) {
     cdl__tar_index t;
     memset(&t, 0, sizeof t);
     t.L = L;

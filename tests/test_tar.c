@@ -632,6 +632,28 @@ static void test_shard_list_with_a_bad_line_is_invalid(void **state)
     free(list);
 }
 
+/* Every list file has one parser (io.c's cdl__list_next): a shard-list line
+ * holding a NUL byte is refused naming the line, as item and token lists
+ * already were. (The tar list's old parser cut the line at the NUL and
+ * opened the shard named before it.) */
+static void test_shard_list_line_with_a_nul_byte_is_invalid(void **state)
+{
+    (void)state;
+    char *dir = tu_join(g_dir, "nulshards");
+    tu_mkdirs(dir);
+    sh(g_tree, "tar -cf %s/n-0.tar class_a", dir);
+    char *list = tu_join(dir, "nul.txt");
+    static const char text[] = "n-0.tar\nn-0.tar\0-was-cut-here.zip\n";
+    tu_write_file(list, text, sizeof text - 1);
+    coordl_config cfg = tar_config(list);
+    coordl *L = NULL;
+    assert_int_equal(coordl_open(&cfg, &L), COORDL_ERR_INVALID);
+    assert_null(L);
+    assert_non_null(strstr(coordl_errmsg(NULL), "line 2: holds a NUL byte"));
+    free(list);
+    free(dir);
+}
+
 /* A folder holding both class folders and .tar files stays an ImageFolder
  * (as before shards existed): the .tar is not an image and is ignored. */
 static void test_folder_with_class_folders_stays_an_imagefolder(void **state)
@@ -854,6 +876,7 @@ int main(void)
         cmocka_unit_test(test_mixed_cls_and_unlabelled_samples_are_invalid),
         cmocka_unit_test(test_shard_without_samples_holds_no_images),
         cmocka_unit_test(test_shard_list_with_a_bad_line_is_invalid),
+        cmocka_unit_test(test_shard_list_line_with_a_nul_byte_is_invalid),
         cmocka_unit_test(test_folder_with_class_folders_stays_an_imagefolder),
         cmocka_unit_test(test_tar_items_are_cached_and_batches_unchanged),
         cmocka_unit_test(test_tar_source_in_a_coordinated_group),
