@@ -163,11 +163,13 @@ static inline uint32_t cdl__le32(const cdl__u8 *p) { return (uint32_t)p[0] | (ui
 static inline uint16_t cdl__le16(const cdl__u8 *p) { return (uint16_t)(p[0] | p[1] << 8); }
 #endif
 #endif /* CDL_PLATFORM_H */
-/* ---- src/status.h ------------------------------------------------------ */
+/* ---- src/status_state.h ------------------------------------------------ */
 /* SPDX-License-Identifier: MIT */
-/* status.h - status codes, errors, logging, allocation, counters: the types and functions other modules use (see status.c). */
-#ifndef CDL_STATUS_H
-#define CDL_STATUS_H
+/* status_state.h - status codes, errors, logging, allocation, counters: the types status.c owns (its state, and the data it
+ * shares with other modules). handle.h composes the states; status.h declares
+ * the functions. */
+#ifndef CDL_STATUS_STATE_H
+#define CDL_STATUS_STATE_H
 
 /* Every counter, once: X(name, row, stats, epoch).
  *   row:   a worker counts it per prepared row (cdl__counters), added to
@@ -243,32 +245,14 @@ typedef struct cdl__stats {
     cdl__epoch_counters epochs[CDL_EPOCH_STATS_KEPT];
 } cdl__stats;
 
-/* ---- interface ---- */
-CDL_PRIVATE void cdl__free(const coordl *L, void *p);
-CDL_PRIVATE void *cdl__malloc(const coordl *L, size_t n);
-CDL_PRIVATE void *cdl__realloc(const coordl *L, void *p, size_t n);
-#ifdef COORDL_DEBUG
-CDL_PRIVATE void cdl__debug_assert(const coordl *L, int ok, const char *what);
-CDL_PRIVATE int cdl__gettid(void);
-#endif
-CDL_PRIVATE coordl_status cdl__open_fail(coordl_status s, const char *fmt, ...);
-CDL_PRIVATE void cdl__log(const coordl *L, coordl_log_level level, const char *fmt, ...);
-CDL_PRIVATE int cdl__reserve(const coordl *L, void **buf, size_t *cap, size_t need);
-CDL_PRIVATE void *cdl__calloc(const coordl *L, size_t count, size_t size);
-CDL_PRIVATE void cdl__test_hook(coordl *L, const char *point);
-CDL_PRIVATE void cdl__vformat(char *dst, size_t cap, const char *fmt, va_list ap);
-CDL_PRIVATE void cdl__default_log(void *user, coordl_log_level level, const char *msg);
-CDL_PRIVATE void cdl__default_free(void *u, void *p);
-CDL_PRIVATE void *cdl__default_malloc(void *u, size_t n);
-CDL_PRIVATE void *cdl__default_realloc(void *u, void *p, size_t n);
-CDL_PRIVATE _Thread_local char cdl__open_errmsg[CDL_ERRMSG_MAX];
-#endif /* CDL_STATUS_H */
-/* ---- src/rand.h -------------------------------------------------------- */
+#endif /* CDL_STATUS_STATE_H */
+/* ---- src/rand_state.h -------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
-/* rand.h - counter-based randomness: the types and functions other modules use (see rand.c). */
-#ifndef CDL_RAND_H
-#define CDL_RAND_H
-
+/* rand_state.h - counter-based randomness: the types rand.c owns (its state, and the data it
+ * shares with other modules). handle.h composes the states; rand.h declares
+ * the functions. */
+#ifndef CDL_RAND_STATE_H
+#define CDL_RAND_STATE_H
 
 enum { CDL_STREAM_PERM = 1, CDL_STREAM_CROP = 2, CDL_STREAM_SUBST = 3, CDL_STREAM_SHARD_ORDER = 4,
        CDL_STREAM_SHARD_SAMPLES = 5 };
@@ -277,20 +261,14 @@ typedef struct cdl__rng {
     uint64_t key, counter;
 } cdl__rng;
 
-
-/* ---- interface ---- */
-CDL_PRIVATE uint64_t cdl__hash4(uint64_t seed, uint64_t stream, uint64_t a, uint64_t b);
-CDL_PRIVATE uint64_t cdl__mix64(uint64_t z);
-CDL_PRIVATE uint64_t cdl__rng_below(cdl__rng *r, uint64_t n);
-CDL_PRIVATE cdl__rng cdl__rng_for(uint64_t seed, uint64_t stream, uint64_t epoch, uint64_t item);
-CDL_PRIVATE uint64_t cdl__rng_next(cdl__rng *r);
-CDL_PRIVATE double cdl__rng_uniform(cdl__rng *r);
-#endif /* CDL_RAND_H */
-/* ---- src/placement.h --------------------------------------------------- */
+#endif /* CDL_RAND_STATE_H */
+/* ---- src/placement_state.h --------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
-/* placement.h - placement: cores and NUMA node(s): the types and functions other modules use (see placement.c). */
-#ifndef CDL_PLACEMENT_H
-#define CDL_PLACEMENT_H
+/* placement_state.h - placement: cores and NUMA node(s): the types placement.c owns (its state, and the data it
+ * shares with other modules). handle.h composes the states; placement.h declares
+ * the functions. */
+#ifndef CDL_PLACEMENT_STATE_H
+#define CDL_PLACEMENT_STATE_H
 
 #define CDL_MAX_PUS 4096
 
@@ -311,18 +289,14 @@ typedef struct cdl__placement {
 #endif
 } cdl__placement;
 
-
-/* ---- interface ---- */
-CDL_PRIVATE int cdl__placement_bind_memory(coordl *L, void *p, size_t bytes);
-CDL_PRIVATE void cdl__format_pu_list(const int *pus, int n, char *buf, size_t cap);
-CDL_PRIVATE coordl_status cdl__placement_choose(coordl *L, cdl__placement *P);
-CDL_PRIVATE void cdl__placement_free(coordl *L, cdl__placement *P);
-#endif /* CDL_PLACEMENT_H */
-/* ---- src/arena.h ------------------------------------------------------- */
+#endif /* CDL_PLACEMENT_STATE_H */
+/* ---- src/arena_state.h ------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
-/* arena.h - arenas: offset-addressed mmap regions: the types and functions other modules use (see arena.c). */
-#ifndef CDL_ARENA_H
-#define CDL_ARENA_H
+/* arena_state.h - arenas: offset-addressed mmap regions: the types arena.c owns (its state, and the data it
+ * shares with other modules). handle.h composes the states; arena.h declares
+ * the functions. */
+#ifndef CDL_ARENA_STATE_H
+#define CDL_ARENA_STATE_H
 
 typedef struct cdl__arena {
     cdl__u8 *base;
@@ -332,17 +306,14 @@ typedef struct cdl__arena {
     int borrowed;  /* part of a group's shm mapping: not unmapped alone */
 } cdl__arena;
 
-
-/* ---- interface ---- */
-CDL_PRIVATE coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes, int populate, const char *what);
-CDL_PRIVATE void cdl__arena_unmap(coordl *L, cdl__arena *a);
-CDL_PRIVATE void cdl__arena_borrow(coordl *L, cdl__arena *a, void *base, size_t bytes, const char *what);
-#endif /* CDL_ARENA_H */
-/* ---- src/lock.h -------------------------------------------------------- */
+#endif /* CDL_ARENA_STATE_H */
+/* ---- src/lock_state.h -------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
-/* lock.h - the stream's shared state and its lock: the types and functions other modules use (see lock.c). */
-#ifndef CDL_LOCK_H
-#define CDL_LOCK_H
+/* lock_state.h - the stream's shared state and its lock: the types lock.c owns (its state, and the data it
+ * shares with other modules). handle.h composes the states; lock.h declares
+ * the functions. */
+#ifndef CDL_LOCK_STATE_H
+#define CDL_LOCK_STATE_H
 
 enum { CDL_SLOT_FREE = 0, CDL_SLOT_FILLING, CDL_SLOT_READY };
 
@@ -376,6 +347,17 @@ typedef struct cdl__slot {
     char errmsg[CDL_ERRMSG_MAX];
     size_t data_off, labels_off, ids_off, targets_off; /* in the ring arena */
 } cdl__slot;
+
+/* A claimed row: everything its worker needs, copied under the lock, so
+ * that it never reads the slot again before completing. */
+typedef struct cdl__claim {
+    uint32_t slot, row;
+    uint64_t slot_gen;    /* the slot's assignment the row belongs to      */
+    uint32_t mark;        /* this member generation's mark on the row      */
+    uint64_t epoch, pos;  /* the row is position pos of the epoch's share  */
+    size_t row_bytes;
+    size_t data_off, targets_off; /* the row's place in the ring arena    */
+} cdl__claim;
 
 /* A condition to wait on under the stream's mutex. A private loader uses
  * the pthread condition variable. A group uses the sequence word with a
@@ -436,33 +418,31 @@ typedef struct cdl__stream {
                                            rewritten (ce->jpeg PLAIN)       */
 } cdl__stream;
 
-#ifdef COORDL_DEBUG
-#define cdl__assert_locked(L) cdl__debug_assert((L), (L)->S->lock_tid == cdl__gettid(), "stream lock not held by this thread")
-#else
-#define cdl__assert_locked(L) ((void)0)
-#endif
 #define CDL_PER_SLOT 0
 #define CDL_PER_ROW 1
 
-/* ---- interface ---- */
-CDL_PRIVATE void cdl__broadcast(coordl *L, cdl__cond *c);
-CDL_PRIVATE void cdl__lock(coordl *L);
-CDL_PRIVATE void cdl__unlock(coordl *L);
-CDL_PRIVATE void cdl__wait_ms(coordl *L, cdl__cond *c, int ms);
-CDL_PRIVATE void cdl__signal(coordl *L, cdl__cond *c);
-CDL_PRIVATE void cdl__wait(coordl *L, cdl__cond *c);
-CDL_PRIVATE void cdl__lock_acquired(coordl *L, int e);
-CDL_PRIVATE void cdl__signal_unlocked(coordl *L, cdl__cond *c);
-#endif /* CDL_LOCK_H */
-/* ---- src/worker.h ------------------------------------------------------ */
+#endif /* CDL_LOCK_STATE_H */
+/* ---- src/worker_state.h ------------------------------------------------ */
 /* SPDX-License-Identifier: MIT */
-/* worker.h - a worker's scratch: the types and functions other modules use (see worker.c). */
-#ifndef CDL_WORKER_H
-#define CDL_WORKER_H
-
+/* worker_state.h - a worker's scratch: the types worker.c owns (its state, and the data it
+ * shares with other modules). handle.h composes the states; worker.h declares
+ * the functions. */
+#ifndef CDL_WORKER_STATE_H
+#define CDL_WORKER_STATE_H
 
 /* Per-worker scratch; everything grows on demand and is reused, so the
  * steady state allocates nothing per image. */
+/* A worker's JPEG rewrite budget, in its own thread's CPU time (a busy
+ * machine stretches wall time, not the work): over a window of the last
+ * few seconds (halved as it fills), time preparing rows, rewriting, and
+ * the spliced decodes; since it started, its JPEG decodes, plain and
+ * spliced (their means: what a rewrite saves a sample). worker.c keeps
+ * every count: decode and jpeg report to it. */
+typedef struct cdl__rewrite_budget {
+    uint64_t busy_cpu, rewrite_cpu, splice_win;
+    uint64_t plain_cpu, plain_n, splice_cpu, splice_n;
+} cdl__rewrite_budget;
+
 typedef struct cdl__worker cdl__worker;
 struct cdl__worker {
     coordl *L;
@@ -512,20 +492,12 @@ struct cdl__worker {
     uint64_t held;
     int fetch_kind;    /* CDL_CE_* of ce->jpeg, -1: not a MinIO entry      */
     uint32_t fetch_cap;
-    /* the rewrite budget, in this thread's CPU time (a busy machine
-     * stretches wall time, not the work): over a window of the last few
-     * seconds (halved as it fills), time preparing rows, rewriting, and
-     * the spliced decodes; since it started, its JPEG decodes, plain and
-     * spliced (their means: what a rewrite saves a sample) */
-    uint64_t busy_cpu, rewrite_cpu, splice_win;
-    uint64_t plain_cpu, plain_n, splice_cpu, splice_n;
+    cdl__rewrite_budget budget; /* the JPEG rewrite budget (worker.c)      */
     /* this row's counters, added to the totals when the row completes */
     cdl__counters row;
-    const struct cdl__claim *claim; /* the row being prepared (stream.c) */
+    const cdl__claim *claim; /* the row being prepared (its epoch, slot and
+                                row), while cdl__worker_prepare runs; else NULL */
     struct cdl__ra_entry *ra_entry; /* its read-ahead entry, or NULL         */
-    uint64_t cur_epoch;     /* the row being prepared: its epoch, slot, row */
-    cdl__slot *cur_slot;
-    uint32_t cur_row;
     char err[CDL_ERRMSG_MAX];
 };
 
@@ -534,16 +506,14 @@ typedef struct cdl__bytes {
     size_t len;
 } cdl__bytes;
 
-
-/* ---- interface ---- */
-CDL_PRIVATE coordl_status cdl__worker_error(cdl__worker *W, coordl_status s, const char *fmt, ...);
-#endif /* CDL_WORKER_H */
-/* ---- src/io.h ---------------------------------------------------------- */
+#endif /* CDL_WORKER_STATE_H */
+/* ---- src/io_state.h ---------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
-/* io.h - the storage seam (coordl_io): the types and functions other modules use (see io.c). */
-#ifndef CDL_IO_H
-#define CDL_IO_H
-
+/* io_state.h - the storage seam (coordl_io): the types io.c owns (its state, and the data it
+ * shares with other modules). handle.h composes the states; io.h declares
+ * the functions. */
+#ifndef CDL_IO_STATE_H
+#define CDL_IO_STATE_H
 
 /* One line of a list file (cdl__list_next): not NUL-terminated. */
 typedef struct cdl__list_line {
@@ -552,25 +522,14 @@ typedef struct cdl__list_line {
     uint64_t lineno; /* 1-based, counting empty lines too */
 } cdl__list_line;
 
-/* ---- interface ---- */
-CDL_PRIVATE void cdl__io_close(const coordl *L, void *file);
-CDL_PRIVATE coordl_status cdl__io_open(const coordl *L, const char *path, void **file, uint64_t *size, char *why, size_t cap);
-CDL_PRIVATE coordl_status cdl__io_read(const coordl *L, void *file, const char *path, void *buf, uint64_t len, uint64_t off, uint64_t *got, char *err, size_t cap);
-CDL_PRIVATE int cdl__list_next(const char *text, size_t len, size_t *pos, cdl__list_line *out);
-CDL_PRIVATE int cdl__list_path(const coordl *L, const char *list, const char *name, size_t n, char **buf, size_t *cap,
-                               size_t *path_len);
-CDL_PRIVATE coordl_status cdl__io_slurp(coordl *L, const char *path, const char *what, char **out, size_t *len);
-CDL_PRIVATE const coordl_io cdl__posix_io;
-CDL_PRIVATE void cdl__posix_close(void *user, void *file);
-CDL_PRIVATE int cdl__posix_fd(void *file);
-CDL_PRIVATE int cdl__posix_open_why(const char *path, void **file, uint64_t *size, const char **why);
-#endif /* CDL_IO_H */
-/* ---- src/index.h ------------------------------------------------------- */
+#endif /* CDL_IO_STATE_H */
+/* ---- src/index_state.h ------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
-/* index.h - the item table: the types and functions other modules use (see index.c). */
-#ifndef CDL_INDEX_H
-#define CDL_INDEX_H
-
+/* index_state.h - the item table: the types index.c owns (its state, and the data it
+ * shares with other modules). handle.h composes the states; index.h declares
+ * the functions. */
+#ifndef CDL_INDEX_STATE_H
+#define CDL_INDEX_STATE_H
 
 typedef struct cdl__item {
     uint64_t path_off; /* into the string arena                        */
@@ -610,44 +569,14 @@ typedef struct cdl__index {
     cdl__tar_item *tar_items; /* tar sources: per item                    */
 } cdl__index;
 
-/* ---- interface ---- */
-CDL_PRIVATE int cdl__strings_append(coordl *L, const char *s, size_t n, uint64_t *off);
-CDL_PRIVATE int cdl__wanted_file(const coordl *L, const char *name);
-CDL_PRIVATE coordl_status cdl__index_image_folder(coordl *L, const char *root);
-CDL_PRIVATE coordl_status cdl__index_list_text(coordl *L, const char *list, const char *text, size_t len);
-CDL_PRIVATE const char *cdl__item_path(const coordl *L, uint64_t id);
-CDL_PRIVATE const cdl__shard *cdl__shard_of(const coordl *L, uint64_t id);
-CDL_PRIVATE uint64_t cdl__item_bytes(const coordl *L, uint64_t id);
-CDL_PRIVATE int32_t cdl__item_label(const coordl *L, uint64_t id);
-#endif /* CDL_INDEX_H */
-/* ---- src/tar.h --------------------------------------------------------- */
+#endif /* CDL_INDEX_STATE_H */
+/* ---- src/sampler_state.h ----------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
-/* tar.h - WebDataset tar shards: the types and functions other modules use (see tar.c). */
-#ifndef CDL_TAR_H
-#define CDL_TAR_H
-
-
-/* ---- interface ---- */
-CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, const char *list_text, size_t list_len);
-CDL_PRIVATE int cdl__is_tar_name(const char *p);
-#endif /* CDL_TAR_H */
-/* ---- src/source.h ------------------------------------------------------ */
-/* SPDX-License-Identifier: MIT */
-/* source.h - token shards, the source dispatcher, reading one item: the types and functions other modules use (see source.c). */
-#ifndef CDL_SOURCE_H
-#define CDL_SOURCE_H
-
-
-/* ---- interface ---- */
-CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 **buf, size_t *cap, int grow, int *too_big, uint64_t *len, uint64_t *storage_bytes, char *err, size_t errcap);
-CDL_PRIVATE coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes *out);
-CDL_PRIVATE coordl_status cdl__index_source(coordl *L);
-#endif /* CDL_SOURCE_H */
-/* ---- src/sampler.h ----------------------------------------------------- */
-/* SPDX-License-Identifier: MIT */
-/* sampler.h - the sampler: the types and functions other modules use (see sampler.c). */
-#ifndef CDL_SAMPLER_H
-#define CDL_SAMPLER_H
+/* sampler_state.h - the sampler: the types sampler.c owns (its state, and the data it
+ * shares with other modules). handle.h composes the states; sampler.h declares
+ * the functions. */
+#ifndef CDL_SAMPLER_STATE_H
+#define CDL_SAMPLER_STATE_H
 
 typedef struct cdl__perm {
     uint64_t n;
@@ -682,21 +611,14 @@ typedef struct cdl__sampler {
     uint64_t bpe;          /* batches per epoch                             */
 } cdl__sampler;
 
-/* ---- interface ---- */
-CDL_PRIVATE uint64_t cdl__item_at(const coordl *L, const cdl__perm *p, uint64_t pos);
-CDL_PRIVATE cdl__perm cdl__perm_for(const coordl *L, uint64_t epoch);
-CDL_PRIVATE uint64_t cdl__epoch_end(const coordl *L, uint64_t epoch);
-CDL_PRIVATE uint64_t cdl__batches_for(const coordl *L, uint64_t B);
-CDL_PRIVATE void cdl__llmc_free(coordl *L);
-CDL_PRIVATE coordl_status cdl__llmc_init(coordl *L);
-CDL_PRIVATE void cdl__llmc_locate(const coordl *L, uint64_t epoch, uint64_t k, uint64_t *shard_pos, uint64_t *sample_pos, uint32_t *shard);
-CDL_PRIVATE const cdl__llmc_epoch *cdl__llmc_table(const coordl *L, uint64_t epoch);
-#endif /* CDL_SAMPLER_H */
-/* ---- src/jpeg_layout.h ------------------------------------------------- */
+#endif /* CDL_SAMPLER_STATE_H */
+/* ---- src/jpeg_layout_state.h ------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
-/* jpeg_layout.h - the JPEG marker walk: the types and functions other modules use (see jpeg_layout.c). */
-#ifndef CDL_JPEG_LAYOUT_H
-#define CDL_JPEG_LAYOUT_H
+/* jpeg_layout_state.h - the JPEG marker walk: the types jpeg_layout.c owns (its state, and the data it
+ * shares with other modules). handle.h composes the states; jpeg_layout.h declares
+ * the functions. */
+#ifndef CDL_JPEG_LAYOUT_STATE_H
+#define CDL_JPEG_LAYOUT_STATE_H
 
 #define CDL_RST_TAG "coordl-rst"
 #define CDL_RST_TAG_LEN 10
@@ -718,17 +640,14 @@ typedef struct cdl__jpeg_layout {
     uint32_t interval;           /* restart interval the index records        */
 } cdl__jpeg_layout;
 
-/* ---- interface ---- */
-CDL_PRIVATE size_t cdl__rst_room(const cdl__u8 *p, size_t len);
-CDL_PRIVATE int cdl__jpeg_walk(const cdl__u8 *p, size_t len, cdl__jpeg_layout *lay);
-CDL_PRIVATE uint32_t cdl__rst_interval(const cdl__jpeg_layout *lay, size_t len);
-#endif /* CDL_JPEG_LAYOUT_H */
-/* ---- src/cache.h ------------------------------------------------------- */
+#endif /* CDL_JPEG_LAYOUT_STATE_H */
+/* ---- src/cache_state.h ------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
-/* cache.h - the MinIO cache: the types and functions other modules use (see cache.c). */
-#ifndef CDL_CACHE_H
-#define CDL_CACHE_H
-
+/* cache_state.h - the MinIO cache: the types cache.c owns (its state, and the data it
+ * shares with other modules). handle.h composes the states; cache.h declares
+ * the functions. */
+#ifndef CDL_CACHE_STATE_H
+#define CDL_CACHE_STATE_H
 
 /* A cache entry lives beside the slab so that both can be shared later. */
 typedef struct cdl__cache_entry {
@@ -771,25 +690,14 @@ typedef struct cdl__cache {
                                      a JPEG rewrite (decode)              */
 } cdl__cache;
 
-/* ---- interface ---- */
-CDL_PRIVATE const cdl__u8 *cdl__cache_acquire_minio(coordl *L, uint64_t id, uint32_t *len, int *kind, uint32_t *cap);
-CDL_PRIVATE void cdl__cache_admit_lru(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len);
-CDL_PRIVATE int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len, uint32_t *cap_out);
-CDL_PRIVATE int cdl__cache_lookup_lru(coordl *L, uint64_t id, cdl__u8 *dst, size_t cap, uint32_t *len);
-CDL_PRIVATE void cdl__cache_release_minio(coordl *L, uint64_t id);
-#ifndef COORDL_NO_JPEGTURBO
-CDL_PRIVATE void cdl__cache_keep_minio(coordl *L, uint64_t id);
-CDL_PRIVATE int cdl__cache_replace_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len, int held);
-#endif
-CDL_PRIVATE coordl_status cdl__cache_clamp(coordl *L);
-CDL_PRIVATE coordl_status cdl__cache_create(coordl *L);
-CDL_PRIVATE void cdl__cache_destroy(coordl *L);
-#endif /* CDL_CACHE_H */
-/* ---- src/peers.h ------------------------------------------------------- */
+#endif /* CDL_CACHE_STATE_H */
+/* ---- src/peers_state.h ------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
-/* peers.h - the partitioned cache over MPI: the types and functions other modules use (see peers.c). */
-#ifndef CDL_PEERS_H
-#define CDL_PEERS_H
+/* peers_state.h - the partitioned cache over MPI: the types peers.c owns (its state, and the data it
+ * shares with other modules). handle.h composes the states; peers.h declares
+ * the functions. */
+#ifndef CDL_PEERS_STATE_H
+#define CDL_PEERS_STATE_H
 
 #ifdef COORDL_MPI
 #define CDL_TAG_REQ 7701
@@ -870,29 +778,14 @@ typedef struct cdl__peers {
 #endif
 } cdl__peers;
 
-/* ---- interface ---- */
-CDL_PRIVATE int cdl__peer_map_pending(coordl *L, uint64_t epoch);
-CDL_PRIVATE int cdl__peer_admits(coordl *L, uint64_t epoch);
-#ifdef COORDL_MPI
-CDL_PRIVATE int cdl__peer_fetch(cdl__worker *W, uint64_t id, cdl__bytes *out);
-#endif
-CDL_PRIVATE int cdl__peer_claim_waits(coordl *L, uint64_t epoch);
-#ifdef COORDL_MPI
-CDL_PRIVATE void cdl__peer_request_slot(coordl *L, uint32_t s);
-CDL_PRIVATE void cdl__peer_close(coordl *L);
-CDL_PRIVATE coordl_status cdl__peer_open(coordl *L);
-#endif
-CDL_PRIVATE void cdl__peer_seek(coordl *L, uint64_t epoch, uint64_t batch);
-#ifdef COORDL_MPI
-CDL_PRIVATE coordl_status cdl__peer_start(coordl *L);
-#endif
-#endif /* CDL_PEERS_H */
-/* ---- src/readahead.h --------------------------------------------------- */
+#endif /* CDL_PEERS_STATE_H */
+/* ---- src/readahead_state.h --------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
-/* readahead.h - read-ahead in the known order: the types and functions other modules use (see readahead.c). */
-#ifndef CDL_READAHEAD_H
-#define CDL_READAHEAD_H
-
+/* readahead_state.h - read-ahead in the known order: the types readahead.c owns (its state, and the data it
+ * shares with other modules). handle.h composes the states; readahead.h declares
+ * the functions. */
+#ifndef CDL_READAHEAD_STATE_H
+#define CDL_READAHEAD_STATE_H
 
 enum { CDL_RA_FREE = 0, CDL_RA_READING, CDL_RA_DONE, CDL_RA_FAILED, CDL_RA_SKIPPED, CDL_RA_TAKEN };
 
@@ -936,32 +829,14 @@ struct cdl__readahead {
     uint64_t reads, read_ns, skips;
 };
 
-
-/* ---- interface ---- */
-CDL_PRIVATE int cdl__ra_wait(cdl__worker *W, cdl__ra_entry *x, cdl__bytes *out, coordl_status *rc);
-CDL_PRIVATE void cdl__ra_pause(coordl *L);
-CDL_PRIVATE void cdl__ra_restart(coordl *L);
-CDL_PRIVATE void cdl__ra_release(coordl *L, cdl__ra_entry *x);
-CDL_PRIVATE void cdl__ra_stop(coordl *L);
-CDL_PRIVATE cdl__ra_entry *cdl__ra_take(coordl *L, uint64_t epoch, uint64_t pos, uint64_t id);
-CDL_PRIVATE coordl_status cdl__ra_start(coordl *L);
-#endif /* CDL_READAHEAD_H */
-/* ---- src/fetch.h ------------------------------------------------------- */
+#endif /* CDL_READAHEAD_STATE_H */
+/* ---- src/plan_state.h -------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
-/* fetch.h - where a row's bytes come from: the types and functions other modules use (see fetch.c). */
-#ifndef CDL_FETCH_H
-#define CDL_FETCH_H
-
-
-/* ---- interface ---- */
-CDL_PRIVATE coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *out);
-CDL_PRIVATE void cdl__fetch_done(cdl__worker *W);
-#endif /* CDL_FETCH_H */
-/* ---- src/plan.h -------------------------------------------------------- */
-/* SPDX-License-Identifier: MIT */
-/* plan.h - a sample's crop geometry: the types and functions other modules use (see plan.c). */
-#ifndef CDL_PLAN_H
-#define CDL_PLAN_H
+/* plan_state.h - a sample's crop geometry: the types plan.c owns (its state, and the data it
+ * shares with other modules). handle.h composes the states; plan.h declares
+ * the functions. */
+#ifndef CDL_PLAN_STATE_H
+#define CDL_PLAN_STATE_H
 
 typedef struct cdl__geom {
     double x0, y0, sw, sh;        /* source rectangle, float              */
@@ -978,18 +853,14 @@ typedef struct cdl__geom {
     double m[6];
 } cdl__geom;
 
-/* ---- interface ---- */
-CDL_PRIVATE void cdl__plan(const coordl *L, uint64_t epoch, uint64_t id, int W, int H, cdl__geom *g);
-#ifndef COORDL_NO_JPEGTURBO
-CDL_PRIVATE int cdl__choose_dct_denominator(const coordl *L, const cdl__geom *g);
-CDL_PRIVATE void cdl__geom_scale(cdl__geom *g, int d, int scaled_w, int scaled_h);
-#endif
-#endif /* CDL_PLAN_H */
-/* ---- src/resample.h ---------------------------------------------------- */
+#endif /* CDL_PLAN_STATE_H */
+/* ---- src/resample_state.h ---------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
-/* resample.h - resampling and the fused resize/flip/normalize pass: the types and functions other modules use (see resample.c). */
-#ifndef CDL_RESAMPLE_H
-#define CDL_RESAMPLE_H
+/* resample_state.h - resampling and the fused resize/flip/normalize pass: the types resample.c owns (its state, and the data it
+ * shares with other modules). handle.h composes the states; resample.h declares
+ * the functions. */
+#ifndef CDL_RESAMPLE_STATE_H
+#define CDL_RESAMPLE_STATE_H
 
 typedef struct cdl__axis {
     int K;          /* taps per output */
@@ -1000,52 +871,25 @@ typedef struct cdl__axis {
                        (cdl__axis_spread_avx2); NULL: not made           */
 } cdl__axis;
 
-
-/* ---- interface ---- */
-CDL_PRIVATE void cdl__resample(coordl *L, cdl__worker *W, const cdl__u8 *src, size_t stride, int sx0, int sy0, const cdl__axis *ax, const cdl__axis *ay, const cdl__geom *g, void *dst);
-CDL_PRIVATE coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cdl__axis *ax, cdl__axis *ay);
-CDL_PRIVATE uint64_t cdl__window_bytes(const coordl *L, const cdl__axis *ax, const cdl__axis *ay);
-CDL_PRIVATE int cdl__resample_use_avx2(void);
-#endif /* CDL_RESAMPLE_H */
-/* ---- src/image.h ------------------------------------------------------- */
+#endif /* CDL_RESAMPLE_STATE_H */
+/* ---- src/image_state.h ------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
-/* image.h - decode limits and stb_image: the types and functions other modules use (see image.c). */
-#ifndef CDL_IMAGE_H
-#define CDL_IMAGE_H
+/* image_state.h - decode limits and stb_image: the types image.c owns (its state, and the data it
+ * shares with other modules). handle.h composes the states; image.h declares
+ * the functions. */
+#ifndef CDL_IMAGE_STATE_H
+#define CDL_IMAGE_STATE_H
 
 #define CDL_JPEG_MAX_SCANS 500 /* progressive files have ~10; libjpeg-turbo's fuzzers stop at 500 */
 
-/* ---- interface ---- */
-CDL_PRIVATE coordl_status cdl__check_image_size(cdl__worker *W, const char *path, int64_t iw, int64_t ih);
-CDL_PRIVATE coordl_status cdl__name_error(cdl__worker *W, const char *path, coordl_status rc);
-CDL_PRIVATE coordl_status cdl__over_decode_limit(cdl__worker *W, const char *path, const char *what, uint64_t need);
-CDL_PRIVATE coordl_status cdl__decode_stb(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch, uint64_t id, void *dst);
-CDL_PRIVATE coordl_status cdl__stb_header(cdl__worker *W, const char *path, const cdl__bytes *in, int *iw, int *ih, int *comp);
-#endif /* CDL_IMAGE_H */
-/* ---- src/jpeg.h -------------------------------------------------------- */
+#endif /* CDL_IMAGE_STATE_H */
+/* ---- src/audio_state.h ------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
-/* jpeg.h - libjpeg decode and JPEG random access: the types and functions other modules use (see jpeg.c). */
-#ifndef CDL_JPEG_H
-#define CDL_JPEG_H
-
-
-/* ---- interface ---- */
-#ifndef COORDL_NO_JPEGTURBO
-CDL_PRIVATE coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch, uint64_t id, void *dst, const cdl__jpeg_layout *rst);
-CDL_PRIVATE boolean cdl__jdest_full(j_compress_ptr c);
-CDL_PRIVATE void cdl__jdest_init(j_compress_ptr c);
-CDL_PRIVATE void cdl__jdest_term(j_compress_ptr c);
-CDL_PRIVATE void cdl__jpeg_emit_message(j_common_ptr cinfo, int level);
-CDL_PRIVATE void cdl__jpeg_error_exit(j_common_ptr cinfo);
-CDL_PRIVATE size_t cdl__jpeg_rewrite(cdl__worker *W, const cdl__u8 *src, size_t len, size_t room, int small, cdl__jpeg_layout *got, int *too_big);
-CDL_PRIVATE void cdl__jpeg_scan_limit(j_common_ptr cinfo);
-#endif
-#endif /* CDL_JPEG_H */
-/* ---- src/audio.h ------------------------------------------------------- */
-/* SPDX-License-Identifier: MIT */
-/* audio.h - WAV audio: the types and functions other modules use (see audio.c). */
-#ifndef CDL_AUDIO_H
-#define CDL_AUDIO_H
+/* audio_state.h - WAV audio: the types audio.c owns (its state, and the data it
+ * shares with other modules). handle.h composes the states; audio.h declares
+ * the functions. */
+#ifndef CDL_AUDIO_STATE_H
+#define CDL_AUDIO_STATE_H
 
 /* WAV: RIFF/WAVE with a fmt chunk (PCM 16-bit, IEEE float 32-bit, or
  * WAVE_FORMAT_EXTENSIBLE with one of those) and a data chunk; other
@@ -1056,31 +900,14 @@ typedef struct cdl__wav {
     uint32_t rate, channels, bits, format; /* format 1 = PCM, 3 = float */
 } cdl__wav;
 
-/* ---- interface ---- */
-CDL_PRIVATE coordl_status cdl__decode_wav(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch, uint64_t id, void *dst);
-CDL_PRIVATE uint64_t cdl__audio_offset(const coordl *L, uint64_t epoch, uint64_t id, uint64_t n);
-CDL_PRIVATE coordl_status cdl__wav_open(cdl__worker *W, const char *path, const cdl__bytes *in, cdl__wav *wav, uint64_t *n_out);
-#endif /* CDL_AUDIO_H */
-/* ---- src/decode.h ------------------------------------------------------ */
+#endif /* CDL_AUDIO_STATE_H */
+/* ---- src/config_state.h ------------------------------------------------ */
 /* SPDX-License-Identifier: MIT */
-/* decode.h - the per-item decode dispatch: the types and functions other modules use (see decode.c). */
-#ifndef CDL_DECODE_H
-#define CDL_DECODE_H
-
-
-/* ---- interface ---- */
-CDL_PRIVATE coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint64_t id, void *dst);
-#ifndef COORDL_NO_JPEGTURBO
-CDL_PRIVATE int cdl__rewrite_idle(cdl__worker *W, cdl__counters *done);
-#endif
-CDL_PRIVATE void cdl__worker_decoder_init(cdl__worker *W);
-CDL_PRIVATE coordl_status cdl__image_size(cdl__worker *W, const char *path, const cdl__bytes *in, int *iw, int *ih);
-#endif /* CDL_DECODE_H */
-/* ---- src/config.h ------------------------------------------------------ */
-/* SPDX-License-Identifier: MIT */
-/* config.h - configuration: defaults, validation, output geometry: the types and functions other modules use (see config.c). */
-#ifndef CDL_CONFIG_H
-#define CDL_CONFIG_H
+/* config_state.h - configuration: defaults, validation, output geometry: the types config.c owns (its state, and the data it
+ * shares with other modules). handle.h composes the states; config.h declares
+ * the functions. */
+#ifndef CDL_CONFIG_STATE_H
+#define CDL_CONFIG_STATE_H
 
 #define CDL_DEFAULT_MAX_DECODE_BYTES (256ull << 20)
 #define CDL_DEFAULT_MAX_AUDIO_SAMPLES (1ull << 26)
@@ -1109,29 +936,15 @@ typedef struct cdl__geometry {
     int avx2;              /* resample with the AVX2 loops (resample)       */
 } cdl__geometry;
 
-/* ---- interface ---- */
-CDL_PRIVATE void cdl__row_shape(const coordl *L, uint32_t out_w, uint32_t out_h, uint32_t *c, uint32_t *h, uint32_t *w);
-CDL_PRIVATE size_t cdl__image_row_bytes(const coordl *L, uint64_t w, uint64_t h);
-CDL_PRIVATE void cdl__output_setup(coordl *L);
-CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c);
-CDL_PRIVATE coordl_config cdl__config_default(void);
-#endif /* CDL_CONFIG_H */
-/* ---- src/stream.h ------------------------------------------------------ */
+#endif /* CDL_CONFIG_STATE_H */
+/* ---- src/stream_state.h ------------------------------------------------ */
 /* SPDX-License-Identifier: MIT */
-/* stream.h - the ring and the stream state machine: the types and functions other modules use (see stream.c). */
-#ifndef CDL_STREAM_H
-#define CDL_STREAM_H
+/* stream_state.h - the ring and the stream state machine: the types stream.c owns (its state, and the data it
+ * shares with other modules). handle.h composes the states; stream.h declares
+ * the functions. */
+#ifndef CDL_STREAM_STATE_H
+#define CDL_STREAM_STATE_H
 
-/* A claimed row: everything its worker needs, copied under the lock, so
- * that it never reads the slot again before completing. */
-typedef struct cdl__claim {
-    uint32_t slot, row;
-    uint64_t slot_gen;    /* the slot's assignment the row belongs to      */
-    uint32_t mark;        /* this member generation's mark on the row      */
-    uint64_t epoch, pos;  /* the row is position pos of the epoch's share  */
-    size_t row_bytes;
-    size_t data_off, targets_off; /* the row's place in the ring arena    */
-} cdl__claim;
 
 /* What a worker made of its claimed row. */
 typedef struct cdl__row_result {
@@ -1154,38 +967,14 @@ typedef struct cdl__ring {
     uint32_t nslots;
 } cdl__ring;
 
-/* ---- interface ---- */
-CDL_PRIVATE void cdl__stream_repair(coordl *L, int dead, uint64_t dead_gen);
-CDL_PRIVATE int cdl__stream_claim(coordl *L, cdl__claim *c, int idle);
-CDL_PRIVATE void cdl__stream_complete(coordl *L, const cdl__claim *c, const cdl__counters *counters, const cdl__row_result *r);
-CDL_PRIVATE int cdl__member_current(const coordl *L);
-CDL_PRIVATE int cdl__member_is(const cdl__stream *S, int m, uint64_t gen);
-CDL_PRIVATE void cdl__ring_layout(coordl *L);
-CDL_PRIVATE size_t cdl__ring_slot_bytes(const coordl *L, uint32_t rows_cap, size_t data_cap, size_t *data, size_t *labels, size_t *ids);
-#ifdef COORDL_DEBUG
-CDL_PRIVATE void cdl__stream_check(const coordl *L, const char *transition);
-#else
-#define cdl__stream_check(L, transition) ((void)0)
-#endif
-CDL_PRIVATE void cdl__stream_drop_member(coordl *L, int m, uint64_t gen);
-CDL_PRIVATE coordl_status cdl__stream_init(cdl__stream *S, int pshared);
-CDL_PRIVATE cdl__epoch_counters *cdl__epoch_entry(coordl *L, uint64_t epoch);
-CDL_PRIVATE coordl_status cdl__ring_alloc(coordl *L, uint32_t rows_cap, size_t data_cap);
-CDL_PRIVATE void cdl__ring_free(coordl *L);
-CDL_PRIVATE int cdl__stream_find(const coordl *L);
-CDL_PRIVATE void cdl__stream_pause(coordl *L);
-CDL_PRIVATE int cdl__stream_release(coordl *L, const coordl_batch *b);
-CDL_PRIVATE void cdl__stream_restart(coordl *L);
-CDL_PRIVATE coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *out);
-CDL_PRIVATE int cdl__stream_try_claim(coordl *L, cdl__claim *c);
-#endif /* CDL_STREAM_H */
-/* ---- src/pool.h -------------------------------------------------------- */
+#endif /* CDL_STREAM_STATE_H */
+/* ---- src/pool_state.h -------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
-/* pool.h - the worker pool: the types and functions other modules use (see pool.c). */
-#ifndef CDL_POOL_H
-#define CDL_POOL_H
-
-
+/* pool_state.h - the worker pool: the types pool.c owns (its state, and the data it
+ * shares with other modules). handle.h composes the states; pool.h declares
+ * the functions. */
+#ifndef CDL_POOL_STATE_H
+#define CDL_POOL_STATE_H
 
 /* The pool's state: this process's workers and read-ahead (set at open,
  * stopped at close; stop is read by the workers under the stream's lock). */
@@ -1198,18 +987,14 @@ typedef struct cdl__pool {
     int stop;              /* this process's workers exit                  */
 } cdl__pool;
 
-/* ---- interface ---- */
-CDL_PRIVATE coordl_status cdl__pool_start(coordl *L);
-CDL_PRIVATE void cdl__pool_stop(coordl *L);
-CDL_PRIVATE void cdl__worker_prepare(cdl__worker *W, const cdl__claim *c, cdl__row_result *r);
-#endif /* CDL_POOL_H */
-/* ---- src/group.h ------------------------------------------------------- */
+#endif /* CDL_POOL_STATE_H */
+/* ---- src/group_state.h ------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
-/* group.h - the coordinated group: the types and functions other modules use (see group.c). */
-#ifndef CDL_GROUP_H
-#define CDL_GROUP_H
-
-
+/* group_state.h - the coordinated group: the types group.c owns (its state, and the data it
+ * shares with other modules). handle.h composes the states; group.h declares
+ * the functions. */
+#ifndef CDL_GROUP_STATE_H
+#define CDL_GROUP_STATE_H
 
 /* Who this process is in the stream (a private loader is a group of one,
  * member 0) and, in a group, its mapping and member thread. me/my_gen are
@@ -1231,18 +1016,14 @@ typedef struct cdl__membership {
     int sync_ready;        /* mu and cv initialised                        */
 } cdl__membership;
 
-/* ---- interface ---- */
-CDL_PRIVATE void cdl__group_leave(coordl *L);
-CDL_PRIVATE coordl_status cdl__group_open(coordl *L);
-CDL_PRIVATE void cdl__member_thread_stop(coordl *L);
-#endif /* CDL_GROUP_H */
-/* ---- src/api.h --------------------------------------------------------- */
+#endif /* CDL_GROUP_STATE_H */
+/* ---- src/api_state.h --------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
-/* api.h - the public API: the types and functions other modules use (see api.c). */
-#ifndef CDL_API_H
-#define CDL_API_H
-
-
+/* api_state.h - the public API: the types api.c owns (its state, and the data it
+ * shares with other modules). handle.h composes the states; api.h declares
+ * the functions. */
+#ifndef CDL_API_STATE_H
+#define CDL_API_STATE_H
 
 /* The consumer: the trainer's thread's position and timing (only the
  * consumer thread writes them; stall_tail_ns is read by stats). */
@@ -1254,29 +1035,7 @@ typedef struct cdl__consumer {
     uint64_t stall_tail_epoch;
 } cdl__consumer;
 
-/* ---- interface ---- */
-CDL_PRIVATE void cdl__get_config(const coordl *L, coordl_config *out);
-CDL_PRIVATE coordl_status cdl__get_epoch_stats(const coordl *L, uint64_t epoch, coordl_epoch_stats *out);
-CDL_PRIVATE void cdl__get_stats(const coordl *L, coordl_stats *out);
-CDL_PRIVATE coordl_status cdl__next(coordl *L, coordl_batch *out);
-CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out);
-CDL_PRIVATE coordl_status cdl__sample_transform(coordl *L, uint64_t epoch, uint64_t id, coordl_transform *out);
-#endif /* CDL_API_H */
-/* ---- src/analyzer.h ---------------------------------------------------- */
-/* SPDX-License-Identifier: MIT */
-/* analyzer.h - DS-Analyzer: the types and functions other modules use (see analyzer.c). */
-#ifndef CDL_ANALYZER_H
-#define CDL_ANALYZER_H
-
-
-/* ---- interface ---- */
-CDL_PRIVATE coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_fn, void *user, const coordl_analyze_opts *opts_in, coordl_report *r);
-CDL_PRIVATE uint32_t cdl__ra_threads_for(uint32_t depth);
-CDL_PRIVATE void cdl__report_free(coordl_report *r);
-CDL_PRIVATE size_t cdl__report_json(const coordl_report *r, char *buf, size_t cap);
-CDL_PRIVATE coordl_whatif cdl__report_predict(const coordl_report *r, double f, int threads, double storage_mb_per_s);
-CDL_PRIVATE coordl_whatif cdl__report_predict_ra(const coordl_report *r, double f, int threads, double storage_mb_per_s, uint32_t depth, uint32_t io_threads);
-#endif /* CDL_ANALYZER_H */
+#endif /* CDL_API_STATE_H */
 /* ---- src/handle.h ------------------------------------------------------ */
 /* SPDX-License-Identifier: MIT */
 /* handle.h - struct coordl, the composition of every module's state. It sits
@@ -1310,6 +1069,443 @@ struct coordl {
     char errmsg[CDL_ERRMSG_MAX]; /* status: the last error's detail         */
 };
 #endif /* CDL_HANDLE_H */
+/* ---- src/status.h ------------------------------------------------------ */
+/* SPDX-License-Identifier: MIT */
+/* status.h - status codes, errors, logging, allocation, counters: the types and functions other modules use (see status.c). */
+#ifndef CDL_STATUS_H
+#define CDL_STATUS_H
+
+/* ---- interface ---- */
+CDL_PRIVATE void cdl__free(const coordl *L, void *p);
+CDL_PRIVATE void *cdl__malloc(const coordl *L, size_t n);
+CDL_PRIVATE void *cdl__realloc(const coordl *L, void *p, size_t n);
+#ifdef COORDL_DEBUG
+CDL_PRIVATE void cdl__debug_assert(const coordl *L, int ok, const char *what);
+CDL_PRIVATE int cdl__gettid(void);
+#endif
+CDL_PRIVATE coordl_status cdl__open_fail(coordl_status s, const char *fmt, ...);
+CDL_PRIVATE void cdl__log(const coordl *L, coordl_log_level level, const char *fmt, ...);
+CDL_PRIVATE int cdl__reserve(const coordl *L, void **buf, size_t *cap, size_t need);
+CDL_PRIVATE void *cdl__calloc(const coordl *L, size_t count, size_t size);
+CDL_PRIVATE void cdl__test_hook(coordl *L, const char *point);
+CDL_PRIVATE void cdl__vformat(char *dst, size_t cap, const char *fmt, va_list ap);
+CDL_PRIVATE void cdl__default_log(void *user, coordl_log_level level, const char *msg);
+CDL_PRIVATE void cdl__default_free(void *u, void *p);
+CDL_PRIVATE void *cdl__default_malloc(void *u, size_t n);
+CDL_PRIVATE void *cdl__default_realloc(void *u, void *p, size_t n);
+CDL_PRIVATE _Thread_local char cdl__open_errmsg[CDL_ERRMSG_MAX];
+#endif /* CDL_STATUS_H */
+/* ---- src/rand.h -------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* rand.h - counter-based randomness: the types and functions other modules use (see rand.c). */
+#ifndef CDL_RAND_H
+#define CDL_RAND_H
+
+/* ---- interface ---- */
+CDL_PRIVATE uint64_t cdl__hash4(uint64_t seed, uint64_t stream, uint64_t a, uint64_t b);
+CDL_PRIVATE uint64_t cdl__mix64(uint64_t z);
+CDL_PRIVATE uint64_t cdl__rng_below(cdl__rng *r, uint64_t n);
+CDL_PRIVATE cdl__rng cdl__rng_for(uint64_t seed, uint64_t stream, uint64_t epoch, uint64_t item);
+CDL_PRIVATE uint64_t cdl__rng_next(cdl__rng *r);
+CDL_PRIVATE double cdl__rng_uniform(cdl__rng *r);
+#endif /* CDL_RAND_H */
+/* ---- src/placement.h --------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* placement.h - placement: cores and NUMA node(s): the types and functions other modules use (see placement.c). */
+#ifndef CDL_PLACEMENT_H
+#define CDL_PLACEMENT_H
+
+/* ---- interface ---- */
+CDL_PRIVATE int cdl__placement_bind_memory(coordl *L, void *p, size_t bytes);
+CDL_PRIVATE void cdl__format_pu_list(const int *pus, int n, char *buf, size_t cap);
+CDL_PRIVATE coordl_status cdl__placement_choose(coordl *L, cdl__placement *P);
+CDL_PRIVATE void cdl__placement_free(coordl *L, cdl__placement *P);
+#endif /* CDL_PLACEMENT_H */
+/* ---- src/arena.h ------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* arena.h - arenas: offset-addressed mmap regions: the types and functions other modules use (see arena.c). */
+#ifndef CDL_ARENA_H
+#define CDL_ARENA_H
+
+/* ---- interface ---- */
+CDL_PRIVATE coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes, int populate, const char *what);
+CDL_PRIVATE void cdl__arena_unmap(coordl *L, cdl__arena *a);
+CDL_PRIVATE void cdl__arena_borrow(coordl *L, cdl__arena *a, void *base, size_t bytes, const char *what);
+#endif /* CDL_ARENA_H */
+/* ---- src/lock.h -------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* lock.h - the stream's shared state and its lock: the types and functions other modules use (see lock.c). */
+#ifndef CDL_LOCK_H
+#define CDL_LOCK_H
+
+/* ---- interface ---- */
+/* COORDL_DEBUG: the calling thread holds the stream's lock. */
+#ifdef COORDL_DEBUG
+#define cdl__assert_locked(L) cdl__debug_assert((L), (L)->S->lock_tid == cdl__gettid(), "stream lock not held by this thread")
+#else
+#define cdl__assert_locked(L) ((void)0)
+#endif
+
+CDL_PRIVATE void cdl__broadcast(coordl *L, cdl__cond *c);
+CDL_PRIVATE void cdl__lock(coordl *L);
+CDL_PRIVATE void cdl__unlock(coordl *L);
+CDL_PRIVATE void cdl__wait_ms(coordl *L, cdl__cond *c, int ms);
+CDL_PRIVATE void cdl__signal(coordl *L, cdl__cond *c);
+CDL_PRIVATE void cdl__wait(coordl *L, cdl__cond *c);
+CDL_PRIVATE void cdl__lock_acquired(coordl *L, int e);
+CDL_PRIVATE void cdl__signal_unlocked(coordl *L, cdl__cond *c);
+CDL_PRIVATE int cdl__mutex_lock_until(pthread_mutex_t *mu, uint64_t deadline_ns);
+CDL_PRIVATE int cdl__mutex_held(pthread_mutex_t *mu, int e);
+#endif /* CDL_LOCK_H */
+/* ---- src/worker.h ------------------------------------------------------ */
+/* SPDX-License-Identifier: MIT */
+/* worker.h - a worker's scratch: the types and functions other modules use (see worker.c). */
+#ifndef CDL_WORKER_H
+#define CDL_WORKER_H
+
+/* ---- interface ---- */
+CDL_PRIVATE coordl_status cdl__worker_error(cdl__worker *W, coordl_status s, const char *fmt, ...);
+CDL_PRIVATE void cdl__budget_row(cdl__worker *W, uint64_t busy_ns);
+#ifndef COORDL_NO_JPEGTURBO
+CDL_PRIVATE void cdl__budget_rewrite(cdl__worker *W, uint64_t ns);
+CDL_PRIVATE void cdl__budget_decode(cdl__worker *W, int spliced, uint64_t ns);
+CDL_PRIVATE int cdl__budget_allows(const cdl__worker *W, double f);
+#endif
+#endif /* CDL_WORKER_H */
+/* ---- src/io.h ---------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* io.h - the storage seam (coordl_io): the types and functions other modules use (see io.c). */
+#ifndef CDL_IO_H
+#define CDL_IO_H
+
+/* ---- interface ---- */
+CDL_PRIVATE void cdl__io_close(const coordl *L, void *file);
+CDL_PRIVATE coordl_status cdl__io_open(const coordl *L, const char *path, void **file, uint64_t *size, char *why, size_t cap);
+CDL_PRIVATE coordl_status cdl__io_read(const coordl *L, void *file, const char *path, void *buf, uint64_t len, uint64_t off, uint64_t *got, char *err, size_t cap);
+CDL_PRIVATE int cdl__list_next(const char *text, size_t len, size_t *pos, cdl__list_line *out);
+CDL_PRIVATE int cdl__list_path(const coordl *L, const char *list, const char *name, size_t n, char **buf, size_t *cap,
+                               size_t *path_len);
+CDL_PRIVATE coordl_status cdl__io_slurp(coordl *L, const char *path, const char *what, char **out, size_t *len);
+CDL_PRIVATE const coordl_io cdl__posix_io;
+CDL_PRIVATE void cdl__posix_close(void *user, void *file);
+CDL_PRIVATE int cdl__posix_fd(void *file);
+CDL_PRIVATE int cdl__posix_open_why(const char *path, void **file, uint64_t *size, const char **why);
+#endif /* CDL_IO_H */
+/* ---- src/index.h ------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* index.h - the item table: the types and functions other modules use (see index.c). */
+#ifndef CDL_INDEX_H
+#define CDL_INDEX_H
+
+/* ---- interface ---- */
+CDL_PRIVATE int cdl__strings_append(coordl *L, const char *s, size_t n, uint64_t *off);
+CDL_PRIVATE int cdl__wanted_file(const coordl *L, const char *name);
+CDL_PRIVATE coordl_status cdl__index_image_folder(coordl *L, const char *root);
+CDL_PRIVATE coordl_status cdl__index_list_text(coordl *L, const char *list, const char *text, size_t len);
+CDL_PRIVATE const char *cdl__item_path(const coordl *L, uint64_t id);
+CDL_PRIVATE const cdl__shard *cdl__shard_of(const coordl *L, uint64_t id);
+CDL_PRIVATE uint64_t cdl__item_bytes(const coordl *L, uint64_t id);
+CDL_PRIVATE int32_t cdl__item_label(const coordl *L, uint64_t id);
+#endif /* CDL_INDEX_H */
+/* ---- src/tar.h --------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* tar.h - WebDataset tar shards: the types and functions other modules use (see tar.c). */
+#ifndef CDL_TAR_H
+#define CDL_TAR_H
+
+
+/* ---- interface ---- */
+CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, const char *list_text, size_t list_len);
+CDL_PRIVATE int cdl__is_tar_name(const char *p);
+#endif /* CDL_TAR_H */
+/* ---- src/source.h ------------------------------------------------------ */
+/* SPDX-License-Identifier: MIT */
+/* source.h - token shards, the source dispatcher, reading one item: the types and functions other modules use (see source.c). */
+#ifndef CDL_SOURCE_H
+#define CDL_SOURCE_H
+
+
+/* ---- interface ---- */
+CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 **buf, size_t *cap, int grow, int *too_big, uint64_t *len, uint64_t *storage_bytes, char *err, size_t errcap);
+CDL_PRIVATE coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes *out);
+CDL_PRIVATE coordl_status cdl__index_source(coordl *L);
+#endif /* CDL_SOURCE_H */
+/* ---- src/sampler.h ----------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* sampler.h - the sampler: the types and functions other modules use (see sampler.c). */
+#ifndef CDL_SAMPLER_H
+#define CDL_SAMPLER_H
+
+/* ---- interface ---- */
+CDL_PRIVATE uint64_t cdl__item_at(const coordl *L, const cdl__perm *p, uint64_t pos);
+CDL_PRIVATE cdl__perm cdl__perm_for(const coordl *L, uint64_t epoch);
+CDL_PRIVATE uint64_t cdl__epoch_end_at(uint64_t share, uint64_t B, int drop_last, uint64_t cut_epoch, uint64_t cut_pos,
+                                       uint64_t epoch);
+CDL_PRIVATE uint64_t cdl__epoch_end(const coordl *L, uint64_t epoch);
+CDL_PRIVATE uint64_t cdl__batches_for(const coordl *L, uint64_t B);
+CDL_PRIVATE void cdl__llmc_free(coordl *L);
+CDL_PRIVATE coordl_status cdl__llmc_init(coordl *L);
+CDL_PRIVATE void cdl__llmc_locate(const coordl *L, uint64_t epoch, uint64_t k, uint64_t *shard_pos, uint64_t *sample_pos, uint32_t *shard);
+CDL_PRIVATE const cdl__llmc_epoch *cdl__llmc_table(const coordl *L, uint64_t epoch);
+#endif /* CDL_SAMPLER_H */
+/* ---- src/jpeg_layout.h ------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* jpeg_layout.h - the JPEG marker walk: the types and functions other modules use (see jpeg_layout.c). */
+#ifndef CDL_JPEG_LAYOUT_H
+#define CDL_JPEG_LAYOUT_H
+
+/* ---- interface ---- */
+CDL_PRIVATE size_t cdl__rst_room(const cdl__u8 *p, size_t len);
+CDL_PRIVATE int cdl__jpeg_walk(const cdl__u8 *p, size_t len, cdl__jpeg_layout *lay);
+CDL_PRIVATE uint32_t cdl__rst_interval(const cdl__jpeg_layout *lay, size_t len);
+#endif /* CDL_JPEG_LAYOUT_H */
+/* ---- src/cache.h ------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* cache.h - the MinIO cache: the types and functions other modules use (see cache.c). */
+#ifndef CDL_CACHE_H
+#define CDL_CACHE_H
+
+/* ---- interface ---- */
+CDL_PRIVATE const cdl__u8 *cdl__cache_acquire_minio(coordl *L, uint64_t id, uint32_t *len, int *kind, uint32_t *cap);
+CDL_PRIVATE void cdl__cache_admit_lru(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len);
+CDL_PRIVATE int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len, uint32_t *cap_out);
+CDL_PRIVATE int cdl__cache_lookup_lru(coordl *L, uint64_t id, cdl__u8 *dst, size_t cap, uint32_t *len);
+CDL_PRIVATE void cdl__cache_release_minio(coordl *L, uint64_t id);
+#ifndef COORDL_NO_JPEGTURBO
+CDL_PRIVATE void cdl__cache_keep_minio(coordl *L, uint64_t id);
+CDL_PRIVATE int cdl__cache_replace_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len, int held);
+#endif
+CDL_PRIVATE coordl_status cdl__cache_clamp(coordl *L);
+CDL_PRIVATE coordl_status cdl__cache_create(coordl *L);
+CDL_PRIVATE void cdl__cache_destroy(coordl *L);
+#endif /* CDL_CACHE_H */
+/* ---- src/peers.h ------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* peers.h - the partitioned cache over MPI: the types and functions other modules use (see peers.c). */
+#ifndef CDL_PEERS_H
+#define CDL_PEERS_H
+
+/* ---- interface ---- */
+CDL_PRIVATE int cdl__peer_map_pending(coordl *L, uint64_t epoch);
+CDL_PRIVATE int cdl__peer_admits(coordl *L, uint64_t epoch);
+#ifdef COORDL_MPI
+CDL_PRIVATE int cdl__peer_fetch(cdl__worker *W, uint64_t id, cdl__bytes *out);
+#endif
+CDL_PRIVATE int cdl__peer_claim_waits(coordl *L, uint64_t epoch);
+#ifdef COORDL_MPI
+CDL_PRIVATE void cdl__peer_request_slot(coordl *L, uint32_t s);
+CDL_PRIVATE void cdl__peer_close(coordl *L);
+CDL_PRIVATE coordl_status cdl__peer_open(coordl *L);
+#endif
+CDL_PRIVATE void cdl__peer_seek(coordl *L, uint64_t epoch, uint64_t batch);
+#ifdef COORDL_MPI
+CDL_PRIVATE coordl_status cdl__peer_start(coordl *L);
+#endif
+#endif /* CDL_PEERS_H */
+/* ---- src/readahead.h --------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* readahead.h - read-ahead in the known order: the types and functions other modules use (see readahead.c). */
+#ifndef CDL_READAHEAD_H
+#define CDL_READAHEAD_H
+
+/* ---- interface ---- */
+CDL_PRIVATE int cdl__ra_wait(cdl__worker *W, cdl__ra_entry *x, cdl__bytes *out, coordl_status *rc);
+CDL_PRIVATE void cdl__ra_pause(coordl *L);
+CDL_PRIVATE void cdl__ra_restart(coordl *L);
+CDL_PRIVATE void cdl__ra_release(coordl *L, cdl__ra_entry *x);
+CDL_PRIVATE void cdl__ra_stop(coordl *L);
+CDL_PRIVATE cdl__ra_entry *cdl__ra_take(coordl *L, uint64_t epoch, uint64_t pos, uint64_t id);
+CDL_PRIVATE coordl_status cdl__ra_start(coordl *L);
+#endif /* CDL_READAHEAD_H */
+/* ---- src/fetch.h ------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* fetch.h - where a row's bytes come from: the types and functions other modules use (see fetch.c). */
+#ifndef CDL_FETCH_H
+#define CDL_FETCH_H
+
+
+/* ---- interface ---- */
+CDL_PRIVATE coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *out);
+CDL_PRIVATE void cdl__fetch_done(cdl__worker *W);
+#endif /* CDL_FETCH_H */
+/* ---- src/plan.h -------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* plan.h - a sample's crop geometry: the types and functions other modules use (see plan.c). */
+#ifndef CDL_PLAN_H
+#define CDL_PLAN_H
+
+/* ---- interface ---- */
+CDL_PRIVATE void cdl__plan(const coordl *L, uint64_t epoch, uint64_t id, int W, int H, cdl__geom *g);
+#ifndef COORDL_NO_JPEGTURBO
+CDL_PRIVATE int cdl__choose_dct_denominator(const coordl *L, const cdl__geom *g);
+CDL_PRIVATE void cdl__geom_scale(cdl__geom *g, int d, int scaled_w, int scaled_h);
+#endif
+#endif /* CDL_PLAN_H */
+/* ---- src/resample.h ---------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* resample.h - resampling and the fused resize/flip/normalize pass: the types and functions other modules use (see resample.c). */
+#ifndef CDL_RESAMPLE_H
+#define CDL_RESAMPLE_H
+
+/* ---- interface ---- */
+CDL_PRIVATE void cdl__resample(coordl *L, cdl__worker *W, const cdl__u8 *src, size_t stride, int sx0, int sy0, const cdl__axis *ax, const cdl__axis *ay, const cdl__geom *g, void *dst);
+CDL_PRIVATE coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cdl__axis *ax, cdl__axis *ay);
+CDL_PRIVATE uint64_t cdl__window_bytes(const coordl *L, const cdl__axis *ax, const cdl__axis *ay);
+CDL_PRIVATE int cdl__resample_use_avx2(void);
+#endif /* CDL_RESAMPLE_H */
+/* ---- src/image.h ------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* image.h - decode limits and stb_image: the types and functions other modules use (see image.c). */
+#ifndef CDL_IMAGE_H
+#define CDL_IMAGE_H
+
+/* ---- interface ---- */
+CDL_PRIVATE coordl_status cdl__check_image_size(cdl__worker *W, const char *path, int64_t iw, int64_t ih);
+CDL_PRIVATE coordl_status cdl__name_error(cdl__worker *W, const char *path, coordl_status rc);
+CDL_PRIVATE coordl_status cdl__over_decode_limit(cdl__worker *W, const char *path, const char *what, uint64_t need);
+CDL_PRIVATE coordl_status cdl__decode_stb(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch, uint64_t id, void *dst);
+CDL_PRIVATE coordl_status cdl__stb_header(cdl__worker *W, const char *path, const cdl__bytes *in, int *iw, int *ih, int *comp);
+#endif /* CDL_IMAGE_H */
+/* ---- src/jpeg.h -------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* jpeg.h - libjpeg decode and JPEG random access: the types and functions other modules use (see jpeg.c). */
+#ifndef CDL_JPEG_H
+#define CDL_JPEG_H
+
+
+/* ---- interface ---- */
+#ifndef COORDL_NO_JPEGTURBO
+CDL_PRIVATE coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch, uint64_t id, void *dst, const cdl__jpeg_layout *rst);
+CDL_PRIVATE boolean cdl__jdest_full(j_compress_ptr c);
+CDL_PRIVATE void cdl__jdest_init(j_compress_ptr c);
+CDL_PRIVATE void cdl__jdest_term(j_compress_ptr c);
+CDL_PRIVATE void cdl__jpeg_emit_message(j_common_ptr cinfo, int level);
+CDL_PRIVATE void cdl__jpeg_error_exit(j_common_ptr cinfo);
+CDL_PRIVATE size_t cdl__jpeg_rewrite(cdl__worker *W, const cdl__u8 *src, size_t len, size_t room, int small, cdl__jpeg_layout *got, int *too_big);
+CDL_PRIVATE void cdl__jpeg_scan_limit(j_common_ptr cinfo);
+#endif
+#endif /* CDL_JPEG_H */
+/* ---- src/audio.h ------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* audio.h - WAV audio: the types and functions other modules use (see audio.c). */
+#ifndef CDL_AUDIO_H
+#define CDL_AUDIO_H
+
+/* ---- interface ---- */
+CDL_PRIVATE coordl_status cdl__decode_wav(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch, uint64_t id, void *dst);
+CDL_PRIVATE uint64_t cdl__audio_offset(const coordl *L, uint64_t epoch, uint64_t id, uint64_t n);
+CDL_PRIVATE coordl_status cdl__wav_open(cdl__worker *W, const char *path, const cdl__bytes *in, cdl__wav *wav, uint64_t *n_out);
+#endif /* CDL_AUDIO_H */
+/* ---- src/decode.h ------------------------------------------------------ */
+/* SPDX-License-Identifier: MIT */
+/* decode.h - the per-item decode dispatch: the types and functions other modules use (see decode.c). */
+#ifndef CDL_DECODE_H
+#define CDL_DECODE_H
+
+
+/* ---- interface ---- */
+CDL_PRIVATE coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint64_t id, void *dst);
+#ifndef COORDL_NO_JPEGTURBO
+CDL_PRIVATE int cdl__rewrite_idle(cdl__worker *W, cdl__counters *done);
+#endif
+CDL_PRIVATE void cdl__worker_decoder_init(cdl__worker *W);
+CDL_PRIVATE coordl_status cdl__image_size(cdl__worker *W, const char *path, const cdl__bytes *in, int *iw, int *ih);
+#endif /* CDL_DECODE_H */
+/* ---- src/config.h ------------------------------------------------------ */
+/* SPDX-License-Identifier: MIT */
+/* config.h - configuration: defaults, validation, output geometry: the types and functions other modules use (see config.c). */
+#ifndef CDL_CONFIG_H
+#define CDL_CONFIG_H
+
+/* ---- interface ---- */
+CDL_PRIVATE void cdl__row_shape(const coordl *L, uint32_t out_w, uint32_t out_h, uint32_t *c, uint32_t *h, uint32_t *w);
+CDL_PRIVATE size_t cdl__row_bytes_at(const coordl *L, uint32_t out_w, uint32_t out_h);
+CDL_PRIVATE void cdl__output_setup(coordl *L);
+CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c);
+CDL_PRIVATE coordl_config cdl__config_default(void);
+#endif /* CDL_CONFIG_H */
+/* ---- src/stream.h ------------------------------------------------------ */
+/* SPDX-License-Identifier: MIT */
+/* stream.h - the ring and the stream state machine: the types and functions other modules use (see stream.c). */
+#ifndef CDL_STREAM_H
+#define CDL_STREAM_H
+
+/* ---- interface ---- */
+CDL_PRIVATE void cdl__stream_repair(coordl *L, int dead, uint64_t dead_gen);
+CDL_PRIVATE int cdl__stream_claim(coordl *L, cdl__claim *c, int idle);
+CDL_PRIVATE void cdl__stream_complete(coordl *L, const cdl__claim *c, const cdl__counters *counters, const cdl__row_result *r);
+CDL_PRIVATE int cdl__member_current(const coordl *L);
+CDL_PRIVATE int cdl__member_is(const cdl__stream *S, int m, uint64_t gen);
+CDL_PRIVATE void cdl__ring_layout(coordl *L);
+CDL_PRIVATE size_t cdl__ring_slot_bytes(const coordl *L, uint32_t rows_cap, size_t data_cap, size_t *data, size_t *labels, size_t *ids);
+#ifdef COORDL_DEBUG
+CDL_PRIVATE void cdl__stream_check(const coordl *L, const char *transition);
+#else
+#define cdl__stream_check(L, transition) ((void)0)
+#endif
+CDL_PRIVATE void cdl__stream_drop_member(coordl *L, int m, uint64_t gen);
+CDL_PRIVATE coordl_status cdl__stream_init(cdl__stream *S, int pshared);
+CDL_PRIVATE cdl__epoch_counters *cdl__epoch_entry(coordl *L, uint64_t epoch);
+CDL_PRIVATE coordl_status cdl__ring_alloc(coordl *L, uint32_t rows_cap, size_t data_cap);
+CDL_PRIVATE void cdl__ring_free(coordl *L);
+CDL_PRIVATE int cdl__stream_find(const coordl *L);
+CDL_PRIVATE void cdl__stream_pause(coordl *L);
+CDL_PRIVATE int cdl__stream_release(coordl *L, const coordl_batch *b);
+CDL_PRIVATE void cdl__stream_restart(coordl *L);
+CDL_PRIVATE coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *out);
+CDL_PRIVATE int cdl__stream_try_claim(coordl *L, cdl__claim *c);
+#endif /* CDL_STREAM_H */
+/* ---- src/pool.h -------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* pool.h - the worker pool: the types and functions other modules use (see pool.c). */
+#ifndef CDL_POOL_H
+#define CDL_POOL_H
+
+/* ---- interface ---- */
+CDL_PRIVATE coordl_status cdl__pool_start(coordl *L);
+CDL_PRIVATE void cdl__pool_stop(coordl *L);
+CDL_PRIVATE void cdl__worker_prepare(cdl__worker *W, const cdl__claim *c, cdl__row_result *r);
+#endif /* CDL_POOL_H */
+/* ---- src/group.h ------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* group.h - the coordinated group: the types and functions other modules use (see group.c). */
+#ifndef CDL_GROUP_H
+#define CDL_GROUP_H
+
+/* ---- interface ---- */
+CDL_PRIVATE void cdl__group_leave(coordl *L);
+CDL_PRIVATE coordl_status cdl__group_open(coordl *L);
+CDL_PRIVATE void cdl__member_thread_stop(coordl *L);
+#endif /* CDL_GROUP_H */
+/* ---- src/api.h --------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* api.h - the public API: the types and functions other modules use (see api.c). */
+#ifndef CDL_API_H
+#define CDL_API_H
+
+/* ---- interface ---- */
+CDL_PRIVATE void cdl__get_config(const coordl *L, coordl_config *out);
+CDL_PRIVATE coordl_status cdl__get_epoch_stats(const coordl *L, uint64_t epoch, coordl_epoch_stats *out);
+CDL_PRIVATE void cdl__get_stats(const coordl *L, coordl_stats *out);
+CDL_PRIVATE coordl_status cdl__next(coordl *L, coordl_batch *out);
+CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out);
+CDL_PRIVATE coordl_status cdl__sample_transform(coordl *L, uint64_t epoch, uint64_t id, coordl_transform *out);
+#endif /* CDL_API_H */
+/* ---- src/analyzer.h ---------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* analyzer.h - DS-Analyzer: the types and functions other modules use (see analyzer.c). */
+#ifndef CDL_ANALYZER_H
+#define CDL_ANALYZER_H
+
+
+/* ---- interface ---- */
+CDL_PRIVATE coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_fn, void *user, const coordl_analyze_opts *opts_in, coordl_report *r);
+CDL_PRIVATE uint32_t cdl__ra_threads_for(uint32_t depth);
+CDL_PRIVATE void cdl__report_free(coordl_report *r);
+CDL_PRIVATE size_t cdl__report_json(const coordl_report *r, char *buf, size_t cap);
+CDL_PRIVATE coordl_whatif cdl__report_predict(const coordl_report *r, double f, int threads, double storage_mb_per_s);
+CDL_PRIVATE coordl_whatif cdl__report_predict_ra(const coordl_report *r, double f, int threads, double storage_mb_per_s, uint32_t depth, uint32_t io_threads);
+#endif /* CDL_ANALYZER_H */
 /* ---- src/status.c ------------------------------------------------------ */
 /* SPDX-License-Identifier: MIT */
 /*
@@ -2010,6 +2206,39 @@ CDL_PRIVATE void cdl__signal_unlocked(coordl *L, cdl__cond *c) {
         pthread_cond_signal(&c->cv);
     }
 }
+
+/* ---- robust mutexes: the one way to take them -------------------------
+ * Every robust, process-shared mutex of a group (the stream's, each
+ * member's liveness lock, a retired object's) is taken through these two,
+ * so EOWNERDEAD is handled in one place: the stream's own through
+ * cdl__lock_acquired (which repairs the stream and records the owner),
+ * any other through cdl__mutex_held.
+ *
+ * cdl__mutex_lock_until: takes mu waiting at most until deadline_ns
+ * (cdl__now_ns): a mutex found in /dev/shm may say "held" forever
+ * (damaged, or its holder stopped). Returns pthread's result (0,
+ * EOWNERDEAD, ETIMEDOUT, ...). */
+CDL_PRIVATE int cdl__mutex_lock_until(pthread_mutex_t *mu, uint64_t deadline_ns) {
+    /* polled: timedlock/clocklock would do, but ThreadSanitizer does not
+     * follow their EOWNERDEAD; this runs at open and while a member
+     * thread waits, and a lock held for microseconds is had within one
+     * retry */
+    for (int tries = 0;; tries++) {
+        const int e = pthread_mutex_trylock(mu);
+        if (e != EBUSY) return e;
+        if (cdl__now_ns() > deadline_ns) return ETIMEDOUT;
+        if (tries < 16) sched_yield();
+        else usleep(500);
+    }
+}
+
+/* The result e of taking a robust mutex that guards nothing to repair (a
+ * liveness lock, a retired object's): a dead holder's EOWNERDEAD is made
+ * consistent. 1 when the mutex is now held. */
+CDL_PRIVATE int cdl__mutex_held(pthread_mutex_t *mu, int e) {
+    if (e == EOWNERDEAD) pthread_mutex_consistent(mu);
+    return e == 0 || e == EOWNERDEAD;
+}
 /* ---- src/worker.c ------------------------------------------------------ */
 /* SPDX-License-Identifier: MIT */
 /*
@@ -2041,6 +2270,60 @@ CDL_PRIVATE coordl_status cdl__worker_error(cdl__worker *W, coordl_status s, con
  * item: COORDL_ERR_IO (the reader, a file gone or shrunk), COORDL_ERR_CORRUPT
  * (empty, over max_item_bytes, a window cut short), COORDL_ERR_NOMEM. Any
  * thread; touches only its arguments. */
+
+/* ---- the JPEG rewrite budget: every count in one place -------------- */
+
+#define CDL_BUDGET_WINDOW_NS 2000000000ull
+
+/* A prepared row's CPU time, rewrites excluded; the window slides (halves)
+ * once it holds more than CDL_BUDGET_WINDOW_NS. */
+CDL_PRIVATE void cdl__budget_row(cdl__worker *W, uint64_t busy_ns) {
+    cdl__rewrite_budget *b = &W->budget;
+    b->busy_cpu += busy_ns;
+    if (b->busy_cpu + b->rewrite_cpu > CDL_BUDGET_WINDOW_NS) {
+        b->busy_cpu /= 2;
+        b->rewrite_cpu /= 2;
+        b->splice_win /= 2;
+    }
+}
+
+#ifndef COORDL_NO_JPEGTURBO /* only libjpeg rewrites and splices */
+/* A rewrite's CPU time (while the trainer waits: idle rewrites are free). */
+CDL_PRIVATE void cdl__budget_rewrite(cdl__worker *W, uint64_t ns) { W->budget.rewrite_cpu += ns; }
+
+/* The CPU time of one JPEG decode: spliced (from a rewrite) or plain. */
+CDL_PRIVATE void cdl__budget_decode(cdl__worker *W, int spliced, uint64_t ns) {
+    cdl__rewrite_budget *b = &W->budget;
+    if (spliced) {
+        b->splice_cpu += ns;
+        b->splice_n++;
+        b->splice_win++;
+    } else {
+        b->plain_cpu += ns;
+        b->plain_n++;
+    }
+}
+
+/* Whether a rewrite may be spent now, with budget fraction f. Over the
+ * window, rewrites may take f of the worker's time plus the time the
+ * spliced decodes in it saved (each against the worker's mean plain
+ * decode): rewrite <= f x (busy + rewrite) + saved. So in any stretch of
+ * its work it takes at most 1 / (1 - f) of the time the same samples
+ * would take without random access: throughput stays >= (1 - f) of that
+ * (0.92x at the default 0.08), epoch by epoch, from the first; and what
+ * converted items save converts the rest sooner. */
+CDL_PRIVATE int cdl__budget_allows(const cdl__worker *W, double f) {
+    const cdl__rewrite_budget *b = &W->budget;
+    if (f <= 0.0) return 0;
+    if (f >= 1.0) return 1;
+    double saved = 0.0;
+    if (b->plain_n && b->splice_n) {
+        const double plain = (double)b->plain_cpu / (double)b->plain_n, spliced = (double)b->splice_cpu / (double)b->splice_n;
+        if (plain > spliced) saved = (plain - spliced) * (double)b->splice_win;
+    }
+    return (double)b->rewrite_cpu <= f * (double)(b->busy_cpu + b->rewrite_cpu) + saved;
+}
+#endif /* COORDL_NO_JPEGTURBO */
 /* ---- src/io.c ---------------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
 /*
@@ -3238,8 +3521,8 @@ CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, const char *list_t
  *        member or token window)
  * Lock:  index writes at open only; reads are lock-free (W's buffers are
  *        its own)
- * Calls: status, worker, io, index, tar (lower layers only:
- *        src/modules.txt; tools/check-layers.py checks this line).
+ * Calls: status, io, index, tar (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
  */
 
 #define CDL_SHARD_HEADER_BYTES 1024
@@ -3611,10 +3894,20 @@ static uint64_t cdl__perm_apply(const cdl__perm *p, uint64_t x) {
 /* Where an epoch's batches stop: drop_last cuts the share at the last
  * whole batch of the current batch size, counted from where that size
  * took effect (coordl_set mid-epoch) or from the epoch's start. */
+/* The position an epoch ends at (its share, less the rows a dropped last
+ * batch leaves), given the geometry: where the batch size B took effect
+ * (cut_epoch, cut_pos) counts from there. The one place this arithmetic
+ * lives: the stream asks with its live values, the read-ahead with the
+ * snapshot it took at its last restart. */
+CDL_PRIVATE uint64_t cdl__epoch_end_at(uint64_t share, uint64_t B, int drop_last, uint64_t cut_epoch, uint64_t cut_pos,
+                                       uint64_t epoch) {
+    const uint64_t from = epoch == cut_epoch ? cut_pos : 0;
+    return drop_last ? from + (share - from) / B * B : share;
+}
+
 CDL_PRIVATE uint64_t cdl__epoch_end(const coordl *L, uint64_t epoch) {
-    const uint64_t B = L->cfg.batch_size;
-    const uint64_t from = epoch == L->S->cut_epoch ? L->S->cut_pos : 0;
-    return L->cfg.drop_last ? from + (L->sampler.share - from) / B * B : L->sampler.share;
+    return cdl__epoch_end_at(L->sampler.share, L->cfg.batch_size, L->cfg.drop_last, L->S->cut_epoch, L->S->cut_pos,
+                             epoch);
 }
 
 CDL_PRIVATE uint64_t cdl__batches_for(const coordl *L, uint64_t B) {
@@ -4139,8 +4432,8 @@ CDL_PRIVATE void cdl__cache_destroy(coordl *L) {
  *        peer thread
  * Lock:  the stream's lock; admit_epoch is atomic, map_ready a release
  *        store (the I/O threads read both unlocked)
- * Calls: status, lock, worker, sampler, cache (lower layers only:
- *        src/modules.txt; tools/check-layers.py checks this line).
+ * Calls: status, lock, sampler, cache (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
  */
 
 
@@ -4541,8 +4834,8 @@ static void *cdl__peer_main(void *arg) {
 CDL_PRIVATE int cdl__peer_fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
     coordl *L = W->L;
     if (!L->peers.comm_set || !L->peers.remote) return 0;
-    cdl__slot *sl = W->cur_slot;
-    const uint32_t s = (uint32_t)(sl - L->ring.slots), r = W->cur_row;
+    const uint32_t s = W->claim->slot, r = W->claim->row;
+    cdl__slot *sl = &L->ring.slots[s];
     cdl__remote *rm = &L->peers.remote[s];
     int got = 0, asked = 0;
     cdl__lock(L);
@@ -4677,9 +4970,8 @@ CDL_PRIVATE void cdl__peer_close(coordl *L) {
  *        they read ahead of the workers
  * Lock:  its own mutex (R->mu); lock order: the stream's lock, then this
  *        one; the I/O threads never take the stream's lock
- * Calls: status, placement, worker, index, source, sampler, cache, peers
- *        (lower layers only: src/modules.txt; tools/check-layers.py checks
- *        this line).
+ * Calls: status, placement, index, source, sampler, peers (lower layers
+ *        only: src/modules.txt; tools/check-layers.py checks this line).
  */
 
 /* ---- read-ahead in the known order ----------------------------------------
@@ -4706,8 +4998,7 @@ static int cdl__pos_before(uint64_t e1, uint64_t p1, uint64_t e2, uint64_t p2) {
 
 /* cdl__epoch_end on the snapshot taken at the last restart. */
 static uint64_t cdl__ra_epoch_end(const cdl__readahead *R, uint64_t epoch) {
-    const uint64_t from = epoch == R->cut_epoch ? R->cut_pos : 0;
-    return R->drop_last ? from + (R->share - from) / R->batch_size * R->batch_size : R->share;
+    return cdl__epoch_end_at(R->share, R->batch_size, R->drop_last, R->cut_epoch, R->cut_pos, epoch);
 }
 
 /* Frees the entries at the tail that are done with, and their bytes. */
@@ -5029,9 +5320,8 @@ CDL_PRIVATE void cdl__ra_stop(coordl *L) {
  * Owns:  nothing of its own: a worker's reader reference on a cache entry
  *        (W->held) between fetch and fetch_done
  * Lock:  none (entries by their atomic state; read-ahead by its mutex)
- * Calls: status, worker, index, source, cache, peers, readahead (lower
- *        layers only: src/modules.txt; tools/check-layers.py checks this
- *        line).
+ * Calls: status, index, source, cache, peers, readahead (lower layers only:
+ *        src/modules.txt; tools/check-layers.py checks this line).
  */
 
 
@@ -5077,7 +5367,7 @@ CDL_PRIVATE coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *ou
         if (ahead == 0) rc = cdl__read_file(W, id, out);
         /* partitioned: only the rank's share of one epoch is admitted,
          * before the map exchange, so the exchanged map stays exact */
-        const int may_admit = !L->peers.comm_set || cdl__peer_admits(L, W->cur_epoch);
+        const int may_admit = !L->peers.comm_set || cdl__peer_admits(L, W->claim->epoch);
         if (rc == COORDL_OK) {
             W->row.cache_misses++;
             W->row.storage_reads++;
@@ -5338,7 +5628,7 @@ CDL_PRIVATE void cdl__geom_scale(cdl__geom *g, int d, int scaled_w, int scaled_h
  * Owns:  nothing of its own: the filter tables live in the worker's
  *        scratch; whether to use AVX2 is chosen at open (L->geom.avx2)
  * Lock:  none
- * Calls: status, worker, plan (lower layers only: src/modules.txt;
+ * Calls: status, worker (lower layers only: src/modules.txt;
  *        tools/check-layers.py checks this line).
  */
 
@@ -6758,68 +7048,29 @@ static size_t cdl__jpeg_splice(cdl__worker *W, const cdl__u8 *p, size_t len, con
     return o;
 }
 
-/* Decodes what the sample needs and resamples it into dst. rst: the
- * layout of a restart-marker rewrite (in holds one): then only the crop's
- * segments are decoded, spliced into a JPEG of their own. */
-CDL_PRIVATE coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cdl__bytes *in,
-                                      uint64_t epoch, uint64_t id, void *dst, const cdl__jpeg_layout *rst) {
+/* A decode's error exits (libjpeg's errors longjmp to W->jerr.jump; each
+ * entry below sets it before its first libjpeg call). */
+static coordl_status cdl__jpeg_failed(cdl__worker *W, const char *path) {
+    jpeg_abort_decompress(&W->jd);
+    if (W->jerr.pub.msg_code == JERR_NO_BACKING_STORE) /* over max_memory_to_use */
+        return cdl__over_decode_limit(W, path, "more than ", W->L->cfg.max_decode_bytes);
+    return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: not a decodable JPEG: %s", path, W->jerr.msg);
+}
+
+/* The decode both entries share, once W->jd has read a header (the item's
+ * own, or a splice's) and the crop's tables are made: budget libjpeg's
+ * memory, decode the rows and columns the resampler reads, and resample
+ * them into dst. (ox, oy): where the decoded image's pixel (0, 0) lies in
+ * the whole image at 1/d (a splice starts at the crop's segments; a plain
+ * decode at 0, 0). The exactness rule lives here: a plain decode widens
+ * the region by the chroma upsampler's context (cdl__jpeg_context_margin)
+ * so its edge pixels equal a full decode's; a splice carries that margin
+ * in the segments it kept. */
+static coordl_status cdl__jpeg_decode_crop(cdl__worker *W, const char *path, void *dst, const cdl__geom *g,
+                                           const cdl__axis *ax, const cdl__axis *ay, int d, int ox, int oy,
+                                           int spliced, int cmyk, uint64_t t0, uint64_t cpu0) {
     coordl *L = W->L;
     struct jpeg_decompress_struct *jd = &W->jd;
-    uint64_t t0 = cdl__now_ns();
-    const uint64_t cpu0 = cdl__thread_cpu_ns();
-    W->jerr.fatal_warning = 0;
-    if (setjmp(W->jerr.jump)) {
-        jpeg_abort_decompress(jd);
-        if (W->jerr.pub.msg_code == JERR_NO_BACKING_STORE) /* over max_memory_to_use */
-            return cdl__over_decode_limit(W, path, "more than ", L->cfg.max_decode_bytes);
-        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: not a decodable JPEG: %s", path, W->jerr.msg);
-    }
-    W->jerr.pub.msg_code = 0;
-    if (!rst) {
-        jpeg_mem_src(jd, in->p, (unsigned long)in->len);
-        jpeg_read_header(jd, TRUE);
-    }
-    const int iw = rst ? (int)rst->w : (int)jd->image_width, ih = rst ? (int)rst->h : (int)jd->image_height;
-    coordl_status rc = cdl__check_image_size(W, path, iw, ih);
-    if (rc != COORDL_OK) {
-        jpeg_abort_decompress(jd);
-        return rc;
-    }
-    if (!rst && !cdl__jpeg_has_eoi(in->p, in->len, in->len - jd->src->bytes_in_buffer)) {
-        jpeg_abort_decompress(jd);
-        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: truncated JPEG (no end-of-image marker)", path);
-    }
-    cdl__geom g;
-    cdl__plan(L, epoch, id, iw, ih, &g);
-    const int d = cdl__choose_dct_denominator(L, &g);
-    cdl__axis ax, ay;
-    int ox = 0, oy = 0; /* spliced: where its pixel (0, 0) is, at 1/d */
-    if (rst) {
-        /* libjpeg's scaled size: jdiv_round_up(w, d) */
-        cdl__geom_scale(&g, d, (iw + d - 1) / d, (ih + d - 1) / d);
-        if ((rc = cdl__tables_for(W, &g, &ax, &ay)) != COORDL_OK) return cdl__name_error(W, path, rc);
-        const size_t n = cdl__jpeg_splice(W, in->p, in->len, rst, d, ax.lo, ax.hi, ay.lo, ay.hi, &ox, &oy);
-        if (!n) return cdl__decode_jpeg(W, path, in, epoch, id, dst, NULL); /* a plain JPEG too */
-        jpeg_mem_src(jd, W->splice, (unsigned long)n);
-        jpeg_read_header(jd, TRUE);
-    }
-    const int cmyk = jd->jpeg_color_space == JCS_CMYK || jd->jpeg_color_space == JCS_YCCK;
-    jd->scale_num = 1;
-    jd->scale_denom = (unsigned)d;
-    jd->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
-    jd->dct_method = JDCT_ISLOW;
-    jpeg_calc_output_dimensions(jd);
-    if (!rst) {
-        cdl__geom_scale(&g, d, (int)jd->output_width, (int)jd->output_height);
-        rc = cdl__tables_for(W, &g, &ax, &ay);
-    } else if ((int)jd->output_width < ax.hi - ox || (int)jd->output_height < ay.hi - oy) {
-        rc = cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: spliced crop is %ux%u, short of the crop", path,
-                               jd->output_width, jd->output_height);
-    }
-    if (rc != COORDL_OK) {
-        jpeg_abort_decompress(jd);
-        return cdl__name_error(W, path, rc);
-    }
     /* Memory, before libjpeg allocates any: coordl's region (the crop's
      * columns, widened to whole iMCUs by jpeg_crop_scanline, times its
      * rows) and window, plus libjpeg's need. libjpeg's own allocations
@@ -6828,12 +7079,12 @@ CDL_PRIVATE coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, con
      * left of the budget. */
     {
         const uint64_t imcu = (uint64_t)jd->max_h_samp_factor * DCTSIZE;
-        uint64_t cols = (uint64_t)(ax.hi - ax.lo) + 2 * imcu;
+        uint64_t cols = (uint64_t)(ax->hi - ax->lo) + 2 * imcu;
         if (cols > jd->output_width) cols = jd->output_width;
         /* rows: a splice's from its top; the ROI's 2 rows of context */
-        const uint64_t rows = (uint64_t)(rst ? ay.hi - oy : ay.hi - ay.lo + 2);
+        const uint64_t rows = (uint64_t)(spliced ? ay->hi - oy : ay->hi - ay->lo + 2);
         const uint64_t region = cols * 3 * rows + 64 + (cmyk ? cols * 4 + 64 : 0);
-        const uint64_t window = cdl__window_bytes(L, &ax, &ay), need = cdl__jpeg_need(jd) + region + window;
+        const uint64_t window = cdl__window_bytes(L, ax, ay), need = cdl__jpeg_need(jd) + region + window;
         const uint64_t limit = L->cfg.max_decode_bytes;
         if (need > limit) {
             jpeg_abort_decompress(jd);
@@ -6848,14 +7099,14 @@ CDL_PRIVATE coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, con
      * region's edge as the image's and replicates the edge chroma sample,
      * so edge pixels differed from a full decode (by up to ~15 levels) for
      * 4:2:0 and 4:2:2 sources. A splice has its margins already. */
-    const int m = rst ? 0 : cdl__jpeg_context_margin(jd, d);
-    const int x0 = ax.lo - ox > m ? ax.lo - ox - m : 0, y0 = rst ? 0 : ay.lo > m ? ay.lo - m : 0;
-    const int x1 = ax.hi - ox + m < (int)jd->output_width ? ax.hi - ox + m : (int)jd->output_width;
+    const int m = spliced ? 0 : cdl__jpeg_context_margin(jd, d);
+    const int x0 = ax->lo - ox > m ? ax->lo - ox - m : 0, y0 = spliced ? 0 : ay->lo > m ? ay->lo - m : 0;
+    const int x1 = ax->hi - ox + m < (int)jd->output_width ? ax->hi - ox + m : (int)jd->output_width;
     JDIMENSION xoff = (JDIMENSION)x0, cw = (JDIMENSION)(x1 - x0);
-    if (rst) xoff = 0, cw = jd->output_width;
+    if (spliced) xoff = 0, cw = jd->output_width;
     else if (cw < jd->output_width) jpeg_crop_scanline(jd, &xoff, &cw);
     const size_t stride = (size_t)cw * 3;
-    const int rows = ay.hi - oy - y0;
+    const int rows = ay->hi - oy - y0;
     if (!cdl__reserve(L, (void **)&W->pix, &W->pixcap, stride * (size_t)rows + 64) ||
         (cmyk && !cdl__reserve(L, (void **)&W->row4, &W->row4cap, (size_t)cw * 4 + 64))) {
         jpeg_abort_decompress(jd);
@@ -6870,20 +7121,120 @@ CDL_PRIVATE coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, con
         if (cmyk) cdl__cmyk_row_to_rgb(W->row4, W->pix + (size_t)r * stride, (int)cw, jd->saw_Adobe_marker);
         r++;
     }
-    const int complete = jd->output_scanline >= (JDIMENSION)(ay.hi - oy);
+    const int complete = jd->output_scanline >= (JDIMENSION)(ay->hi - oy);
     jpeg_abort_decompress(jd); /* rows below the crop are never decoded */
     if (W->jerr.fatal_warning || !complete)
         return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: corrupt JPEG data: %s", path,
                                  W->jerr.fatal_warning ? W->jerr.msg : "rows missing");
     uint64_t t1 = cdl__now_ns();
     W->row.decode_ns += t1 - t0;
-    W->row.jpeg_spliced += rst != NULL;
-    const uint64_t cpu1 = cdl__thread_cpu_ns();
-    if (rst) W->splice_cpu += cpu1 - cpu0, W->splice_n++, W->splice_win++;
-    else W->plain_cpu += cpu1 - cpu0, W->plain_n++;
-    cdl__resample(L, W, W->pix, stride, ox + (int)xoff, oy + y0, &ax, &ay, &g, dst);
+    W->row.jpeg_spliced += (uint64_t)spliced;
+    cdl__budget_decode(W, spliced, cdl__thread_cpu_ns() - cpu0);
+    cdl__resample(L, W, W->pix, stride, ox + (int)xoff, oy + y0, ax, ay, g, dst);
     W->row.augment_ns += cdl__now_ns() - t1;
     return COORDL_OK;
+}
+
+/* The image's size within the decode bounds, else the decode ends. */
+static coordl_status cdl__jpeg_check_size(cdl__worker *W, const char *path, int iw, int ih) {
+    const coordl_status rc = cdl__check_image_size(W, path, iw, ih);
+    if (rc != COORDL_OK) jpeg_abort_decompress(&W->jd);
+    return rc;
+}
+
+/* Sets the output of a read header: 1/d DCT scaling, RGB (CMYK kept for
+ * cdl__cmyk_row_to_rgb), the exact IDCT. Returns whether it is CMYK. */
+static int cdl__jpeg_set_output(struct jpeg_decompress_struct *jd, int d) {
+    const int cmyk = jd->jpeg_color_space == JCS_CMYK || jd->jpeg_color_space == JCS_YCCK;
+    jd->scale_num = 1;
+    jd->scale_denom = (unsigned)d;
+    jd->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+    jd->dct_method = JDCT_ISLOW;
+    jpeg_calc_output_dimensions(jd);
+    return cmyk;
+}
+
+/* A plain JPEG (the bytes as read): its header, the crop drawn on its
+ * size, the DCT scale, then only the crop's region decoded (ROI). */
+static coordl_status cdl__decode_jpeg_plain(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch,
+                                            uint64_t id, void *dst) {
+    coordl *L = W->L;
+    struct jpeg_decompress_struct *jd = &W->jd;
+    const uint64_t t0 = cdl__now_ns(), cpu0 = cdl__thread_cpu_ns();
+    W->jerr.fatal_warning = 0;
+    if (setjmp(W->jerr.jump)) return cdl__jpeg_failed(W, path);
+    W->jerr.pub.msg_code = 0;
+    jpeg_mem_src(jd, in->p, (unsigned long)in->len);
+    jpeg_read_header(jd, TRUE);
+    const int iw = (int)jd->image_width, ih = (int)jd->image_height;
+    coordl_status rc = cdl__jpeg_check_size(W, path, iw, ih);
+    if (rc != COORDL_OK) return rc;
+    if (!cdl__jpeg_has_eoi(in->p, in->len, in->len - jd->src->bytes_in_buffer)) {
+        jpeg_abort_decompress(jd);
+        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: truncated JPEG (no end-of-image marker)", path);
+    }
+    cdl__geom g;
+    cdl__plan(L, epoch, id, iw, ih, &g);
+    const int d = cdl__choose_dct_denominator(L, &g);
+    const int cmyk = cdl__jpeg_set_output(jd, d);
+    cdl__geom_scale(&g, d, (int)jd->output_width, (int)jd->output_height);
+    cdl__axis ax, ay;
+    if ((rc = cdl__tables_for(W, &g, &ax, &ay)) != COORDL_OK) {
+        jpeg_abort_decompress(jd);
+        return cdl__name_error(W, path, rc);
+    }
+    return cdl__jpeg_decode_crop(W, path, dst, &g, &ax, &ay, d, 0, 0, 0, cmyk, t0, cpu0);
+}
+
+/* A restart-marker rewrite (its layout in rst): the crop drawn on the
+ * size the layout records, then only the segments covering the crop
+ * spliced into a JPEG of their own and decoded. CDL_NO_SPLICE when no
+ * splice can be made (the caller decodes the bytes as a plain JPEG). */
+#define CDL_NO_SPLICE 1000
+static coordl_status cdl__decode_jpeg_spliced(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch,
+                                              uint64_t id, void *dst, const cdl__jpeg_layout *rst) {
+    coordl *L = W->L;
+    struct jpeg_decompress_struct *jd = &W->jd;
+    const uint64_t t0 = cdl__now_ns(), cpu0 = cdl__thread_cpu_ns();
+    W->jerr.fatal_warning = 0;
+    if (setjmp(W->jerr.jump)) return cdl__jpeg_failed(W, path);
+    W->jerr.pub.msg_code = 0;
+    const int iw = (int)rst->w, ih = (int)rst->h;
+    coordl_status rc = cdl__jpeg_check_size(W, path, iw, ih);
+    if (rc != COORDL_OK) return rc;
+    cdl__geom g;
+    cdl__plan(L, epoch, id, iw, ih, &g);
+    const int d = cdl__choose_dct_denominator(L, &g);
+    /* libjpeg's scaled size: jdiv_round_up(w, d) */
+    cdl__geom_scale(&g, d, (iw + d - 1) / d, (ih + d - 1) / d);
+    cdl__axis ax, ay;
+    if ((rc = cdl__tables_for(W, &g, &ax, &ay)) != COORDL_OK) return cdl__name_error(W, path, rc);
+    int ox = 0, oy = 0; /* where the splice's pixel (0, 0) is, at 1/d */
+    const size_t n = cdl__jpeg_splice(W, in->p, in->len, rst, d, ax.lo, ax.hi, ay.lo, ay.hi, &ox, &oy);
+    if (!n) return (coordl_status)CDL_NO_SPLICE;
+    jpeg_mem_src(jd, W->splice, (unsigned long)n);
+    jpeg_read_header(jd, TRUE);
+    const int cmyk = cdl__jpeg_set_output(jd, d);
+    if ((int)jd->output_width < ax.hi - ox || (int)jd->output_height < ay.hi - oy) {
+        rc = cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: spliced crop is %ux%u, short of the crop", path,
+                               jd->output_width, jd->output_height);
+        jpeg_abort_decompress(jd);
+        return cdl__name_error(W, path, rc);
+    }
+    return cdl__jpeg_decode_crop(W, path, dst, &g, &ax, &ay, d, ox, oy, 1, cmyk, t0, cpu0);
+}
+
+/* Decodes what the sample needs and resamples it into dst. rst: the
+ * layout of a restart-marker rewrite (in holds one): then only the crop's
+ * segments are decoded, spliced into a JPEG of their own; a rewrite no
+ * splice can be made of is decoded as the plain JPEG it also is. */
+CDL_PRIVATE coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cdl__bytes *in,
+                                      uint64_t epoch, uint64_t id, void *dst, const cdl__jpeg_layout *rst) {
+    if (rst) {
+        const coordl_status rc = cdl__decode_jpeg_spliced(W, path, in, epoch, id, dst, rst);
+        if ((int)rc != CDL_NO_SPLICE) return rc;
+    }
+    return cdl__decode_jpeg_plain(W, path, in, epoch, id, dst);
 }
 
 #endif
@@ -7182,29 +7533,10 @@ CDL_PRIVATE void cdl__worker_decoder_init(cdl__worker *W) {
 #endif
 }
 
-/* The window jpeg_rewrite_budget is counted over (its CPU time halves when
- * busy + rewrite time passes this). */
-#define CDL_BUDGET_WINDOW_NS 2000000000ull
-
 #ifndef COORDL_NO_JPEGTURBO
-/* Whether this worker may spend a rewrite now. Over its recent time (the
- * window: a few seconds of its CPU), rewrites may take jpeg_rewrite_budget
- * (b) of it, plus the time the spliced decodes in it saved (each against
- * the worker's mean plain decode): rewrite <= b x (busy + rewrite) +
- * saved. So in any stretch of its work it takes at most 1 / (1 - b) of
- * the time the same samples would take without random access: throughput
- * stays >= (1 - b) of that (0.92x at the default 0.08), epoch by epoch,
- * from the first; and what converted items save converts the rest sooner. */
+/* Whether this worker may spend a rewrite now (its budget: worker.c). */
 static int cdl__rewrite_allowed(const cdl__worker *W) {
-    const double b = W->L->cfg.jpeg_random_access ? W->L->cfg.jpeg_rewrite_budget : 0.0;
-    if (b <= 0.0) return 0;
-    if (b >= 1.0) return 1;
-    double saved = 0.0;
-    if (W->plain_n && W->splice_n) {
-        const double plain = (double)W->plain_cpu / (double)W->plain_n, spliced = (double)W->splice_cpu / (double)W->splice_n;
-        if (plain > spliced) saved = (plain - spliced) * (double)W->splice_win;
-    }
-    return (double)W->rewrite_cpu <= b * (double)(W->busy_cpu + W->rewrite_cpu) + saved;
+    return cdl__budget_allows(W, W->L->cfg.jpeg_random_access ? W->L->cfg.jpeg_rewrite_budget : 0.0);
 }
 
 /* Rewrites item id (its bytes in *in, fetched by W) with restart markers
@@ -7235,7 +7567,7 @@ static int cdl__rewrite_item(cdl__worker *W, uint64_t id, cdl__bytes *in, cdl__j
                  cdl__item_path(L, id), too_big ? "the rewrite outgrows its room in the cache" : "cannot rewrite it");
     }
     W->row.jpeg_rewrite_ns += cdl__now_ns() - t0;
-    if (!idle) W->rewrite_cpu += cdl__thread_cpu_ns() - cpu0; /* idle time is free */
+    if (!idle) cdl__budget_rewrite(W, cdl__thread_cpu_ns() - cpu0); /* idle time is free */
     return ok;
 }
 
@@ -7298,18 +7630,11 @@ CDL_PRIVATE coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint
 #else
     const int budget = 0; /* no rewrites without libjpeg: nothing to account */
 #endif
-    const uint64_t cpu0 = budget ? cdl__thread_cpu_ns() : 0, rw0 = W->rewrite_cpu;
+    const uint64_t cpu0 = budget ? cdl__thread_cpu_ns() : 0, rw0 = W->budget.rewrite_cpu;
     coordl_status rc = cdl__fetch(W, id, &in);
     if (rc == COORDL_OK) rc = cdl__prepare_item_bytes(W, epoch, id, dst, &in);
     cdl__fetch_done(W);
-    if (budget) {
-        W->busy_cpu += cdl__thread_cpu_ns() - cpu0 - (W->rewrite_cpu - rw0);
-        if (W->busy_cpu + W->rewrite_cpu > CDL_BUDGET_WINDOW_NS) { /* the window slides */
-            W->busy_cpu /= 2;
-            W->rewrite_cpu /= 2;
-            W->splice_win /= 2;
-        }
-    }
+    if (budget) cdl__budget_row(W, cdl__thread_cpu_ns() - cpu0 - (W->budget.rewrite_cpu - rw0));
     return rc;
 }
 
@@ -7322,8 +7647,8 @@ CDL_PRIVATE coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint
  *        into) and L->geom (the output geometry derived from it)
  * Lock:  set at open; coordl_set changes geometry fields under the stream's
  *        lock with the stream paused
- * Calls: status, lock (lower layers only: src/modules.txt;
- *        tools/check-layers.py checks this line).
+ * Calls: status (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
  */
 
 
@@ -7338,9 +7663,13 @@ CDL_PRIVATE void cdl__row_shape(const coordl *L, uint32_t out_w, uint32_t out_h,
     }
 }
 
-/* Bytes of one data row for an output size (image pipelines). */
-CDL_PRIVATE size_t cdl__image_row_bytes(const coordl *L, uint64_t w, uint64_t h) {
-    return (size_t)(w * h * 3 * L->geom.elem_bytes);
+/* Bytes of one data row at an output size: the row's shape times the
+ * element size. The one place a row's size is computed (open, coordl_set,
+ * the ring's sizing). */
+CDL_PRIVATE size_t cdl__row_bytes_at(const coordl *L, uint32_t out_w, uint32_t out_h) {
+    uint32_t c, h, w;
+    cdl__row_shape(L, out_w, out_h, &c, &h, &w);
+    return (size_t)c * h * w * L->geom.elem_bytes;
 }
 
 
@@ -7390,9 +7719,7 @@ CDL_PRIVATE void cdl__output_setup(coordl *L) {
     if (L->cfg.pipeline == COORDL_PIPE_TOKENS) L->cfg.layout = COORDL_I32;
     if (L->cfg.pipeline == COORDL_PIPE_AUDIO) L->cfg.layout = COORDL_F32;
     L->geom.elem_bytes = (L->cfg.layout == COORDL_U8_NHWC || L->cfg.layout == COORDL_U8_NCHW) ? 1 : 4;
-    uint32_t rc_, rh, rw;
-    cdl__row_shape(L, L->cfg.out_w, L->cfg.out_h, &rc_, &rh, &rw);
-    L->geom.row_bytes = (size_t)rc_ * rh * rw * L->geom.elem_bytes;
+    L->geom.row_bytes = cdl__row_bytes_at(L, L->cfg.out_w, L->cfg.out_h);
     L->geom.target_row_bytes = L->cfg.pipeline == COORDL_PIPE_TOKENS ? (size_t)L->cfg.seq_len * sizeof(int32_t) : 0;
     if (L->cfg.train_crop == COORDL_CROP_DARKNET) { /* Darknet's parse_net_options defaults */
         if (L->cfg.min_crop == 0) L->cfg.min_crop = L->cfg.out_w;
@@ -8169,9 +8496,9 @@ CDL_PRIVATE coordl_status cdl__stream_init(cdl__stream *S, int pshared) {
  *        the stop flag
  * Lock:  the stream's lock for claims and stop; each worker's scratch is
  *        its own
- * Calls: status, rand, placement, lock, worker, index, sampler, readahead,
- *        decode, stream (lower layers only: src/modules.txt;
- *        tools/check-layers.py checks this line).
+ * Calls: status, rand, placement, lock, index, sampler, readahead, decode,
+ *        stream (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
  */
 
 /* --- workers ------------------------------------------------------------ */
@@ -8213,9 +8540,6 @@ CDL_PRIVATE void cdl__worker_prepare(cdl__worker *W, const cdl__claim *c, cdl__r
     W->row.items = 1;
     W->targets = targets;
     W->claim = c;
-    W->cur_epoch = c->epoch;
-    W->cur_slot = &L->ring.slots[c->slot];
-    W->cur_row = c->row;
     cdl__perm perm = cdl__perm_for(L, c->epoch);
     const uint64_t id = cdl__item_at(L, &perm, c->pos);
     W->ra_entry = cdl__ra_take(L, c->epoch, c->pos, id);
@@ -8230,6 +8554,7 @@ CDL_PRIVATE void cdl__worker_prepare(cdl__worker *W, const cdl__claim *c, cdl__r
     r->staged = staged ? dst : NULL;
     r->staged_targets = staged ? targets : NULL;
     r->errmsg = W->err;
+    W->claim = NULL;
 }
 
 /* Names the worker so that tools (top -H, /proc/<pid>/task) show it. Its
@@ -8446,8 +8771,8 @@ CDL_PRIVATE void cdl__pool_stop(coordl *L) {
  * Lock:  the stream's lock for membership changes; each member's liveness
  *        mutex (robust, held for its life); member.mu for the member
  *        thread's stop flag
- * Calls: status, arena, lock, cache, stream (lower layers only:
- *        src/modules.txt; tools/check-layers.py checks this line).
+ * Calls: status, arena, lock, stream (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
  */
 
 
@@ -8725,7 +9050,7 @@ static int cdl__member_probe(cdl__stream *S, int m, uint64_t now, uint64_t timeo
         e = pthread_mutex_trylock(alive);
     }
     if (e == EOWNERDEAD) {
-        pthread_mutex_consistent(alive);
+        (void)cdl__mutex_held(alive, e); /* consistent again, for the index's next member */
         pthread_mutex_unlock(alive);
         return CDL_MEMBER_DEAD;
     }
@@ -8759,7 +9084,6 @@ static void cdl__group_beat(coordl *L, uint64_t now) {
     if (cdl__member_current(L)) atomic_store(&L->S->members[L->member.me].heartbeat_ns, now);
 }
 
-static int cdl__group_lock_until(pthread_mutex_t *mu, uint64_t deadline_ns);
 
 /* The member thread's stream lock: polled, beating while it waits. A
  * member thread blocked on the lock would fall silent while its process
@@ -8769,7 +9093,7 @@ static int cdl__group_lock_until(pthread_mutex_t *mu, uint64_t deadline_ns);
  * microseconds is had at the first try or after a yield. */
 static void cdl__lock_beating(coordl *L) {
     int e;
-    while ((e = cdl__group_lock_until(&L->S->mu, cdl__now_ns() + 10000000ull)) == ETIMEDOUT)
+    while ((e = cdl__mutex_lock_until(&L->S->mu, cdl__now_ns() + 10000000ull)) == ETIMEDOUT)
         cdl__group_beat(L, cdl__now_ns()); /* every 10 ms of waiting */
     cdl__lock_acquired(L, e);
 }
@@ -8803,9 +9127,7 @@ static void *cdl__member_main(void *arg) {
     cdl__stream *S = L->S;
     pthread_setname_np(pthread_self(), "coordl-member");
     pthread_mutex_t *alive = &S->members[L->member.me].alive;
-    int e = pthread_mutex_lock(alive);
-    if (e == EOWNERDEAD) pthread_mutex_consistent(alive); /* a dead predecessor at this index */
-    int held = e == 0 || e == EOWNERDEAD;
+    int held = cdl__mutex_held(alive, pthread_mutex_lock(alive)); /* a dead predecessor at this index */
     long period_ms = L->cfg.group_timeout_ms / 4;
     period_ms = period_ms < 1 ? 1 : period_ms > 50 ? 50 : period_ms;
     cdl__group_beat(L, cdl__now_ns()); /* alive from here, however long open waited for the lock */
@@ -8869,32 +9191,13 @@ CDL_PRIVATE void cdl__member_thread_stop(coordl *L) {
 
 /* --- creating, finding and joining the object ------------------------- */
 
-/* Locks an object's stream mutex waiting at most until deadline_ns
- * (cdl__now_ns): the first lock of an object found in /dev/shm, whose
- * lock word may say "held" forever (damaged, or a holder stopped). Returns
- * pthread's result (0, EOWNERDEAD, ETIMEDOUT, ...). */
-static int cdl__group_lock_until(pthread_mutex_t *mu, uint64_t deadline_ns) {
-    /* polled: timedlock/clocklock would do, but ThreadSanitizer does not
-     * follow their EOWNERDEAD; this runs at open and while a member
-     * thread waits, and a lock held for microseconds is had within one
-     * retry */
-    for (int tries = 0;; tries++) {
-        const int e = pthread_mutex_trylock(mu);
-        if (e != EBUSY) return e;
-        if (cdl__now_ns() > deadline_ns) return ETIMEDOUT;
-        if (tries < 16) sched_yield();
-        else usleep(500);
-    }
-}
 
 /* Retires a mapped object: under its own lock, the first process to find
  * it not yet retired marks it and unlinks its name; anyone later sees the
  * mark and leaves the name alone (it may already be a new object's). A
  * lock not had within a second is left alone (the object stays). */
 static void cdl__group_retire(const char *name, cdl__group_header *h, cdl__stream *os) {
-    int e = cdl__group_lock_until(&os->mu, cdl__now_ns() + 1000000000ull);
-    if (e == EOWNERDEAD) pthread_mutex_consistent(&os->mu);
-    if (e == 0 || e == EOWNERDEAD) {
+    if (cdl__mutex_held(&os->mu, cdl__mutex_lock_until(&os->mu, cdl__now_ns() + 1000000000ull))) {
         if (!atomic_load(&h->retired)) {
             atomic_store(&h->retired, 1u);
             shm_unlink(name);
@@ -8949,9 +9252,7 @@ static coordl_status cdl__group_join(coordl *L, uint64_t start_epoch) {
     int me = -1;
     for (int m = 0; m < CDL_MAX_MEMBERS && me < 0; m++) {
         if (atomic_load(&S->live_mask) >> m & 1u) continue;
-        const int e = pthread_mutex_trylock(&S->members[m].alive);
-        if (e == EOWNERDEAD) pthread_mutex_consistent(&S->members[m].alive);
-        if (e == 0 || e == EOWNERDEAD) {
+        if (cdl__mutex_held(&S->members[m].alive, pthread_mutex_trylock(&S->members[m].alive))) {
             pthread_mutex_unlock(&S->members[m].alive);
             me = m;
         }
@@ -9174,7 +9475,7 @@ static coordl_status cdl__group_attach_existing(coordl *L, const cdl__group_head
     /* the contents are checked under the lock, before repair may act on
      * them after a holder died; the lock is waited for within the open's
      * deadline (a damaged object's may never come free) */
-    int e = cdl__group_lock_until(&L->S->mu, deadline);
+    int e = cdl__mutex_lock_until(&L->S->mu, deadline);
     if (e != 0 && e != EOWNERDEAD) {
         cdl__group_detach(L, p, bytes);
         return cdl__open_fail(COORDL_ERR_TIMEOUT, "group %s: the lock of /dev/shm%s did not come free within "
@@ -9182,7 +9483,7 @@ static coordl_status cdl__group_attach_existing(coordl *L, const cdl__group_head
                               "is damaged (%s)", g, L->member.shm_name, L->cfg.group_timeout_ms, strerror(e));
     }
     if (!cdl__group_validate(p, bytes, 1, why, sizeof why)) {
-        if (e == EOWNERDEAD) pthread_mutex_consistent(&L->S->mu);
+        (void)cdl__mutex_held(&L->S->mu, e); /* left as found: nothing repaired */
         pthread_mutex_unlock(&L->S->mu);
         cdl__group_detach(L, p, bytes);
         return cdl__open_fail(COORDL_ERR_GROUP, "group %s: /dev/shm%s is not a usable coordl group object (%s); "
@@ -9355,10 +9656,10 @@ CDL_PRIVATE void cdl__group_leave(coordl *L) {
  *        coordl_open, next, release, seek, set, stats, close
  * Lock:  the stream's lock for everything shared; the consumer fields are
  *        the calling thread's (the API is single-consumer)
- * Calls: status, placement, lock, worker, io, index, source, sampler,
- *        cache, peers, readahead, plan, resample, audio, decode, config,
- *        stream, pool, group (lower layers only: src/modules.txt;
- *        tools/check-layers.py checks this line).
+ * Calls: status, placement, lock, io, index, source, sampler, cache, peers,
+ *        readahead, plan, resample, audio, decode, config, stream, pool,
+ *        group (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
  */
 
 static coordl_status cdl__open_handle(const coordl_config *cfg, coordl **out) {
@@ -9424,9 +9725,7 @@ static coordl_status cdl__open_geometry(coordl *L) {
     const uint32_t mw = L->cfg.max_out_w > L->cfg.out_w ? L->cfg.max_out_w : L->cfg.out_w;
     const uint32_t mh = L->cfg.max_out_h > L->cfg.out_h ? L->cfg.max_out_h : L->cfg.out_h;
     L->geom.slot_rows_cap = L->cfg.max_batch_size > L->cfg.batch_size ? L->cfg.max_batch_size : L->cfg.batch_size;
-    size_t max_row = L->geom.row_bytes;
-    if (L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL)
-        max_row = cdl__image_row_bytes(L, mw, mh); /* mw x mh <= 2^26 (cdl__validate) */
+    const size_t max_row = cdl__row_bytes_at(L, mw, mh); /* mw x mh <= 2^26 (cdl__validate) */
     if (max_row > SIZE_MAX / L->geom.slot_rows_cap)
         return cdl__open_fail(COORDL_ERR_INVALID, "max_batch_size: %u rows of %zu bytes do not fit this platform",
                               L->geom.slot_rows_cap, max_row);
@@ -9824,11 +10123,10 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
         return COORDL_ERR_UNSUPPORTED;
     }
     const uint64_t t0 = cdl__now_ns();
-    const int image = L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL;
     uint32_t w = L->cfg.out_w, h = L->cfg.out_h, B = L->cfg.batch_size;
     coordl_status rc = cdl__set_sizes(L, p, value, &w, &h, &B);
     if (rc != COORDL_OK) return rc;
-    const size_t row_bytes = image ? cdl__image_row_bytes(L, w, h) : L->geom.row_bytes;
+    const size_t row_bytes = cdl__row_bytes_at(L, w, h);
     const int grow = B > L->geom.slot_rows_cap || (size_t)B * row_bytes > L->geom.slot_data_cap;
     cdl__lock(L);
     if (grow && L->consumer.held > 0) {

@@ -16,6 +16,7 @@
 #include "platform.h"
 #include "analyzer.h"
 #include "status.h"
+#include "status_state.h"
 #include "lock.h"
 #include "io.h"
 #include "index.h"

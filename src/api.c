@@ -6,30 +6,37 @@
  *        coordl_open, next, release, seek, set, stats, close
  * Lock:  the stream's lock for everything shared; the consumer fields are
  *        the calling thread's (the API is single-consumer)
- * Calls: status, placement, lock, worker, io, index, source, sampler,
- *        cache, peers, readahead, plan, resample, audio, decode, config,
- *        stream, pool, group (lower layers only: src/modules.txt;
- *        tools/check-layers.py checks this line).
+ * Calls: status, placement, lock, io, index, source, sampler, cache, peers,
+ *        readahead, plan, resample, audio, decode, config, stream, pool,
+ *        group (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
  */
 #include "platform.h"
 #include "api.h"
 #include "status.h"
+#include "status_state.h"
 #include "placement.h"
 #include "lock.h"
-#include "worker.h"
+#include "lock_state.h"
+#include "worker_state.h"
 #include "io.h"
 #include "index.h"
 #include "source.h"
 #include "sampler.h"
+#include "sampler_state.h"
 #include "cache.h"
 #include "peers.h"
 #include "readahead.h"
 #include "plan.h"
+#include "plan_state.h"
 #include "resample.h"
 #include "audio.h"
+#include "audio_state.h"
 #include "decode.h"
 #include "config.h"
+#include "config_state.h"
 #include "stream.h"
+#include "stream_state.h"
 #include "pool.h"
 #include "group.h"
 #include "handle.h"
@@ -97,9 +104,7 @@ static coordl_status cdl__open_geometry(coordl *L) {
     const uint32_t mw = L->cfg.max_out_w > L->cfg.out_w ? L->cfg.max_out_w : L->cfg.out_w;
     const uint32_t mh = L->cfg.max_out_h > L->cfg.out_h ? L->cfg.max_out_h : L->cfg.out_h;
     L->geom.slot_rows_cap = L->cfg.max_batch_size > L->cfg.batch_size ? L->cfg.max_batch_size : L->cfg.batch_size;
-    size_t max_row = L->geom.row_bytes;
-    if (L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL)
-        max_row = cdl__image_row_bytes(L, mw, mh); /* mw x mh <= 2^26 (cdl__validate) */
+    const size_t max_row = cdl__row_bytes_at(L, mw, mh); /* mw x mh <= 2^26 (cdl__validate) */
     if (max_row > SIZE_MAX / L->geom.slot_rows_cap)
         return cdl__open_fail(COORDL_ERR_INVALID, "max_batch_size: %u rows of %zu bytes do not fit this platform",
                               L->geom.slot_rows_cap, max_row);
@@ -497,11 +502,10 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
         return COORDL_ERR_UNSUPPORTED;
     }
     const uint64_t t0 = cdl__now_ns();
-    const int image = L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL;
     uint32_t w = L->cfg.out_w, h = L->cfg.out_h, B = L->cfg.batch_size;
     coordl_status rc = cdl__set_sizes(L, p, value, &w, &h, &B);
     if (rc != COORDL_OK) return rc;
-    const size_t row_bytes = image ? cdl__image_row_bytes(L, w, h) : L->geom.row_bytes;
+    const size_t row_bytes = cdl__row_bytes_at(L, w, h);
     const int grow = B > L->geom.slot_rows_cap || (size_t)B * row_bytes > L->geom.slot_data_cap;
     cdl__lock(L);
     if (grow && L->consumer.held > 0) {

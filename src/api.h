@@ -3,18 +3,7 @@
 #ifndef CDL_API_H
 #define CDL_API_H
 #include "platform.h"
-
-
-
-/* The consumer: the trainer's thread's position and timing (only the
- * consumer thread writes them; stall_tail_ns is read by stats). */
-typedef struct cdl__consumer {
-    uint32_t held;            /* batches this consumer holds               */
-    uint64_t cur_epoch, cur_pos, cur_index; /* next batch to hand out      */
-    uint64_t last_return_ns;  /* when the consumer's last coordl call ended */
-    _Atomic uint64_t stall_tail_ns; /* its time after the last counted point */
-    uint64_t stall_tail_epoch;
-} cdl__consumer;
+#include "api_state.h"
 
 /* ---- interface ---- */
 CDL_PRIVATE void cdl__get_config(const coordl *L, coordl_config *out);

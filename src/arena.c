@@ -15,6 +15,7 @@
  *        tools/check-layers.py checks this line).
  */
 #include "platform.h"
+#include "arena_state.h"
 #include "arena.h"
 #include "status.h"
 #include "placement.h"

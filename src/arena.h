@@ -3,15 +3,7 @@
 #ifndef CDL_ARENA_H
 #define CDL_ARENA_H
 #include "platform.h"
-
-typedef struct cdl__arena {
-    cdl__u8 *base;
-    size_t bytes;  /* mapped length */
-    int locked;    /* mlock succeeded */
-    int pin_registered;
-    int borrowed;  /* part of a group's shm mapping: not unmapped alone */
-} cdl__arena;
-
+#include "arena_state.h"
 
 /* ---- interface ---- */
 CDL_PRIVATE coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes, int populate, const char *what);

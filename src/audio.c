@@ -9,9 +9,12 @@
  *        tools/check-layers.py checks this line).
  */
 #include "platform.h"
+#include "audio_state.h"
 #include "audio.h"
 #include "rand.h"
+#include "rand_state.h"
 #include "worker.h"
+#include "worker_state.h"
 #include "handle.h"
 
 

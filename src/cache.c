@@ -18,6 +18,7 @@
  *        tools/check-layers.py checks this line).
  */
 #include "platform.h"
+#include "cache_state.h"
 #include "cache.h"
 #include "status.h"
 #include "arena.h"

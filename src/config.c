@@ -6,13 +6,14 @@
  *        into) and L->geom (the output geometry derived from it)
  * Lock:  set at open; coordl_set changes geometry fields under the stream's
  *        lock with the stream paused
- * Calls: status, lock (lower layers only: src/modules.txt;
- *        tools/check-layers.py checks this line).
+ * Calls: status (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
  */
 #include "platform.h"
+#include "config_state.h"
 #include "config.h"
 #include "status.h"
-#include "lock.h"
+#include "lock_state.h"
 #include "handle.h"
 
 
@@ -27,9 +28,13 @@ CDL_PRIVATE void cdl__row_shape(const coordl *L, uint32_t out_w, uint32_t out_h,
     }
 }
 
-/* Bytes of one data row for an output size (image pipelines). */
-CDL_PRIVATE size_t cdl__image_row_bytes(const coordl *L, uint64_t w, uint64_t h) {
-    return (size_t)(w * h * 3 * L->geom.elem_bytes);
+/* Bytes of one data row at an output size: the row's shape times the
+ * element size. The one place a row's size is computed (open, coordl_set,
+ * the ring's sizing). */
+CDL_PRIVATE size_t cdl__row_bytes_at(const coordl *L, uint32_t out_w, uint32_t out_h) {
+    uint32_t c, h, w;
+    cdl__row_shape(L, out_w, out_h, &c, &h, &w);
+    return (size_t)c * h * w * L->geom.elem_bytes;
 }
 
 
@@ -79,9 +84,7 @@ CDL_PRIVATE void cdl__output_setup(coordl *L) {
     if (L->cfg.pipeline == COORDL_PIPE_TOKENS) L->cfg.layout = COORDL_I32;
     if (L->cfg.pipeline == COORDL_PIPE_AUDIO) L->cfg.layout = COORDL_F32;
     L->geom.elem_bytes = (L->cfg.layout == COORDL_U8_NHWC || L->cfg.layout == COORDL_U8_NCHW) ? 1 : 4;
-    uint32_t rc_, rh, rw;
-    cdl__row_shape(L, L->cfg.out_w, L->cfg.out_h, &rc_, &rh, &rw);
-    L->geom.row_bytes = (size_t)rc_ * rh * rw * L->geom.elem_bytes;
+    L->geom.row_bytes = cdl__row_bytes_at(L, L->cfg.out_w, L->cfg.out_h);
     L->geom.target_row_bytes = L->cfg.pipeline == COORDL_PIPE_TOKENS ? (size_t)L->cfg.seq_len * sizeof(int32_t) : 0;
     if (L->cfg.train_crop == COORDL_CROP_DARKNET) { /* Darknet's parse_net_options defaults */
         if (L->cfg.min_crop == 0) L->cfg.min_crop = L->cfg.out_w;

@@ -19,10 +19,14 @@
 #include "platform.h"
 #include "decode.h"
 #include "status.h"
+#include "status_state.h"
 #include "worker.h"
+#include "worker_state.h"
 #include "index.h"
 #include "jpeg_layout.h"
+#include "jpeg_layout_state.h"
 #include "cache.h"
+#include "cache_state.h"
 #include "fetch.h"
 #include "image.h"
 #include "jpeg.h"
@@ -129,29 +133,10 @@ CDL_PRIVATE void cdl__worker_decoder_init(cdl__worker *W) {
 #endif
 }
 
-/* The window jpeg_rewrite_budget is counted over (its CPU time halves when
- * busy + rewrite time passes this). */
-#define CDL_BUDGET_WINDOW_NS 2000000000ull
-
 #ifndef COORDL_NO_JPEGTURBO
-/* Whether this worker may spend a rewrite now. Over its recent time (the
- * window: a few seconds of its CPU), rewrites may take jpeg_rewrite_budget
- * (b) of it, plus the time the spliced decodes in it saved (each against
- * the worker's mean plain decode): rewrite <= b x (busy + rewrite) +
- * saved. So in any stretch of its work it takes at most 1 / (1 - b) of
- * the time the same samples would take without random access: throughput
- * stays >= (1 - b) of that (0.92x at the default 0.08), epoch by epoch,
- * from the first; and what converted items save converts the rest sooner. */
+/* Whether this worker may spend a rewrite now (its budget: worker.c). */
 static int cdl__rewrite_allowed(const cdl__worker *W) {
-    const double b = W->L->cfg.jpeg_random_access ? W->L->cfg.jpeg_rewrite_budget : 0.0;
-    if (b <= 0.0) return 0;
-    if (b >= 1.0) return 1;
-    double saved = 0.0;
-    if (W->plain_n && W->splice_n) {
-        const double plain = (double)W->plain_cpu / (double)W->plain_n, spliced = (double)W->splice_cpu / (double)W->splice_n;
-        if (plain > spliced) saved = (plain - spliced) * (double)W->splice_win;
-    }
-    return (double)W->rewrite_cpu <= b * (double)(W->busy_cpu + W->rewrite_cpu) + saved;
+    return cdl__budget_allows(W, W->L->cfg.jpeg_random_access ? W->L->cfg.jpeg_rewrite_budget : 0.0);
 }
 
 /* Rewrites item id (its bytes in *in, fetched by W) with restart markers
@@ -182,7 +167,7 @@ static int cdl__rewrite_item(cdl__worker *W, uint64_t id, cdl__bytes *in, cdl__j
                  cdl__item_path(L, id), too_big ? "the rewrite outgrows its room in the cache" : "cannot rewrite it");
     }
     W->row.jpeg_rewrite_ns += cdl__now_ns() - t0;
-    if (!idle) W->rewrite_cpu += cdl__thread_cpu_ns() - cpu0; /* idle time is free */
+    if (!idle) cdl__budget_rewrite(W, cdl__thread_cpu_ns() - cpu0); /* idle time is free */
     return ok;
 }
 
@@ -245,18 +230,11 @@ CDL_PRIVATE coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint
 #else
     const int budget = 0; /* no rewrites without libjpeg: nothing to account */
 #endif
-    const uint64_t cpu0 = budget ? cdl__thread_cpu_ns() : 0, rw0 = W->rewrite_cpu;
+    const uint64_t cpu0 = budget ? cdl__thread_cpu_ns() : 0, rw0 = W->budget.rewrite_cpu;
     coordl_status rc = cdl__fetch(W, id, &in);
     if (rc == COORDL_OK) rc = cdl__prepare_item_bytes(W, epoch, id, dst, &in);
     cdl__fetch_done(W);
-    if (budget) {
-        W->busy_cpu += cdl__thread_cpu_ns() - cpu0 - (W->rewrite_cpu - rw0);
-        if (W->busy_cpu + W->rewrite_cpu > CDL_BUDGET_WINDOW_NS) { /* the window slides */
-            W->busy_cpu /= 2;
-            W->rewrite_cpu /= 2;
-            W->splice_win /= 2;
-        }
-    }
+    if (budget) cdl__budget_row(W, cdl__thread_cpu_ns() - cpu0 - (W->budget.rewrite_cpu - rw0));
     return rc;
 }
 

@@ -3,8 +3,8 @@
 #ifndef CDL_DECODE_H
 #define CDL_DECODE_H
 #include "platform.h"
-#include "status.h"
-#include "worker.h"
+#include "status_state.h"
+#include "worker_state.h"
 
 
 /* ---- interface ---- */

@@ -9,14 +9,13 @@
  * Owns:  nothing of its own: a worker's reader reference on a cache entry
  *        (W->held) between fetch and fetch_done
  * Lock:  none (entries by their atomic state; read-ahead by its mutex)
- * Calls: status, worker, index, source, cache, peers, readahead (lower
- *        layers only: src/modules.txt; tools/check-layers.py checks this
- *        line).
+ * Calls: status, index, source, cache, peers, readahead (lower layers only:
+ *        src/modules.txt; tools/check-layers.py checks this line).
  */
 #include "platform.h"
 #include "fetch.h"
 #include "status.h"
-#include "worker.h"
+#include "worker_state.h"
 #include "index.h"
 #include "source.h"
 #include "cache.h"
@@ -67,7 +66,7 @@ CDL_PRIVATE coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *ou
         if (ahead == 0) rc = cdl__read_file(W, id, out);
         /* partitioned: only the rank's share of one epoch is admitted,
          * before the map exchange, so the exchanged map stays exact */
-        const int may_admit = !L->peers.comm_set || cdl__peer_admits(L, W->cur_epoch);
+        const int may_admit = !L->peers.comm_set || cdl__peer_admits(L, W->claim->epoch);
         if (rc == COORDL_OK) {
             W->row.cache_misses++;
             W->row.storage_reads++;

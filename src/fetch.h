@@ -3,7 +3,7 @@
 #ifndef CDL_FETCH_H
 #define CDL_FETCH_H
 #include "platform.h"
-#include "worker.h"
+#include "worker_state.h"
 
 
 /* ---- interface ---- */

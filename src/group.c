@@ -23,15 +23,16 @@
  * Lock:  the stream's lock for membership changes; each member's liveness
  *        mutex (robust, held for its life); member.mu for the member
  *        thread's stop flag
- * Calls: status, arena, lock, cache, stream (lower layers only:
- *        src/modules.txt; tools/check-layers.py checks this line).
+ * Calls: status, arena, lock, stream (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
  */
 #include "platform.h"
 #include "group.h"
 #include "status.h"
 #include "arena.h"
 #include "lock.h"
-#include "cache.h"
+#include "lock_state.h"
+#include "cache_state.h"
 #include "stream.h"
 #include "handle.h"
 
@@ -310,7 +311,7 @@ static int cdl__member_probe(cdl__stream *S, int m, uint64_t now, uint64_t timeo
         e = pthread_mutex_trylock(alive);
     }
     if (e == EOWNERDEAD) {
-        pthread_mutex_consistent(alive);
+        (void)cdl__mutex_held(alive, e); /* consistent again, for the index's next member */
         pthread_mutex_unlock(alive);
         return CDL_MEMBER_DEAD;
     }
@@ -344,7 +345,6 @@ static void cdl__group_beat(coordl *L, uint64_t now) {
     if (cdl__member_current(L)) atomic_store(&L->S->members[L->member.me].heartbeat_ns, now);
 }
 
-static int cdl__group_lock_until(pthread_mutex_t *mu, uint64_t deadline_ns);
 
 /* The member thread's stream lock: polled, beating while it waits. A
  * member thread blocked on the lock would fall silent while its process
@@ -354,7 +354,7 @@ static int cdl__group_lock_until(pthread_mutex_t *mu, uint64_t deadline_ns);
  * microseconds is had at the first try or after a yield. */
 static void cdl__lock_beating(coordl *L) {
     int e;
-    while ((e = cdl__group_lock_until(&L->S->mu, cdl__now_ns() + 10000000ull)) == ETIMEDOUT)
+    while ((e = cdl__mutex_lock_until(&L->S->mu, cdl__now_ns() + 10000000ull)) == ETIMEDOUT)
         cdl__group_beat(L, cdl__now_ns()); /* every 10 ms of waiting */
     cdl__lock_acquired(L, e);
 }
@@ -388,9 +388,7 @@ static void *cdl__member_main(void *arg) {
     cdl__stream *S = L->S;
     pthread_setname_np(pthread_self(), "coordl-member");
     pthread_mutex_t *alive = &S->members[L->member.me].alive;
-    int e = pthread_mutex_lock(alive);
-    if (e == EOWNERDEAD) pthread_mutex_consistent(alive); /* a dead predecessor at this index */
-    int held = e == 0 || e == EOWNERDEAD;
+    int held = cdl__mutex_held(alive, pthread_mutex_lock(alive)); /* a dead predecessor at this index */
     long period_ms = L->cfg.group_timeout_ms / 4;
     period_ms = period_ms < 1 ? 1 : period_ms > 50 ? 50 : period_ms;
     cdl__group_beat(L, cdl__now_ns()); /* alive from here, however long open waited for the lock */
@@ -454,32 +452,13 @@ CDL_PRIVATE void cdl__member_thread_stop(coordl *L) {
 
 /* --- creating, finding and joining the object ------------------------- */
 
-/* Locks an object's stream mutex waiting at most until deadline_ns
- * (cdl__now_ns): the first lock of an object found in /dev/shm, whose
- * lock word may say "held" forever (damaged, or a holder stopped). Returns
- * pthread's result (0, EOWNERDEAD, ETIMEDOUT, ...). */
-static int cdl__group_lock_until(pthread_mutex_t *mu, uint64_t deadline_ns) {
-    /* polled: timedlock/clocklock would do, but ThreadSanitizer does not
-     * follow their EOWNERDEAD; this runs at open and while a member
-     * thread waits, and a lock held for microseconds is had within one
-     * retry */
-    for (int tries = 0;; tries++) {
-        const int e = pthread_mutex_trylock(mu);
-        if (e != EBUSY) return e;
-        if (cdl__now_ns() > deadline_ns) return ETIMEDOUT;
-        if (tries < 16) sched_yield();
-        else usleep(500);
-    }
-}
 
 /* Retires a mapped object: under its own lock, the first process to find
  * it not yet retired marks it and unlinks its name; anyone later sees the
  * mark and leaves the name alone (it may already be a new object's). A
  * lock not had within a second is left alone (the object stays). */
 static void cdl__group_retire(const char *name, cdl__group_header *h, cdl__stream *os) {
-    int e = cdl__group_lock_until(&os->mu, cdl__now_ns() + 1000000000ull);
-    if (e == EOWNERDEAD) pthread_mutex_consistent(&os->mu);
-    if (e == 0 || e == EOWNERDEAD) {
+    if (cdl__mutex_held(&os->mu, cdl__mutex_lock_until(&os->mu, cdl__now_ns() + 1000000000ull))) {
         if (!atomic_load(&h->retired)) {
             atomic_store(&h->retired, 1u);
             shm_unlink(name);
@@ -534,9 +513,7 @@ static coordl_status cdl__group_join(coordl *L, uint64_t start_epoch) {
     int me = -1;
     for (int m = 0; m < CDL_MAX_MEMBERS && me < 0; m++) {
         if (atomic_load(&S->live_mask) >> m & 1u) continue;
-        const int e = pthread_mutex_trylock(&S->members[m].alive);
-        if (e == EOWNERDEAD) pthread_mutex_consistent(&S->members[m].alive);
-        if (e == 0 || e == EOWNERDEAD) {
+        if (cdl__mutex_held(&S->members[m].alive, pthread_mutex_trylock(&S->members[m].alive))) {
             pthread_mutex_unlock(&S->members[m].alive);
             me = m;
         }
@@ -759,7 +736,7 @@ static coordl_status cdl__group_attach_existing(coordl *L, const cdl__group_head
     /* the contents are checked under the lock, before repair may act on
      * them after a holder died; the lock is waited for within the open's
      * deadline (a damaged object's may never come free) */
-    int e = cdl__group_lock_until(&L->S->mu, deadline);
+    int e = cdl__mutex_lock_until(&L->S->mu, deadline);
     if (e != 0 && e != EOWNERDEAD) {
         cdl__group_detach(L, p, bytes);
         return cdl__open_fail(COORDL_ERR_TIMEOUT, "group %s: the lock of /dev/shm%s did not come free within "
@@ -767,7 +744,7 @@ static coordl_status cdl__group_attach_existing(coordl *L, const cdl__group_head
                               "is damaged (%s)", g, L->member.shm_name, L->cfg.group_timeout_ms, strerror(e));
     }
     if (!cdl__group_validate(p, bytes, 1, why, sizeof why)) {
-        if (e == EOWNERDEAD) pthread_mutex_consistent(&L->S->mu);
+        (void)cdl__mutex_held(&L->S->mu, e); /* left as found: nothing repaired */
         pthread_mutex_unlock(&L->S->mu);
         cdl__group_detach(L, p, bytes);
         return cdl__open_fail(COORDL_ERR_GROUP, "group %s: /dev/shm%s is not a usable coordl group object (%s); "

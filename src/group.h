@@ -3,28 +3,7 @@
 #ifndef CDL_GROUP_H
 #define CDL_GROUP_H
 #include "platform.h"
-
-
-
-/* Who this process is in the stream (a private loader is a group of one,
- * member 0) and, in a group, its mapping and member thread. me/my_gen are
- * set at join, under the stream's lock, and read by every layer that
- * marks rows or records the lock's owner. */
-typedef struct cdl__membership {
-    int me;                /* this process's member index                  */
-    uint64_t my_gen;       /* and the generation it joined with            */
-    uint32_t bit;          /* 1u << me                                     */
-    void *shm_base;        /* the group's mapping, or NULL                 */
-    uint64_t shm_bytes;
-    char shm_name[224];
-    pthread_t thread;      /* group: liveness, heartbeat, reaping          */
-    int thread_started;
-    pthread_mutex_t mu;    /* guards stop; cv wakes the thread             */
-    pthread_cond_t cv;
-    int stop;
-    int running;           /* the member thread holds the liveness lock    */
-    int sync_ready;        /* mu and cv initialised                        */
-} cdl__membership;
+#include "group_state.h"
 
 /* ---- interface ---- */
 CDL_PRIVATE void cdl__group_leave(coordl *L);

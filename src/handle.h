@@ -4,18 +4,18 @@
 #ifndef CDL_HANDLE_H
 #define CDL_HANDLE_H
 #include "platform.h"
-#include "status.h"
-#include "placement.h"
-#include "lock.h"
-#include "index.h"
-#include "sampler.h"
-#include "cache.h"
-#include "peers.h"
-#include "config.h"
-#include "stream.h"
-#include "pool.h"
-#include "group.h"
-#include "api.h"
+#include "status_state.h"
+#include "placement_state.h"
+#include "lock_state.h"
+#include "index_state.h"
+#include "sampler_state.h"
+#include "cache_state.h"
+#include "peers_state.h"
+#include "config_state.h"
+#include "stream_state.h"
+#include "pool_state.h"
+#include "group_state.h"
+#include "api_state.h"
 
 
 /* The handle: the composition of every module's state. Each member names

@@ -13,8 +13,11 @@
 #include "image.h"
 #include "status.h"
 #include "worker.h"
+#include "worker_state.h"
 #include "plan.h"
+#include "plan_state.h"
 #include "resample.h"
+#include "resample_state.h"
 #include "handle.h"
 
 /* stb_image is compiled into this translation unit with static linkage so

@@ -3,9 +3,8 @@
 #ifndef CDL_IMAGE_H
 #define CDL_IMAGE_H
 #include "platform.h"
-#include "worker.h"
-
-#define CDL_JPEG_MAX_SCANS 500 /* progressive files have ~10; libjpeg-turbo's fuzzers stop at 500 */
+#include "image_state.h"
+#include "worker_state.h"
 
 /* ---- interface ---- */
 CDL_PRIVATE coordl_status cdl__check_image_size(cdl__worker *W, const char *path, int64_t iw, int64_t ih);

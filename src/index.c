@@ -11,9 +11,11 @@
  *        tools/check-layers.py checks this line).
  */
 #include "platform.h"
+#include "index_state.h"
 #include "index.h"
 #include "status.h"
 #include "io.h"
+#include "io_state.h"
 #include "handle.h"
 
 /* ---- the source index --------------------------------------------------- */

@@ -19,6 +19,7 @@
  *        checks this line).
  */
 #include "platform.h"
+#include "io_state.h"
 #include "io.h"
 #include "status.h"
 #include "handle.h"

@@ -3,14 +3,7 @@
 #ifndef CDL_IO_H
 #define CDL_IO_H
 #include "platform.h"
-
-
-/* One line of a list file (cdl__list_next): not NUL-terminated. */
-typedef struct cdl__list_line {
-    const char *text;
-    size_t len;
-    uint64_t lineno; /* 1-based, counting empty lines too */
-} cdl__list_line;
+#include "io_state.h"
 
 /* ---- interface ---- */
 CDL_PRIVATE void cdl__io_close(const coordl *L, void *file);

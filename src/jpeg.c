@@ -13,10 +13,15 @@
 #include "jpeg.h"
 #include "status.h"
 #include "worker.h"
+#include "worker_state.h"
 #include "jpeg_layout.h"
+#include "jpeg_layout_state.h"
 #include "plan.h"
+#include "plan_state.h"
 #include "resample.h"
+#include "resample_state.h"
 #include "image.h"
+#include "image_state.h"
 #include "handle.h"
 
 #ifndef COORDL_NO_JPEGTURBO
@@ -343,68 +348,29 @@ static size_t cdl__jpeg_splice(cdl__worker *W, const cdl__u8 *p, size_t len, con
     return o;
 }
 
-/* Decodes what the sample needs and resamples it into dst. rst: the
- * layout of a restart-marker rewrite (in holds one): then only the crop's
- * segments are decoded, spliced into a JPEG of their own. */
-CDL_PRIVATE coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cdl__bytes *in,
-                                      uint64_t epoch, uint64_t id, void *dst, const cdl__jpeg_layout *rst) {
+/* A decode's error exits (libjpeg's errors longjmp to W->jerr.jump; each
+ * entry below sets it before its first libjpeg call). */
+static coordl_status cdl__jpeg_failed(cdl__worker *W, const char *path) {
+    jpeg_abort_decompress(&W->jd);
+    if (W->jerr.pub.msg_code == JERR_NO_BACKING_STORE) /* over max_memory_to_use */
+        return cdl__over_decode_limit(W, path, "more than ", W->L->cfg.max_decode_bytes);
+    return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: not a decodable JPEG: %s", path, W->jerr.msg);
+}
+
+/* The decode both entries share, once W->jd has read a header (the item's
+ * own, or a splice's) and the crop's tables are made: budget libjpeg's
+ * memory, decode the rows and columns the resampler reads, and resample
+ * them into dst. (ox, oy): where the decoded image's pixel (0, 0) lies in
+ * the whole image at 1/d (a splice starts at the crop's segments; a plain
+ * decode at 0, 0). The exactness rule lives here: a plain decode widens
+ * the region by the chroma upsampler's context (cdl__jpeg_context_margin)
+ * so its edge pixels equal a full decode's; a splice carries that margin
+ * in the segments it kept. */
+static coordl_status cdl__jpeg_decode_crop(cdl__worker *W, const char *path, void *dst, const cdl__geom *g,
+                                           const cdl__axis *ax, const cdl__axis *ay, int d, int ox, int oy,
+                                           int spliced, int cmyk, uint64_t t0, uint64_t cpu0) {
     coordl *L = W->L;
     struct jpeg_decompress_struct *jd = &W->jd;
-    uint64_t t0 = cdl__now_ns();
-    const uint64_t cpu0 = cdl__thread_cpu_ns();
-    W->jerr.fatal_warning = 0;
-    if (setjmp(W->jerr.jump)) {
-        jpeg_abort_decompress(jd);
-        if (W->jerr.pub.msg_code == JERR_NO_BACKING_STORE) /* over max_memory_to_use */
-            return cdl__over_decode_limit(W, path, "more than ", L->cfg.max_decode_bytes);
-        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: not a decodable JPEG: %s", path, W->jerr.msg);
-    }
-    W->jerr.pub.msg_code = 0;
-    if (!rst) {
-        jpeg_mem_src(jd, in->p, (unsigned long)in->len);
-        jpeg_read_header(jd, TRUE);
-    }
-    const int iw = rst ? (int)rst->w : (int)jd->image_width, ih = rst ? (int)rst->h : (int)jd->image_height;
-    coordl_status rc = cdl__check_image_size(W, path, iw, ih);
-    if (rc != COORDL_OK) {
-        jpeg_abort_decompress(jd);
-        return rc;
-    }
-    if (!rst && !cdl__jpeg_has_eoi(in->p, in->len, in->len - jd->src->bytes_in_buffer)) {
-        jpeg_abort_decompress(jd);
-        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: truncated JPEG (no end-of-image marker)", path);
-    }
-    cdl__geom g;
-    cdl__plan(L, epoch, id, iw, ih, &g);
-    const int d = cdl__choose_dct_denominator(L, &g);
-    cdl__axis ax, ay;
-    int ox = 0, oy = 0; /* spliced: where its pixel (0, 0) is, at 1/d */
-    if (rst) {
-        /* libjpeg's scaled size: jdiv_round_up(w, d) */
-        cdl__geom_scale(&g, d, (iw + d - 1) / d, (ih + d - 1) / d);
-        if ((rc = cdl__tables_for(W, &g, &ax, &ay)) != COORDL_OK) return cdl__name_error(W, path, rc);
-        const size_t n = cdl__jpeg_splice(W, in->p, in->len, rst, d, ax.lo, ax.hi, ay.lo, ay.hi, &ox, &oy);
-        if (!n) return cdl__decode_jpeg(W, path, in, epoch, id, dst, NULL); /* a plain JPEG too */
-        jpeg_mem_src(jd, W->splice, (unsigned long)n);
-        jpeg_read_header(jd, TRUE);
-    }
-    const int cmyk = jd->jpeg_color_space == JCS_CMYK || jd->jpeg_color_space == JCS_YCCK;
-    jd->scale_num = 1;
-    jd->scale_denom = (unsigned)d;
-    jd->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
-    jd->dct_method = JDCT_ISLOW;
-    jpeg_calc_output_dimensions(jd);
-    if (!rst) {
-        cdl__geom_scale(&g, d, (int)jd->output_width, (int)jd->output_height);
-        rc = cdl__tables_for(W, &g, &ax, &ay);
-    } else if ((int)jd->output_width < ax.hi - ox || (int)jd->output_height < ay.hi - oy) {
-        rc = cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: spliced crop is %ux%u, short of the crop", path,
-                               jd->output_width, jd->output_height);
-    }
-    if (rc != COORDL_OK) {
-        jpeg_abort_decompress(jd);
-        return cdl__name_error(W, path, rc);
-    }
     /* Memory, before libjpeg allocates any: coordl's region (the crop's
      * columns, widened to whole iMCUs by jpeg_crop_scanline, times its
      * rows) and window, plus libjpeg's need. libjpeg's own allocations
@@ -413,12 +379,12 @@ CDL_PRIVATE coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, con
      * left of the budget. */
     {
         const uint64_t imcu = (uint64_t)jd->max_h_samp_factor * DCTSIZE;
-        uint64_t cols = (uint64_t)(ax.hi - ax.lo) + 2 * imcu;
+        uint64_t cols = (uint64_t)(ax->hi - ax->lo) + 2 * imcu;
         if (cols > jd->output_width) cols = jd->output_width;
         /* rows: a splice's from its top; the ROI's 2 rows of context */
-        const uint64_t rows = (uint64_t)(rst ? ay.hi - oy : ay.hi - ay.lo + 2);
+        const uint64_t rows = (uint64_t)(spliced ? ay->hi - oy : ay->hi - ay->lo + 2);
         const uint64_t region = cols * 3 * rows + 64 + (cmyk ? cols * 4 + 64 : 0);
-        const uint64_t window = cdl__window_bytes(L, &ax, &ay), need = cdl__jpeg_need(jd) + region + window;
+        const uint64_t window = cdl__window_bytes(L, ax, ay), need = cdl__jpeg_need(jd) + region + window;
         const uint64_t limit = L->cfg.max_decode_bytes;
         if (need > limit) {
             jpeg_abort_decompress(jd);
@@ -433,14 +399,14 @@ CDL_PRIVATE coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, con
      * region's edge as the image's and replicates the edge chroma sample,
      * so edge pixels differed from a full decode (by up to ~15 levels) for
      * 4:2:0 and 4:2:2 sources. A splice has its margins already. */
-    const int m = rst ? 0 : cdl__jpeg_context_margin(jd, d);
-    const int x0 = ax.lo - ox > m ? ax.lo - ox - m : 0, y0 = rst ? 0 : ay.lo > m ? ay.lo - m : 0;
-    const int x1 = ax.hi - ox + m < (int)jd->output_width ? ax.hi - ox + m : (int)jd->output_width;
+    const int m = spliced ? 0 : cdl__jpeg_context_margin(jd, d);
+    const int x0 = ax->lo - ox > m ? ax->lo - ox - m : 0, y0 = spliced ? 0 : ay->lo > m ? ay->lo - m : 0;
+    const int x1 = ax->hi - ox + m < (int)jd->output_width ? ax->hi - ox + m : (int)jd->output_width;
     JDIMENSION xoff = (JDIMENSION)x0, cw = (JDIMENSION)(x1 - x0);
-    if (rst) xoff = 0, cw = jd->output_width;
+    if (spliced) xoff = 0, cw = jd->output_width;
     else if (cw < jd->output_width) jpeg_crop_scanline(jd, &xoff, &cw);
     const size_t stride = (size_t)cw * 3;
-    const int rows = ay.hi - oy - y0;
+    const int rows = ay->hi - oy - y0;
     if (!cdl__reserve(L, (void **)&W->pix, &W->pixcap, stride * (size_t)rows + 64) ||
         (cmyk && !cdl__reserve(L, (void **)&W->row4, &W->row4cap, (size_t)cw * 4 + 64))) {
         jpeg_abort_decompress(jd);
@@ -455,20 +421,120 @@ CDL_PRIVATE coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, con
         if (cmyk) cdl__cmyk_row_to_rgb(W->row4, W->pix + (size_t)r * stride, (int)cw, jd->saw_Adobe_marker);
         r++;
     }
-    const int complete = jd->output_scanline >= (JDIMENSION)(ay.hi - oy);
+    const int complete = jd->output_scanline >= (JDIMENSION)(ay->hi - oy);
     jpeg_abort_decompress(jd); /* rows below the crop are never decoded */
     if (W->jerr.fatal_warning || !complete)
         return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: corrupt JPEG data: %s", path,
                                  W->jerr.fatal_warning ? W->jerr.msg : "rows missing");
     uint64_t t1 = cdl__now_ns();
     W->row.decode_ns += t1 - t0;
-    W->row.jpeg_spliced += rst != NULL;
-    const uint64_t cpu1 = cdl__thread_cpu_ns();
-    if (rst) W->splice_cpu += cpu1 - cpu0, W->splice_n++, W->splice_win++;
-    else W->plain_cpu += cpu1 - cpu0, W->plain_n++;
-    cdl__resample(L, W, W->pix, stride, ox + (int)xoff, oy + y0, &ax, &ay, &g, dst);
+    W->row.jpeg_spliced += (uint64_t)spliced;
+    cdl__budget_decode(W, spliced, cdl__thread_cpu_ns() - cpu0);
+    cdl__resample(L, W, W->pix, stride, ox + (int)xoff, oy + y0, ax, ay, g, dst);
     W->row.augment_ns += cdl__now_ns() - t1;
     return COORDL_OK;
+}
+
+/* The image's size within the decode bounds, else the decode ends. */
+static coordl_status cdl__jpeg_check_size(cdl__worker *W, const char *path, int iw, int ih) {
+    const coordl_status rc = cdl__check_image_size(W, path, iw, ih);
+    if (rc != COORDL_OK) jpeg_abort_decompress(&W->jd);
+    return rc;
+}
+
+/* Sets the output of a read header: 1/d DCT scaling, RGB (CMYK kept for
+ * cdl__cmyk_row_to_rgb), the exact IDCT. Returns whether it is CMYK. */
+static int cdl__jpeg_set_output(struct jpeg_decompress_struct *jd, int d) {
+    const int cmyk = jd->jpeg_color_space == JCS_CMYK || jd->jpeg_color_space == JCS_YCCK;
+    jd->scale_num = 1;
+    jd->scale_denom = (unsigned)d;
+    jd->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+    jd->dct_method = JDCT_ISLOW;
+    jpeg_calc_output_dimensions(jd);
+    return cmyk;
+}
+
+/* A plain JPEG (the bytes as read): its header, the crop drawn on its
+ * size, the DCT scale, then only the crop's region decoded (ROI). */
+static coordl_status cdl__decode_jpeg_plain(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch,
+                                            uint64_t id, void *dst) {
+    coordl *L = W->L;
+    struct jpeg_decompress_struct *jd = &W->jd;
+    const uint64_t t0 = cdl__now_ns(), cpu0 = cdl__thread_cpu_ns();
+    W->jerr.fatal_warning = 0;
+    if (setjmp(W->jerr.jump)) return cdl__jpeg_failed(W, path);
+    W->jerr.pub.msg_code = 0;
+    jpeg_mem_src(jd, in->p, (unsigned long)in->len);
+    jpeg_read_header(jd, TRUE);
+    const int iw = (int)jd->image_width, ih = (int)jd->image_height;
+    coordl_status rc = cdl__jpeg_check_size(W, path, iw, ih);
+    if (rc != COORDL_OK) return rc;
+    if (!cdl__jpeg_has_eoi(in->p, in->len, in->len - jd->src->bytes_in_buffer)) {
+        jpeg_abort_decompress(jd);
+        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: truncated JPEG (no end-of-image marker)", path);
+    }
+    cdl__geom g;
+    cdl__plan(L, epoch, id, iw, ih, &g);
+    const int d = cdl__choose_dct_denominator(L, &g);
+    const int cmyk = cdl__jpeg_set_output(jd, d);
+    cdl__geom_scale(&g, d, (int)jd->output_width, (int)jd->output_height);
+    cdl__axis ax, ay;
+    if ((rc = cdl__tables_for(W, &g, &ax, &ay)) != COORDL_OK) {
+        jpeg_abort_decompress(jd);
+        return cdl__name_error(W, path, rc);
+    }
+    return cdl__jpeg_decode_crop(W, path, dst, &g, &ax, &ay, d, 0, 0, 0, cmyk, t0, cpu0);
+}
+
+/* A restart-marker rewrite (its layout in rst): the crop drawn on the
+ * size the layout records, then only the segments covering the crop
+ * spliced into a JPEG of their own and decoded. CDL_NO_SPLICE when no
+ * splice can be made (the caller decodes the bytes as a plain JPEG). */
+#define CDL_NO_SPLICE 1000
+static coordl_status cdl__decode_jpeg_spliced(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch,
+                                              uint64_t id, void *dst, const cdl__jpeg_layout *rst) {
+    coordl *L = W->L;
+    struct jpeg_decompress_struct *jd = &W->jd;
+    const uint64_t t0 = cdl__now_ns(), cpu0 = cdl__thread_cpu_ns();
+    W->jerr.fatal_warning = 0;
+    if (setjmp(W->jerr.jump)) return cdl__jpeg_failed(W, path);
+    W->jerr.pub.msg_code = 0;
+    const int iw = (int)rst->w, ih = (int)rst->h;
+    coordl_status rc = cdl__jpeg_check_size(W, path, iw, ih);
+    if (rc != COORDL_OK) return rc;
+    cdl__geom g;
+    cdl__plan(L, epoch, id, iw, ih, &g);
+    const int d = cdl__choose_dct_denominator(L, &g);
+    /* libjpeg's scaled size: jdiv_round_up(w, d) */
+    cdl__geom_scale(&g, d, (iw + d - 1) / d, (ih + d - 1) / d);
+    cdl__axis ax, ay;
+    if ((rc = cdl__tables_for(W, &g, &ax, &ay)) != COORDL_OK) return cdl__name_error(W, path, rc);
+    int ox = 0, oy = 0; /* where the splice's pixel (0, 0) is, at 1/d */
+    const size_t n = cdl__jpeg_splice(W, in->p, in->len, rst, d, ax.lo, ax.hi, ay.lo, ay.hi, &ox, &oy);
+    if (!n) return (coordl_status)CDL_NO_SPLICE;
+    jpeg_mem_src(jd, W->splice, (unsigned long)n);
+    jpeg_read_header(jd, TRUE);
+    const int cmyk = cdl__jpeg_set_output(jd, d);
+    if ((int)jd->output_width < ax.hi - ox || (int)jd->output_height < ay.hi - oy) {
+        rc = cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: spliced crop is %ux%u, short of the crop", path,
+                               jd->output_width, jd->output_height);
+        jpeg_abort_decompress(jd);
+        return cdl__name_error(W, path, rc);
+    }
+    return cdl__jpeg_decode_crop(W, path, dst, &g, &ax, &ay, d, ox, oy, 1, cmyk, t0, cpu0);
+}
+
+/* Decodes what the sample needs and resamples it into dst. rst: the
+ * layout of a restart-marker rewrite (in holds one): then only the crop's
+ * segments are decoded, spliced into a JPEG of their own; a rewrite no
+ * splice can be made of is decoded as the plain JPEG it also is. */
+CDL_PRIVATE coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cdl__bytes *in,
+                                      uint64_t epoch, uint64_t id, void *dst, const cdl__jpeg_layout *rst) {
+    if (rst) {
+        const coordl_status rc = cdl__decode_jpeg_spliced(W, path, in, epoch, id, dst, rst);
+        if ((int)rc != CDL_NO_SPLICE) return rc;
+    }
+    return cdl__decode_jpeg_plain(W, path, in, epoch, id, dst);
 }
 
 #endif

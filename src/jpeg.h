@@ -3,8 +3,8 @@
 #ifndef CDL_JPEG_H
 #define CDL_JPEG_H
 #include "platform.h"
-#include "worker.h"
-#include "jpeg_layout.h"
+#include "worker_state.h"
+#include "jpeg_layout_state.h"
 
 
 /* ---- interface ---- */

@@ -9,6 +9,7 @@
  *        checks this line).
  */
 #include "platform.h"
+#include "jpeg_layout_state.h"
 #include "jpeg_layout.h"
 
 /* --- JPEG random access: restart-marker rewrite and spliced crops -------

@@ -12,6 +12,7 @@
  *        checks this line).
  */
 #include "platform.h"
+#include "lock_state.h"
 #include "lock.h"
 #include "status.h"
 #include "handle.h"
@@ -123,4 +124,37 @@ CDL_PRIVATE void cdl__signal_unlocked(coordl *L, cdl__cond *c) {
     } else {
         pthread_cond_signal(&c->cv);
     }
+}
+
+/* ---- robust mutexes: the one way to take them -------------------------
+ * Every robust, process-shared mutex of a group (the stream's, each
+ * member's liveness lock, a retired object's) is taken through these two,
+ * so EOWNERDEAD is handled in one place: the stream's own through
+ * cdl__lock_acquired (which repairs the stream and records the owner),
+ * any other through cdl__mutex_held.
+ *
+ * cdl__mutex_lock_until: takes mu waiting at most until deadline_ns
+ * (cdl__now_ns): a mutex found in /dev/shm may say "held" forever
+ * (damaged, or its holder stopped). Returns pthread's result (0,
+ * EOWNERDEAD, ETIMEDOUT, ...). */
+CDL_PRIVATE int cdl__mutex_lock_until(pthread_mutex_t *mu, uint64_t deadline_ns) {
+    /* polled: timedlock/clocklock would do, but ThreadSanitizer does not
+     * follow their EOWNERDEAD; this runs at open and while a member
+     * thread waits, and a lock held for microseconds is had within one
+     * retry */
+    for (int tries = 0;; tries++) {
+        const int e = pthread_mutex_trylock(mu);
+        if (e != EBUSY) return e;
+        if (cdl__now_ns() > deadline_ns) return ETIMEDOUT;
+        if (tries < 16) sched_yield();
+        else usleep(500);
+    }
+}
+
+/* The result e of taking a robust mutex that guards nothing to repair (a
+ * liveness lock, a retired object's): a dead holder's EOWNERDEAD is made
+ * consistent. 1 when the mutex is now held. */
+CDL_PRIVATE int cdl__mutex_held(pthread_mutex_t *mu, int e) {
+    if (e == EOWNERDEAD) pthread_mutex_consistent(mu);
+    return e == 0 || e == EOWNERDEAD;
 }

@@ -23,16 +23,20 @@
  *        peer thread
  * Lock:  the stream's lock; admit_epoch is atomic, map_ready a release
  *        store (the I/O threads read both unlocked)
- * Calls: status, lock, worker, sampler, cache (lower layers only:
- *        src/modules.txt; tools/check-layers.py checks this line).
+ * Calls: status, lock, sampler, cache (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
  */
 #include "platform.h"
+#include "peers_state.h"
 #include "peers.h"
 #include "status.h"
 #include "lock.h"
-#include "worker.h"
+#include "lock_state.h"
+#include "worker_state.h"
 #include "sampler.h"
+#include "sampler_state.h"
 #include "cache.h"
+#include "cache_state.h"
 #include "handle.h"
 
 
@@ -433,8 +437,8 @@ static void *cdl__peer_main(void *arg) {
 CDL_PRIVATE int cdl__peer_fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
     coordl *L = W->L;
     if (!L->peers.comm_set || !L->peers.remote) return 0;
-    cdl__slot *sl = W->cur_slot;
-    const uint32_t s = (uint32_t)(sl - L->ring.slots), r = W->cur_row;
+    const uint32_t s = W->claim->slot, r = W->claim->row;
+    cdl__slot *sl = &L->ring.slots[s];
     cdl__remote *rm = &L->peers.remote[s];
     int got = 0, asked = 0;
     cdl__lock(L);

@@ -17,6 +17,7 @@
  *        checks this line).
  */
 #include "platform.h"
+#include "placement_state.h"
 #include "placement.h"
 #include "status.h"
 #include "handle.h"

@@ -16,8 +16,10 @@
  *        checks this line).
  */
 #include "platform.h"
+#include "plan_state.h"
 #include "plan.h"
 #include "rand.h"
+#include "rand_state.h"
 #include "handle.h"
 
 

@@ -6,22 +6,28 @@
  *        the stop flag
  * Lock:  the stream's lock for claims and stop; each worker's scratch is
  *        its own
- * Calls: status, rand, placement, lock, worker, index, sampler, readahead,
- *        decode, stream (lower layers only: src/modules.txt;
- *        tools/check-layers.py checks this line).
+ * Calls: status, rand, placement, lock, index, sampler, readahead, decode,
+ *        stream (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
  */
 #include "platform.h"
 #include "pool.h"
 #include "status.h"
+#include "status_state.h"
 #include "rand.h"
+#include "rand_state.h"
 #include "placement.h"
+#include "placement_state.h"
 #include "lock.h"
-#include "worker.h"
+#include "lock_state.h"
+#include "worker_state.h"
 #include "index.h"
 #include "sampler.h"
+#include "sampler_state.h"
 #include "readahead.h"
 #include "decode.h"
 #include "stream.h"
+#include "stream_state.h"
 #include "handle.h"
 
 /* --- workers ------------------------------------------------------------ */
@@ -63,9 +69,6 @@ CDL_PRIVATE void cdl__worker_prepare(cdl__worker *W, const cdl__claim *c, cdl__r
     W->row.items = 1;
     W->targets = targets;
     W->claim = c;
-    W->cur_epoch = c->epoch;
-    W->cur_slot = &L->ring.slots[c->slot];
-    W->cur_row = c->row;
     cdl__perm perm = cdl__perm_for(L, c->epoch);
     const uint64_t id = cdl__item_at(L, &perm, c->pos);
     W->ra_entry = cdl__ra_take(L, c->epoch, c->pos, id);
@@ -80,6 +83,7 @@ CDL_PRIVATE void cdl__worker_prepare(cdl__worker *W, const cdl__claim *c, cdl__r
     r->staged = staged ? dst : NULL;
     r->staged_targets = staged ? targets : NULL;
     r->errmsg = W->err;
+    W->claim = NULL;
 }
 
 /* Names the worker so that tools (top -H, /proc/<pid>/task) show it. Its

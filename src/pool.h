@@ -3,22 +3,10 @@
 #ifndef CDL_POOL_H
 #define CDL_POOL_H
 #include "platform.h"
-#include "worker.h"
-#include "readahead.h"
-#include "stream.h"
-
-
-
-/* The pool's state: this process's workers and read-ahead (set at open,
- * stopped at close; stop is read by the workers under the stream's lock). */
-typedef struct cdl__pool {
-    cdl__readahead *ra;    /* read-ahead, or NULL                          */
-    cdl__worker *workers;
-    cdl__worker *helper;   /* tokens: the consumer's scratch for rows it
-                              prepares itself (cdl__consumer_help)          */
-    int nworkers;
-    int stop;              /* this process's workers exit                  */
-} cdl__pool;
+#include "pool_state.h"
+#include "lock_state.h"
+#include "worker_state.h"
+#include "stream_state.h"
 
 /* ---- interface ---- */
 CDL_PRIVATE coordl_status cdl__pool_start(coordl *L);

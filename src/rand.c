@@ -14,6 +14,7 @@
  *        checks this line).
  */
 #include "platform.h"
+#include "rand_state.h"
 #include "rand.h"
 
 CDL_PRIVATE uint64_t cdl__mix64(uint64_t z) {

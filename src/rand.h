@@ -3,15 +3,7 @@
 #ifndef CDL_RAND_H
 #define CDL_RAND_H
 #include "platform.h"
-
-
-enum { CDL_STREAM_PERM = 1, CDL_STREAM_CROP = 2, CDL_STREAM_SUBST = 3, CDL_STREAM_SHARD_ORDER = 4,
-       CDL_STREAM_SHARD_SAMPLES = 5 };
-
-typedef struct cdl__rng {
-    uint64_t key, counter;
-} cdl__rng;
-
+#include "rand_state.h"
 
 /* ---- interface ---- */
 CDL_PRIVATE uint64_t cdl__hash4(uint64_t seed, uint64_t stream, uint64_t a, uint64_t b);

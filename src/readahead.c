@@ -6,19 +6,20 @@
  *        they read ahead of the workers
  * Lock:  its own mutex (R->mu); lock order: the stream's lock, then this
  *        one; the I/O threads never take the stream's lock
- * Calls: status, placement, worker, index, source, sampler, cache, peers
- *        (lower layers only: src/modules.txt; tools/check-layers.py checks
- *        this line).
+ * Calls: status, placement, index, source, sampler, peers (lower layers
+ *        only: src/modules.txt; tools/check-layers.py checks this line).
  */
 #include "platform.h"
+#include "readahead_state.h"
 #include "readahead.h"
 #include "status.h"
 #include "placement.h"
-#include "worker.h"
+#include "worker_state.h"
 #include "index.h"
 #include "source.h"
 #include "sampler.h"
-#include "cache.h"
+#include "sampler_state.h"
+#include "cache_state.h"
 #include "peers.h"
 #include "handle.h"
 
@@ -46,8 +47,7 @@ static int cdl__pos_before(uint64_t e1, uint64_t p1, uint64_t e2, uint64_t p2) {
 
 /* cdl__epoch_end on the snapshot taken at the last restart. */
 static uint64_t cdl__ra_epoch_end(const cdl__readahead *R, uint64_t epoch) {
-    const uint64_t from = epoch == R->cut_epoch ? R->cut_pos : 0;
-    return R->drop_last ? from + (R->share - from) / R->batch_size * R->batch_size : R->share;
+    return cdl__epoch_end_at(R->share, R->batch_size, R->drop_last, R->cut_epoch, R->cut_pos, epoch);
 }
 
 /* Frees the entries at the tail that are done with, and their bytes. */

@@ -3,51 +3,8 @@
 #ifndef CDL_READAHEAD_H
 #define CDL_READAHEAD_H
 #include "platform.h"
-#include "worker.h"
-
-
-enum { CDL_RA_FREE = 0, CDL_RA_READING, CDL_RA_DONE, CDL_RA_FAILED, CDL_RA_SKIPPED, CDL_RA_TAKEN };
-
-typedef struct cdl__ra_entry {
-    int state;
-    int stale;              /* its generation was restarted: free it when done */
-    uint64_t gen;
-    uint64_t epoch, pos, id;
-    uint64_t start, end;    /* its arena bytes: [start, end) in ring space    */
-    uint64_t len;           /* bytes read                                     */
-    uint64_t storage_bytes; /* as the reader delivered them                   */
-    coordl_status status;
-    char err[CDL_ERRMSG_MAX];
-} cdl__ra_entry;
-
-typedef struct cdl__readahead cdl__readahead;
-struct cdl__readahead {
-    coordl *L;
-    pthread_mutex_t mu;
-    pthread_cond_t room_cv; /* I/O threads: an entry or arena space freed, a restart */
-    pthread_cond_t done_cv; /* workers: a read finished                       */
-    int stop;
-    int paused;   /* a seek or set is under way: no new reads */
-    uint64_t gen;
-    /* the next position to read ahead, and the first not yet claimed */
-    uint64_t next_epoch, next_pos, front_epoch, front_pos;
-    /* what cdl__epoch_end needs, as of the last restart */
-    uint64_t batch_size, share, cut_epoch, cut_pos;
-    int drop_last;
-    /* entries: a ring in position order; [tail, head) are live */
-    cdl__ra_entry *e;
-    uint32_t depth;
-    uint64_t head, tail;
-    /* the arena: a byte ring; [atail, ahead) in use (monotonic counters) */
-    cdl__u8 *base;
-    size_t bytes, map_bytes; /* the ring's size (readahead_bytes), mapped */
-    uint64_t ahead, atail;
-    pthread_t *threads;
-    int nthreads, started;
-    /* counters of the I/O threads (coordl_stats readahead_*) */
-    uint64_t reads, read_ns, skips;
-};
-
+#include "readahead_state.h"
+#include "worker_state.h"
 
 /* ---- interface ---- */
 CDL_PRIVATE int cdl__ra_wait(cdl__worker *W, cdl__ra_entry *x, cdl__bytes *out, coordl_status *rc);

@@ -13,14 +13,16 @@
  * Owns:  nothing of its own: the filter tables live in the worker's
  *        scratch; whether to use AVX2 is chosen at open (L->geom.avx2)
  * Lock:  none
- * Calls: status, worker, plan (lower layers only: src/modules.txt;
+ * Calls: status, worker (lower layers only: src/modules.txt;
  *        tools/check-layers.py checks this line).
  */
 #include "platform.h"
+#include "resample_state.h"
 #include "resample.h"
 #include "status.h"
 #include "worker.h"
-#include "plan.h"
+#include "worker_state.h"
+#include "plan_state.h"
 #include "handle.h"
 
 

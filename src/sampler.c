@@ -18,9 +18,11 @@
  *        tools/check-layers.py checks this line).
  */
 #include "platform.h"
+#include "sampler_state.h"
 #include "sampler.h"
 #include "status.h"
 #include "rand.h"
+#include "rand_state.h"
 #include "handle.h"
 
 
@@ -66,10 +68,20 @@ static uint64_t cdl__perm_apply(const cdl__perm *p, uint64_t x) {
 /* Where an epoch's batches stop: drop_last cuts the share at the last
  * whole batch of the current batch size, counted from where that size
  * took effect (coordl_set mid-epoch) or from the epoch's start. */
+/* The position an epoch ends at (its share, less the rows a dropped last
+ * batch leaves), given the geometry: where the batch size B took effect
+ * (cut_epoch, cut_pos) counts from there. The one place this arithmetic
+ * lives: the stream asks with its live values, the read-ahead with the
+ * snapshot it took at its last restart. */
+CDL_PRIVATE uint64_t cdl__epoch_end_at(uint64_t share, uint64_t B, int drop_last, uint64_t cut_epoch, uint64_t cut_pos,
+                                       uint64_t epoch) {
+    const uint64_t from = epoch == cut_epoch ? cut_pos : 0;
+    return drop_last ? from + (share - from) / B * B : share;
+}
+
 CDL_PRIVATE uint64_t cdl__epoch_end(const coordl *L, uint64_t epoch) {
-    const uint64_t B = L->cfg.batch_size;
-    const uint64_t from = epoch == L->S->cut_epoch ? L->S->cut_pos : 0;
-    return L->cfg.drop_last ? from + (L->sampler.share - from) / B * B : L->sampler.share;
+    return cdl__epoch_end_at(L->sampler.share, L->cfg.batch_size, L->cfg.drop_last, L->S->cut_epoch, L->S->cut_pos,
+                             epoch);
 }
 
 CDL_PRIVATE uint64_t cdl__batches_for(const coordl *L, uint64_t B) {

@@ -7,15 +7,17 @@
  *        member or token window)
  * Lock:  index writes at open only; reads are lock-free (W's buffers are
  *        its own)
- * Calls: status, worker, io, index, tar (lower layers only:
- *        src/modules.txt; tools/check-layers.py checks this line).
+ * Calls: status, io, index, tar (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
  */
 #include "platform.h"
 #include "source.h"
 #include "status.h"
-#include "worker.h"
+#include "worker_state.h"
 #include "io.h"
+#include "io_state.h"
 #include "index.h"
+#include "index_state.h"
 #include "tar.h"
 #include "handle.h"
 

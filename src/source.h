@@ -3,7 +3,7 @@
 #ifndef CDL_SOURCE_H
 #define CDL_SOURCE_H
 #include "platform.h"
-#include "worker.h"
+#include "worker_state.h"
 
 
 /* ---- interface ---- */

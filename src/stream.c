@@ -24,10 +24,13 @@
  *        line).
  */
 #include "platform.h"
+#include "stream_state.h"
 #include "stream.h"
 #include "status.h"
+#include "status_state.h"
 #include "arena.h"
 #include "lock.h"
+#include "lock_state.h"
 #include "sampler.h"
 #include "peers.h"
 #include "readahead.h"

@@ -3,41 +3,9 @@
 #ifndef CDL_STREAM_H
 #define CDL_STREAM_H
 #include "platform.h"
-#include "status.h"
-#include "arena.h"
-#include "lock.h"
-
-/* A claimed row: everything its worker needs, copied under the lock, so
- * that it never reads the slot again before completing. */
-typedef struct cdl__claim {
-    uint32_t slot, row;
-    uint64_t slot_gen;    /* the slot's assignment the row belongs to      */
-    uint32_t mark;        /* this member generation's mark on the row      */
-    uint64_t epoch, pos;  /* the row is position pos of the epoch's share  */
-    size_t row_bytes;
-    size_t data_off, targets_off; /* the row's place in the ring arena    */
-} cdl__claim;
-
-/* What a worker made of its claimed row. */
-typedef struct cdl__row_result {
-    coordl_status status;
-    uint64_t id;                   /* item used (a substitute for a bad one) */
-    int32_t label;
-    const cdl__u8 *staged;         /* group: the row, copied in on complete */
-    const int32_t *staged_targets;
-    const char *errmsg;
-} cdl__row_result;
-
-
-/* The ring: the arena and every per-slot array (CDL_RING_ARRAYS), sized
- * by cdl__ring_alloc. In a group the arena and the shared arrays are the
- * shm object's. Slots change under the stream's lock. */
-typedef struct cdl__ring {
-    cdl__arena arena;
-    cdl__slot *slots;
-    uint32_t *row_state;   /* slot s, row r: row_state[s * slot_rows_cap + r] */
-    uint32_t nslots;
-} cdl__ring;
+#include "stream_state.h"
+#include "status_state.h"
+#include "lock_state.h"
 
 /* ---- interface ---- */
 CDL_PRIVATE void cdl__stream_repair(coordl *L, int dead, uint64_t dead_gen);

@@ -12,6 +12,7 @@
 #include "tar.h"
 #include "status.h"
 #include "io.h"
+#include "io_state.h"
 #include "index.h"
 #include "handle.h"
 

@@ -3,84 +3,14 @@
 #ifndef CDL_WORKER_H
 #define CDL_WORKER_H
 #include "platform.h"
-#include "status.h"
-#include "lock.h"
-
-
-/* Per-worker scratch; everything grows on demand and is reused, so the
- * steady state allocates nothing per image. */
-typedef struct cdl__worker cdl__worker;
-struct cdl__worker {
-    coordl *L;
-    pthread_t thread;
-    int started;
-    int index;
-    int pu;            /* PU this worker is bound to (planned), or -1     */
-    cdl__u8 *readbuf;  size_t readcap;
-    cdl__u8 *pix;      size_t pixcap;   /* decoded region, RGB           */
-    cdl__u8 *row4;     size_t row4cap;  /* one CMYK row                  */
-    float *tmp;        size_t tmpcap;   /* resampling window + one row   */
-    float *rot;        size_t rotcap;   /* whole output image (rotation)  */
-    cdl__u8 *stage;    size_t stagecap; /* group: the row before it is copied in */
-    int32_t *targets;  /* tokens: this row's targets in the slot          */
-    int32_t *window_row; size_t window_rowcap;
-    int32_t *xstart;   size_t xstartcap;
-    float *xw;         size_t xwcap;
-    float *xw8;        size_t xw8cap;   /* x weights spread for AVX2    */
-    int32_t *ystart;   size_t ystartcap;
-    float *yw;         size_t ywcap;
-#ifndef COORDL_NO_JPEGTURBO
-    struct jpeg_decompress_struct jd;
-    struct cdl__jpeg_err {
-        struct jpeg_error_mgr pub;
-        jmp_buf jump;
-        int fatal_warning;
-        char msg[JMSG_LENGTH_MAX];
-    } jerr;
-    struct jpeg_progress_mgr jprogress; /* enforces CDL_JPEG_MAX_SCANS */
-    int jd_ready;
-    /* JPEG rewrites (jpeg.c): a compress object made per rewrite, the
-     * destination that writes into rw, the row index before it is filled */
-    struct jpeg_compress_struct jc;
-    int jc_live;
-    struct cdl__jdest {
-        struct jpeg_destination_mgr pub;
-        cdl__u8 *buf;
-        size_t cap;
-        int overflow;
-    } jdest;
-#endif
-    cdl__u8 *rw;       size_t rwcap;     /* a rewritten JPEG                */
-    cdl__u8 *rwidx;    size_t rwidxcap;  /* its row index, being made       */
-    cdl__u8 *splice;   size_t splicecap; /* a spliced crop JPEG             */
-    /* what the last fetch found in the MinIO cache: the entry it holds a
-     * reader reference on (id + 1, 0: none), and the entry's kind and room */
-    uint64_t held;
-    int fetch_kind;    /* CDL_CE_* of ce->jpeg, -1: not a MinIO entry      */
-    uint32_t fetch_cap;
-    /* the rewrite budget, in this thread's CPU time (a busy machine
-     * stretches wall time, not the work): over a window of the last few
-     * seconds (halved as it fills), time preparing rows, rewriting, and
-     * the spliced decodes; since it started, its JPEG decodes, plain and
-     * spliced (their means: what a rewrite saves a sample) */
-    uint64_t busy_cpu, rewrite_cpu, splice_win;
-    uint64_t plain_cpu, plain_n, splice_cpu, splice_n;
-    /* this row's counters, added to the totals when the row completes */
-    cdl__counters row;
-    const struct cdl__claim *claim; /* the row being prepared (stream.c) */
-    struct cdl__ra_entry *ra_entry; /* its read-ahead entry, or NULL         */
-    uint64_t cur_epoch;     /* the row being prepared: its epoch, slot, row */
-    cdl__slot *cur_slot;
-    uint32_t cur_row;
-    char err[CDL_ERRMSG_MAX];
-};
-
-typedef struct cdl__bytes {
-    const cdl__u8 *p;
-    size_t len;
-} cdl__bytes;
-
+#include "worker_state.h"
 
 /* ---- interface ---- */
 CDL_PRIVATE coordl_status cdl__worker_error(cdl__worker *W, coordl_status s, const char *fmt, ...);
+CDL_PRIVATE void cdl__budget_row(cdl__worker *W, uint64_t busy_ns);
+#ifndef COORDL_NO_JPEGTURBO
+CDL_PRIVATE void cdl__budget_rewrite(cdl__worker *W, uint64_t ns);
+CDL_PRIVATE void cdl__budget_decode(cdl__worker *W, int spliced, uint64_t ns);
+CDL_PRIVATE int cdl__budget_allows(const cdl__worker *W, double f);
+#endif
 #endif /* CDL_WORKER_H */

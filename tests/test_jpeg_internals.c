@@ -35,33 +35,33 @@ static void test_rewrite_budget_rule(void **state)
     (void)state;
     coordl L;
     cdl__worker *W = budget_worker(&L, 0.1f);
-    W->busy_cpu = 900;
-    W->rewrite_cpu = 100; /* exactly 0.1 of 1000 */
+    W->budget.busy_cpu = 900;
+    W->budget.rewrite_cpu = 100; /* exactly 0.1 of 1000 */
     assert_true(cdl__rewrite_allowed(W));
-    W->rewrite_cpu = 101;
+    W->budget.rewrite_cpu = 101;
     assert_false(cdl__rewrite_allowed(W));
     /* spliced decodes 400 ns faster than plain ones, 5 of them in the
      * window (of 50 since the start): 2000 saved */
-    W->plain_n = 10;
-    W->plain_cpu = 10 * 1000;
-    W->splice_n = 50;
-    W->splice_cpu = 50 * 600;
-    W->splice_win = 5;
-    W->rewrite_cpu = 2100;
-    W->busy_cpu = 900; /* 0.1 x 3000 + 2000 = 2300 */
+    W->budget.plain_n = 10;
+    W->budget.plain_cpu = 10 * 1000;
+    W->budget.splice_n = 50;
+    W->budget.splice_cpu = 50 * 600;
+    W->budget.splice_win = 5;
+    W->budget.rewrite_cpu = 2100;
+    W->budget.busy_cpu = 900; /* 0.1 x 3000 + 2000 = 2300 */
     assert_true(cdl__rewrite_allowed(W));
-    W->rewrite_cpu = 2400;
+    W->budget.rewrite_cpu = 2400;
     assert_false(cdl__rewrite_allowed(W));
     /* a spliced decode slower than a plain one saves nothing */
-    W->splice_cpu = 50 * 1200;
-    W->rewrite_cpu = 200;
-    W->busy_cpu = 1000;
+    W->budget.splice_cpu = 50 * 1200;
+    W->budget.rewrite_cpu = 200;
+    W->budget.busy_cpu = 1000;
     assert_false(cdl__rewrite_allowed(W));
     /* 0: never; 1: always; random access off: never */
     W = budget_worker(&L, 0.0f);
     assert_false(cdl__rewrite_allowed(W));
     W = budget_worker(&L, 1.0f);
-    W->rewrite_cpu = 1000000;
+    W->budget.rewrite_cpu = 1000000;
     assert_true(cdl__rewrite_allowed(W));
     L.cfg.jpeg_random_access = 0;
     assert_false(cdl__rewrite_allowed(W));

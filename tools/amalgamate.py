@@ -3,8 +3,9 @@
 """Generates coordl.c, the single file users vendor, from the modules in src/.
 
 The layer order is src/modules.txt: one module per line, lowest first. The
-output is, in that order: platform.h, every module's header, handle.h (the
-composition, struct coordl), then every module's .c; each internal
+output is, in that order: platform.h, every module's state header
+(x_state.h: its types), handle.h (the composition, struct coordl), every
+module's function header (x.h), then every module's .c; each internal
 `#include "x.h"` of a src/ file is dropped (its text is already above), so
 the result is one translation unit in which CDL_PRIVATE is `static`.
 Deterministic: the same src/ gives the same bytes.
@@ -68,11 +69,16 @@ def build():
                 out.append(" *   " + line.rstrip())
     out += [" */", "#define CDL_PRIVATE static /* internal across modules, private to this file */", ""]
     emitted = set()
+    emit(os.path.join(SRC, "platform.h"), out, emitted)
     for n in names:
-        h = os.path.join(SRC, n + ".h")
+        h = os.path.join(SRC, n + "_state.h")
         if os.path.exists(h):
             emit(h, out, emitted)
     emit(os.path.join(SRC, "handle.h"), out, emitted)
+    for n in names:
+        h = os.path.join(SRC, n + ".h")
+        if n != "platform" and os.path.exists(h):
+            emit(h, out, emitted)
     for n in names:
         c = os.path.join(SRC, n + ".c")
         if os.path.exists(c):

@@ -12,9 +12,13 @@ finds the header that declares each name. It fails when
     does not depend on which headers happen to include which), or
   - a file uses a name from another module's header without including it.
 
-handle.h is the composition (struct coordl): any .c may include it, no
-header may. `--fix-includes` rewrites each file's internal includes to
-exactly the headers it uses, in layer order.
+A module's types live in x_state.h (its state struct and the data it
+shares), its functions in x.h. handle.h is the composition (struct coordl):
+it includes only state headers; any .c may include it, no header may. A
+state header includes only platform.h and lower state headers, so the
+types form their own layered floor under the composition.
+`--fix-includes` rewrites each file's internal includes to exactly the
+headers it uses, in layer order, and its head comment's Calls: line.
 """
 import os
 import re
@@ -51,13 +55,10 @@ def strip_comments(text):
 
 
 def layers():
-    order = []
-    with open(os.path.join(SRC, "modules.txt")) as f:
-        for line in f:
-            line = line.split("#", 1)[0].strip()
-            if line:
-                order.append(line.split()[0])
-    return order
+    """src/modules.txt, read the way the amalgamation reads it."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from amalgamate import modules
+    return modules()
 
 
 DECL_PATTERNS = [
@@ -83,6 +84,11 @@ def main():
     order = layers()
     rank = {m: i for i, m in enumerate(order)}
     rank["handle"] = len(order)
+
+    def module(name):
+        """cache.c, cache.h, cache_state.h -> cache"""
+        base = name.rsplit(".", 1)[0]
+        return base[: -len("_state")] if base.endswith("_state") else base
     files = sorted(f for f in os.listdir(SRC) if f.endswith((".c", ".h")))
     raw = {f: open(os.path.join(SRC, f)).read() for f in files}
     text = {f: strip_comments(raw[f]) for f in files}
@@ -94,7 +100,8 @@ def main():
     errors = []
     fix = "--fix-includes" in sys.argv[1:]
     for f in files:
-        mod = f.rsplit(".", 1)[0]
+        mod = module(f)
+        is_state = f.endswith("_state.h")
         if mod not in rank:
             errors.append(f"src/{f}: module '{mod}' is not in src/modules.txt")
             continue
@@ -106,21 +113,29 @@ def main():
             h = owner.get(n)
             if not h or h == f or n in own:
                 continue
-            hm = h[:-2]
+            hm = module(h)
             if hm == mod:
-                need.add(h)
+                if not (is_state and not h.endswith("_state.h")):
+                    need.add(h)
                 continue
-            if rank[hm] > rank[mod] and not (hm == "handle" and f.endswith(".c")):
+            if is_state and not h.endswith("_state.h") and hm != "platform":
+                errors.append(f"src/{f} uses {n}, declared by {h}: a state header may use only types of state headers")
+            if f == "handle.h" and not h.endswith("_state.h") and hm != "platform":
+                errors.append(f"src/handle.h uses {n}, declared by {h}: the composition may use only state headers")
+            if rank[hm] > rank[mod] and not (hm == "handle" and f.endswith(".c")) and f != "handle.h" \
+                    and not (f.endswith(".c") and h.endswith("_state.h")):
                 errors.append(f"src/{f} (layer {rank[mod]}, {mod}) uses {n}, declared by {h} (layer {rank[hm]}): a lower layer may not call up")
             need.add(h)
         if f.endswith(".c") and os.path.exists(os.path.join(SRC, mod + ".h")):
             need.add(mod + ".h")
+        if f == mod + ".h" and os.path.exists(os.path.join(SRC, mod + "_state.h")):
+            need.add(mod + "_state.h")
         if f.endswith(".c") and re.search(r"\b(?:L|M)->|->L->", body):
             need.add("handle.h")
         for i in incs:
             if not os.path.exists(os.path.join(SRC, i)):
                 continue
-            im = i[:-2]
+            im = module(i)
             if im == "handle" and f.endswith(".h"):
                 errors.append(f"src/{f}: a header may not include handle.h (the composition sits above every module)")
             elif im != "handle" and rank.get(im, 99) > rank[mod]:
@@ -128,7 +143,22 @@ def main():
         if f.endswith(".c"):
             m = re.search(r"\* Calls:(.*?)\(lower", raw[f], re.S)
             said = set(re.findall(r"\w+", re.sub(r"\n\s*\*", " ", m.group(1)))) - {"none"} if m else None
-            calls = {h[:-2] for h in need} - {"platform", "handle", mod}
+            calls = {module(h) for h in need if not h.endswith("_state.h")} - {"platform", "handle", mod}
+            if fix and said is not None and said != calls:
+                path = os.path.join(SRC, f)
+                body_text = open(path).read()
+                names = ", ".join(x for x in order if x in calls) or "none"
+                words = (names + " (lower layers only: src/modules.txt; tools/check-layers.py checks this line).").split()
+                lines, cur = [], " * Calls:"
+                for w in words:
+                    if len(cur) + 1 + len(w) > 76:
+                        lines.append(cur)
+                        cur = " *       "
+                    cur += " " + w
+                lines.append(cur)
+                body_text = re.sub(r" \* Calls:.*?line\)\.", "\n".join(lines), body_text, count=1, flags=re.S)
+                open(path, "w").write(body_text)
+                said = calls
             if said is None:
                 errors.append(f"src/{f}: its head comment has no 'Calls:' line naming the modules it calls")
             elif said != calls:
@@ -136,7 +166,8 @@ def main():
         if mod != "platform":
             need.add("platform.h")
         need.discard(f)
-        want = sorted(need, key=lambda h: (h != "platform.h", h != mod + ".h", rank.get(h[:-2], 99), h))
+        want = sorted(need, key=lambda h: (h != "platform.h", h != mod + "_state.h", h != mod + ".h",
+                                           h == "handle.h", rank.get(module(h), 99), h))
         have = [i for i in incs if os.path.exists(os.path.join(SRC, i))]
         if fix and have != want:
             path = os.path.join(SRC, f)

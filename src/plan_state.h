@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/* plan_state.h - a sample's crop geometry: the types plan.c owns (its state, and the data it
+ * shares with other modules). handle.h composes the states; plan.h declares
+ * the functions. */
+#ifndef CDL_PLAN_STATE_H
+#define CDL_PLAN_STATE_H
+#include "platform.h"
+
+typedef struct cdl__geom {
+    double x0, y0, sw, sh;        /* source rectangle, float              */
+    int clip_x0, clip_y0, clip_x1, clip_y1; /* pixels the filter may read */
+    int flip;
+    /* Darknet-style extras (0 / 1 when off) */
+    float dhue, dsat, dexp; /* hue shift (turns), saturation and value scale */
+    float angle;            /* rotation, radians                             */
+    double daspect;         /* the aspect factor drawn                       */
+    /* COORDL_CROP_DARKNET: output pixel (x, y), before the flip, samples
+     * source point (m0 x + m1 y + m2, m3 x + m4 y + m5), bilinearly, black
+     * outside the image; the clip rectangle holds every tap inside it. */
+    int darknet;
+    double m[6];
+} cdl__geom;
+
+#endif /* CDL_PLAN_STATE_H */

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/* sampler_state.h - the sampler: the types sampler.c owns (its state, and the data it
+ * shares with other modules). handle.h composes the states; sampler.h declares
+ * the functions. */
+#ifndef CDL_SAMPLER_STATE_H
+#define CDL_SAMPLER_STATE_H
+#include "platform.h"
+
+typedef struct cdl__perm {
+    uint64_t n;
+    unsigned half_bits;
+    uint64_t half_mask;
+    uint64_t keys[6];
+    int identity;
+    uint64_t epoch;
+} cdl__perm;
+typedef struct cdl__llmc_epoch {
+    uint64_t epoch;
+    int valid;
+    uint32_t *order;  /* shard at visiting position i                       */
+    uint64_t *prefix; /* batches before position i; prefix[nshards] = total */
+} cdl__llmc_epoch;
+
+typedef struct cdl__llmc {
+    uint64_t *samples;  /* G_s per shard, in source order                    */
+    uint64_t total;     /* batches per epoch: sum of G_s                     */
+    pthread_mutex_t mu; /* guards ep[] and victim                            */
+    cdl__llmc_epoch ep[2];
+    unsigned victim;    /* entry the next new epoch replaces                 */
+} cdl__llmc;
+
+
+
+/* The sampler's state: fixed at open, but for the batch count coordl_set
+ * changes (under the stream's lock). */
+typedef struct cdl__sampler {
+    struct cdl__llmc *llmc; /* token_order COORDL_TOKENS_LLMC               */
+    uint64_t share;        /* items per rank per epoch                      */
+    uint64_t bpe;          /* batches per epoch                             */
+} cdl__sampler;
+
+#endif /* CDL_SAMPLER_STATE_H */
