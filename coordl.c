@@ -156,7 +156,6 @@ static inline size_t cdl__page_size(void) {
 
 static inline size_t cdl__round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
-
 /* little-endian fields (WAV headers, BMP palettes) */
 #if !defined(COORDL_NO_STB) || !defined(COORDL_NO_AUDIO)
 static inline uint32_t cdl__le32(const cdl__u8 *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
@@ -236,8 +235,6 @@ typedef struct cdl__epoch_counters {
     int used;
     coordl_epoch_stats s;
 } cdl__epoch_counters;
-
-
 
 /* Counters (under the stream's lock): totals and the last epochs'. */
 typedef struct cdl__stats {
@@ -551,8 +548,6 @@ typedef struct cdl__shard {
     uint32_t tok_bytes;  /* 2 (uint16) or 4 (uint32)                       */
 } cdl__shard;
 
-
-
 /* The index module's state (index, tar and source fill it at open; it is
  * read-only after, so any thread reads it without a lock). */
 typedef struct cdl__index {
@@ -600,8 +595,6 @@ typedef struct cdl__llmc {
     cdl__llmc_epoch ep[2];
     unsigned victim;    /* entry the next new epoch replaces                 */
 } cdl__llmc;
-
-
 
 /* The sampler's state: fixed at open, but for the batch count coordl_set
  * changes (under the stream's lock). */
@@ -676,8 +669,6 @@ typedef struct cdl__lru {
     int32_t head, tail;   /* head = most recently used                      */
     uint64_t bytes_used, items;
 } cdl__lru;
-
-
 
 /* The cache module's state. The entries' states are atomics (see
  * cdl__cache_entry); the slab's byte counts live in the stream (S), so a
@@ -912,7 +903,6 @@ typedef struct cdl__wav {
 #define CDL_DEFAULT_MAX_DECODE_BYTES (256ull << 20)
 #define CDL_DEFAULT_MAX_AUDIO_SAMPLES (1ull << 26)
 
-
 /* The config module's state: the copies of the caller's strings that
  * L->cfg points into (set at open, read-only after). */
 typedef struct cdl__config_strings {
@@ -945,7 +935,6 @@ typedef struct cdl__geometry {
 #ifndef CDL_STREAM_STATE_H
 #define CDL_STREAM_STATE_H
 
-
 /* What a worker made of its claimed row. */
 typedef struct cdl__row_result {
     coordl_status status;
@@ -955,7 +944,6 @@ typedef struct cdl__row_result {
     const int32_t *staged_targets;
     const char *errmsg;
 } cdl__row_result;
-
 
 /* The ring: the arena and every per-slot array (CDL_RING_ARRAYS), sized
  * by cdl__ring_alloc. In a group the arena and the shared arrays are the
@@ -1042,7 +1030,6 @@ typedef struct cdl__consumer {
  * above every module: any .c may include it, no header may. */
 #ifndef CDL_HANDLE_H
 #define CDL_HANDLE_H
-
 
 /* The handle: the composition of every module's state. Each member names
  * the module that owns it (its header says which lock guards it); a module
@@ -1213,7 +1200,6 @@ CDL_PRIVATE int32_t cdl__item_label(const coordl *L, uint64_t id);
 #ifndef CDL_TAR_H
 #define CDL_TAR_H
 
-
 /* ---- interface ---- */
 CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, const char *list_text, size_t list_len);
 CDL_PRIVATE int cdl__is_tar_name(const char *p);
@@ -1223,7 +1209,6 @@ CDL_PRIVATE int cdl__is_tar_name(const char *p);
 /* source.h - token shards, the source dispatcher, reading one item: the types and functions other modules use (see source.c). */
 #ifndef CDL_SOURCE_H
 #define CDL_SOURCE_H
-
 
 /* ---- interface ---- */
 CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 **buf, size_t *cap, int grow, int *too_big, uint64_t *len, uint64_t *storage_bytes, char *err, size_t errcap);
@@ -1323,7 +1308,6 @@ CDL_PRIVATE coordl_status cdl__ra_start(coordl *L);
 #ifndef CDL_FETCH_H
 #define CDL_FETCH_H
 
-
 /* ---- interface ---- */
 CDL_PRIVATE coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *out);
 CDL_PRIVATE void cdl__fetch_done(cdl__worker *W);
@@ -1372,7 +1356,6 @@ CDL_PRIVATE coordl_status cdl__stb_header(cdl__worker *W, const char *path, cons
 #ifndef CDL_JPEG_H
 #define CDL_JPEG_H
 
-
 /* ---- interface ---- */
 #ifndef COORDL_NO_JPEGTURBO
 CDL_PRIVATE coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch, uint64_t id, void *dst, const cdl__jpeg_layout *rst);
@@ -1401,7 +1384,6 @@ CDL_PRIVATE coordl_status cdl__wav_open(cdl__worker *W, const char *path, const 
 /* decode.h - the per-item decode dispatch: the types and functions other modules use (see decode.c). */
 #ifndef CDL_DECODE_H
 #define CDL_DECODE_H
-
 
 /* ---- interface ---- */
 CDL_PRIVATE coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint64_t id, void *dst);
@@ -1497,7 +1479,6 @@ CDL_PRIVATE coordl_status cdl__sample_transform(coordl *L, uint64_t epoch, uint6
 #ifndef CDL_ANALYZER_H
 #define CDL_ANALYZER_H
 
-
 /* ---- interface ---- */
 CDL_PRIVATE coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_fn, void *user, const coordl_analyze_opts *opts_in, coordl_report *r);
 CDL_PRIVATE uint32_t cdl__ra_threads_for(uint32_t depth);
@@ -1524,7 +1505,6 @@ CDL_PRIVATE coordl_whatif cdl__report_predict_ra(const coordl_report *r, double 
  * Calls: none (lower layers only: src/modules.txt; tools/check-layers.py
  *        checks this line).
  */
-
 
 /* The message of the last failed coordl_open on this thread (the handle
  * does not exist yet, so it cannot hold it; tj3GetErrorStr(NULL) does the
@@ -1690,8 +1670,6 @@ CDL_PRIVATE uint64_t cdl__rng_below(cdl__rng *r, uint64_t n) {
  * Calls: status (lower layers only: src/modules.txt; tools/check-layers.py
  *        checks this line).
  */
-
-
 
 /* Strict "0-7,16-23" parser into a membership array. */
 static int cdl__parse_pu_list(const char *text, unsigned char *in) {
@@ -1994,7 +1972,6 @@ CDL_PRIVATE int cdl__placement_bind_memory(coordl *L, void *p, size_t bytes) {
  *        tools/check-layers.py checks this line).
  */
 
-
 /* Maps an arena, binds it to the chosen node(s) before any page is
  * touched, then page-locks it per cache_pin. `populate`: fault every page
  * in now (the ring: it is written at once, and a first touch costs ~15 us
@@ -2108,7 +2085,6 @@ CDL_PRIVATE void cdl__arena_borrow(coordl *L, cdl__arena *a, void *base, size_t 
  * The repair transition belongs to the stream, a layer above: open sets
  * L->lock_repair to it, so this module never calls up. */
 
-
 CDL_PRIVATE void cdl__lock_acquired(coordl *L, int e) {
     cdl__stream *S = L->S;
     const int dead = S->lock_owner;
@@ -2136,8 +2112,6 @@ CDL_PRIVATE void cdl__unlock(coordl *L) {
 #endif
     pthread_mutex_unlock(&L->S->mu);
 }
-
-/* COORDL_DEBUG: the calling thread holds the stream's lock. */
 
 /* Waits on a stream condition for at most ms milliseconds (ms < 0: no
  * bound; a group always bounds it at 50 ms, so a waiter rechecks even if a
@@ -2345,7 +2319,6 @@ CDL_PRIVATE int cdl__budget_allows(const cdl__worker *W, double f) {
  * Calls: status (lower layers only: src/modules.txt; tools/check-layers.py
  *        checks this line).
  */
-
 
 /* ---- the built-in POSIX reader ------------------------------------------
  * Only a regular file is read: a FIFO would block the open (and then every
@@ -3851,8 +3824,6 @@ CDL_PRIVATE coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes
  *        tools/check-layers.py checks this line).
  */
 
-
-
 /* A permutation of [0, n) keyed by (seed, stream, epoch, salt): the epoch
  * permutation of the items, and for token_order LLMC the shard order and
  * the order of a shard's samples. */
@@ -4085,7 +4056,6 @@ CDL_PRIVATE uint64_t cdl__item_at(const coordl *L, const cdl__perm *p, uint64_t 
  * a reused one holds, so a standard-table rewrite after an optimized one
  * would write a corrupt stream. */
 
-
 static uint32_t cdl__be16(const cdl__u8 *p) { return (uint32_t)p[0] << 8 | p[1]; }
 
 /* Walks a JPEG's markers up to the first SOS. Returns 0 when the bytes are
@@ -4176,7 +4146,6 @@ CDL_PRIVATE size_t cdl__rst_room(const cdl__u8 *p, size_t len) {
     return room > UINT32_MAX / 2 ? 0 : (size_t)room;
 }
 
-
 /* ---- src/cache.c ------------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
 /*
@@ -4197,7 +4166,6 @@ CDL_PRIVATE size_t cdl__rst_room(const cdl__u8 *p, size_t len) {
  * Calls: status, arena, jpeg_layout (lower layers only: src/modules.txt;
  *        tools/check-layers.py checks this line).
  */
-
 
 /* Cached JPEGs may be rewritten in place (jpeg.c: restart markers for
  * crop-only decoding), so whoever reads an entry's bytes holds a reader
@@ -4436,7 +4404,6 @@ CDL_PRIVATE void cdl__cache_destroy(coordl *L) {
  *        tools/check-layers.py checks this line).
  */
 
-
 #define CDL_ADMIT_CLOSED UINT64_MAX
 
 /* Whether a storage read of `epoch` may be admitted into the cache (any
@@ -4481,7 +4448,6 @@ static cdl__remote_row *cdl__peer_rows_of(const coordl *L, uint32_t s) {
 static uint32_t *cdl__peer_asked_of(const coordl *L, uint32_t s) {
     return L->peers.asked + (size_t)s * L->geom.slot_rows_cap;
 }
-
 
 /* A free send buffer of at least `bytes` (the smallest that fits, else one
  * grown), marked FILLING; -1 when memory runs out. Under mu. */
@@ -5324,7 +5290,6 @@ CDL_PRIVATE void cdl__ra_stop(coordl *L) {
  *        src/modules.txt; tools/check-layers.py checks this line).
  */
 
-
 /* Bytes of item id into *out. A MinIO hit lends the cache's own bytes:
  * the worker holds a reader reference on the entry (W->held) until
  * cdl__fetch_done. W->fetch_kind says whether the bytes are a JPEG rewrite
@@ -5407,8 +5372,6 @@ CDL_PRIVATE void cdl__fetch_done(cdl__worker *W) {
  * Calls: rand (lower layers only: src/modules.txt; tools/check-layers.py
  *        checks this line).
  */
-
-
 
 /* Darknet's rand_scale (src/utils.c): a factor uniform between 1 and s,
  * inverted with p = 0.5, so in [min(s, 1/s), max(s, 1/s)] for any s > 0. */
@@ -5631,7 +5594,6 @@ CDL_PRIVATE void cdl__geom_scale(cdl__geom *g, int d, int scaled_w, int scaled_h
  * Calls: status, worker (lower layers only: src/modules.txt;
  *        tools/check-layers.py checks this line).
  */
-
 
 static double cdl__triangle(double x) {
     x = fabs(x);
@@ -6201,8 +6163,6 @@ CDL_PRIVATE coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cd
         return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for a resampling window");
     return COORDL_OK;
 }
-
-
 
 /* Whether this process resamples with the AVX2 loops: the CPU has them and
  * COORDL_NO_AVX2=1 is not set (the SSE2 loops' output is the same). Read
@@ -7188,40 +7148,47 @@ static coordl_status cdl__decode_jpeg_plain(cdl__worker *W, const char *path, co
 
 /* A restart-marker rewrite (its layout in rst): the crop drawn on the
  * size the layout records, then only the segments covering the crop
- * spliced into a JPEG of their own and decoded. CDL_NO_SPLICE when no
- * splice can be made (the caller decodes the bytes as a plain JPEG). */
-#define CDL_NO_SPLICE 1000
-static coordl_status cdl__decode_jpeg_spliced(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch,
-                                              uint64_t id, void *dst, const cdl__jpeg_layout *rst) {
+ * spliced into a JPEG of their own and decoded. Returns 0 when no splice
+ * can be made (the caller decodes the bytes as a plain JPEG), else 1 with
+ * the decode's status in *rc. */
+static int cdl__decode_jpeg_spliced(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch,
+                                    uint64_t id, void *dst, const cdl__jpeg_layout *rst, coordl_status *rc) {
     coordl *L = W->L;
     struct jpeg_decompress_struct *jd = &W->jd;
     const uint64_t t0 = cdl__now_ns(), cpu0 = cdl__thread_cpu_ns();
     W->jerr.fatal_warning = 0;
-    if (setjmp(W->jerr.jump)) return cdl__jpeg_failed(W, path);
+    if (setjmp(W->jerr.jump)) {
+        *rc = cdl__jpeg_failed(W, path);
+        return 1;
+    }
     W->jerr.pub.msg_code = 0;
     const int iw = (int)rst->w, ih = (int)rst->h;
-    coordl_status rc = cdl__jpeg_check_size(W, path, iw, ih);
-    if (rc != COORDL_OK) return rc;
+    if ((*rc = cdl__jpeg_check_size(W, path, iw, ih)) != COORDL_OK) return 1;
     cdl__geom g;
     cdl__plan(L, epoch, id, iw, ih, &g);
     const int d = cdl__choose_dct_denominator(L, &g);
     /* libjpeg's scaled size: jdiv_round_up(w, d) */
     cdl__geom_scale(&g, d, (iw + d - 1) / d, (ih + d - 1) / d);
     cdl__axis ax, ay;
-    if ((rc = cdl__tables_for(W, &g, &ax, &ay)) != COORDL_OK) return cdl__name_error(W, path, rc);
+    if ((*rc = cdl__tables_for(W, &g, &ax, &ay)) != COORDL_OK) {
+        *rc = cdl__name_error(W, path, *rc);
+        return 1;
+    }
     int ox = 0, oy = 0; /* where the splice's pixel (0, 0) is, at 1/d */
     const size_t n = cdl__jpeg_splice(W, in->p, in->len, rst, d, ax.lo, ax.hi, ay.lo, ay.hi, &ox, &oy);
-    if (!n) return (coordl_status)CDL_NO_SPLICE;
+    if (!n) return 0;
     jpeg_mem_src(jd, W->splice, (unsigned long)n);
     jpeg_read_header(jd, TRUE);
     const int cmyk = cdl__jpeg_set_output(jd, d);
     if ((int)jd->output_width < ax.hi - ox || (int)jd->output_height < ay.hi - oy) {
-        rc = cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: spliced crop is %ux%u, short of the crop", path,
-                               jd->output_width, jd->output_height);
+        *rc = cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: spliced crop is %ux%u, short of the crop", path,
+                                jd->output_width, jd->output_height);
         jpeg_abort_decompress(jd);
-        return cdl__name_error(W, path, rc);
+        *rc = cdl__name_error(W, path, *rc);
+        return 1;
     }
-    return cdl__jpeg_decode_crop(W, path, dst, &g, &ax, &ay, d, ox, oy, 1, cmyk, t0, cpu0);
+    *rc = cdl__jpeg_decode_crop(W, path, dst, &g, &ax, &ay, d, ox, oy, 1, cmyk, t0, cpu0);
+    return 1;
 }
 
 /* Decodes what the sample needs and resamples it into dst. rst: the
@@ -7230,10 +7197,8 @@ static coordl_status cdl__decode_jpeg_spliced(cdl__worker *W, const char *path, 
  * splice can be made of is decoded as the plain JPEG it also is. */
 CDL_PRIVATE coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cdl__bytes *in,
                                       uint64_t epoch, uint64_t id, void *dst, const cdl__jpeg_layout *rst) {
-    if (rst) {
-        const coordl_status rc = cdl__decode_jpeg_spliced(W, path, in, epoch, id, dst, rst);
-        if ((int)rc != CDL_NO_SPLICE) return rc;
-    }
+    coordl_status rc;
+    if (rst && cdl__decode_jpeg_spliced(W, path, in, epoch, id, dst, rst, &rc)) return rc;
     return cdl__decode_jpeg_plain(W, path, in, epoch, id, dst);
 }
 
@@ -7249,8 +7214,6 @@ CDL_PRIVATE coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, con
  * Calls: rand, worker (lower layers only: src/modules.txt;
  *        tools/check-layers.py checks this line).
  */
-
-
 
 #ifndef COORDL_NO_AUDIO
 
@@ -7432,7 +7395,6 @@ CDL_PRIVATE coordl_status cdl__decode_wav(cdl__worker *W, const char *path, cons
  *        audio (lower layers only: src/modules.txt; tools/check-layers.py
  *        checks this line).
  */
-
 
 #ifndef COORDL_NO_TOKENS
 /* Tokens: widen the window into inputs and targets (shifted by one). */
@@ -7651,7 +7613,6 @@ CDL_PRIVATE coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint
  *        checks this line).
  */
 
-
 /* Shape of one row: images c x h x w; tokens 1 x 1 x seq_len; audio
  * 1 x 1 x audio_samples. */
 CDL_PRIVATE void cdl__row_shape(const coordl *L, uint32_t out_w, uint32_t out_h, uint32_t *c, uint32_t *h,
@@ -7671,7 +7632,6 @@ CDL_PRIVATE size_t cdl__row_bytes_at(const coordl *L, uint32_t out_w, uint32_t o
     cdl__row_shape(L, out_w, out_h, &c, &h, &w);
     return (size_t)c * h * w * L->geom.elem_bytes;
 }
-
 
 CDL_PRIVATE coordl_config cdl__config_default(void) {
     coordl_config c;
@@ -7845,7 +7805,6 @@ CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
  *        layers only: src/modules.txt; tools/check-layers.py checks this
  *        line).
  */
-
 
 /* --- the ring allocator ----------------------------------------------- */
 
@@ -8100,7 +8059,6 @@ CDL_PRIVATE void cdl__stream_check(const coordl *L, const char *transition) {
 #ifdef COORDL_MPI
 #endif
 
-
 /* Carries out the recorded assignment S->assign (idempotent: repair runs
  * it again when its holder died half-way). Under mu. */
 static void cdl__slot_assign(coordl *L) {
@@ -8306,7 +8264,6 @@ CDL_PRIVATE int cdl__stream_find(const coordl *L) {
     }
     return -1;
 }
-
 
 static void cdl__fill_batch(coordl *L, const cdl__slot *sl, uint32_t slot_index, coordl_batch *out) {
     out->n = sl->n;
@@ -8775,7 +8732,6 @@ CDL_PRIVATE void cdl__pool_stop(coordl *L) {
  *        tools/check-layers.py checks this line).
  */
 
-
 #define CDL_GROUP_MAGIC 0x636f6f72646c4731ull /* "coordlG1" */
 #define CDL_GROUP_VERSION 4 /* 3: cache entries hold room and JPEG rewrites;
                                4: a holder found dead is flagged, and dropped
@@ -9084,7 +9040,6 @@ static void cdl__group_beat(coordl *L, uint64_t now) {
     if (cdl__member_current(L)) atomic_store(&L->S->members[L->member.me].heartbeat_ns, now);
 }
 
-
 /* The member thread's stream lock: polled, beating while it waits. A
  * member thread blocked on the lock would fall silent while its process
  * lives: a holder stopped (SIGSTOP, a debugger, a suspended job) for
@@ -9190,7 +9145,6 @@ CDL_PRIVATE void cdl__member_thread_stop(coordl *L) {
 }
 
 /* --- creating, finding and joining the object ------------------------- */
-
 
 /* Retires a mapped object: under its own lock, the first process to find
  * it not yet retired marks it and unlinks its name; anyone later sees the
@@ -10383,7 +10337,6 @@ const coordl_io *coordl_io_posix(void) { return &cdl__posix_io; }
  *        src/modules.txt; tools/check-layers.py checks this line).
  */
 
-
 /* snprintf into a running buffer that keeps counting past its end. */
 typedef struct cdl__json {
     char *buf;
@@ -10990,7 +10943,6 @@ CDL_PRIVATE void cdl__report_free(coordl_report *r) {
  * Calls: status, config, api, analyzer (lower layers only: src/modules.txt;
  *        tools/check-layers.py checks this line).
  */
-
 
 /* Sizes of the public structs in 0.3.0, the last release without sizes:
  * the end of each struct's last 0.3.0 field, rounded up to the struct's

@@ -21,7 +21,6 @@
 #include "analyzer.h"
 #include "handle.h"
 
-
 /* Sizes of the public structs in 0.3.0, the last release without sizes:
  * the end of each struct's last 0.3.0 field, rounded up to the struct's
  * alignment then (its widest members: 8-byte integers, doubles,

@@ -23,7 +23,6 @@
 #include "stream.h"
 #include "handle.h"
 
-
 /* snprintf into a running buffer that keeps counting past its end. */
 typedef struct cdl__json {
     char *buf;

@@ -4,7 +4,6 @@
 #define CDL_ANALYZER_H
 #include "platform.h"
 
-
 /* ---- interface ---- */
 CDL_PRIVATE coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_fn, void *user, const coordl_analyze_opts *opts_in, coordl_report *r);
 CDL_PRIVATE uint32_t cdl__ra_threads_for(uint32_t depth);

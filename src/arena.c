@@ -21,7 +21,6 @@
 #include "placement.h"
 #include "handle.h"
 
-
 /* Maps an arena, binds it to the chosen node(s) before any page is
  * touched, then page-locks it per cache_pin. `populate`: fault every page
  * in now (the ring: it is written at once, and a first touch costs ~15 us

@@ -17,8 +17,6 @@
 #include "worker_state.h"
 #include "handle.h"
 
-
-
 #ifndef COORDL_NO_AUDIO
 
 static const char *cdl__wav_parse(const cdl__u8 *p, size_t len, cdl__wav *w) {

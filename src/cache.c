@@ -25,7 +25,6 @@
 #include "jpeg_layout.h"
 #include "handle.h"
 
-
 /* Cached JPEGs may be rewritten in place (jpeg.c: restart markers for
  * crop-only decoding), so whoever reads an entry's bytes holds a reader
  * reference in its state word until done: a rewrite replaces the bytes

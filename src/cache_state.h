@@ -35,8 +35,6 @@ typedef struct cdl__lru {
     uint64_t bytes_used, items;
 } cdl__lru;
 
-
-
 /* The cache module's state. The entries' states are atomics (see
  * cdl__cache_entry); the slab's byte counts live in the stream (S), so a
  * group shares them. */

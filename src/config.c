@@ -16,7 +16,6 @@
 #include "lock_state.h"
 #include "handle.h"
 
-
 /* Shape of one row: images c x h x w; tokens 1 x 1 x seq_len; audio
  * 1 x 1 x audio_samples. */
 CDL_PRIVATE void cdl__row_shape(const coordl *L, uint32_t out_w, uint32_t out_h, uint32_t *c, uint32_t *h,
@@ -36,7 +35,6 @@ CDL_PRIVATE size_t cdl__row_bytes_at(const coordl *L, uint32_t out_w, uint32_t o
     cdl__row_shape(L, out_w, out_h, &c, &h, &w);
     return (size_t)c * h * w * L->geom.elem_bytes;
 }
-
 
 CDL_PRIVATE coordl_config cdl__config_default(void) {
     coordl_config c;

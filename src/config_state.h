@@ -9,7 +9,6 @@
 #define CDL_DEFAULT_MAX_DECODE_BYTES (256ull << 20)
 #define CDL_DEFAULT_MAX_AUDIO_SAMPLES (1ull << 26)
 
-
 /* The config module's state: the copies of the caller's strings that
  * L->cfg points into (set at open, read-only after). */
 typedef struct cdl__config_strings {

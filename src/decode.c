@@ -33,7 +33,6 @@
 #include "audio.h"
 #include "handle.h"
 
-
 #ifndef COORDL_NO_TOKENS
 /* Tokens: widen the window into inputs and targets (shifted by one). */
 static coordl_status cdl__decode_tokens(cdl__worker *W, const cdl__bytes *in, void *dst) {

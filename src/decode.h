@@ -6,7 +6,6 @@
 #include "status_state.h"
 #include "worker_state.h"
 
-
 /* ---- interface ---- */
 CDL_PRIVATE coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint64_t id, void *dst);
 #ifndef COORDL_NO_JPEGTURBO

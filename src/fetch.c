@@ -23,7 +23,6 @@
 #include "readahead.h"
 #include "handle.h"
 
-
 /* Bytes of item id into *out. A MinIO hit lends the cache's own bytes:
  * the worker holds a reader reference on the entry (W->held) until
  * cdl__fetch_done. W->fetch_kind says whether the bytes are a JPEG rewrite

@@ -5,7 +5,6 @@
 #include "platform.h"
 #include "worker_state.h"
 
-
 /* ---- interface ---- */
 CDL_PRIVATE coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *out);
 CDL_PRIVATE void cdl__fetch_done(cdl__worker *W);

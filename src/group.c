@@ -36,7 +36,6 @@
 #include "stream.h"
 #include "handle.h"
 
-
 #define CDL_GROUP_MAGIC 0x636f6f72646c4731ull /* "coordlG1" */
 #define CDL_GROUP_VERSION 4 /* 3: cache entries hold room and JPEG rewrites;
                                4: a holder found dead is flagged, and dropped
@@ -345,7 +344,6 @@ static void cdl__group_beat(coordl *L, uint64_t now) {
     if (cdl__member_current(L)) atomic_store(&L->S->members[L->member.me].heartbeat_ns, now);
 }
 
-
 /* The member thread's stream lock: polled, beating while it waits. A
  * member thread blocked on the lock would fall silent while its process
  * lives: a holder stopped (SIGSTOP, a debugger, a suspended job) for
@@ -451,7 +449,6 @@ CDL_PRIVATE void cdl__member_thread_stop(coordl *L) {
 }
 
 /* --- creating, finding and joining the object ------------------------- */
-
 
 /* Retires a mapped object: under its own lock, the first process to find
  * it not yet retired marks it and unlinks its name; anyone later sees the

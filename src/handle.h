@@ -17,7 +17,6 @@
 #include "group_state.h"
 #include "api_state.h"
 
-
 /* The handle: the composition of every module's state. Each member names
  * the module that owns it (its header says which lock guards it); a module
  * writes only its own members. */

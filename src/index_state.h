@@ -26,8 +26,6 @@ typedef struct cdl__shard {
     uint32_t tok_bytes;  /* 2 (uint16) or 4 (uint32)                       */
 } cdl__shard;
 
-
-
 /* The index module's state (index, tar and source fill it at open; it is
  * read-only after, so any thread reads it without a lock). */
 typedef struct cdl__index {

@@ -24,7 +24,6 @@
 #include "status.h"
 #include "handle.h"
 
-
 /* ---- the built-in POSIX reader ------------------------------------------
  * Only a regular file is read: a FIFO would block the open (and then every
  * read) until some writer appears, and a device may never end. O_NONBLOCK

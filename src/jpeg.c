@@ -488,40 +488,47 @@ static coordl_status cdl__decode_jpeg_plain(cdl__worker *W, const char *path, co
 
 /* A restart-marker rewrite (its layout in rst): the crop drawn on the
  * size the layout records, then only the segments covering the crop
- * spliced into a JPEG of their own and decoded. CDL_NO_SPLICE when no
- * splice can be made (the caller decodes the bytes as a plain JPEG). */
-#define CDL_NO_SPLICE 1000
-static coordl_status cdl__decode_jpeg_spliced(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch,
-                                              uint64_t id, void *dst, const cdl__jpeg_layout *rst) {
+ * spliced into a JPEG of their own and decoded. Returns 0 when no splice
+ * can be made (the caller decodes the bytes as a plain JPEG), else 1 with
+ * the decode's status in *rc. */
+static int cdl__decode_jpeg_spliced(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch,
+                                    uint64_t id, void *dst, const cdl__jpeg_layout *rst, coordl_status *rc) {
     coordl *L = W->L;
     struct jpeg_decompress_struct *jd = &W->jd;
     const uint64_t t0 = cdl__now_ns(), cpu0 = cdl__thread_cpu_ns();
     W->jerr.fatal_warning = 0;
-    if (setjmp(W->jerr.jump)) return cdl__jpeg_failed(W, path);
+    if (setjmp(W->jerr.jump)) {
+        *rc = cdl__jpeg_failed(W, path);
+        return 1;
+    }
     W->jerr.pub.msg_code = 0;
     const int iw = (int)rst->w, ih = (int)rst->h;
-    coordl_status rc = cdl__jpeg_check_size(W, path, iw, ih);
-    if (rc != COORDL_OK) return rc;
+    if ((*rc = cdl__jpeg_check_size(W, path, iw, ih)) != COORDL_OK) return 1;
     cdl__geom g;
     cdl__plan(L, epoch, id, iw, ih, &g);
     const int d = cdl__choose_dct_denominator(L, &g);
     /* libjpeg's scaled size: jdiv_round_up(w, d) */
     cdl__geom_scale(&g, d, (iw + d - 1) / d, (ih + d - 1) / d);
     cdl__axis ax, ay;
-    if ((rc = cdl__tables_for(W, &g, &ax, &ay)) != COORDL_OK) return cdl__name_error(W, path, rc);
+    if ((*rc = cdl__tables_for(W, &g, &ax, &ay)) != COORDL_OK) {
+        *rc = cdl__name_error(W, path, *rc);
+        return 1;
+    }
     int ox = 0, oy = 0; /* where the splice's pixel (0, 0) is, at 1/d */
     const size_t n = cdl__jpeg_splice(W, in->p, in->len, rst, d, ax.lo, ax.hi, ay.lo, ay.hi, &ox, &oy);
-    if (!n) return (coordl_status)CDL_NO_SPLICE;
+    if (!n) return 0;
     jpeg_mem_src(jd, W->splice, (unsigned long)n);
     jpeg_read_header(jd, TRUE);
     const int cmyk = cdl__jpeg_set_output(jd, d);
     if ((int)jd->output_width < ax.hi - ox || (int)jd->output_height < ay.hi - oy) {
-        rc = cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: spliced crop is %ux%u, short of the crop", path,
-                               jd->output_width, jd->output_height);
+        *rc = cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: spliced crop is %ux%u, short of the crop", path,
+                                jd->output_width, jd->output_height);
         jpeg_abort_decompress(jd);
-        return cdl__name_error(W, path, rc);
+        *rc = cdl__name_error(W, path, *rc);
+        return 1;
     }
-    return cdl__jpeg_decode_crop(W, path, dst, &g, &ax, &ay, d, ox, oy, 1, cmyk, t0, cpu0);
+    *rc = cdl__jpeg_decode_crop(W, path, dst, &g, &ax, &ay, d, ox, oy, 1, cmyk, t0, cpu0);
+    return 1;
 }
 
 /* Decodes what the sample needs and resamples it into dst. rst: the
@@ -530,10 +537,8 @@ static coordl_status cdl__decode_jpeg_spliced(cdl__worker *W, const char *path, 
  * splice can be made of is decoded as the plain JPEG it also is. */
 CDL_PRIVATE coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cdl__bytes *in,
                                       uint64_t epoch, uint64_t id, void *dst, const cdl__jpeg_layout *rst) {
-    if (rst) {
-        const coordl_status rc = cdl__decode_jpeg_spliced(W, path, in, epoch, id, dst, rst);
-        if ((int)rc != CDL_NO_SPLICE) return rc;
-    }
+    coordl_status rc;
+    if (rst && cdl__decode_jpeg_spliced(W, path, in, epoch, id, dst, rst, &rc)) return rc;
     return cdl__decode_jpeg_plain(W, path, in, epoch, id, dst);
 }
 

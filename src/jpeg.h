@@ -6,7 +6,6 @@
 #include "worker_state.h"
 #include "jpeg_layout_state.h"
 
-
 /* ---- interface ---- */
 #ifndef COORDL_NO_JPEGTURBO
 CDL_PRIVATE coordl_status cdl__decode_jpeg(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch, uint64_t id, void *dst, const cdl__jpeg_layout *rst);

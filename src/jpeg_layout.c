@@ -50,7 +50,6 @@
  * a reused one holds, so a standard-table rewrite after an optimized one
  * would write a corrupt stream. */
 
-
 static uint32_t cdl__be16(const cdl__u8 *p) { return (uint32_t)p[0] << 8 | p[1]; }
 
 /* Walks a JPEG's markers up to the first SOS. Returns 0 when the bytes are
@@ -140,5 +139,4 @@ CDL_PRIVATE size_t cdl__rst_room(const cdl__u8 *p, size_t len) {
     if (lay.sof == 0xC9 || lay.sof == 0xCA) room += len / 4;
     return room > UINT32_MAX / 2 ? 0 : (size_t)room;
 }
-
 

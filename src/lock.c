@@ -27,7 +27,6 @@
  * The repair transition belongs to the stream, a layer above: open sets
  * L->lock_repair to it, so this module never calls up. */
 
-
 CDL_PRIVATE void cdl__lock_acquired(coordl *L, int e) {
     cdl__stream *S = L->S;
     const int dead = S->lock_owner;
@@ -55,8 +54,6 @@ CDL_PRIVATE void cdl__unlock(coordl *L) {
 #endif
     pthread_mutex_unlock(&L->S->mu);
 }
-
-/* COORDL_DEBUG: the calling thread holds the stream's lock. */
 
 /* Waits on a stream condition for at most ms milliseconds (ms < 0: no
  * bound; a group always bounds it at 50 ms, so a waiter rechecks even if a

@@ -39,7 +39,6 @@
 #include "cache_state.h"
 #include "handle.h"
 
-
 #define CDL_ADMIT_CLOSED UINT64_MAX
 
 /* Whether a storage read of `epoch` may be admitted into the cache (any
@@ -84,7 +83,6 @@ static cdl__remote_row *cdl__peer_rows_of(const coordl *L, uint32_t s) {
 static uint32_t *cdl__peer_asked_of(const coordl *L, uint32_t s) {
     return L->peers.asked + (size_t)s * L->geom.slot_rows_cap;
 }
-
 
 /* A free send buffer of at least `bytes` (the smallest that fits, else one
  * grown), marked FILLING; -1 when memory runs out. Under mu. */

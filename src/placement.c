@@ -22,8 +22,6 @@
 #include "status.h"
 #include "handle.h"
 
-
-
 /* Strict "0-7,16-23" parser into a membership array. */
 static int cdl__parse_pu_list(const char *text, unsigned char *in) {
     const char *p = text;

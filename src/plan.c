@@ -22,8 +22,6 @@
 #include "rand_state.h"
 #include "handle.h"
 
-
-
 /* Darknet's rand_scale (src/utils.c): a factor uniform between 1 and s,
  * inverted with p = 0.5, so in [min(s, 1/s), max(s, 1/s)] for any s > 0. */
 static double cdl__rand_scale(cdl__rng *rng, double s) {

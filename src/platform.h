@@ -112,7 +112,6 @@ static inline size_t cdl__page_size(void) {
 
 static inline size_t cdl__round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
-
 /* little-endian fields (WAV headers, BMP palettes) */
 #if !defined(COORDL_NO_STB) || !defined(COORDL_NO_AUDIO)
 static inline uint32_t cdl__le32(const cdl__u8 *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }

@@ -25,7 +25,6 @@
 #include "plan_state.h"
 #include "handle.h"
 
-
 static double cdl__triangle(double x) {
     x = fabs(x);
     return x < 1.0 ? 1.0 - x : 0.0;
@@ -594,8 +593,6 @@ CDL_PRIVATE coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cd
         return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for a resampling window");
     return COORDL_OK;
 }
-
-
 
 /* Whether this process resamples with the AVX2 loops: the CPU has them and
  * COORDL_NO_AVX2=1 is not set (the SSE2 loops' output is the same). Read

@@ -25,8 +25,6 @@
 #include "rand_state.h"
 #include "handle.h"
 
-
-
 /* A permutation of [0, n) keyed by (seed, stream, epoch, salt): the epoch
  * permutation of the items, and for token_order LLMC the shard order and
  * the order of a shard's samples. */

@@ -29,8 +29,6 @@ typedef struct cdl__llmc {
     unsigned victim;    /* entry the next new epoch replaces                 */
 } cdl__llmc;
 
-
-
 /* The sampler's state: fixed at open, but for the batch count coordl_set
  * changes (under the stream's lock). */
 typedef struct cdl__sampler {

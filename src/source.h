@@ -5,7 +5,6 @@
 #include "platform.h"
 #include "worker_state.h"
 
-
 /* ---- interface ---- */
 CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 **buf, size_t *cap, int grow, int *too_big, uint64_t *len, uint64_t *storage_bytes, char *err, size_t errcap);
 CDL_PRIVATE coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes *out);

@@ -19,7 +19,6 @@
 #include "status.h"
 #include "handle.h"
 
-
 /* The message of the last failed coordl_open on this thread (the handle
  * does not exist yet, so it cannot hold it; tj3GetErrorStr(NULL) does the
  * same). This is the only state outside a handle. */

@@ -72,8 +72,6 @@ typedef struct cdl__epoch_counters {
     coordl_epoch_stats s;
 } cdl__epoch_counters;
 
-
-
 /* Counters (under the stream's lock): totals and the last epochs'. */
 typedef struct cdl__stats {
     coordl_stats st;

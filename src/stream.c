@@ -37,7 +37,6 @@
 #include "config.h"
 #include "handle.h"
 
-
 /* --- the ring allocator ----------------------------------------------- */
 
 /* Every array with an entry per slot or per row of a slot, as
@@ -291,7 +290,6 @@ CDL_PRIVATE void cdl__stream_check(const coordl *L, const char *transition) {
 #ifdef COORDL_MPI
 #endif
 
-
 /* Carries out the recorded assignment S->assign (idempotent: repair runs
  * it again when its holder died half-way). Under mu. */
 static void cdl__slot_assign(coordl *L) {
@@ -497,7 +495,6 @@ CDL_PRIVATE int cdl__stream_find(const coordl *L) {
     }
     return -1;
 }
-
 
 static void cdl__fill_batch(coordl *L, const cdl__slot *sl, uint32_t slot_index, coordl_batch *out) {
     out->n = sl->n;

@@ -8,7 +8,6 @@
 #include "arena_state.h"
 #include "lock_state.h"
 
-
 /* What a worker made of its claimed row. */
 typedef struct cdl__row_result {
     coordl_status status;
@@ -18,7 +17,6 @@ typedef struct cdl__row_result {
     const int32_t *staged_targets;
     const char *errmsg;
 } cdl__row_result;
-
 
 /* The ring: the arena and every per-slot array (CDL_RING_ARRAYS), sized
  * by cdl__ring_alloc. In a group the arena and the shared arrays are the

@@ -4,7 +4,6 @@
 #define CDL_TAR_H
 #include "platform.h"
 
-
 /* ---- interface ---- */
 CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, const char *list_text, size_t list_len);
 CDL_PRIVATE int cdl__is_tar_name(const char *p);
