@@ -315,6 +315,14 @@ typedef struct cdl__arena {
 enum { CDL_SLOT_FREE = 0, CDL_SLOT_FILLING, CDL_SLOT_READY };
 
 #define CDL_MAX_MEMBERS 32
+/* Readers of cached bytes per member: its workers (0..255; a worker past
+ * them reads cached items by their misses, from storage), the consumer's
+ * helper, the MPI peer server and the API's own calls. Item ids fit in
+ * 31 bits (source.c), so a record is 32 bits: 1 KiB a member. */
+#define CDL_MAX_READERS (256 + 3)
+#define CDL_READER_HELPER (CDL_MAX_READERS - 3)
+#define CDL_READER_PEERS (CDL_MAX_READERS - 2)
+#define CDL_READER_API (CDL_MAX_READERS - 1)
 
 /* Row marks, one uint32 per row of a slot: free, done, or claimed by one
  * generation of one member: (generation mod 2^26) << 6 | (member + 1). A
@@ -352,6 +360,8 @@ typedef struct cdl__claim {
     uint64_t slot_gen;    /* the slot's assignment the row belongs to      */
     uint32_t mark;        /* this member generation's mark on the row      */
     uint64_t epoch, pos;  /* the row is position pos of the epoch's share  */
+    uint32_t out_w, out_h; /* the slot's output size (coordl_set may change
+                            * cfg's while the row is prepared)      */
     size_t row_bytes;
     size_t data_off, targets_off; /* the row's place in the ring arena    */
 } cdl__claim;
@@ -381,6 +391,12 @@ typedef struct cdl__member {
                                       member's thread for its whole life, so
                                       the kernel releases it (EOWNERDEAD) when
                                       the process dies, in any PID namespace */
+    _Atomic uint32_t reading[CDL_MAX_READERS]; /* per reader of this member:
+                                      the cache entry (id + 1) whose bytes it
+                                      reads now, 0: none. The record is the
+                                      reference (cache.c): a rewrite looks
+                                      at the live members' records, so a
+                                      dead member holds nothing */
 } cdl__member;
 
 /* The stream's shared state: what every worker and consumer of the group
@@ -487,6 +503,8 @@ struct cdl__worker {
     /* what the last fetch found in the MinIO cache: the entry it holds a
      * reader reference on (id + 1, 0: none), and the entry's kind and room */
     uint64_t held;
+    _Atomic uint32_t *reader; /* its reader record (cache.c); NULL: it reads
+                                 no cached bytes in place (a miss)          */
     int fetch_kind;    /* CDL_CE_* of ce->jpeg, -1: not a MinIO entry      */
     uint32_t fetch_cap;
     cdl__rewrite_budget budget; /* the JPEG rewrite budget (worker.c)      */
@@ -645,21 +663,30 @@ typedef struct cdl__jpeg_layout {
 /* A cache entry lives beside the slab so that both can be shared later. */
 typedef struct cdl__cache_entry {
     _Atomic uint32_t state; /* low byte CDL_CE_EMPTY / _ADMITTING / _PRESENT /
-                               _REWRITING; + CDL_CE_READER per worker that
-                               decodes from the bytes now                   */
+                               _REWRITING / _LOST; while ADMITTING or
+                               REWRITING, the writing member's index in
+                               CDL_CE_OWNER (a dropped member's half-written
+                               entry is found and made LOST)                */
     uint32_t len;  /* bytes of the item as held now                         */
     uint64_t off;  /* offset of the bytes in the slab                       */
     uint32_t cap;  /* bytes reserved there: len + room for a JPEG rewrite   */
-    _Atomic uint32_t jpeg; /* CDL_CE_PLAIN / _RST / _KEEP                   */
+    _Atomic uint32_t jpeg; /* low byte CDL_CE_PLAIN / _RST / _KEEP /
+                              _CLAIMED (+ the claiming member in
+                              CDL_CE_OWNER): one owner per rewrite          */
 } cdl__cache_entry;
 
-enum { CDL_CE_EMPTY = 0, CDL_CE_ADMITTING = 1, CDL_CE_PRESENT = 2, CDL_CE_REWRITING = 3 };
+/* LOST: left half-written by a member that was dropped; a miss for good
+ * (a dropped member still running could yet write its old place), its
+ * room stays counted as used. */
+enum { CDL_CE_EMPTY = 0, CDL_CE_ADMITTING = 1, CDL_CE_PRESENT = 2, CDL_CE_REWRITING = 3, CDL_CE_LOST = 4 };
 #define CDL_CE_STATE 0xFFu
-#define CDL_CE_READER 0x100u
+#define CDL_CE_OWNER_SHIFT 8
+#define CDL_CE_OWNER(m) ((uint32_t)(m) << CDL_CE_OWNER_SHIFT)
 /* ce->jpeg: PLAIN bytes as read (may be rewritten), RST a restart-marker
  * rewrite (jpeg.c), KEEP never rewritten (not a JPEG coordl rewrites,
- * or its rewrite failed or did not fit) */
-enum { CDL_CE_PLAIN = 0, CDL_CE_RST = 1, CDL_CE_KEEP = 2 };
+ * or its rewrite failed or did not fit), CLAIMED plain bytes a worker is
+ * rewriting now (nobody else tries) */
+enum { CDL_CE_PLAIN = 0, CDL_CE_RST = 1, CDL_CE_KEEP = 2, CDL_CE_CLAIMED = 3 };
 
 typedef struct cdl__lru {
     pthread_mutex_t mu;
@@ -830,6 +857,9 @@ struct cdl__readahead {
 #define CDL_PLAN_STATE_H
 
 typedef struct cdl__geom {
+    uint32_t out_w, out_h;        /* the output size it is drawn for: the
+                                   * claim's snapshot, never cfg (coordl_set
+                                   * writes that under the stream's lock) */
     double x0, y0, sw, sh;        /* source rectangle, float              */
     int clip_x0, clip_y0, clip_x1, clip_y1; /* pixels the filter may read */
     int flip;
@@ -1002,6 +1032,10 @@ typedef struct cdl__membership {
     int stop;
     int running;           /* the member thread holds the liveness lock    */
     int sync_ready;        /* mu and cv initialised                        */
+    uint32_t timeout_ms;   /* the group's liveness timeout: the creator's
+                              group_timeout_ms, held by the object, so every
+                              member judges silence alike (until attached:
+                              this member's own)                           */
 } cdl__membership;
 
 #endif /* CDL_GROUP_STATE_H */
@@ -1251,14 +1285,24 @@ CDL_PRIVATE uint32_t cdl__rst_interval(const cdl__jpeg_layout *lay, size_t len);
 #define CDL_CACHE_H
 
 /* ---- interface ---- */
-CDL_PRIVATE const cdl__u8 *cdl__cache_acquire_minio(coordl *L, uint64_t id, uint32_t *len, int *kind, uint32_t *cap);
+CDL_PRIVATE _Atomic uint32_t *cdl__cache_reader(coordl *L, uint32_t k);
+CDL_PRIVATE int cdl__cache_holds(const coordl *L, uint64_t id);
+#ifdef COORDL_MPI
+CDL_PRIVATE uint32_t cdl__cache_room(const coordl *L, uint64_t id);
+#endif
+CDL_PRIVATE const cdl__u8 *cdl__cache_acquire_minio(coordl *L, _Atomic uint32_t *reader, uint64_t id, uint32_t *len,
+                                               int *kind, uint32_t *cap);
 CDL_PRIVATE void cdl__cache_admit_lru(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len);
 CDL_PRIVATE int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len, uint32_t *cap_out);
 CDL_PRIVATE int cdl__cache_lookup_lru(coordl *L, uint64_t id, cdl__u8 *dst, size_t cap, uint32_t *len);
-CDL_PRIVATE void cdl__cache_release_minio(coordl *L, uint64_t id);
+CDL_PRIVATE void cdl__cache_release_minio(_Atomic uint32_t *reader);
+CDL_PRIVATE void cdl__cache_drop_member(coordl *L, int m);
 #ifndef COORDL_NO_JPEGTURBO
+CDL_PRIVATE int cdl__cache_claim_rewrite(coordl *L, uint64_t id);
+CDL_PRIVATE void cdl__cache_unclaim_rewrite(coordl *L, uint64_t id);
 CDL_PRIVATE void cdl__cache_keep_minio(coordl *L, uint64_t id);
-CDL_PRIVATE int cdl__cache_replace_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len, int held);
+CDL_PRIVATE int cdl__cache_replace_minio(coordl *L, const _Atomic uint32_t *self, uint64_t id, const cdl__u8 *bytes,
+                                    size_t len);
 #endif
 CDL_PRIVATE coordl_status cdl__cache_clamp(coordl *L);
 CDL_PRIVATE coordl_status cdl__cache_create(coordl *L);
@@ -1319,9 +1363,10 @@ CDL_PRIVATE void cdl__fetch_done(cdl__worker *W);
 #define CDL_PLAN_H
 
 /* ---- interface ---- */
-CDL_PRIVATE void cdl__plan(const coordl *L, uint64_t epoch, uint64_t id, int W, int H, cdl__geom *g);
+CDL_PRIVATE void cdl__plan(const coordl *L, uint32_t out_w, uint32_t out_h, uint64_t epoch, uint64_t id, int W, int H,
+                           cdl__geom *g);
 #ifndef COORDL_NO_JPEGTURBO
-CDL_PRIVATE int cdl__choose_dct_denominator(const coordl *L, const cdl__geom *g);
+CDL_PRIVATE int cdl__choose_dct_denominator(const cdl__geom *g);
 CDL_PRIVATE void cdl__geom_scale(cdl__geom *g, int d, int scaled_w, int scaled_h);
 #endif
 #endif /* CDL_PLAN_H */
@@ -1334,7 +1379,7 @@ CDL_PRIVATE void cdl__geom_scale(cdl__geom *g, int d, int scaled_w, int scaled_h
 /* ---- interface ---- */
 CDL_PRIVATE void cdl__resample(coordl *L, cdl__worker *W, const cdl__u8 *src, size_t stride, int sx0, int sy0, const cdl__axis *ax, const cdl__axis *ay, const cdl__geom *g, void *dst);
 CDL_PRIVATE coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cdl__axis *ax, cdl__axis *ay);
-CDL_PRIVATE uint64_t cdl__window_bytes(const coordl *L, const cdl__axis *ax, const cdl__axis *ay);
+CDL_PRIVATE uint64_t cdl__window_bytes(const cdl__geom *g, const cdl__axis *ax, const cdl__axis *ay);
 CDL_PRIVATE int cdl__resample_use_avx2(void);
 #endif /* CDL_RESAMPLE_H */
 /* ---- src/image.h ------------------------------------------------------- */
@@ -4161,36 +4206,70 @@ CDL_PRIVATE size_t cdl__rst_room(const cdl__u8 *p, size_t len) {
  * Owns:  L->cache: the slab, an entry per item (state, offset, length,
  *        room, JPEG kind) and the LRU alternative; the slab's byte counts
  *        live in the stream (S) so a group shares them
- * Lock:  entries change by atomic compare-and-swap on their state word (one
- *        writer per state change); the LRU has its own mutex
+ * Lock:  entries change by atomic compare-and-swap on their state and JPEG
+ *        words (one writer per state change, its member recorded); readers
+ *        record what they read in their member's reading[] words; the LRU
+ *        has its own mutex
  * Calls: status, arena, jpeg_layout (lower layers only: src/modules.txt;
  *        tools/check-layers.py checks this line).
  */
 
 /* Cached JPEGs may be rewritten in place (jpeg.c: restart markers for
- * crop-only decoding), so whoever reads an entry's bytes holds a reader
- * reference in its state word until done: a rewrite replaces the bytes
- * only while nobody reads them, and a lookup that finds the entry being
- * replaced (a memcpy long) takes it as a miss. */
+ * crop-only decoding), so whoever reads an entry's bytes says so first: a
+ * reader records the entry in its own word of its member's reading[]
+ * (lock_state.h), then checks that the entry is PRESENT; a rewrite marks
+ * the entry REWRITING, then looks at every live member's records and backs
+ * off if anyone reads the entry. Both sides store, then load, sequentially
+ * consistent, so at least one sees the other (a reader that sees REWRITING
+ * takes it as a miss). The records are plain words, not counts in the
+ * entry: a member that dies, or is dropped, holds nothing (its records are
+ * not looked at, and are cleared), where a count it raised would stay
+ * raised for the life of a group's shared memory. */
 
-/* Returns a pointer to the cached bytes and takes a reader reference (give
- * it back with cdl__cache_release_minio), or NULL on a miss. */
-CDL_PRIVATE const cdl__u8 *cdl__cache_acquire_minio(coordl *L, uint64_t id, uint32_t *len, int *kind,
-                                               uint32_t *cap) {
+/* This member's reader record k (0 <= k < CDL_MAX_READERS). */
+CDL_PRIVATE _Atomic uint32_t *cdl__cache_reader(coordl *L, uint32_t k) {
+    return &L->S->members[L->member.me].reading[k];
+}
+
+#ifdef COORDL_MPI /* the peer server sizes its replies by it */
+/* The room item id's entry holds (its bytes never outgrow it), 0 when the
+ * item is not cached. */
+CDL_PRIVATE uint32_t cdl__cache_room(const coordl *L, uint64_t id) {
+    const cdl__cache_entry *ce = &L->cache.entries[id];
+    const uint32_t s = atomic_load_explicit(&ce->state, memory_order_acquire) & CDL_CE_STATE;
+    return s == CDL_CE_PRESENT || s == CDL_CE_REWRITING ? ce->cap : 0;
+}
+#endif
+
+/* Whether item id's bytes are cached (present, or being rewritten). */
+CDL_PRIVATE int cdl__cache_holds(const coordl *L, uint64_t id) {
+    const uint32_t s = atomic_load_explicit(&L->cache.entries[id].state, memory_order_acquire) & CDL_CE_STATE;
+    return s == CDL_CE_PRESENT || s == CDL_CE_REWRITING;
+}
+
+/* Returns a pointer to the cached bytes, recorded in the caller's reader
+ * word (give it back with cdl__cache_release_minio), or NULL on a miss.
+ * kind: the entry's CDL_CE_PLAIN / _RST / _KEEP (a claimed entry's bytes
+ * are still plain). */
+CDL_PRIVATE const cdl__u8 *cdl__cache_acquire_minio(coordl *L, _Atomic uint32_t *reader, uint64_t id, uint32_t *len,
+                                               int *kind, uint32_t *cap) {
     cdl__cache_entry *ce = &L->cache.entries[id];
-    uint32_t s = atomic_load_explicit(&ce->state, memory_order_acquire);
-    do {
-        if ((s & CDL_CE_STATE) != CDL_CE_PRESENT) return NULL;
-    } while (!atomic_compare_exchange_weak_explicit(&ce->state, &s, s + CDL_CE_READER, memory_order_acquire,
-                                                    memory_order_acquire));
+    atomic_store(reader, (uint32_t)id + 1); /* then look: see the comment above */
+    if ((atomic_load(&ce->state) & CDL_CE_STATE) != CDL_CE_PRESENT) {
+        atomic_store_explicit(reader, 0, memory_order_release);
+        return NULL;
+    }
     *len = ce->len;
-    if (kind) *kind = (int)atomic_load_explicit(&ce->jpeg, memory_order_relaxed);
+    if (kind) {
+        const uint32_t j = atomic_load_explicit(&ce->jpeg, memory_order_relaxed) & CDL_CE_STATE;
+        *kind = j == CDL_CE_CLAIMED ? CDL_CE_PLAIN : (int)j;
+    }
     if (cap) *cap = ce->cap;
     return L->cache.arena.base + ce->off;
 }
 
-CDL_PRIVATE void cdl__cache_release_minio(coordl *L, uint64_t id) {
-    atomic_fetch_sub_explicit(&L->cache.entries[id].state, CDL_CE_READER, memory_order_release);
+CDL_PRIVATE void cdl__cache_release_minio(_Atomic uint32_t *reader) {
+    atomic_store_explicit(reader, 0, memory_order_release);
 }
 
 /* Admits an item read from storage. A JPEG coordl may rewrite gets room to
@@ -4203,9 +4282,10 @@ CDL_PRIVATE void cdl__cache_release_minio(coordl *L, uint64_t id) {
  * item was not admitted. */
 CDL_PRIVATE int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len, uint32_t *cap_out) {
     cdl__cache_entry *ce = &L->cache.entries[id];
+    const uint32_t admitting = CDL_CE_ADMITTING | CDL_CE_OWNER(L->member.me);
     uint32_t expect = CDL_CE_EMPTY;
     if (len == 0 || len > UINT32_MAX / 2) return -1;
-    if (!atomic_compare_exchange_strong(&ce->state, &expect, CDL_CE_ADMITTING)) return -1;
+    if (!atomic_compare_exchange_strong(&ce->state, &expect, admitting)) return -1;
     const int image = L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL;
     const size_t room = L->cfg.jpeg_random_access && image ? cdl__rst_room(bytes, len) : 0;
     const uint64_t rest = L->index.dataset_bytes > atomic_load(&L->S->cache_src_bytes) + len
@@ -4213,7 +4293,8 @@ CDL_PRIVATE int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *by
     uint64_t used = atomic_load(&L->S->cache_used), cap;
     for (;;) {
         if (used + len > L->cfg.cache_bytes) { /* full for this item: never evict */
-            atomic_store_explicit(&ce->state, CDL_CE_EMPTY, memory_order_release);
+            expect = admitting; /* a CAS: a drop of this member may have made it LOST */
+            atomic_compare_exchange_strong(&ce->state, &expect, CDL_CE_EMPTY);
             return -1;
         }
         cap = room && used + len + room + rest <= L->cfg.cache_bytes ? len + room : len;
@@ -4225,44 +4306,123 @@ CDL_PRIVATE int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *by
     ce->len = (uint32_t)len;
     ce->cap = (uint32_t)cap;
     atomic_store_explicit(&ce->jpeg, room ? CDL_CE_PLAIN : CDL_CE_KEEP, memory_order_relaxed);
+    expect = admitting;
+    if (!atomic_compare_exchange_strong(&ce->state, &expect, CDL_CE_PRESENT)) return -1; /* dropped meanwhile */
+    /* counted once present: a member dropped half-way counted nothing */
     if (room) atomic_fetch_add(&L->S->cache_plain_items, 1);
     atomic_fetch_add(&L->S->cache_items, 1);
     atomic_fetch_add(&L->S->cache_src_bytes, len);
-    atomic_store_explicit(&ce->state, CDL_CE_PRESENT, memory_order_release);
     *cap_out = (uint32_t)cap;
     return room ? CDL_CE_PLAIN : CDL_CE_KEEP;
 }
 
-#ifndef COORDL_NO_JPEGTURBO /* only JPEG rewrites replace or keep entries */
-/* Replaces a cached item's bytes by its rewrite (len <= its cap), if no
- * reader but the caller (held: it holds a reader reference, which it keeps)
- * has them. Returns 1 when replaced. */
-CDL_PRIVATE int cdl__cache_replace_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len, int held) {
-    cdl__cache_entry *ce = &L->cache.entries[id];
-    uint32_t expect = CDL_CE_PRESENT + (held ? CDL_CE_READER : 0u);
-    if (!atomic_compare_exchange_strong_explicit(&ce->state, &expect, CDL_CE_REWRITING, memory_order_acquire,
-                                                 memory_order_relaxed))
-        return 0;
+#ifndef COORDL_NO_JPEGTURBO /* only JPEG rewrites claim, replace or keep entries */
+/* Takes the rewrite of a PLAIN entry for this member: 1 when the caller is
+ * now its one owner (finish with cdl__cache_replace_minio or
+ * cdl__cache_keep_minio), 0 when it is not plain (rewritten, kept, or
+ * claimed by another worker). */
+CDL_PRIVATE int cdl__cache_claim_rewrite(coordl *L, uint64_t id) {
     uint32_t plain = CDL_CE_PLAIN;
-    /* a CAS: cdl__cache_keep_minio may mark it KEEP meanwhile */
-    const int skip = len > ce->cap || !atomic_compare_exchange_strong(&ce->jpeg, &plain, CDL_CE_RST);
-    if (!skip) {
-        memcpy(L->cache.arena.base + ce->off, bytes, len);
-        ce->len = (uint32_t)len;
-        atomic_fetch_add(&L->S->cache_rst_items, 1);
-        atomic_fetch_sub(&L->S->cache_plain_items, 1);
-    }
-    atomic_store_explicit(&ce->state, expect, memory_order_release);
-    return !skip;
+    return atomic_compare_exchange_strong(&L->cache.entries[id].jpeg, &plain,
+                                          CDL_CE_CLAIMED | CDL_CE_OWNER(L->member.me));
 }
 
-/* A rewrite that failed is not tried again. */
+/* The claim's owner gives the rewrite back untried (PLAIN again). */
+CDL_PRIVATE void cdl__cache_unclaim_rewrite(coordl *L, uint64_t id) {
+    uint32_t claimed = CDL_CE_CLAIMED | CDL_CE_OWNER(L->member.me);
+    atomic_compare_exchange_strong(&L->cache.entries[id].jpeg, &claimed, CDL_CE_PLAIN);
+}
+
+/* Whether a reader other than `self` reads entry id now: the records of
+ * every member in the live set (and this one). */
+static int cdl__cache_read_elsewhere(coordl *L, const _Atomic uint32_t *self, uint64_t id) {
+    const uint32_t live = atomic_load(&L->S->live_mask) | (1u << L->member.me);
+    for (int m = 0; m < CDL_MAX_MEMBERS; m++) {
+        if (!(live >> m & 1u)) continue;
+        const cdl__member *mb = &L->S->members[m];
+        for (uint32_t k = 0; k < CDL_MAX_READERS; k++) /* 1 KiB a member, once per rewrite */
+            if (&mb->reading[k] != self && atomic_load(&mb->reading[k]) == (uint32_t)id + 1) return 1;
+    }
+    return 0;
+}
+
+/* The claim's owner replaces the entry's bytes by their rewrite (len <= its
+ * cap), if no reader but `self` (the owner's own record, or NULL) reads
+ * them. Returns 1 when replaced (now RST); 0 when another reader was
+ * there: the claim is given back (PLAIN again, tried again later). */
+CDL_PRIVATE int cdl__cache_replace_minio(coordl *L, const _Atomic uint32_t *self, uint64_t id, const cdl__u8 *bytes,
+                                    size_t len) {
+    cdl__cache_entry *ce = &L->cache.entries[id];
+    const uint32_t claimed = CDL_CE_CLAIMED | CDL_CE_OWNER(L->member.me);
+    const uint32_t rewriting = CDL_CE_REWRITING | CDL_CE_OWNER(L->member.me);
+    if (len > ce->cap) { /* cannot happen with cdl__jpeg_rewrite's limit; never loop on it */
+        cdl__cache_keep_minio(L, id);
+        return 0;
+    }
+    if (atomic_load(&ce->jpeg) != claimed) return 0; /* a drop of this member took the claim back */
+    uint32_t expect = CDL_CE_PRESENT;
+    if (!atomic_compare_exchange_strong(&ce->state, &expect, rewriting)) { /* LOST after a drop of ours */
+        cdl__cache_unclaim_rewrite(L, id);
+        return 0;
+    }
+    if (cdl__cache_read_elsewhere(L, self, id)) { /* then look: see the comment above */
+        expect = rewriting;
+        atomic_compare_exchange_strong(&ce->state, &expect, CDL_CE_PRESENT);
+        cdl__cache_unclaim_rewrite(L, id);
+        return 0;
+    }
+    cdl__test_hook(L, "rewriting");
+    memcpy(L->cache.arena.base + ce->off, bytes, len);
+    ce->len = (uint32_t)len;
+    /* CASes: a drop of this member meanwhile took the claim back (the bytes
+     * are a whole rewrite, decodable as plain) or made the entry LOST;
+     * either way nothing is counted */
+    expect = claimed;
+    const int mine = atomic_compare_exchange_strong(&ce->jpeg, &expect, CDL_CE_RST);
+    expect = rewriting;
+    const int present = atomic_compare_exchange_strong(&ce->state, &expect, CDL_CE_PRESENT);
+    if (!mine || !present) return 0;
+    atomic_fetch_add(&L->S->cache_rst_items, 1);
+    atomic_fetch_sub(&L->S->cache_plain_items, 1);
+    return 1;
+}
+
+/* The claim's owner gives the rewrite up for good: never tried again. */
 CDL_PRIVATE void cdl__cache_keep_minio(coordl *L, uint64_t id) {
-    uint32_t plain = CDL_CE_PLAIN;
-    if (atomic_compare_exchange_strong(&L->cache.entries[id].jpeg, &plain, CDL_CE_KEEP))
+    uint32_t claimed = CDL_CE_CLAIMED | CDL_CE_OWNER(L->member.me);
+    if (atomic_compare_exchange_strong(&L->cache.entries[id].jpeg, &claimed, CDL_CE_KEEP))
         atomic_fetch_sub(&L->S->cache_plain_items, 1);
 }
 #endif
+
+/* Member m left the group: its reader records are cleared, its rewrite
+ * claims given back, and an entry it left half-written (ADMITTING or
+ * REWRITING) made LOST: its bytes are neither what was read nor a whole
+ * rewrite. Under the stream's lock (the drop); O(items), once per drop. */
+CDL_PRIVATE void cdl__cache_drop_member(coordl *L, int m) {
+    if (!L->cache.entries || m < 0 || m >= CDL_MAX_MEMBERS) return;
+    cdl__member *mb = &L->S->members[m];
+    for (uint32_t k = 0; k < CDL_MAX_READERS; k++) atomic_store(&mb->reading[k], 0);
+    uint64_t lost = 0;
+    for (uint64_t id = 0; id < L->index.num_items; id++) {
+        cdl__cache_entry *ce = &L->cache.entries[id];
+        uint32_t j = CDL_CE_CLAIMED | CDL_CE_OWNER(m);
+        atomic_compare_exchange_strong(&ce->jpeg, &j, CDL_CE_PLAIN);
+        uint32_t s = atomic_load(&ce->state);
+        const uint32_t what = s & CDL_CE_STATE;
+        if ((what == CDL_CE_ADMITTING || what == CDL_CE_REWRITING) && s >> CDL_CE_OWNER_SHIFT == (uint32_t)m &&
+            atomic_compare_exchange_strong(&ce->state, &s, CDL_CE_LOST)) {
+            if (what == CDL_CE_REWRITING) { /* it was present, and plain */
+                atomic_fetch_sub(&L->S->cache_items, 1);
+                atomic_fetch_sub(&L->S->cache_plain_items, 1);
+            }
+            lost++;
+        }
+    }
+    if (lost)
+        cdl__log(L, COORDL_LOG_WARN, "cache: %llu item(s) that a dropped member was writing are no longer cached "
+                 "(read from storage from now on)", (unsigned long long)lost);
+}
 
 static void cdl__lru_unlink(cdl__lru *c, int32_t i) {
     if (c->prev[i] >= 0) c->next[c->prev[i]] = c->next[i]; else c->head = c->next[i];
@@ -4566,7 +4726,7 @@ CDL_PRIVATE void cdl__peer_request_slot(coordl *L, uint32_t s) {
  * does not hold the item (or holds no cache at all). */
 static void cdl__peer_serve(coordl *L, int source, int count) {
     if (count < 1 || !cdl__reserve(L, (void **)&L->peers.rx, &L->peers.rxcap,
-                                   (size_t)count * (sizeof(uint64_t) + sizeof(void *) + sizeof(uint32_t))))
+                                   (size_t)count * (sizeof(uint64_t) + sizeof(uint32_t))))
         return; /* left queued: the requester falls back after peer_timeout_ms */
     uint64_t *ids = (uint64_t *)(void *)L->peers.rx;
     MPI_Recv(ids, count, MPI_UINT64_T, source, CDL_TAG_REQ, L->peers.comm, MPI_STATUS_IGNORE);
@@ -4575,17 +4735,13 @@ static void cdl__peer_serve(coordl *L, int source, int count) {
     const uint32_t slot = (uint32_t)(ids[0] >> 48);
     if (slot >= 1024) return; /* not a request coordl sent */
     size_t bytes = 12 + (size_t)n * 12;
-    /* reader references from sizing to copying: a JPEG rewrite (jpeg.c)
-     * may not change an entry's bytes in between; the pointers and lengths
-     * live in the request buffer behind the ids */
-    const cdl__u8 **src = (const cdl__u8 **)(void *)(L->peers.rx + (size_t)count * sizeof(uint64_t));
-    uint32_t *lens = (uint32_t *)(void *)(L->peers.rx + (size_t)count * (sizeof(uint64_t) + sizeof *src));
+    /* sized by each entry's room, which a JPEG rewrite (jpeg.c) never
+     * outgrows; each item then copied under the server's one reader
+     * record. The rooms live in the request buffer behind the ids. */
+    uint32_t *rooms = (uint32_t *)(void *)(L->peers.rx + (size_t)count * sizeof(uint64_t));
     for (uint32_t i = 0; i < n; i++) {
-        lens[i] = 0;
-        src[i] = L->cache.entries && ids[1 + i] < L->index.num_items
-                     ? cdl__cache_acquire_minio(L, ids[1 + i], &lens[i], NULL, NULL) : NULL;
-        if (!src[i]) lens[i] = 0;
-        bytes += lens[i];
+        rooms[i] = L->cache.entries && ids[1 + i] < L->index.num_items ? cdl__cache_room(L, ids[1 + i]) : 0;
+        bytes += rooms[i];
     }
     /* every request gets exactly one reply (closing counts on it): short
      * of memory for the items, a reply holding none of them */
@@ -4597,19 +4753,19 @@ static void cdl__peer_serve(coordl *L, int source, int count) {
     cdl__u8 *out = si < 0 ? NULL : L->peers.sends[si].buf; /* FILLING: ours alone until sent */
     size_t at = 12 + (size_t)nreply * 12;
     uint64_t served = 0;
-    if (out) {
-        memcpy(out, &ids[0], 8);
-        memcpy(out + 8, &nreply, 4);
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        if (out && i < nreply) {
-            memcpy(out + 12 + (size_t)i * 12, &ids[1 + i], 8);
-            memcpy(out + 12 + (size_t)i * 12 + 8, &lens[i], 4);
-            if (lens[i]) { memcpy(out + at, src[i], lens[i]); at += lens[i]; served++; }
-        }
-        if (src[i]) cdl__cache_release_minio(L, ids[1 + i]);
-    }
     if (!out) return; /* not even that: the requester gives up after peer_timeout_ms */
+    memcpy(out, &ids[0], 8);
+    memcpy(out + 8, &nreply, 4);
+    _Atomic uint32_t *reader = cdl__cache_reader(L, CDL_READER_PEERS);
+    for (uint32_t i = 0; i < nreply; i++) {
+        uint32_t len = 0;
+        const cdl__u8 *p = rooms[i] ? cdl__cache_acquire_minio(L, reader, ids[1 + i], &len, NULL, NULL) : NULL;
+        if (!p || len > rooms[i]) len = 0; /* admitted since the sizing: not in this reply */
+        memcpy(out + 12 + (size_t)i * 12, &ids[1 + i], 8);
+        memcpy(out + 12 + (size_t)i * 12 + 8, &len, 4);
+        if (len) { memcpy(out + at, p, len); at += len; served++; }
+        if (p) cdl__cache_release_minio(reader);
+    }
     cdl__lock(L);
     if (cdl__peer_isend(L, si, MPI_BYTE, at, source, CDL_TAG_RESP + (int)slot)) L->stats.st.peer_served += served;
     cdl__unlock(L);
@@ -4709,9 +4865,7 @@ static void cdl__peer_exchange_map(coordl *L) {
     atomic_store(&L->peers.admit_epoch, CDL_ADMIT_CLOSED); /* what is cached now is final */
     cdl__unlock(L);
     for (uint64_t id = 0; id < L->index.num_items; id++)
-        owner[id] = L->cache.entries && (atomic_load(&L->cache.entries[id].state) & CDL_CE_STATE) >= CDL_CE_PRESENT
-                        ? L->cfg.rank /* PRESENT or REWRITING */
-                        : INT32_MAX;
+        owner[id] = L->cache.entries && cdl__cache_holds(L, id) ? L->cfg.rank : INT32_MAX;
     int ok = 1;
     const uint64_t chunk = 1u << 30; /* counts are ints; every rank has the same num_items */
     for (uint64_t at = 0; at < L->index.num_items; at += chunk) {
@@ -4936,8 +5090,9 @@ CDL_PRIVATE void cdl__peer_close(coordl *L) {
  *        they read ahead of the workers
  * Lock:  its own mutex (R->mu); lock order: the stream's lock, then this
  *        one; the I/O threads never take the stream's lock
- * Calls: status, placement, index, source, sampler, peers (lower layers
- *        only: src/modules.txt; tools/check-layers.py checks this line).
+ * Calls: status, placement, index, source, sampler, cache, peers (lower
+ *        layers only: src/modules.txt; tools/check-layers.py checks this
+ *        line).
  */
 
 /* ---- read-ahead in the known order ----------------------------------------
@@ -4990,12 +5145,9 @@ static void cdl__ra_trim(cdl__readahead *R) {
  * peer that serves it (once the map is known, rows claimed from then on
  * ask the peers, whatever the epoch). */
 static int cdl__ra_not_from_storage(const coordl *L, uint64_t id) {
-    /* the state's low byte (readers count above it); an entry being
-     * rewritten (jpeg.c) is held too, its rewrite long done by the
-     * time its row is claimed */
-    if (L->cache.entries &&
-        (atomic_load_explicit(&L->cache.entries[id].state, memory_order_acquire) & CDL_CE_STATE) >= CDL_CE_PRESENT)
-        return 1;
+    /* an entry being rewritten (jpeg.c) is held too, its rewrite long
+     * done by the time its row is claimed */
+    if (L->cache.entries && cdl__cache_holds(L, id)) return 1;
     if (L->cache.lru) {
         pthread_mutex_lock(&L->cache.lru->mu);
         const int held = L->cache.lru->data[id] != NULL;
@@ -5283,15 +5435,15 @@ CDL_PRIVATE void cdl__ra_stop(coordl *L) {
  * (which admits into the cache): the row's item read ahead by the I/O
  * threads into their arena, or read now into the worker's buffer.
  *
- * Owns:  nothing of its own: a worker's reader reference on a cache entry
- *        (W->held) between fetch and fetch_done
+ * Owns:  nothing of its own: a worker's reader record on a cache entry
+ *        (W->reader, W->held) between fetch and fetch_done
  * Lock:  none (entries by their atomic state; read-ahead by its mutex)
  * Calls: status, index, source, cache, peers, readahead (lower layers only:
  *        src/modules.txt; tools/check-layers.py checks this line).
  */
 
 /* Bytes of item id into *out. A MinIO hit lends the cache's own bytes:
- * the worker holds a reader reference on the entry (W->held) until
+ * the worker's reader record holds the entry (W->held) until
  * cdl__fetch_done. W->fetch_kind says whether the bytes are a JPEG rewrite
  * (jpeg.c), or may become one. */
 CDL_PRIVATE coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
@@ -5301,9 +5453,9 @@ CDL_PRIVATE coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *ou
     int hit = 0;
     W->held = 0;
     W->fetch_kind = -1;
-    if (L->cache.entries) {
+    if (L->cache.entries && W->reader) {
         uint32_t len;
-        const cdl__u8 *p = cdl__cache_acquire_minio(L, id, &len, &W->fetch_kind, &W->fetch_cap);
+        const cdl__u8 *p = cdl__cache_acquire_minio(L, W->reader, id, &len, &W->fetch_kind, &W->fetch_cap);
         if (p) { out->p = p; out->len = len; hit = 1; W->held = id + 1; }
     } else if (L->cache.lru) {
         uint32_t len;
@@ -5350,7 +5502,7 @@ CDL_PRIVATE coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *ou
 }
 
 CDL_PRIVATE void cdl__fetch_done(cdl__worker *W) {
-    if (W->held) cdl__cache_release_minio(W->L, W->held - 1);
+    if (W->held) cdl__cache_release_minio(W->reader);
     W->held = 0;
 }
 
@@ -5470,7 +5622,7 @@ static void cdl__plan_train(const coordl *L, cdl__rng *rng, int W, int H, cdl__g
  * uses out_h. No DCT scaling: the window is sampled at full resolution, as
  * Darknet does, so the pixels are Darknet's. */
 static void cdl__plan_darknet(const coordl *L, cdl__rng *rng, int W, int H, cdl__geom *g) {
-    const int w = (int)L->cfg.out_w, h = (int)L->cfg.out_h;
+    const int w = (int)g->out_w, h = (int)g->out_h;
     int lo = (int)(L->geom.crop_min_ratio * (float)w), hi = (int)(L->geom.crop_max_ratio * (float)w);
     if (lo < 1) lo = 1;
     if (hi < lo) hi = lo;
@@ -5518,17 +5670,18 @@ static void cdl__plan_darknet(const coordl *L, cdl__rng *rng, int W, int H, cdl_
 
 /* Resize shorter side to S = out * 256 / 224, then center crop; expressed
  * as a fixed source rectangle over the whole (unclipped) image. */
-static void cdl__plan_eval(const coordl *L, int W, int H, cdl__geom *g) {
-    uint32_t out_max = L->cfg.out_w > L->cfg.out_h ? L->cfg.out_w : L->cfg.out_h;
+static void cdl__plan_eval(int W, int H, cdl__geom *g) {
+    const uint32_t out_w = g->out_w, out_h = g->out_h;
+    uint32_t out_max = out_w > out_h ? out_w : out_h;
     double S = floor(out_max * 256.0 / 224.0 + 0.5);
     double rw, rh; /* torchvision Resize(int): long side = int(S * long / short) */
     if (W <= H) { rw = S; rh = floor(S * H / W); } else { rh = S; rw = floor(S * W / H); }
-    if (rw < L->cfg.out_w) rw = L->cfg.out_w;
-    if (rh < L->cfg.out_h) rh = L->cfg.out_h;
-    double top = nearbyint((rh - L->cfg.out_h) / 2.0), left = nearbyint((rw - L->cfg.out_w) / 2.0);
+    if (rw < out_w) rw = out_w;
+    if (rh < out_h) rh = out_h;
+    double top = nearbyint((rh - out_h) / 2.0), left = nearbyint((rw - out_w) / 2.0);
     double sx = W / rw, sy = H / rh;
     g->x0 = left * sx; g->y0 = top * sy;
-    g->sw = L->cfg.out_w * sx; g->sh = L->cfg.out_h * sy;
+    g->sw = out_w * sx; g->sh = out_h * sy;
     g->clip_x0 = 0; g->clip_y0 = 0; g->clip_x1 = W; g->clip_y1 = H;
     g->flip = 0;
     g->dhue = 0.0f;
@@ -5538,9 +5691,13 @@ static void cdl__plan_eval(const coordl *L, int W, int H, cdl__geom *g) {
     g->darknet = 0;
 }
 
-CDL_PRIVATE void cdl__plan(const coordl *L, uint64_t epoch, uint64_t id, int W, int H, cdl__geom *g) {
+CDL_PRIVATE void cdl__plan(const coordl *L, uint32_t out_w, uint32_t out_h, uint64_t epoch, uint64_t id, int W, int H,
+                           cdl__geom *g) {
+    memset(g, 0, sizeof *g);
+    g->out_w = out_w;
+    g->out_h = out_h;
     if (L->cfg.pipeline == COORDL_PIPE_EVAL) {
-        cdl__plan_eval(L, W, H, g);
+        cdl__plan_eval(W, H, g);
     } else {
         cdl__rng rng = cdl__rng_for(L->cfg.seed, CDL_STREAM_CROP, epoch, id);
         if (L->cfg.train_crop == COORDL_CROP_DARKNET) cdl__plan_darknet(L, &rng, W, H, g);
@@ -5553,10 +5710,10 @@ CDL_PRIVATE void cdl__plan(const coordl *L, uint64_t epoch, uint64_t id, int W, 
  * rectangle still covers the output; 3/8..7/8 have no SIMD path in
  * libjpeg-turbo 2.1 and are slower than a full decode, so they are not
  * used. */
-CDL_PRIVATE int cdl__choose_dct_denominator(const coordl *L, const cdl__geom *g) {
+CDL_PRIVATE int cdl__choose_dct_denominator(const cdl__geom *g) {
     if (g->darknet) return 1;
     int d = 8;
-    while (d > 1 && (g->sw / d < L->cfg.out_w || g->sh / d < L->cfg.out_h)) d /= 2;
+    while (d > 1 && (g->sw / d < g->out_w || g->sh / d < g->out_h)) d /= 2;
     return d;
 }
 
@@ -5885,9 +6042,9 @@ static void cdl__vpass_row(const float *const *rows, const float *w, int K, size
 
 /* Writes one output row from planar R, G, B floats in 0..255 (`plane`
  * floats apart) in the configured layout. */
-static void cdl__store_row(const coordl *L, const float *v, size_t plane, int j, void *dst) {
-    const int out_w = (int)L->cfg.out_w;
-    const size_t oplane = (size_t)out_w * L->cfg.out_h;
+static void cdl__store_row(const coordl *L, const cdl__geom *g, const float *v, size_t plane, int j, void *dst) {
+    const int out_w = (int)g->out_w;
+    const size_t oplane = (size_t)out_w * g->out_h;
     switch (L->cfg.layout) {
     case COORDL_F32_NCHW:
         for (int c = 0; c < 3; c++) {
@@ -6002,8 +6159,8 @@ static void cdl__rotate_row(const float *img, size_t plane, int out_w, int out_h
 /* Colour jitter (if any) and the store, for one finished output row. */
 static void cdl__finish_row(const coordl *L, const cdl__geom *g, float *acc, size_t plane, int j, void *dst) {
     if (g->dhue != 0.0f || g->dsat != 1.0f || g->dexp != 1.0f)
-        cdl__color_jitter_row(acc, acc + plane, acc + 2 * plane, (int)L->cfg.out_w, g->dhue, g->dsat, g->dexp);
-    cdl__store_row(L, acc, plane, j, dst);
+        cdl__color_jitter_row(acc, acc + plane, acc + 2 * plane, (int)g->out_w, g->dhue, g->dsat, g->dexp);
+    cdl__store_row(L, g, acc, plane, j, dst);
 }
 
 /* COORDL_CROP_DARKNET: Darknet's rotate_crop_image then flip_image, per
@@ -6013,7 +6170,7 @@ static void cdl__finish_row(const coordl *L, const cdl__geom *g, float *acc, siz
  * ay->hi): every tap inside the image lies in it. */
 static void cdl__resample_darknet(coordl *L, cdl__worker *W, const cdl__u8 *src, size_t stride, int sx0,
                                   int sy0, const cdl__axis *ax, const cdl__axis *ay, const cdl__geom *g, void *dst) {
-    const int out_w = (int)L->cfg.out_w, out_h = (int)L->cfg.out_h;
+    const int out_w = (int)g->out_w, out_h = (int)g->out_h;
     const size_t plane = cdl__round_up((size_t)out_w, 4);
     float *acc = W->tmp;
     const int x_lo = ax->lo, x_hi = ax->hi, y_lo = ay->lo, y_hi = ay->hi;
@@ -6062,7 +6219,7 @@ CDL_PRIVATE void cdl__resample(coordl *L, cdl__worker *W, const cdl__u8 *src, si
         cdl__resample_darknet(L, W, src, stride, sx0, sy0, ax, ay, g, dst);
         return;
     }
-    const int out_w = (int)L->cfg.out_w, out_h = (int)L->cfg.out_h, Ky = ay->K;
+    const int out_w = (int)g->out_w, out_h = (int)g->out_h, Ky = ay->K;
     const size_t plane = cdl__round_up((size_t)out_w, 4), rowf = 3 * plane;
     const size_t cols = (size_t)(ax->hi - ax->lo) * 3;
     float *window = W->tmp;                   /* Ky rows of rowf floats    */
@@ -6118,8 +6275,8 @@ CDL_PRIVATE void cdl__resample(coordl *L, cdl__worker *W, const cdl__u8 *src, si
  * the output width and one float row of the source span. It grows with
  * the crop's width in source pixels, so it counts in the decode budget
  * (jpeg.c). */
-CDL_PRIVATE uint64_t cdl__window_bytes(const coordl *L, const cdl__axis *ax, const cdl__axis *ay) {
-    const uint64_t rowf = 3 * cdl__round_up((size_t)L->cfg.out_w, 4);
+CDL_PRIVATE uint64_t cdl__window_bytes(const cdl__geom *g, const cdl__axis *ax, const cdl__axis *ay) {
+    const uint64_t rowf = 3 * cdl__round_up((size_t)g->out_w, 4);
     const uint64_t cols = (uint64_t)(ax->hi - ax->lo) * 3 + 8;
     return (((uint64_t)ay->K + 1) * rowf + cols) * sizeof(float);
 }
@@ -6133,33 +6290,33 @@ CDL_PRIVATE coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cd
         memset(ay, 0, sizeof *ay);
         ax->lo = g->clip_x0; ax->hi = g->clip_x1;
         ay->lo = g->clip_y0; ay->hi = g->clip_y1;
-        if (!cdl__reserve(L, (void **)&W->tmp, &W->tmpcap, 3 * cdl__round_up((size_t)L->cfg.out_w, 4) * sizeof(float)))
+        if (!cdl__reserve(L, (void **)&W->tmp, &W->tmpcap, 3 * cdl__round_up((size_t)g->out_w, 4) * sizeof(float)))
             return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for a resampling window");
         return COORDL_OK;
     }
-    if (!cdl__axis_build(W, ax, &W->xstart, &W->xstartcap, &W->xw, &W->xwcap, (int)L->cfg.out_w,
+    if (!cdl__axis_build(W, ax, &W->xstart, &W->xstartcap, &W->xw, &W->xwcap, (int)g->out_w,
                          g->x0, g->sw, g->clip_x0, g->clip_x1, g->flip) ||
-        !cdl__axis_build(W, ay, &W->ystart, &W->ystartcap, &W->yw, &W->ywcap, (int)L->cfg.out_h,
+        !cdl__axis_build(W, ay, &W->ystart, &W->ystartcap, &W->yw, &W->ywcap, (int)g->out_h,
                          g->y0, g->sh, g->clip_y0, g->clip_y1, 0))
         return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for resampling tables");
     ax->w8 = ay->w8 = NULL;
 #ifdef CDL_HAVE_AVX2
-    if (L->geom.avx2 && L->cfg.out_w >= 8) {
-        if (!cdl__reserve(L, (void **)&W->xw8, &W->xw8cap, (size_t)L->cfg.out_w * (size_t)ax->K * 4 * sizeof(float)))
+    if (L->geom.avx2 && g->out_w >= 8) {
+        if (!cdl__reserve(L, (void **)&W->xw8, &W->xw8cap, (size_t)g->out_w * (size_t)ax->K * 4 * sizeof(float)))
             return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for resampling tables");
-        cdl__axis_spread_avx2(ax, (int)L->cfg.out_w, W->xw8);
+        cdl__axis_spread_avx2(ax, (int)g->out_w, W->xw8);
         ax->w8 = W->xw8;
     }
 #endif
-    const size_t rowf = 3 * cdl__round_up((size_t)L->cfg.out_w, 4);
-    const uint64_t window = cdl__window_bytes(L, ax, ay);
+    const size_t rowf = 3 * cdl__round_up((size_t)g->out_w, 4);
+    const uint64_t window = cdl__window_bytes(g, ax, ay);
     if (window > L->cfg.max_decode_bytes)
         return cdl__worker_error(W, COORDL_ERR_CORRUPT, "resampling a crop %d source pixels wide needs %llu bytes, "
                                  "over max_decode_bytes (%llu)", ax->hi - ax->lo, (unsigned long long)window,
                                  (unsigned long long)L->cfg.max_decode_bytes);
     if (!cdl__reserve(L, (void **)&W->tmp, &W->tmpcap, (size_t)window) ||
         !cdl__reserve(L, (void **)&W->window_row, &W->window_rowcap, (size_t)ay->K * sizeof(int32_t)) ||
-        (g->angle != 0.0f && !cdl__reserve(L, (void **)&W->rot, &W->rotcap, rowf * L->cfg.out_h * sizeof(float))))
+        (g->angle != 0.0f && !cdl__reserve(L, (void **)&W->rot, &W->rotcap, rowf * g->out_h * sizeof(float))))
         return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for a resampling window");
     return COORDL_OK;
 }
@@ -6621,12 +6778,12 @@ CDL_PRIVATE coordl_status cdl__decode_stb(cdl__worker *W, const char *path, cons
     coordl_status rc = cdl__stb_header(W, path, in, &iw, &ih, &channels);
     if (rc != COORDL_OK) return rc;
     cdl__geom g;
-    cdl__plan(L, epoch, id, iw, ih, &g);
+    cdl__plan(L, W->claim->out_w, W->claim->out_h, epoch, id, iw, ih, &g);
     cdl__axis ax, ay;
     rc = cdl__tables_for(W, &g, &ax, &ay);
     if (rc != COORDL_OK) return cdl__name_error(W, path, rc);
     /* stb's output in the file's channels, then RGB when that differs */
-    const uint64_t pixels = (uint64_t)iw * (uint64_t)ih, window = cdl__window_bytes(L, &ax, &ay);
+    const uint64_t pixels = (uint64_t)iw * (uint64_t)ih, window = cdl__window_bytes(&g, &ax, &ay);
     const uint64_t image = pixels * (uint64_t)(channels > 0 ? channels : 3) + (channels != 3 ? pixels * 3 : 0);
     if (image + window > L->cfg.max_decode_bytes) return cdl__over_decode_limit(W, path, "at least ", image + window);
     cdl__stb_budget b;
@@ -7044,7 +7201,7 @@ static coordl_status cdl__jpeg_decode_crop(cdl__worker *W, const char *path, voi
         /* rows: a splice's from its top; the ROI's 2 rows of context */
         const uint64_t rows = (uint64_t)(spliced ? ay->hi - oy : ay->hi - ay->lo + 2);
         const uint64_t region = cols * 3 * rows + 64 + (cmyk ? cols * 4 + 64 : 0);
-        const uint64_t window = cdl__window_bytes(L, ax, ay), need = cdl__jpeg_need(jd) + region + window;
+        const uint64_t window = cdl__window_bytes(g, ax, ay), need = cdl__jpeg_need(jd) + region + window;
         const uint64_t limit = L->cfg.max_decode_bytes;
         if (need > limit) {
             jpeg_abort_decompress(jd);
@@ -7134,8 +7291,8 @@ static coordl_status cdl__decode_jpeg_plain(cdl__worker *W, const char *path, co
         return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: truncated JPEG (no end-of-image marker)", path);
     }
     cdl__geom g;
-    cdl__plan(L, epoch, id, iw, ih, &g);
-    const int d = cdl__choose_dct_denominator(L, &g);
+    cdl__plan(L, W->claim->out_w, W->claim->out_h, epoch, id, iw, ih, &g);
+    const int d = cdl__choose_dct_denominator(&g);
     const int cmyk = cdl__jpeg_set_output(jd, d);
     cdl__geom_scale(&g, d, (int)jd->output_width, (int)jd->output_height);
     cdl__axis ax, ay;
@@ -7165,8 +7322,8 @@ static int cdl__decode_jpeg_spliced(cdl__worker *W, const char *path, const cdl_
     const int iw = (int)rst->w, ih = (int)rst->h;
     if ((*rc = cdl__jpeg_check_size(W, path, iw, ih)) != COORDL_OK) return 1;
     cdl__geom g;
-    cdl__plan(L, epoch, id, iw, ih, &g);
-    const int d = cdl__choose_dct_denominator(L, &g);
+    cdl__plan(L, W->claim->out_w, W->claim->out_h, epoch, id, iw, ih, &g);
+    const int d = cdl__choose_dct_denominator(&g);
     /* libjpeg's scaled size: jdiv_round_up(w, d) */
     cdl__geom_scale(&g, d, (iw + d - 1) / d, (ih + d - 1) / d);
     cdl__axis ax, ay;
@@ -7501,22 +7658,29 @@ static int cdl__rewrite_allowed(const cdl__worker *W) {
     return cdl__budget_allows(W, W->L->cfg.jpeg_random_access ? W->L->cfg.jpeg_rewrite_budget : 0.0);
 }
 
-/* Rewrites item id (its bytes in *in, fetched by W) with restart markers
- * and puts the rewrite in the cache in place of the bytes. On success *in
- * points to the rewrite (in W->rw) and *lay holds its layout; otherwise
- * the item stays as it was, marked never to be tried again. */
+/* The outcome of a rewrite: made (and in the cache, or not yet: a reader
+ * was there), or given up for good (the item stays as read). */
+enum { CDL_REWRITE_GIVEN_UP = 0, CDL_REWRITE_CACHED = 1, CDL_REWRITE_NOT_YET = 2 };
+
+/* Rewrites item id (its bytes in *in, fetched by W; W owns the entry's
+ * rewrite claim) with restart markers and puts the rewrite in the cache in
+ * place of the bytes. When the rewrite was made *in points to it (in
+ * W->rw) and *lay holds its layout; otherwise the item stays as it was,
+ * marked never to be tried again. Returns a CDL_REWRITE_* outcome. */
 static int cdl__rewrite_item(cdl__worker *W, uint64_t id, cdl__bytes *in, cdl__jpeg_layout *lay, int idle) {
     coordl *L = W->L;
     const uint64_t t0 = cdl__now_ns(), cpu0 = cdl__thread_cpu_ns();
+    int outcome = CDL_REWRITE_GIVEN_UP;
     int too_big = 0;
     /* no room reserved: only a rewrite that fits in place, so the smaller
      * optimized tables */
     const size_t n = cdl__jpeg_rewrite(W, in->p, in->len, W->fetch_cap, W->fetch_cap <= in->len, lay, &too_big);
-    const int ok = n != 0;
-    if (ok) {
-        /* a reader elsewhere (the same item in another epoch): it stays
-         * plain for now and is tried again later */
-        if (cdl__cache_replace_minio(L, id, W->rw, n, W->held != 0)) {
+    if (n) {
+        /* a reader elsewhere (the same item in another epoch, another
+         * member): it stays plain for now and is tried again later */
+        outcome = CDL_REWRITE_NOT_YET;
+        if (cdl__cache_replace_minio(L, W->held ? W->reader : NULL, id, W->rw, n)) {
+            outcome = CDL_REWRITE_CACHED;
             W->row.jpeg_rewrites++;
             W->row.jpeg_rewrites_idle += (uint64_t)idle;
         }
@@ -7530,36 +7694,44 @@ static int cdl__rewrite_item(cdl__worker *W, uint64_t id, cdl__bytes *in, cdl__j
     }
     W->row.jpeg_rewrite_ns += cdl__now_ns() - t0;
     if (!idle) cdl__budget_rewrite(W, cdl__thread_cpu_ns() - cpu0); /* idle time is free */
-    return ok;
+    return outcome;
 }
 
 /* Idle time (no slot to fill: the ring is full, the trainer is the
  * bottleneck): rewrites one cached JPEG not rewritten yet, found from this
- * handle's cursor, with no lock held. Its counters go into *done. Returns
- * 1 when it found one (more may remain), 0 when there is none. */
+ * handle's cursor and claimed (one owner per rewrite), with no lock held.
+ * Its counters go into *done. Returns 1 when an entry was settled (rewritten
+ * or given up: more may remain), 0 when no work was done: none is left
+ * unclaimed, or a reader was on the one tried (the worker then sleeps
+ * until the next row; a loop here would spin a core while the trainer
+ * idles). */
 CDL_PRIVATE int cdl__rewrite_idle(cdl__worker *W, cdl__counters *done) {
     coordl *L = W->L;
     memset(done, 0, sizeof *done);
-    if (!L->cache.entries || !L->cfg.jpeg_random_access || atomic_load(&L->S->cache_plain_items) == 0) return 0;
+    if (!L->cache.entries || !W->reader || !L->cfg.jpeg_random_access || atomic_load(&L->S->cache_plain_items) == 0)
+        return 0;
     for (uint64_t tries = 0; tries < L->index.num_items; tries++) {
         const uint64_t id = atomic_fetch_add(&L->cache.idle_cursor, 1) % L->index.num_items;
-        if (atomic_load_explicit(&L->cache.entries[id].jpeg, memory_order_relaxed) != CDL_CE_PLAIN) continue;
+        if (atomic_load_explicit(&L->cache.entries[id].jpeg, memory_order_relaxed) != CDL_CE_PLAIN ||
+            !cdl__cache_claim_rewrite(L, id))
+            continue;
         uint32_t len, cap;
         int kind;
-        const cdl__u8 *p = cdl__cache_acquire_minio(L, id, &len, &kind, &cap);
-        if (!p) continue;
+        const cdl__u8 *p = cdl__cache_acquire_minio(L, W->reader, id, &len, &kind, &cap);
+        if (!p) { /* being admitted: not plain bytes yet */
+            cdl__cache_unclaim_rewrite(L, id);
+            continue;
+        }
         W->held = id + 1;
         W->fetch_kind = kind;
         W->fetch_cap = cap;
-        if (kind == CDL_CE_PLAIN) {
-            cdl__bytes in = {p, len};
-            cdl__jpeg_layout lay;
-            memset(&W->row, 0, sizeof W->row);
-            cdl__rewrite_item(W, id, &in, &lay, 1);
-            *done = W->row;
-        }
+        cdl__bytes in = {p, len};
+        cdl__jpeg_layout lay;
+        memset(&W->row, 0, sizeof W->row);
+        const int outcome = cdl__rewrite_item(W, id, &in, &lay, 1);
+        *done = W->row;
         cdl__fetch_done(W);
-        if (kind == CDL_CE_PLAIN) return 1;
+        return outcome != CDL_REWRITE_NOT_YET;
     }
     return 0;
 }
@@ -7577,7 +7749,8 @@ static coordl_status cdl__prepare_item_bytes(cdl__worker *W, uint64_t epoch, uin
         cdl__jpeg_layout lay;
         if (W->fetch_kind == CDL_CE_RST && cdl__jpeg_walk(in->p, in->len, &lay) && lay.index_off)
             return cdl__decode_jpeg(W, path, in, epoch, id, dst, &lay);
-        if (W->fetch_kind == CDL_CE_PLAIN && cdl__rewrite_allowed(W) && cdl__rewrite_item(W, id, in, &lay, 0))
+        if (W->fetch_kind == CDL_CE_PLAIN && cdl__rewrite_allowed(W) && cdl__cache_claim_rewrite(L, id) &&
+            cdl__rewrite_item(W, id, in, &lay, 0) != CDL_REWRITE_GIVEN_UP)
             return cdl__decode_jpeg(W, path, in, epoch, id, dst, &lay);
     }
 #endif
@@ -8189,6 +8362,8 @@ CDL_PRIVATE int cdl__stream_try_claim(coordl *L, cdl__claim *c) {
     c->mark = cdl__mark_for(L->member.me, L->member.my_gen);
     c->epoch = sl->epoch;
     c->pos = sl->pos + row;
+    c->out_w = sl->out_w;
+    c->out_h = sl->out_h;
     c->row_bytes = sl->row_bytes;
     c->data_off = sl->data_off + (size_t)row * sl->row_bytes;
     c->targets_off = sl->targets_off + (size_t)row * L->geom.target_row_bytes;
@@ -8453,9 +8628,9 @@ CDL_PRIVATE coordl_status cdl__stream_init(cdl__stream *S, int pshared) {
  *        the stop flag
  * Lock:  the stream's lock for claims and stop; each worker's scratch is
  *        its own
- * Calls: status, rand, placement, lock, index, sampler, readahead, decode,
- *        stream (lower layers only: src/modules.txt; tools/check-layers.py
- *        checks this line).
+ * Calls: status, rand, placement, lock, index, sampler, cache, readahead,
+ *        decode, stream (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
  */
 
 /* --- workers ------------------------------------------------------------ */
@@ -8645,6 +8820,7 @@ CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
         cdl__worker *W = &L->pool.workers[i];
         W->L = L;
         W->index = i;
+        W->reader = i < CDL_READER_HELPER ? cdl__cache_reader(L, (uint32_t)i) : NULL; /* beyond: reads miss */
         W->pu = count > 0 ? P->worker_pus[first + i % count] : -1;
         if (i < 64) L->stats.st.worker_cpu[i] = W->pu;
         /* a group stages each row (coordl_set cannot change its size) */
@@ -8658,6 +8834,7 @@ CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
         if (!L->pool.helper) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
         L->pool.helper->L = L;
         L->pool.helper->index = n;
+        L->pool.helper->reader = cdl__cache_reader(L, CDL_READER_HELPER);
         L->pool.helper->pu = -1;
         if (L->cfg.group && !cdl__reserve(L, (void **)&L->pool.helper->stage, &L->pool.helper->stagecap,
                                           L->geom.row_bytes + L->geom.target_row_bytes + 16))
@@ -8728,14 +8905,16 @@ CDL_PRIVATE void cdl__pool_stop(coordl *L) {
  * Lock:  the stream's lock for membership changes; each member's liveness
  *        mutex (robust, held for its life); member.mu for the member
  *        thread's stop flag
- * Calls: status, arena, lock, stream (lower layers only: src/modules.txt;
- *        tools/check-layers.py checks this line).
+ * Calls: status, arena, lock, cache, stream (lower layers only:
+ *        src/modules.txt; tools/check-layers.py checks this line).
  */
 
 #define CDL_GROUP_MAGIC 0x636f6f72646c4731ull /* "coordlG1" */
-#define CDL_GROUP_VERSION 4 /* 3: cache entries hold room and JPEG rewrites;
+#define CDL_GROUP_VERSION 5 /* 3: cache entries hold room and JPEG rewrites;
                                4: a holder found dead is flagged, and dropped
-                               by the member threads */
+                               by the member threads;
+                               5: cache readers recorded per member, one
+                               owner per rewrite */
 #define CDL_GROUP_FIELDS 64
 #define CDL_GROUP_MAX_SLOTS 1024 /* prefetch_batches' bound */
 
@@ -8752,6 +8931,10 @@ typedef struct cdl__group_header {
                                  and unlinked under the object's lock, so
                                  two processes never both unlink a name   */
     uint32_t nfields;
+    uint32_t timeout_ms;      /* group_timeout_ms: one value for the group
+                                 (the creator's), outside the compared
+                                 geometry: a member with another one
+                                 adopts it                                 */
     uint64_t total_bytes;
     cdl__group_field fields[CDL_GROUP_FIELDS];
     /* geometry: what the parts below were sized from, and the sizes of
@@ -8819,6 +9002,7 @@ static void cdl__group_want(const coordl *L, cdl__group_header *h) {
     h->magic = CDL_GROUP_MAGIC;
     h->version = CDL_GROUP_VERSION;
     h->nfields = cdl__group_fields(L, h->fields);
+    h->timeout_ms = (uint32_t)L->cfg.group_timeout_ms;
     h->nslots = L->ring.nslots;
     h->rows_cap = L->geom.slot_rows_cap;
     h->num_items = L->index.num_items;
@@ -8893,6 +9077,7 @@ static int cdl__group_validate_layout(const cdl__group_header *h, uint64_t size,
         __builtin_add_overflow(need, h->rows_cap * (sizeof(int32_t) + sizeof(uint64_t)), &need) ||
         h->slot_stride < need)
         CDL_REJECT("a ring slot of %llu bytes cannot hold its rows", (unsigned long long)h->slot_stride);
+    if (h->timeout_ms < 1 || h->timeout_ms > 3600000) CDL_REJECT("group_timeout_ms of %u ms", h->timeout_ms);
     uint64_t end = sizeof *h;
     if (!cdl__group_region_ok(h->stream_off, 1, sizeof(cdl__stream), 64, size, &end)) CDL_REJECT("stream block outside the object");
     if (!cdl__group_region_ok(h->slots_off, h->nslots, sizeof(cdl__slot), 64, size, &end)) CDL_REJECT("slots outside the object");
@@ -8951,11 +9136,13 @@ static int cdl__group_validate_contents(const cdl__u8 *b, const cdl__group_heade
         memcpy(&off, (const cdl__u8 *)ce + offsetof(cdl__cache_entry, off), sizeof off);
         memcpy(&room, (const cdl__u8 *)ce + offsetof(cdl__cache_entry, cap), sizeof room);
         memcpy(&jpeg, (const cdl__u8 *)ce + offsetof(cdl__cache_entry, jpeg), sizeof jpeg);
-        /* the low byte is the state; readers (cache.c) count above it */
-        if ((state & CDL_CE_STATE) > CDL_CE_REWRITING)
-            CDL_REJECT("cache entry %llu is in state %u", (unsigned long long)i, state & CDL_CE_STATE);
-        if ((state & CDL_CE_STATE) >= CDL_CE_PRESENT &&
-            (len == 0 || len > room || off > h->cache_bytes || room > h->cache_bytes - off || jpeg > CDL_CE_KEEP))
+        /* the low bytes are the states; a writing member's index above */
+        if ((state & CDL_CE_STATE) > CDL_CE_LOST || state >> CDL_CE_OWNER_SHIFT >= CDL_MAX_MEMBERS ||
+            (jpeg & CDL_CE_STATE) > CDL_CE_CLAIMED || jpeg >> CDL_CE_OWNER_SHIFT >= CDL_MAX_MEMBERS)
+            CDL_REJECT("cache entry %llu is in state %u/%u", (unsigned long long)i, state, jpeg);
+        const uint32_t held = state & CDL_CE_STATE;
+        if ((held == CDL_CE_PRESENT || held == CDL_CE_REWRITING) &&
+            (len == 0 || len > room || off > h->cache_bytes || room > h->cache_bytes - off))
             CDL_REJECT("cache entry %llu points outside the slab", (unsigned long long)i);
     }
     return 1;
@@ -9016,24 +9203,8 @@ static int cdl__member_probe(cdl__stream *S, int m, uint64_t now, uint64_t timeo
     return now > hb && now - hb > timeout_ns ? CDL_MEMBER_SILENT : CDL_MEMBER_ALIVE;
 }
 
-static uint64_t cdl__group_timeout_ns(const coordl *L) { return (uint64_t)L->cfg.group_timeout_ms * 1000000ull; }
-
-/* Drops member m (of generation gen) if it is still that generation and
- * still gone; logs why. Under mu. */
-static void cdl__group_drop_gone(coordl *L, int m, uint64_t gen, int how) {
-    cdl__stream *S = L->S;
-    if (!cdl__member_is(S, m, gen)) return;
-    if (how == CDL_MEMBER_SILENT) { /* it may have spoken since the probe */
-        const uint64_t now = cdl__now_ns(), hb = atomic_load(&S->members[m].heartbeat_ns);
-        if (!(now > hb && now - hb > cdl__group_timeout_ns(L))) return;
-    }
-    cdl__log(L, COORDL_LOG_WARN, "group %s: member %d (pid %d) %s; its work is taken over", L->cfg.group, m,
-             (int)atomic_load(&S->members[m].pid),
-             how == CDL_MEMBER_SILENT                        ? "fell silent for longer than group_timeout_ms"
-             : atomic_load(&S->members[m].died_holding_lock) ? "died holding the group's lock"
-                                                             : "died");
-    cdl__stream_drop_member(L, m, gen);
-}
+/* The group's liveness timeout (the object's, once attached). */
+static uint64_t cdl__group_timeout_ns(const coordl *L) { return (uint64_t)L->member.timeout_ms * 1000000ull; }
 
 /* This member's heartbeat (while it is still the generation it joined as). */
 static void cdl__group_beat(coordl *L, uint64_t now) {
@@ -9053,24 +9224,65 @@ static void cdl__lock_beating(coordl *L) {
     cdl__lock_acquired(L, e);
 }
 
-/* One round of the member thread: this member's heartbeat, then every
- * other member that died or fell silent is dropped. The only place where
- * members are reaped. */
-static void cdl__group_reap(coordl *L) {
+/* Why a member leaves: it died or fell silent (dropped by another member),
+ * or it leaves itself (close, or open giving up). */
+enum { CDL_MEMBER_LEAVES = 100 };
+
+/* The one way a member leaves the stream: member m of generation gen is
+ * dropped if it still is that generation (and, when judged silent, still
+ * silent), and what it held goes back: its claimed rows and consumer bits
+ * (stream) and its cache reader records, rewrite claims and half-written
+ * entries (cache). Logs why unless it leaves itself. Under mu. */
+static void cdl__group_drop(coordl *L, int m, uint64_t gen, int how) {
     cdl__stream *S = L->S;
-    if (!cdl__member_current(L)) return; /* a dropped member reaps nobody */
+    if (!cdl__member_is(S, m, gen)) return;
+    if (how == CDL_MEMBER_SILENT) { /* it may have spoken since the probe */
+        const uint64_t now = cdl__now_ns(), hb = atomic_load(&S->members[m].heartbeat_ns);
+        if (!(now > hb && now - hb > cdl__group_timeout_ns(L))) return;
+    }
+    if (how != CDL_MEMBER_LEAVES)
+        cdl__log(L, COORDL_LOG_WARN, "group %s: member %d (pid %d) %s; its work is taken over", L->cfg.group, m,
+                 (int)atomic_load(&S->members[m].pid),
+                 how == CDL_MEMBER_SILENT                        ? "fell silent for longer than group_timeout_ms"
+                 : atomic_load(&S->members[m].died_holding_lock) ? "died holding the group's lock"
+                                                                 : "died");
+    cdl__stream_drop_member(L, m, gen);
+    cdl__cache_drop_member(L, m);
+}
+
+/* Probes every other member in the live set and drops those that died or
+ * fell silent; returns how many are alive. locked: the caller holds mu
+ * (close, or an opener before it joins); otherwise mu is taken, beating
+ * while waiting, only to drop (the member thread). Not patient: under the
+ * lock only member threads probe at the same moment, and they belong to a
+ * live group anyway; a wait here would hold up every member's workers. */
+static int cdl__group_sweep(coordl *L, int locked) {
+    cdl__stream *S = L->S;
     const uint64_t now = cdl__now_ns();
-    cdl__group_beat(L, now);
-    cdl__test_hook(L, "heartbeat");
+    int alive = 0;
     for (int m = 0; m < CDL_MAX_MEMBERS; m++) {
         if (m == L->member.me || !(atomic_load(&S->live_mask) >> m & 1u)) continue;
         const uint64_t gen = atomic_load(&S->members[m].gen);
         const int how = cdl__member_probe(S, m, now, cdl__group_timeout_ns(L), 0);
-        if (how == CDL_MEMBER_ALIVE) continue;
-        cdl__lock_beating(L);
-        cdl__group_drop_gone(L, m, gen, how);
-        cdl__unlock(L);
+        if (how == CDL_MEMBER_ALIVE) {
+            alive++;
+            continue;
+        }
+        if (!locked) cdl__lock_beating(L);
+        cdl__group_drop(L, m, gen, how);
+        if (!locked) cdl__unlock(L);
     }
+    return alive;
+}
+
+/* One round of the member thread: this member's heartbeat, then every
+ * other member that died or fell silent is dropped. The only place where
+ * members are reaped. */
+static void cdl__group_reap(coordl *L) {
+    if (!cdl__member_current(L)) return; /* a dropped member reaps nobody */
+    cdl__group_beat(L, cdl__now_ns());
+    cdl__test_hook(L, "heartbeat");
+    cdl__group_sweep(L, 0);
 }
 
 /* The member thread: holds this member's liveness lock for the member's
@@ -9083,7 +9295,7 @@ static void *cdl__member_main(void *arg) {
     pthread_setname_np(pthread_self(), "coordl-member");
     pthread_mutex_t *alive = &S->members[L->member.me].alive;
     int held = cdl__mutex_held(alive, pthread_mutex_lock(alive)); /* a dead predecessor at this index */
-    long period_ms = L->cfg.group_timeout_ms / 4;
+    long period_ms = (long)(L->member.timeout_ms / 4);
     period_ms = period_ms < 1 ? 1 : period_ms > 50 ? 50 : period_ms;
     cdl__group_beat(L, cdl__now_ns()); /* alive from here, however long open waited for the lock */
     pthread_mutex_lock(&L->member.mu);
@@ -9174,6 +9386,11 @@ static int cdl__group_name_ok(const char *g) {
 /* Points the handle at the parts of a mapped object. */
 static void cdl__group_attach(coordl *L, cdl__group_header *h) {
     cdl__u8 *base = (cdl__u8 *)h;
+    if (h->timeout_ms != (uint32_t)L->cfg.group_timeout_ms)
+        cdl__log(L, COORDL_LOG_INFO, "group %s: members are judged silent after the group's group_timeout_ms of %u ms "
+                 "(set by the member that created it; this one asked for %d ms)", L->cfg.group, h->timeout_ms,
+                 L->cfg.group_timeout_ms);
+    L->member.timeout_ms = h->timeout_ms;
     L->S = (cdl__stream *)(void *)(base + h->stream_off);
     L->ring.slots = (cdl__slot *)(void *)(base + h->slots_off);
     L->ring.row_state = (uint32_t *)(void *)(base + h->rows_off);
@@ -9350,25 +9567,6 @@ static int cdl__group_probe_alive(coordl *L) {
     return alive;
 }
 
-/* Under the object's lock: drops every recorded member that is gone;
- * returns how many live. */
-static int cdl__group_count_alive(coordl *L) {
-    cdl__stream *S = L->S;
-    const uint64_t now = cdl__now_ns();
-    int alive = 0;
-    for (int m = 0; m < CDL_MAX_MEMBERS; m++) {
-        if (!(atomic_load(&S->live_mask) >> m & 1u)) continue;
-        const uint64_t gen = atomic_load(&S->members[m].gen);
-        /* not patient: under the lock only member threads probe at the
-         * same moment, and they belong to a live group anyway; a wait here
-         * would hold up every member's workers */
-        const int how = cdl__member_probe(S, m, now, cdl__group_timeout_ns(L), 0);
-        if (how == CDL_MEMBER_ALIVE) alive++;
-        else cdl__group_drop_gone(L, m, gen, how);
-    }
-    return alive;
-}
-
 /* The object's settings equal this member's (a config field by name), and
  * so does its geometry. */
 static coordl_status cdl__group_compare(coordl *L, const cdl__group_header *got, const cdl__group_header *want) {
@@ -9447,7 +9645,7 @@ static coordl_status cdl__group_attach_existing(coordl *L, const cdl__group_head
     cdl__lock_acquired(L, e);
     /* stale first: an object whose every recorded member is gone is
      * replaced whatever settings it was made with */
-    if (cdl__group_count_alive(L) == 0 || atomic_load(&h->retired)) {
+    if (cdl__group_sweep(L, 1) == 0 || atomic_load(&h->retired)) {
         if (!atomic_load(&h->retired))
             cdl__log(L, COORDL_LOG_WARN, "group %s: %s was left by a crashed run; replacing it", g, L->member.shm_name);
         if (!atomic_load(&h->retired)) {
@@ -9479,7 +9677,7 @@ static coordl_status cdl__group_wait_started(coordl *L, uint64_t deadline) {
                                   L->cfg.group);
         if (cdl__now_ns() > deadline) {
             const int have = __builtin_popcount(atomic_load(&S->live_mask));
-            cdl__stream_drop_member(L, L->member.me, L->member.my_gen);
+            cdl__group_drop(L, L->member.me, L->member.my_gen, CDL_MEMBER_LEAVES);
             return cdl__open_fail(COORDL_ERR_TIMEOUT, "group %s: only %d of group_size %d members joined within "
                                   "group_timeout_ms (%d ms)", L->cfg.group, have, L->cfg.group_size,
                                   L->cfg.group_timeout_ms);
@@ -9517,7 +9715,9 @@ CDL_PRIVATE coordl_status cdl__group_open(coordl *L) {
     snprintf(L->member.shm_name, sizeof L->member.shm_name, "/coordl-%s", g);
     cdl__group_header want;
     cdl__group_want(L, &want);
-    const uint64_t deadline = cdl__now_ns() + cdl__group_timeout_ns(L);
+    L->member.timeout_ms = (uint32_t)L->cfg.group_timeout_ms; /* the object's, once attached */
+    /* how long this member waits to open is its own setting */
+    const uint64_t deadline = cdl__now_ns() + (uint64_t)L->cfg.group_timeout_ms * 1000000ull;
     int creator = 0, attached = 0;
     /* members racing to replace a stale object retry until one of them
      * has created the new one; bounded by group_timeout_ms */
@@ -9578,15 +9778,8 @@ CDL_PRIVATE void cdl__group_leave(coordl *L) {
     if (L->S && L->member.me >= 0) {
         cdl__lock(L);
         if (cdl__member_current(L)) {
-            cdl__stream_drop_member(L, L->member.me, L->member.my_gen);
-            /* members that died since the last round are not "still in" */
-            const uint64_t now = cdl__now_ns();
-            for (int m = 0; m < CDL_MAX_MEMBERS; m++) {
-                if (!(atomic_load(&L->S->live_mask) >> m & 1u)) continue;
-                const uint64_t gen = atomic_load(&L->S->members[m].gen);
-                const int how = cdl__member_probe(L->S, m, now, cdl__group_timeout_ns(L), 0);
-                if (how != CDL_MEMBER_ALIVE) cdl__group_drop_gone(L, m, gen, how);
-            }
+            cdl__group_drop(L, L->member.me, L->member.my_gen, CDL_MEMBER_LEAVES);
+            cdl__group_sweep(L, 1); /* members that died since the last round are not "still in" */
         }
         /* the last one out retires the name under the lock, so a process
          * joining right now sees `retired` and starts over */
@@ -10248,15 +10441,15 @@ CDL_PRIVATE coordl_status cdl__sample_transform(coordl *L, uint64_t epoch, uint6
     if (rc == COORDL_OK) {
         cdl__geom g;
         cdl__lock(L); /* the plan reads the output size coordl_set writes */
-        cdl__plan(L, epoch, id, iw, ih, &g);
+        cdl__plan(L, L->cfg.out_w, L->cfg.out_h, epoch, id, iw, ih, &g);
         cdl__unlock(L);
         out->image_w = (uint32_t)iw;
         out->image_h = (uint32_t)ih;
         out->x = g.x0; out->y = g.y0; out->w = g.sw; out->h = g.sh;
         if (g.darknet) { /* the window's footprint, centred where the row's centre reads */
-            const double cx = L->cfg.out_w / 2.0, cy = L->cfg.out_h / 2.0;
-            const double fw = L->cfg.out_w * sqrt(g.m[0] * g.m[0] + g.m[3] * g.m[3]);
-            const double fh = L->cfg.out_h * sqrt(g.m[1] * g.m[1] + g.m[4] * g.m[4]);
+            const double cx = g.out_w / 2.0, cy = g.out_h / 2.0;
+            const double fw = g.out_w * sqrt(g.m[0] * g.m[0] + g.m[3] * g.m[3]);
+            const double fh = g.out_h * sqrt(g.m[1] * g.m[1] + g.m[4] * g.m[4]);
             out->x = g.m[0] * cx + g.m[1] * cy + g.m[2] - fw / 2.0;
             out->y = g.m[3] * cx + g.m[4] * cy + g.m[5] - fh / 2.0;
             out->w = fw;

@@ -673,15 +673,15 @@ CDL_PRIVATE coordl_status cdl__sample_transform(coordl *L, uint64_t epoch, uint6
     if (rc == COORDL_OK) {
         cdl__geom g;
         cdl__lock(L); /* the plan reads the output size coordl_set writes */
-        cdl__plan(L, epoch, id, iw, ih, &g);
+        cdl__plan(L, L->cfg.out_w, L->cfg.out_h, epoch, id, iw, ih, &g);
         cdl__unlock(L);
         out->image_w = (uint32_t)iw;
         out->image_h = (uint32_t)ih;
         out->x = g.x0; out->y = g.y0; out->w = g.sw; out->h = g.sh;
         if (g.darknet) { /* the window's footprint, centred where the row's centre reads */
-            const double cx = L->cfg.out_w / 2.0, cy = L->cfg.out_h / 2.0;
-            const double fw = L->cfg.out_w * sqrt(g.m[0] * g.m[0] + g.m[3] * g.m[3]);
-            const double fh = L->cfg.out_h * sqrt(g.m[1] * g.m[1] + g.m[4] * g.m[4]);
+            const double cx = g.out_w / 2.0, cy = g.out_h / 2.0;
+            const double fw = g.out_w * sqrt(g.m[0] * g.m[0] + g.m[3] * g.m[3]);
+            const double fh = g.out_h * sqrt(g.m[1] * g.m[1] + g.m[4] * g.m[4]);
             out->x = g.m[0] * cx + g.m[1] * cy + g.m[2] - fw / 2.0;
             out->y = g.m[3] * cx + g.m[4] * cy + g.m[5] - fh / 2.0;
             out->w = fw;

@@ -12,8 +12,10 @@
  * Owns:  L->cache: the slab, an entry per item (state, offset, length,
  *        room, JPEG kind) and the LRU alternative; the slab's byte counts
  *        live in the stream (S) so a group shares them
- * Lock:  entries change by atomic compare-and-swap on their state word (one
- *        writer per state change); the LRU has its own mutex
+ * Lock:  entries change by atomic compare-and-swap on their state and JPEG
+ *        words (one writer per state change, its member recorded); readers
+ *        record what they read in their member's reading[] words; the LRU
+ *        has its own mutex
  * Calls: status, arena, jpeg_layout (lower layers only: src/modules.txt;
  *        tools/check-layers.py checks this line).
  */
@@ -22,33 +24,66 @@
 #include "cache.h"
 #include "status.h"
 #include "arena.h"
+#include "lock_state.h"
 #include "jpeg_layout.h"
 #include "handle.h"
 
 /* Cached JPEGs may be rewritten in place (jpeg.c: restart markers for
- * crop-only decoding), so whoever reads an entry's bytes holds a reader
- * reference in its state word until done: a rewrite replaces the bytes
- * only while nobody reads them, and a lookup that finds the entry being
- * replaced (a memcpy long) takes it as a miss. */
+ * crop-only decoding), so whoever reads an entry's bytes says so first: a
+ * reader records the entry in its own word of its member's reading[]
+ * (lock_state.h), then checks that the entry is PRESENT; a rewrite marks
+ * the entry REWRITING, then looks at every live member's records and backs
+ * off if anyone reads the entry. Both sides store, then load, sequentially
+ * consistent, so at least one sees the other (a reader that sees REWRITING
+ * takes it as a miss). The records are plain words, not counts in the
+ * entry: a member that dies, or is dropped, holds nothing (its records are
+ * not looked at, and are cleared), where a count it raised would stay
+ * raised for the life of a group's shared memory. */
 
-/* Returns a pointer to the cached bytes and takes a reader reference (give
- * it back with cdl__cache_release_minio), or NULL on a miss. */
-CDL_PRIVATE const cdl__u8 *cdl__cache_acquire_minio(coordl *L, uint64_t id, uint32_t *len, int *kind,
-                                               uint32_t *cap) {
+/* This member's reader record k (0 <= k < CDL_MAX_READERS). */
+CDL_PRIVATE _Atomic uint32_t *cdl__cache_reader(coordl *L, uint32_t k) {
+    return &L->S->members[L->member.me].reading[k];
+}
+
+#ifdef COORDL_MPI /* the peer server sizes its replies by it */
+/* The room item id's entry holds (its bytes never outgrow it), 0 when the
+ * item is not cached. */
+CDL_PRIVATE uint32_t cdl__cache_room(const coordl *L, uint64_t id) {
+    const cdl__cache_entry *ce = &L->cache.entries[id];
+    const uint32_t s = atomic_load_explicit(&ce->state, memory_order_acquire) & CDL_CE_STATE;
+    return s == CDL_CE_PRESENT || s == CDL_CE_REWRITING ? ce->cap : 0;
+}
+#endif
+
+/* Whether item id's bytes are cached (present, or being rewritten). */
+CDL_PRIVATE int cdl__cache_holds(const coordl *L, uint64_t id) {
+    const uint32_t s = atomic_load_explicit(&L->cache.entries[id].state, memory_order_acquire) & CDL_CE_STATE;
+    return s == CDL_CE_PRESENT || s == CDL_CE_REWRITING;
+}
+
+/* Returns a pointer to the cached bytes, recorded in the caller's reader
+ * word (give it back with cdl__cache_release_minio), or NULL on a miss.
+ * kind: the entry's CDL_CE_PLAIN / _RST / _KEEP (a claimed entry's bytes
+ * are still plain). */
+CDL_PRIVATE const cdl__u8 *cdl__cache_acquire_minio(coordl *L, _Atomic uint32_t *reader, uint64_t id, uint32_t *len,
+                                               int *kind, uint32_t *cap) {
     cdl__cache_entry *ce = &L->cache.entries[id];
-    uint32_t s = atomic_load_explicit(&ce->state, memory_order_acquire);
-    do {
-        if ((s & CDL_CE_STATE) != CDL_CE_PRESENT) return NULL;
-    } while (!atomic_compare_exchange_weak_explicit(&ce->state, &s, s + CDL_CE_READER, memory_order_acquire,
-                                                    memory_order_acquire));
+    atomic_store(reader, (uint32_t)id + 1); /* then look: see the comment above */
+    if ((atomic_load(&ce->state) & CDL_CE_STATE) != CDL_CE_PRESENT) {
+        atomic_store_explicit(reader, 0, memory_order_release);
+        return NULL;
+    }
     *len = ce->len;
-    if (kind) *kind = (int)atomic_load_explicit(&ce->jpeg, memory_order_relaxed);
+    if (kind) {
+        const uint32_t j = atomic_load_explicit(&ce->jpeg, memory_order_relaxed) & CDL_CE_STATE;
+        *kind = j == CDL_CE_CLAIMED ? CDL_CE_PLAIN : (int)j;
+    }
     if (cap) *cap = ce->cap;
     return L->cache.arena.base + ce->off;
 }
 
-CDL_PRIVATE void cdl__cache_release_minio(coordl *L, uint64_t id) {
-    atomic_fetch_sub_explicit(&L->cache.entries[id].state, CDL_CE_READER, memory_order_release);
+CDL_PRIVATE void cdl__cache_release_minio(_Atomic uint32_t *reader) {
+    atomic_store_explicit(reader, 0, memory_order_release);
 }
 
 /* Admits an item read from storage. A JPEG coordl may rewrite gets room to
@@ -61,9 +96,10 @@ CDL_PRIVATE void cdl__cache_release_minio(coordl *L, uint64_t id) {
  * item was not admitted. */
 CDL_PRIVATE int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len, uint32_t *cap_out) {
     cdl__cache_entry *ce = &L->cache.entries[id];
+    const uint32_t admitting = CDL_CE_ADMITTING | CDL_CE_OWNER(L->member.me);
     uint32_t expect = CDL_CE_EMPTY;
     if (len == 0 || len > UINT32_MAX / 2) return -1;
-    if (!atomic_compare_exchange_strong(&ce->state, &expect, CDL_CE_ADMITTING)) return -1;
+    if (!atomic_compare_exchange_strong(&ce->state, &expect, admitting)) return -1;
     const int image = L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL;
     const size_t room = L->cfg.jpeg_random_access && image ? cdl__rst_room(bytes, len) : 0;
     const uint64_t rest = L->index.dataset_bytes > atomic_load(&L->S->cache_src_bytes) + len
@@ -71,7 +107,8 @@ CDL_PRIVATE int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *by
     uint64_t used = atomic_load(&L->S->cache_used), cap;
     for (;;) {
         if (used + len > L->cfg.cache_bytes) { /* full for this item: never evict */
-            atomic_store_explicit(&ce->state, CDL_CE_EMPTY, memory_order_release);
+            expect = admitting; /* a CAS: a drop of this member may have made it LOST */
+            atomic_compare_exchange_strong(&ce->state, &expect, CDL_CE_EMPTY);
             return -1;
         }
         cap = room && used + len + room + rest <= L->cfg.cache_bytes ? len + room : len;
@@ -83,44 +120,123 @@ CDL_PRIVATE int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *by
     ce->len = (uint32_t)len;
     ce->cap = (uint32_t)cap;
     atomic_store_explicit(&ce->jpeg, room ? CDL_CE_PLAIN : CDL_CE_KEEP, memory_order_relaxed);
+    expect = admitting;
+    if (!atomic_compare_exchange_strong(&ce->state, &expect, CDL_CE_PRESENT)) return -1; /* dropped meanwhile */
+    /* counted once present: a member dropped half-way counted nothing */
     if (room) atomic_fetch_add(&L->S->cache_plain_items, 1);
     atomic_fetch_add(&L->S->cache_items, 1);
     atomic_fetch_add(&L->S->cache_src_bytes, len);
-    atomic_store_explicit(&ce->state, CDL_CE_PRESENT, memory_order_release);
     *cap_out = (uint32_t)cap;
     return room ? CDL_CE_PLAIN : CDL_CE_KEEP;
 }
 
-#ifndef COORDL_NO_JPEGTURBO /* only JPEG rewrites replace or keep entries */
-/* Replaces a cached item's bytes by its rewrite (len <= its cap), if no
- * reader but the caller (held: it holds a reader reference, which it keeps)
- * has them. Returns 1 when replaced. */
-CDL_PRIVATE int cdl__cache_replace_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len, int held) {
-    cdl__cache_entry *ce = &L->cache.entries[id];
-    uint32_t expect = CDL_CE_PRESENT + (held ? CDL_CE_READER : 0u);
-    if (!atomic_compare_exchange_strong_explicit(&ce->state, &expect, CDL_CE_REWRITING, memory_order_acquire,
-                                                 memory_order_relaxed))
-        return 0;
+#ifndef COORDL_NO_JPEGTURBO /* only JPEG rewrites claim, replace or keep entries */
+/* Takes the rewrite of a PLAIN entry for this member: 1 when the caller is
+ * now its one owner (finish with cdl__cache_replace_minio or
+ * cdl__cache_keep_minio), 0 when it is not plain (rewritten, kept, or
+ * claimed by another worker). */
+CDL_PRIVATE int cdl__cache_claim_rewrite(coordl *L, uint64_t id) {
     uint32_t plain = CDL_CE_PLAIN;
-    /* a CAS: cdl__cache_keep_minio may mark it KEEP meanwhile */
-    const int skip = len > ce->cap || !atomic_compare_exchange_strong(&ce->jpeg, &plain, CDL_CE_RST);
-    if (!skip) {
-        memcpy(L->cache.arena.base + ce->off, bytes, len);
-        ce->len = (uint32_t)len;
-        atomic_fetch_add(&L->S->cache_rst_items, 1);
-        atomic_fetch_sub(&L->S->cache_plain_items, 1);
-    }
-    atomic_store_explicit(&ce->state, expect, memory_order_release);
-    return !skip;
+    return atomic_compare_exchange_strong(&L->cache.entries[id].jpeg, &plain,
+                                          CDL_CE_CLAIMED | CDL_CE_OWNER(L->member.me));
 }
 
-/* A rewrite that failed is not tried again. */
+/* The claim's owner gives the rewrite back untried (PLAIN again). */
+CDL_PRIVATE void cdl__cache_unclaim_rewrite(coordl *L, uint64_t id) {
+    uint32_t claimed = CDL_CE_CLAIMED | CDL_CE_OWNER(L->member.me);
+    atomic_compare_exchange_strong(&L->cache.entries[id].jpeg, &claimed, CDL_CE_PLAIN);
+}
+
+/* Whether a reader other than `self` reads entry id now: the records of
+ * every member in the live set (and this one). */
+static int cdl__cache_read_elsewhere(coordl *L, const _Atomic uint32_t *self, uint64_t id) {
+    const uint32_t live = atomic_load(&L->S->live_mask) | (1u << L->member.me);
+    for (int m = 0; m < CDL_MAX_MEMBERS; m++) {
+        if (!(live >> m & 1u)) continue;
+        const cdl__member *mb = &L->S->members[m];
+        for (uint32_t k = 0; k < CDL_MAX_READERS; k++) /* 1 KiB a member, once per rewrite */
+            if (&mb->reading[k] != self && atomic_load(&mb->reading[k]) == (uint32_t)id + 1) return 1;
+    }
+    return 0;
+}
+
+/* The claim's owner replaces the entry's bytes by their rewrite (len <= its
+ * cap), if no reader but `self` (the owner's own record, or NULL) reads
+ * them. Returns 1 when replaced (now RST); 0 when another reader was
+ * there: the claim is given back (PLAIN again, tried again later). */
+CDL_PRIVATE int cdl__cache_replace_minio(coordl *L, const _Atomic uint32_t *self, uint64_t id, const cdl__u8 *bytes,
+                                    size_t len) {
+    cdl__cache_entry *ce = &L->cache.entries[id];
+    const uint32_t claimed = CDL_CE_CLAIMED | CDL_CE_OWNER(L->member.me);
+    const uint32_t rewriting = CDL_CE_REWRITING | CDL_CE_OWNER(L->member.me);
+    if (len > ce->cap) { /* cannot happen with cdl__jpeg_rewrite's limit; never loop on it */
+        cdl__cache_keep_minio(L, id);
+        return 0;
+    }
+    if (atomic_load(&ce->jpeg) != claimed) return 0; /* a drop of this member took the claim back */
+    uint32_t expect = CDL_CE_PRESENT;
+    if (!atomic_compare_exchange_strong(&ce->state, &expect, rewriting)) { /* LOST after a drop of ours */
+        cdl__cache_unclaim_rewrite(L, id);
+        return 0;
+    }
+    if (cdl__cache_read_elsewhere(L, self, id)) { /* then look: see the comment above */
+        expect = rewriting;
+        atomic_compare_exchange_strong(&ce->state, &expect, CDL_CE_PRESENT);
+        cdl__cache_unclaim_rewrite(L, id);
+        return 0;
+    }
+    cdl__test_hook(L, "rewriting");
+    memcpy(L->cache.arena.base + ce->off, bytes, len);
+    ce->len = (uint32_t)len;
+    /* CASes: a drop of this member meanwhile took the claim back (the bytes
+     * are a whole rewrite, decodable as plain) or made the entry LOST;
+     * either way nothing is counted */
+    expect = claimed;
+    const int mine = atomic_compare_exchange_strong(&ce->jpeg, &expect, CDL_CE_RST);
+    expect = rewriting;
+    const int present = atomic_compare_exchange_strong(&ce->state, &expect, CDL_CE_PRESENT);
+    if (!mine || !present) return 0;
+    atomic_fetch_add(&L->S->cache_rst_items, 1);
+    atomic_fetch_sub(&L->S->cache_plain_items, 1);
+    return 1;
+}
+
+/* The claim's owner gives the rewrite up for good: never tried again. */
 CDL_PRIVATE void cdl__cache_keep_minio(coordl *L, uint64_t id) {
-    uint32_t plain = CDL_CE_PLAIN;
-    if (atomic_compare_exchange_strong(&L->cache.entries[id].jpeg, &plain, CDL_CE_KEEP))
+    uint32_t claimed = CDL_CE_CLAIMED | CDL_CE_OWNER(L->member.me);
+    if (atomic_compare_exchange_strong(&L->cache.entries[id].jpeg, &claimed, CDL_CE_KEEP))
         atomic_fetch_sub(&L->S->cache_plain_items, 1);
 }
 #endif
+
+/* Member m left the group: its reader records are cleared, its rewrite
+ * claims given back, and an entry it left half-written (ADMITTING or
+ * REWRITING) made LOST: its bytes are neither what was read nor a whole
+ * rewrite. Under the stream's lock (the drop); O(items), once per drop. */
+CDL_PRIVATE void cdl__cache_drop_member(coordl *L, int m) {
+    if (!L->cache.entries || m < 0 || m >= CDL_MAX_MEMBERS) return;
+    cdl__member *mb = &L->S->members[m];
+    for (uint32_t k = 0; k < CDL_MAX_READERS; k++) atomic_store(&mb->reading[k], 0);
+    uint64_t lost = 0;
+    for (uint64_t id = 0; id < L->index.num_items; id++) {
+        cdl__cache_entry *ce = &L->cache.entries[id];
+        uint32_t j = CDL_CE_CLAIMED | CDL_CE_OWNER(m);
+        atomic_compare_exchange_strong(&ce->jpeg, &j, CDL_CE_PLAIN);
+        uint32_t s = atomic_load(&ce->state);
+        const uint32_t what = s & CDL_CE_STATE;
+        if ((what == CDL_CE_ADMITTING || what == CDL_CE_REWRITING) && s >> CDL_CE_OWNER_SHIFT == (uint32_t)m &&
+            atomic_compare_exchange_strong(&ce->state, &s, CDL_CE_LOST)) {
+            if (what == CDL_CE_REWRITING) { /* it was present, and plain */
+                atomic_fetch_sub(&L->S->cache_items, 1);
+                atomic_fetch_sub(&L->S->cache_plain_items, 1);
+            }
+            lost++;
+        }
+    }
+    if (lost)
+        cdl__log(L, COORDL_LOG_WARN, "cache: %llu item(s) that a dropped member was writing are no longer cached "
+                 "(read from storage from now on)", (unsigned long long)lost);
+}
 
 static void cdl__lru_unlink(cdl__lru *c, int32_t i) {
     if (c->prev[i] >= 0) c->next[c->prev[i]] = c->next[i]; else c->head = c->next[i];

@@ -10,21 +10,30 @@
 /* A cache entry lives beside the slab so that both can be shared later. */
 typedef struct cdl__cache_entry {
     _Atomic uint32_t state; /* low byte CDL_CE_EMPTY / _ADMITTING / _PRESENT /
-                               _REWRITING; + CDL_CE_READER per worker that
-                               decodes from the bytes now                   */
+                               _REWRITING / _LOST; while ADMITTING or
+                               REWRITING, the writing member's index in
+                               CDL_CE_OWNER (a dropped member's half-written
+                               entry is found and made LOST)                */
     uint32_t len;  /* bytes of the item as held now                         */
     uint64_t off;  /* offset of the bytes in the slab                       */
     uint32_t cap;  /* bytes reserved there: len + room for a JPEG rewrite   */
-    _Atomic uint32_t jpeg; /* CDL_CE_PLAIN / _RST / _KEEP                   */
+    _Atomic uint32_t jpeg; /* low byte CDL_CE_PLAIN / _RST / _KEEP /
+                              _CLAIMED (+ the claiming member in
+                              CDL_CE_OWNER): one owner per rewrite          */
 } cdl__cache_entry;
 
-enum { CDL_CE_EMPTY = 0, CDL_CE_ADMITTING = 1, CDL_CE_PRESENT = 2, CDL_CE_REWRITING = 3 };
+/* LOST: left half-written by a member that was dropped; a miss for good
+ * (a dropped member still running could yet write its old place), its
+ * room stays counted as used. */
+enum { CDL_CE_EMPTY = 0, CDL_CE_ADMITTING = 1, CDL_CE_PRESENT = 2, CDL_CE_REWRITING = 3, CDL_CE_LOST = 4 };
 #define CDL_CE_STATE 0xFFu
-#define CDL_CE_READER 0x100u
+#define CDL_CE_OWNER_SHIFT 8
+#define CDL_CE_OWNER(m) ((uint32_t)(m) << CDL_CE_OWNER_SHIFT)
 /* ce->jpeg: PLAIN bytes as read (may be rewritten), RST a restart-marker
  * rewrite (jpeg.c), KEEP never rewritten (not a JPEG coordl rewrites,
- * or its rewrite failed or did not fit) */
-enum { CDL_CE_PLAIN = 0, CDL_CE_RST = 1, CDL_CE_KEEP = 2 };
+ * or its rewrite failed or did not fit), CLAIMED plain bytes a worker is
+ * rewriting now (nobody else tries) */
+enum { CDL_CE_PLAIN = 0, CDL_CE_RST = 1, CDL_CE_KEEP = 2, CDL_CE_CLAIMED = 3 };
 
 typedef struct cdl__lru {
     pthread_mutex_t mu;

@@ -138,22 +138,29 @@ static int cdl__rewrite_allowed(const cdl__worker *W) {
     return cdl__budget_allows(W, W->L->cfg.jpeg_random_access ? W->L->cfg.jpeg_rewrite_budget : 0.0);
 }
 
-/* Rewrites item id (its bytes in *in, fetched by W) with restart markers
- * and puts the rewrite in the cache in place of the bytes. On success *in
- * points to the rewrite (in W->rw) and *lay holds its layout; otherwise
- * the item stays as it was, marked never to be tried again. */
+/* The outcome of a rewrite: made (and in the cache, or not yet: a reader
+ * was there), or given up for good (the item stays as read). */
+enum { CDL_REWRITE_GIVEN_UP = 0, CDL_REWRITE_CACHED = 1, CDL_REWRITE_NOT_YET = 2 };
+
+/* Rewrites item id (its bytes in *in, fetched by W; W owns the entry's
+ * rewrite claim) with restart markers and puts the rewrite in the cache in
+ * place of the bytes. When the rewrite was made *in points to it (in
+ * W->rw) and *lay holds its layout; otherwise the item stays as it was,
+ * marked never to be tried again. Returns a CDL_REWRITE_* outcome. */
 static int cdl__rewrite_item(cdl__worker *W, uint64_t id, cdl__bytes *in, cdl__jpeg_layout *lay, int idle) {
     coordl *L = W->L;
     const uint64_t t0 = cdl__now_ns(), cpu0 = cdl__thread_cpu_ns();
+    int outcome = CDL_REWRITE_GIVEN_UP;
     int too_big = 0;
     /* no room reserved: only a rewrite that fits in place, so the smaller
      * optimized tables */
     const size_t n = cdl__jpeg_rewrite(W, in->p, in->len, W->fetch_cap, W->fetch_cap <= in->len, lay, &too_big);
-    const int ok = n != 0;
-    if (ok) {
-        /* a reader elsewhere (the same item in another epoch): it stays
-         * plain for now and is tried again later */
-        if (cdl__cache_replace_minio(L, id, W->rw, n, W->held != 0)) {
+    if (n) {
+        /* a reader elsewhere (the same item in another epoch, another
+         * member): it stays plain for now and is tried again later */
+        outcome = CDL_REWRITE_NOT_YET;
+        if (cdl__cache_replace_minio(L, W->held ? W->reader : NULL, id, W->rw, n)) {
+            outcome = CDL_REWRITE_CACHED;
             W->row.jpeg_rewrites++;
             W->row.jpeg_rewrites_idle += (uint64_t)idle;
         }
@@ -167,36 +174,44 @@ static int cdl__rewrite_item(cdl__worker *W, uint64_t id, cdl__bytes *in, cdl__j
     }
     W->row.jpeg_rewrite_ns += cdl__now_ns() - t0;
     if (!idle) cdl__budget_rewrite(W, cdl__thread_cpu_ns() - cpu0); /* idle time is free */
-    return ok;
+    return outcome;
 }
 
 /* Idle time (no slot to fill: the ring is full, the trainer is the
  * bottleneck): rewrites one cached JPEG not rewritten yet, found from this
- * handle's cursor, with no lock held. Its counters go into *done. Returns
- * 1 when it found one (more may remain), 0 when there is none. */
+ * handle's cursor and claimed (one owner per rewrite), with no lock held.
+ * Its counters go into *done. Returns 1 when an entry was settled (rewritten
+ * or given up: more may remain), 0 when no work was done: none is left
+ * unclaimed, or a reader was on the one tried (the worker then sleeps
+ * until the next row; a loop here would spin a core while the trainer
+ * idles). */
 CDL_PRIVATE int cdl__rewrite_idle(cdl__worker *W, cdl__counters *done) {
     coordl *L = W->L;
     memset(done, 0, sizeof *done);
-    if (!L->cache.entries || !L->cfg.jpeg_random_access || atomic_load(&L->S->cache_plain_items) == 0) return 0;
+    if (!L->cache.entries || !W->reader || !L->cfg.jpeg_random_access || atomic_load(&L->S->cache_plain_items) == 0)
+        return 0;
     for (uint64_t tries = 0; tries < L->index.num_items; tries++) {
         const uint64_t id = atomic_fetch_add(&L->cache.idle_cursor, 1) % L->index.num_items;
-        if (atomic_load_explicit(&L->cache.entries[id].jpeg, memory_order_relaxed) != CDL_CE_PLAIN) continue;
+        if (atomic_load_explicit(&L->cache.entries[id].jpeg, memory_order_relaxed) != CDL_CE_PLAIN ||
+            !cdl__cache_claim_rewrite(L, id))
+            continue;
         uint32_t len, cap;
         int kind;
-        const cdl__u8 *p = cdl__cache_acquire_minio(L, id, &len, &kind, &cap);
-        if (!p) continue;
+        const cdl__u8 *p = cdl__cache_acquire_minio(L, W->reader, id, &len, &kind, &cap);
+        if (!p) { /* being admitted: not plain bytes yet */
+            cdl__cache_unclaim_rewrite(L, id);
+            continue;
+        }
         W->held = id + 1;
         W->fetch_kind = kind;
         W->fetch_cap = cap;
-        if (kind == CDL_CE_PLAIN) {
-            cdl__bytes in = {p, len};
-            cdl__jpeg_layout lay;
-            memset(&W->row, 0, sizeof W->row);
-            cdl__rewrite_item(W, id, &in, &lay, 1);
-            *done = W->row;
-        }
+        cdl__bytes in = {p, len};
+        cdl__jpeg_layout lay;
+        memset(&W->row, 0, sizeof W->row);
+        const int outcome = cdl__rewrite_item(W, id, &in, &lay, 1);
+        *done = W->row;
         cdl__fetch_done(W);
-        if (kind == CDL_CE_PLAIN) return 1;
+        return outcome != CDL_REWRITE_NOT_YET;
     }
     return 0;
 }
@@ -214,7 +229,8 @@ static coordl_status cdl__prepare_item_bytes(cdl__worker *W, uint64_t epoch, uin
         cdl__jpeg_layout lay;
         if (W->fetch_kind == CDL_CE_RST && cdl__jpeg_walk(in->p, in->len, &lay) && lay.index_off)
             return cdl__decode_jpeg(W, path, in, epoch, id, dst, &lay);
-        if (W->fetch_kind == CDL_CE_PLAIN && cdl__rewrite_allowed(W) && cdl__rewrite_item(W, id, in, &lay, 0))
+        if (W->fetch_kind == CDL_CE_PLAIN && cdl__rewrite_allowed(W) && cdl__cache_claim_rewrite(L, id) &&
+            cdl__rewrite_item(W, id, in, &lay, 0) != CDL_REWRITE_GIVEN_UP)
             return cdl__decode_jpeg(W, path, in, epoch, id, dst, &lay);
     }
 #endif

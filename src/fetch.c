@@ -6,8 +6,8 @@
  * (which admits into the cache): the row's item read ahead by the I/O
  * threads into their arena, or read now into the worker's buffer.
  *
- * Owns:  nothing of its own: a worker's reader reference on a cache entry
- *        (W->held) between fetch and fetch_done
+ * Owns:  nothing of its own: a worker's reader record on a cache entry
+ *        (W->reader, W->held) between fetch and fetch_done
  * Lock:  none (entries by their atomic state; read-ahead by its mutex)
  * Calls: status, index, source, cache, peers, readahead (lower layers only:
  *        src/modules.txt; tools/check-layers.py checks this line).
@@ -24,7 +24,7 @@
 #include "handle.h"
 
 /* Bytes of item id into *out. A MinIO hit lends the cache's own bytes:
- * the worker holds a reader reference on the entry (W->held) until
+ * the worker's reader record holds the entry (W->held) until
  * cdl__fetch_done. W->fetch_kind says whether the bytes are a JPEG rewrite
  * (jpeg.c), or may become one. */
 CDL_PRIVATE coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *out) {
@@ -34,9 +34,9 @@ CDL_PRIVATE coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *ou
     int hit = 0;
     W->held = 0;
     W->fetch_kind = -1;
-    if (L->cache.entries) {
+    if (L->cache.entries && W->reader) {
         uint32_t len;
-        const cdl__u8 *p = cdl__cache_acquire_minio(L, id, &len, &W->fetch_kind, &W->fetch_cap);
+        const cdl__u8 *p = cdl__cache_acquire_minio(L, W->reader, id, &len, &W->fetch_kind, &W->fetch_cap);
         if (p) { out->p = p; out->len = len; hit = 1; W->held = id + 1; }
     } else if (L->cache.lru) {
         uint32_t len;
@@ -83,7 +83,7 @@ CDL_PRIVATE coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *ou
 }
 
 CDL_PRIVATE void cdl__fetch_done(cdl__worker *W) {
-    if (W->held) cdl__cache_release_minio(W->L, W->held - 1);
+    if (W->held) cdl__cache_release_minio(W->reader);
     W->held = 0;
 }
 

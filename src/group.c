@@ -23,8 +23,8 @@
  * Lock:  the stream's lock for membership changes; each member's liveness
  *        mutex (robust, held for its life); member.mu for the member
  *        thread's stop flag
- * Calls: status, arena, lock, stream (lower layers only: src/modules.txt;
- *        tools/check-layers.py checks this line).
+ * Calls: status, arena, lock, cache, stream (lower layers only:
+ *        src/modules.txt; tools/check-layers.py checks this line).
  */
 #include "platform.h"
 #include "group.h"
@@ -32,14 +32,17 @@
 #include "arena.h"
 #include "lock.h"
 #include "lock_state.h"
+#include "cache.h"
 #include "cache_state.h"
 #include "stream.h"
 #include "handle.h"
 
 #define CDL_GROUP_MAGIC 0x636f6f72646c4731ull /* "coordlG1" */
-#define CDL_GROUP_VERSION 4 /* 3: cache entries hold room and JPEG rewrites;
+#define CDL_GROUP_VERSION 5 /* 3: cache entries hold room and JPEG rewrites;
                                4: a holder found dead is flagged, and dropped
-                               by the member threads */
+                               by the member threads;
+                               5: cache readers recorded per member, one
+                               owner per rewrite */
 #define CDL_GROUP_FIELDS 64
 #define CDL_GROUP_MAX_SLOTS 1024 /* prefetch_batches' bound */
 
@@ -56,6 +59,10 @@ typedef struct cdl__group_header {
                                  and unlinked under the object's lock, so
                                  two processes never both unlink a name   */
     uint32_t nfields;
+    uint32_t timeout_ms;      /* group_timeout_ms: one value for the group
+                                 (the creator's), outside the compared
+                                 geometry: a member with another one
+                                 adopts it                                 */
     uint64_t total_bytes;
     cdl__group_field fields[CDL_GROUP_FIELDS];
     /* geometry: what the parts below were sized from, and the sizes of
@@ -123,6 +130,7 @@ static void cdl__group_want(const coordl *L, cdl__group_header *h) {
     h->magic = CDL_GROUP_MAGIC;
     h->version = CDL_GROUP_VERSION;
     h->nfields = cdl__group_fields(L, h->fields);
+    h->timeout_ms = (uint32_t)L->cfg.group_timeout_ms;
     h->nslots = L->ring.nslots;
     h->rows_cap = L->geom.slot_rows_cap;
     h->num_items = L->index.num_items;
@@ -197,6 +205,7 @@ static int cdl__group_validate_layout(const cdl__group_header *h, uint64_t size,
         __builtin_add_overflow(need, h->rows_cap * (sizeof(int32_t) + sizeof(uint64_t)), &need) ||
         h->slot_stride < need)
         CDL_REJECT("a ring slot of %llu bytes cannot hold its rows", (unsigned long long)h->slot_stride);
+    if (h->timeout_ms < 1 || h->timeout_ms > 3600000) CDL_REJECT("group_timeout_ms of %u ms", h->timeout_ms);
     uint64_t end = sizeof *h;
     if (!cdl__group_region_ok(h->stream_off, 1, sizeof(cdl__stream), 64, size, &end)) CDL_REJECT("stream block outside the object");
     if (!cdl__group_region_ok(h->slots_off, h->nslots, sizeof(cdl__slot), 64, size, &end)) CDL_REJECT("slots outside the object");
@@ -255,11 +264,13 @@ static int cdl__group_validate_contents(const cdl__u8 *b, const cdl__group_heade
         memcpy(&off, (const cdl__u8 *)ce + offsetof(cdl__cache_entry, off), sizeof off);
         memcpy(&room, (const cdl__u8 *)ce + offsetof(cdl__cache_entry, cap), sizeof room);
         memcpy(&jpeg, (const cdl__u8 *)ce + offsetof(cdl__cache_entry, jpeg), sizeof jpeg);
-        /* the low byte is the state; readers (cache.c) count above it */
-        if ((state & CDL_CE_STATE) > CDL_CE_REWRITING)
-            CDL_REJECT("cache entry %llu is in state %u", (unsigned long long)i, state & CDL_CE_STATE);
-        if ((state & CDL_CE_STATE) >= CDL_CE_PRESENT &&
-            (len == 0 || len > room || off > h->cache_bytes || room > h->cache_bytes - off || jpeg > CDL_CE_KEEP))
+        /* the low bytes are the states; a writing member's index above */
+        if ((state & CDL_CE_STATE) > CDL_CE_LOST || state >> CDL_CE_OWNER_SHIFT >= CDL_MAX_MEMBERS ||
+            (jpeg & CDL_CE_STATE) > CDL_CE_CLAIMED || jpeg >> CDL_CE_OWNER_SHIFT >= CDL_MAX_MEMBERS)
+            CDL_REJECT("cache entry %llu is in state %u/%u", (unsigned long long)i, state, jpeg);
+        const uint32_t held = state & CDL_CE_STATE;
+        if ((held == CDL_CE_PRESENT || held == CDL_CE_REWRITING) &&
+            (len == 0 || len > room || off > h->cache_bytes || room > h->cache_bytes - off))
             CDL_REJECT("cache entry %llu points outside the slab", (unsigned long long)i);
     }
     return 1;
@@ -320,24 +331,8 @@ static int cdl__member_probe(cdl__stream *S, int m, uint64_t now, uint64_t timeo
     return now > hb && now - hb > timeout_ns ? CDL_MEMBER_SILENT : CDL_MEMBER_ALIVE;
 }
 
-static uint64_t cdl__group_timeout_ns(const coordl *L) { return (uint64_t)L->cfg.group_timeout_ms * 1000000ull; }
-
-/* Drops member m (of generation gen) if it is still that generation and
- * still gone; logs why. Under mu. */
-static void cdl__group_drop_gone(coordl *L, int m, uint64_t gen, int how) {
-    cdl__stream *S = L->S;
-    if (!cdl__member_is(S, m, gen)) return;
-    if (how == CDL_MEMBER_SILENT) { /* it may have spoken since the probe */
-        const uint64_t now = cdl__now_ns(), hb = atomic_load(&S->members[m].heartbeat_ns);
-        if (!(now > hb && now - hb > cdl__group_timeout_ns(L))) return;
-    }
-    cdl__log(L, COORDL_LOG_WARN, "group %s: member %d (pid %d) %s; its work is taken over", L->cfg.group, m,
-             (int)atomic_load(&S->members[m].pid),
-             how == CDL_MEMBER_SILENT                        ? "fell silent for longer than group_timeout_ms"
-             : atomic_load(&S->members[m].died_holding_lock) ? "died holding the group's lock"
-                                                             : "died");
-    cdl__stream_drop_member(L, m, gen);
-}
+/* The group's liveness timeout (the object's, once attached). */
+static uint64_t cdl__group_timeout_ns(const coordl *L) { return (uint64_t)L->member.timeout_ms * 1000000ull; }
 
 /* This member's heartbeat (while it is still the generation it joined as). */
 static void cdl__group_beat(coordl *L, uint64_t now) {
@@ -357,24 +352,65 @@ static void cdl__lock_beating(coordl *L) {
     cdl__lock_acquired(L, e);
 }
 
-/* One round of the member thread: this member's heartbeat, then every
- * other member that died or fell silent is dropped. The only place where
- * members are reaped. */
-static void cdl__group_reap(coordl *L) {
+/* Why a member leaves: it died or fell silent (dropped by another member),
+ * or it leaves itself (close, or open giving up). */
+enum { CDL_MEMBER_LEAVES = 100 };
+
+/* The one way a member leaves the stream: member m of generation gen is
+ * dropped if it still is that generation (and, when judged silent, still
+ * silent), and what it held goes back: its claimed rows and consumer bits
+ * (stream) and its cache reader records, rewrite claims and half-written
+ * entries (cache). Logs why unless it leaves itself. Under mu. */
+static void cdl__group_drop(coordl *L, int m, uint64_t gen, int how) {
     cdl__stream *S = L->S;
-    if (!cdl__member_current(L)) return; /* a dropped member reaps nobody */
+    if (!cdl__member_is(S, m, gen)) return;
+    if (how == CDL_MEMBER_SILENT) { /* it may have spoken since the probe */
+        const uint64_t now = cdl__now_ns(), hb = atomic_load(&S->members[m].heartbeat_ns);
+        if (!(now > hb && now - hb > cdl__group_timeout_ns(L))) return;
+    }
+    if (how != CDL_MEMBER_LEAVES)
+        cdl__log(L, COORDL_LOG_WARN, "group %s: member %d (pid %d) %s; its work is taken over", L->cfg.group, m,
+                 (int)atomic_load(&S->members[m].pid),
+                 how == CDL_MEMBER_SILENT                        ? "fell silent for longer than group_timeout_ms"
+                 : atomic_load(&S->members[m].died_holding_lock) ? "died holding the group's lock"
+                                                                 : "died");
+    cdl__stream_drop_member(L, m, gen);
+    cdl__cache_drop_member(L, m);
+}
+
+/* Probes every other member in the live set and drops those that died or
+ * fell silent; returns how many are alive. locked: the caller holds mu
+ * (close, or an opener before it joins); otherwise mu is taken, beating
+ * while waiting, only to drop (the member thread). Not patient: under the
+ * lock only member threads probe at the same moment, and they belong to a
+ * live group anyway; a wait here would hold up every member's workers. */
+static int cdl__group_sweep(coordl *L, int locked) {
+    cdl__stream *S = L->S;
     const uint64_t now = cdl__now_ns();
-    cdl__group_beat(L, now);
-    cdl__test_hook(L, "heartbeat");
+    int alive = 0;
     for (int m = 0; m < CDL_MAX_MEMBERS; m++) {
         if (m == L->member.me || !(atomic_load(&S->live_mask) >> m & 1u)) continue;
         const uint64_t gen = atomic_load(&S->members[m].gen);
         const int how = cdl__member_probe(S, m, now, cdl__group_timeout_ns(L), 0);
-        if (how == CDL_MEMBER_ALIVE) continue;
-        cdl__lock_beating(L);
-        cdl__group_drop_gone(L, m, gen, how);
-        cdl__unlock(L);
+        if (how == CDL_MEMBER_ALIVE) {
+            alive++;
+            continue;
+        }
+        if (!locked) cdl__lock_beating(L);
+        cdl__group_drop(L, m, gen, how);
+        if (!locked) cdl__unlock(L);
     }
+    return alive;
+}
+
+/* One round of the member thread: this member's heartbeat, then every
+ * other member that died or fell silent is dropped. The only place where
+ * members are reaped. */
+static void cdl__group_reap(coordl *L) {
+    if (!cdl__member_current(L)) return; /* a dropped member reaps nobody */
+    cdl__group_beat(L, cdl__now_ns());
+    cdl__test_hook(L, "heartbeat");
+    cdl__group_sweep(L, 0);
 }
 
 /* The member thread: holds this member's liveness lock for the member's
@@ -387,7 +423,7 @@ static void *cdl__member_main(void *arg) {
     pthread_setname_np(pthread_self(), "coordl-member");
     pthread_mutex_t *alive = &S->members[L->member.me].alive;
     int held = cdl__mutex_held(alive, pthread_mutex_lock(alive)); /* a dead predecessor at this index */
-    long period_ms = L->cfg.group_timeout_ms / 4;
+    long period_ms = (long)(L->member.timeout_ms / 4);
     period_ms = period_ms < 1 ? 1 : period_ms > 50 ? 50 : period_ms;
     cdl__group_beat(L, cdl__now_ns()); /* alive from here, however long open waited for the lock */
     pthread_mutex_lock(&L->member.mu);
@@ -478,6 +514,11 @@ static int cdl__group_name_ok(const char *g) {
 /* Points the handle at the parts of a mapped object. */
 static void cdl__group_attach(coordl *L, cdl__group_header *h) {
     cdl__u8 *base = (cdl__u8 *)h;
+    if (h->timeout_ms != (uint32_t)L->cfg.group_timeout_ms)
+        cdl__log(L, COORDL_LOG_INFO, "group %s: members are judged silent after the group's group_timeout_ms of %u ms "
+                 "(set by the member that created it; this one asked for %d ms)", L->cfg.group, h->timeout_ms,
+                 L->cfg.group_timeout_ms);
+    L->member.timeout_ms = h->timeout_ms;
     L->S = (cdl__stream *)(void *)(base + h->stream_off);
     L->ring.slots = (cdl__slot *)(void *)(base + h->slots_off);
     L->ring.row_state = (uint32_t *)(void *)(base + h->rows_off);
@@ -654,25 +695,6 @@ static int cdl__group_probe_alive(coordl *L) {
     return alive;
 }
 
-/* Under the object's lock: drops every recorded member that is gone;
- * returns how many live. */
-static int cdl__group_count_alive(coordl *L) {
-    cdl__stream *S = L->S;
-    const uint64_t now = cdl__now_ns();
-    int alive = 0;
-    for (int m = 0; m < CDL_MAX_MEMBERS; m++) {
-        if (!(atomic_load(&S->live_mask) >> m & 1u)) continue;
-        const uint64_t gen = atomic_load(&S->members[m].gen);
-        /* not patient: under the lock only member threads probe at the
-         * same moment, and they belong to a live group anyway; a wait here
-         * would hold up every member's workers */
-        const int how = cdl__member_probe(S, m, now, cdl__group_timeout_ns(L), 0);
-        if (how == CDL_MEMBER_ALIVE) alive++;
-        else cdl__group_drop_gone(L, m, gen, how);
-    }
-    return alive;
-}
-
 /* The object's settings equal this member's (a config field by name), and
  * so does its geometry. */
 static coordl_status cdl__group_compare(coordl *L, const cdl__group_header *got, const cdl__group_header *want) {
@@ -751,7 +773,7 @@ static coordl_status cdl__group_attach_existing(coordl *L, const cdl__group_head
     cdl__lock_acquired(L, e);
     /* stale first: an object whose every recorded member is gone is
      * replaced whatever settings it was made with */
-    if (cdl__group_count_alive(L) == 0 || atomic_load(&h->retired)) {
+    if (cdl__group_sweep(L, 1) == 0 || atomic_load(&h->retired)) {
         if (!atomic_load(&h->retired))
             cdl__log(L, COORDL_LOG_WARN, "group %s: %s was left by a crashed run; replacing it", g, L->member.shm_name);
         if (!atomic_load(&h->retired)) {
@@ -783,7 +805,7 @@ static coordl_status cdl__group_wait_started(coordl *L, uint64_t deadline) {
                                   L->cfg.group);
         if (cdl__now_ns() > deadline) {
             const int have = __builtin_popcount(atomic_load(&S->live_mask));
-            cdl__stream_drop_member(L, L->member.me, L->member.my_gen);
+            cdl__group_drop(L, L->member.me, L->member.my_gen, CDL_MEMBER_LEAVES);
             return cdl__open_fail(COORDL_ERR_TIMEOUT, "group %s: only %d of group_size %d members joined within "
                                   "group_timeout_ms (%d ms)", L->cfg.group, have, L->cfg.group_size,
                                   L->cfg.group_timeout_ms);
@@ -821,7 +843,9 @@ CDL_PRIVATE coordl_status cdl__group_open(coordl *L) {
     snprintf(L->member.shm_name, sizeof L->member.shm_name, "/coordl-%s", g);
     cdl__group_header want;
     cdl__group_want(L, &want);
-    const uint64_t deadline = cdl__now_ns() + cdl__group_timeout_ns(L);
+    L->member.timeout_ms = (uint32_t)L->cfg.group_timeout_ms; /* the object's, once attached */
+    /* how long this member waits to open is its own setting */
+    const uint64_t deadline = cdl__now_ns() + (uint64_t)L->cfg.group_timeout_ms * 1000000ull;
     int creator = 0, attached = 0;
     /* members racing to replace a stale object retry until one of them
      * has created the new one; bounded by group_timeout_ms */
@@ -882,15 +906,8 @@ CDL_PRIVATE void cdl__group_leave(coordl *L) {
     if (L->S && L->member.me >= 0) {
         cdl__lock(L);
         if (cdl__member_current(L)) {
-            cdl__stream_drop_member(L, L->member.me, L->member.my_gen);
-            /* members that died since the last round are not "still in" */
-            const uint64_t now = cdl__now_ns();
-            for (int m = 0; m < CDL_MAX_MEMBERS; m++) {
-                if (!(atomic_load(&L->S->live_mask) >> m & 1u)) continue;
-                const uint64_t gen = atomic_load(&L->S->members[m].gen);
-                const int how = cdl__member_probe(L->S, m, now, cdl__group_timeout_ns(L), 0);
-                if (how != CDL_MEMBER_ALIVE) cdl__group_drop_gone(L, m, gen, how);
-            }
+            cdl__group_drop(L, L->member.me, L->member.my_gen, CDL_MEMBER_LEAVES);
+            cdl__group_sweep(L, 1); /* members that died since the last round are not "still in" */
         }
         /* the last one out retires the name under the lock, so a process
          * joining right now sees `retired` and starts over */

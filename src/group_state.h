@@ -24,6 +24,10 @@ typedef struct cdl__membership {
     int stop;
     int running;           /* the member thread holds the liveness lock    */
     int sync_ready;        /* mu and cv initialised                        */
+    uint32_t timeout_ms;   /* the group's liveness timeout: the creator's
+                              group_timeout_ms, held by the object, so every
+                              member judges silence alike (until attached:
+                              this member's own)                           */
 } cdl__membership;
 
 #endif /* CDL_GROUP_STATE_H */

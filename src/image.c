@@ -453,12 +453,12 @@ CDL_PRIVATE coordl_status cdl__decode_stb(cdl__worker *W, const char *path, cons
     coordl_status rc = cdl__stb_header(W, path, in, &iw, &ih, &channels);
     if (rc != COORDL_OK) return rc;
     cdl__geom g;
-    cdl__plan(L, epoch, id, iw, ih, &g);
+    cdl__plan(L, W->claim->out_w, W->claim->out_h, epoch, id, iw, ih, &g);
     cdl__axis ax, ay;
     rc = cdl__tables_for(W, &g, &ax, &ay);
     if (rc != COORDL_OK) return cdl__name_error(W, path, rc);
     /* stb's output in the file's channels, then RGB when that differs */
-    const uint64_t pixels = (uint64_t)iw * (uint64_t)ih, window = cdl__window_bytes(L, &ax, &ay);
+    const uint64_t pixels = (uint64_t)iw * (uint64_t)ih, window = cdl__window_bytes(&g, &ax, &ay);
     const uint64_t image = pixels * (uint64_t)(channels > 0 ? channels : 3) + (channels != 3 ? pixels * 3 : 0);
     if (image + window > L->cfg.max_decode_bytes) return cdl__over_decode_limit(W, path, "at least ", image + window);
     cdl__stb_budget b;

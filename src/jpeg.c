@@ -384,7 +384,7 @@ static coordl_status cdl__jpeg_decode_crop(cdl__worker *W, const char *path, voi
         /* rows: a splice's from its top; the ROI's 2 rows of context */
         const uint64_t rows = (uint64_t)(spliced ? ay->hi - oy : ay->hi - ay->lo + 2);
         const uint64_t region = cols * 3 * rows + 64 + (cmyk ? cols * 4 + 64 : 0);
-        const uint64_t window = cdl__window_bytes(L, ax, ay), need = cdl__jpeg_need(jd) + region + window;
+        const uint64_t window = cdl__window_bytes(g, ax, ay), need = cdl__jpeg_need(jd) + region + window;
         const uint64_t limit = L->cfg.max_decode_bytes;
         if (need > limit) {
             jpeg_abort_decompress(jd);
@@ -474,8 +474,8 @@ static coordl_status cdl__decode_jpeg_plain(cdl__worker *W, const char *path, co
         return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: truncated JPEG (no end-of-image marker)", path);
     }
     cdl__geom g;
-    cdl__plan(L, epoch, id, iw, ih, &g);
-    const int d = cdl__choose_dct_denominator(L, &g);
+    cdl__plan(L, W->claim->out_w, W->claim->out_h, epoch, id, iw, ih, &g);
+    const int d = cdl__choose_dct_denominator(&g);
     const int cmyk = cdl__jpeg_set_output(jd, d);
     cdl__geom_scale(&g, d, (int)jd->output_width, (int)jd->output_height);
     cdl__axis ax, ay;
@@ -505,8 +505,8 @@ static int cdl__decode_jpeg_spliced(cdl__worker *W, const char *path, const cdl_
     const int iw = (int)rst->w, ih = (int)rst->h;
     if ((*rc = cdl__jpeg_check_size(W, path, iw, ih)) != COORDL_OK) return 1;
     cdl__geom g;
-    cdl__plan(L, epoch, id, iw, ih, &g);
-    const int d = cdl__choose_dct_denominator(L, &g);
+    cdl__plan(L, W->claim->out_w, W->claim->out_h, epoch, id, iw, ih, &g);
+    const int d = cdl__choose_dct_denominator(&g);
     /* libjpeg's scaled size: jdiv_round_up(w, d) */
     cdl__geom_scale(&g, d, (iw + d - 1) / d, (ih + d - 1) / d);
     cdl__axis ax, ay;

@@ -9,6 +9,14 @@
 enum { CDL_SLOT_FREE = 0, CDL_SLOT_FILLING, CDL_SLOT_READY };
 
 #define CDL_MAX_MEMBERS 32
+/* Readers of cached bytes per member: its workers (0..255; a worker past
+ * them reads cached items by their misses, from storage), the consumer's
+ * helper, the MPI peer server and the API's own calls. Item ids fit in
+ * 31 bits (source.c), so a record is 32 bits: 1 KiB a member. */
+#define CDL_MAX_READERS (256 + 3)
+#define CDL_READER_HELPER (CDL_MAX_READERS - 3)
+#define CDL_READER_PEERS (CDL_MAX_READERS - 2)
+#define CDL_READER_API (CDL_MAX_READERS - 1)
 
 /* Row marks, one uint32 per row of a slot: free, done, or claimed by one
  * generation of one member: (generation mod 2^26) << 6 | (member + 1). A
@@ -46,6 +54,8 @@ typedef struct cdl__claim {
     uint64_t slot_gen;    /* the slot's assignment the row belongs to      */
     uint32_t mark;        /* this member generation's mark on the row      */
     uint64_t epoch, pos;  /* the row is position pos of the epoch's share  */
+    uint32_t out_w, out_h; /* the slot's output size (coordl_set may change
+                            * cfg's while the row is prepared)      */
     size_t row_bytes;
     size_t data_off, targets_off; /* the row's place in the ring arena    */
 } cdl__claim;
@@ -75,6 +85,12 @@ typedef struct cdl__member {
                                       member's thread for its whole life, so
                                       the kernel releases it (EOWNERDEAD) when
                                       the process dies, in any PID namespace */
+    _Atomic uint32_t reading[CDL_MAX_READERS]; /* per reader of this member:
+                                      the cache entry (id + 1) whose bytes it
+                                      reads now, 0: none. The record is the
+                                      reference (cache.c): a rewrite looks
+                                      at the live members' records, so a
+                                      dead member holds nothing */
 } cdl__member;
 
 /* The stream's shared state: what every worker and consumer of the group

@@ -36,7 +36,6 @@
 #include "sampler.h"
 #include "sampler_state.h"
 #include "cache.h"
-#include "cache_state.h"
 #include "handle.h"
 
 #define CDL_ADMIT_CLOSED UINT64_MAX
@@ -201,7 +200,7 @@ CDL_PRIVATE void cdl__peer_request_slot(coordl *L, uint32_t s) {
  * does not hold the item (or holds no cache at all). */
 static void cdl__peer_serve(coordl *L, int source, int count) {
     if (count < 1 || !cdl__reserve(L, (void **)&L->peers.rx, &L->peers.rxcap,
-                                   (size_t)count * (sizeof(uint64_t) + sizeof(void *) + sizeof(uint32_t))))
+                                   (size_t)count * (sizeof(uint64_t) + sizeof(uint32_t))))
         return; /* left queued: the requester falls back after peer_timeout_ms */
     uint64_t *ids = (uint64_t *)(void *)L->peers.rx;
     MPI_Recv(ids, count, MPI_UINT64_T, source, CDL_TAG_REQ, L->peers.comm, MPI_STATUS_IGNORE);
@@ -210,17 +209,13 @@ static void cdl__peer_serve(coordl *L, int source, int count) {
     const uint32_t slot = (uint32_t)(ids[0] >> 48);
     if (slot >= 1024) return; /* not a request coordl sent */
     size_t bytes = 12 + (size_t)n * 12;
-    /* reader references from sizing to copying: a JPEG rewrite (jpeg.c)
-     * may not change an entry's bytes in between; the pointers and lengths
-     * live in the request buffer behind the ids */
-    const cdl__u8 **src = (const cdl__u8 **)(void *)(L->peers.rx + (size_t)count * sizeof(uint64_t));
-    uint32_t *lens = (uint32_t *)(void *)(L->peers.rx + (size_t)count * (sizeof(uint64_t) + sizeof *src));
+    /* sized by each entry's room, which a JPEG rewrite (jpeg.c) never
+     * outgrows; each item then copied under the server's one reader
+     * record. The rooms live in the request buffer behind the ids. */
+    uint32_t *rooms = (uint32_t *)(void *)(L->peers.rx + (size_t)count * sizeof(uint64_t));
     for (uint32_t i = 0; i < n; i++) {
-        lens[i] = 0;
-        src[i] = L->cache.entries && ids[1 + i] < L->index.num_items
-                     ? cdl__cache_acquire_minio(L, ids[1 + i], &lens[i], NULL, NULL) : NULL;
-        if (!src[i]) lens[i] = 0;
-        bytes += lens[i];
+        rooms[i] = L->cache.entries && ids[1 + i] < L->index.num_items ? cdl__cache_room(L, ids[1 + i]) : 0;
+        bytes += rooms[i];
     }
     /* every request gets exactly one reply (closing counts on it): short
      * of memory for the items, a reply holding none of them */
@@ -232,19 +227,19 @@ static void cdl__peer_serve(coordl *L, int source, int count) {
     cdl__u8 *out = si < 0 ? NULL : L->peers.sends[si].buf; /* FILLING: ours alone until sent */
     size_t at = 12 + (size_t)nreply * 12;
     uint64_t served = 0;
-    if (out) {
-        memcpy(out, &ids[0], 8);
-        memcpy(out + 8, &nreply, 4);
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        if (out && i < nreply) {
-            memcpy(out + 12 + (size_t)i * 12, &ids[1 + i], 8);
-            memcpy(out + 12 + (size_t)i * 12 + 8, &lens[i], 4);
-            if (lens[i]) { memcpy(out + at, src[i], lens[i]); at += lens[i]; served++; }
-        }
-        if (src[i]) cdl__cache_release_minio(L, ids[1 + i]);
-    }
     if (!out) return; /* not even that: the requester gives up after peer_timeout_ms */
+    memcpy(out, &ids[0], 8);
+    memcpy(out + 8, &nreply, 4);
+    _Atomic uint32_t *reader = cdl__cache_reader(L, CDL_READER_PEERS);
+    for (uint32_t i = 0; i < nreply; i++) {
+        uint32_t len = 0;
+        const cdl__u8 *p = rooms[i] ? cdl__cache_acquire_minio(L, reader, ids[1 + i], &len, NULL, NULL) : NULL;
+        if (!p || len > rooms[i]) len = 0; /* admitted since the sizing: not in this reply */
+        memcpy(out + 12 + (size_t)i * 12, &ids[1 + i], 8);
+        memcpy(out + 12 + (size_t)i * 12 + 8, &len, 4);
+        if (len) { memcpy(out + at, p, len); at += len; served++; }
+        if (p) cdl__cache_release_minio(reader);
+    }
     cdl__lock(L);
     if (cdl__peer_isend(L, si, MPI_BYTE, at, source, CDL_TAG_RESP + (int)slot)) L->stats.st.peer_served += served;
     cdl__unlock(L);
@@ -344,9 +339,7 @@ static void cdl__peer_exchange_map(coordl *L) {
     atomic_store(&L->peers.admit_epoch, CDL_ADMIT_CLOSED); /* what is cached now is final */
     cdl__unlock(L);
     for (uint64_t id = 0; id < L->index.num_items; id++)
-        owner[id] = L->cache.entries && (atomic_load(&L->cache.entries[id].state) & CDL_CE_STATE) >= CDL_CE_PRESENT
-                        ? L->cfg.rank /* PRESENT or REWRITING */
-                        : INT32_MAX;
+        owner[id] = L->cache.entries && cdl__cache_holds(L, id) ? L->cfg.rank : INT32_MAX;
     int ok = 1;
     const uint64_t chunk = 1u << 30; /* counts are ints; every rank has the same num_items */
     for (uint64_t at = 0; at < L->index.num_items; at += chunk) {

@@ -119,7 +119,7 @@ static void cdl__plan_train(const coordl *L, cdl__rng *rng, int W, int H, cdl__g
  * uses out_h. No DCT scaling: the window is sampled at full resolution, as
  * Darknet does, so the pixels are Darknet's. */
 static void cdl__plan_darknet(const coordl *L, cdl__rng *rng, int W, int H, cdl__geom *g) {
-    const int w = (int)L->cfg.out_w, h = (int)L->cfg.out_h;
+    const int w = (int)g->out_w, h = (int)g->out_h;
     int lo = (int)(L->geom.crop_min_ratio * (float)w), hi = (int)(L->geom.crop_max_ratio * (float)w);
     if (lo < 1) lo = 1;
     if (hi < lo) hi = lo;
@@ -167,17 +167,18 @@ static void cdl__plan_darknet(const coordl *L, cdl__rng *rng, int W, int H, cdl_
 
 /* Resize shorter side to S = out * 256 / 224, then center crop; expressed
  * as a fixed source rectangle over the whole (unclipped) image. */
-static void cdl__plan_eval(const coordl *L, int W, int H, cdl__geom *g) {
-    uint32_t out_max = L->cfg.out_w > L->cfg.out_h ? L->cfg.out_w : L->cfg.out_h;
+static void cdl__plan_eval(int W, int H, cdl__geom *g) {
+    const uint32_t out_w = g->out_w, out_h = g->out_h;
+    uint32_t out_max = out_w > out_h ? out_w : out_h;
     double S = floor(out_max * 256.0 / 224.0 + 0.5);
     double rw, rh; /* torchvision Resize(int): long side = int(S * long / short) */
     if (W <= H) { rw = S; rh = floor(S * H / W); } else { rh = S; rw = floor(S * W / H); }
-    if (rw < L->cfg.out_w) rw = L->cfg.out_w;
-    if (rh < L->cfg.out_h) rh = L->cfg.out_h;
-    double top = nearbyint((rh - L->cfg.out_h) / 2.0), left = nearbyint((rw - L->cfg.out_w) / 2.0);
+    if (rw < out_w) rw = out_w;
+    if (rh < out_h) rh = out_h;
+    double top = nearbyint((rh - out_h) / 2.0), left = nearbyint((rw - out_w) / 2.0);
     double sx = W / rw, sy = H / rh;
     g->x0 = left * sx; g->y0 = top * sy;
-    g->sw = L->cfg.out_w * sx; g->sh = L->cfg.out_h * sy;
+    g->sw = out_w * sx; g->sh = out_h * sy;
     g->clip_x0 = 0; g->clip_y0 = 0; g->clip_x1 = W; g->clip_y1 = H;
     g->flip = 0;
     g->dhue = 0.0f;
@@ -187,9 +188,13 @@ static void cdl__plan_eval(const coordl *L, int W, int H, cdl__geom *g) {
     g->darknet = 0;
 }
 
-CDL_PRIVATE void cdl__plan(const coordl *L, uint64_t epoch, uint64_t id, int W, int H, cdl__geom *g) {
+CDL_PRIVATE void cdl__plan(const coordl *L, uint32_t out_w, uint32_t out_h, uint64_t epoch, uint64_t id, int W, int H,
+                           cdl__geom *g) {
+    memset(g, 0, sizeof *g);
+    g->out_w = out_w;
+    g->out_h = out_h;
     if (L->cfg.pipeline == COORDL_PIPE_EVAL) {
-        cdl__plan_eval(L, W, H, g);
+        cdl__plan_eval(W, H, g);
     } else {
         cdl__rng rng = cdl__rng_for(L->cfg.seed, CDL_STREAM_CROP, epoch, id);
         if (L->cfg.train_crop == COORDL_CROP_DARKNET) cdl__plan_darknet(L, &rng, W, H, g);
@@ -202,10 +207,10 @@ CDL_PRIVATE void cdl__plan(const coordl *L, uint64_t epoch, uint64_t id, int W, 
  * rectangle still covers the output; 3/8..7/8 have no SIMD path in
  * libjpeg-turbo 2.1 and are slower than a full decode, so they are not
  * used. */
-CDL_PRIVATE int cdl__choose_dct_denominator(const coordl *L, const cdl__geom *g) {
+CDL_PRIVATE int cdl__choose_dct_denominator(const cdl__geom *g) {
     if (g->darknet) return 1;
     int d = 8;
-    while (d > 1 && (g->sw / d < L->cfg.out_w || g->sh / d < L->cfg.out_h)) d /= 2;
+    while (d > 1 && (g->sw / d < g->out_w || g->sh / d < g->out_h)) d /= 2;
     return d;
 }
 

@@ -6,9 +6,10 @@
 #include "plan_state.h"
 
 /* ---- interface ---- */
-CDL_PRIVATE void cdl__plan(const coordl *L, uint64_t epoch, uint64_t id, int W, int H, cdl__geom *g);
+CDL_PRIVATE void cdl__plan(const coordl *L, uint32_t out_w, uint32_t out_h, uint64_t epoch, uint64_t id, int W, int H,
+                           cdl__geom *g);
 #ifndef COORDL_NO_JPEGTURBO
-CDL_PRIVATE int cdl__choose_dct_denominator(const coordl *L, const cdl__geom *g);
+CDL_PRIVATE int cdl__choose_dct_denominator(const cdl__geom *g);
 CDL_PRIVATE void cdl__geom_scale(cdl__geom *g, int d, int scaled_w, int scaled_h);
 #endif
 #endif /* CDL_PLAN_H */

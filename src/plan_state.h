@@ -7,6 +7,9 @@
 #include "platform.h"
 
 typedef struct cdl__geom {
+    uint32_t out_w, out_h;        /* the output size it is drawn for: the
+                                   * claim's snapshot, never cfg (coordl_set
+                                   * writes that under the stream's lock) */
     double x0, y0, sw, sh;        /* source rectangle, float              */
     int clip_x0, clip_y0, clip_x1, clip_y1; /* pixels the filter may read */
     int flip;

@@ -6,9 +6,9 @@
  *        the stop flag
  * Lock:  the stream's lock for claims and stop; each worker's scratch is
  *        its own
- * Calls: status, rand, placement, lock, index, sampler, readahead, decode,
- *        stream (lower layers only: src/modules.txt; tools/check-layers.py
- *        checks this line).
+ * Calls: status, rand, placement, lock, index, sampler, cache, readahead,
+ *        decode, stream (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
  */
 #include "platform.h"
 #include "pool.h"
@@ -24,6 +24,7 @@
 #include "index.h"
 #include "sampler.h"
 #include "sampler_state.h"
+#include "cache.h"
 #include "readahead.h"
 #include "decode.h"
 #include "stream.h"
@@ -217,6 +218,7 @@ CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
         cdl__worker *W = &L->pool.workers[i];
         W->L = L;
         W->index = i;
+        W->reader = i < CDL_READER_HELPER ? cdl__cache_reader(L, (uint32_t)i) : NULL; /* beyond: reads miss */
         W->pu = count > 0 ? P->worker_pus[first + i % count] : -1;
         if (i < 64) L->stats.st.worker_cpu[i] = W->pu;
         /* a group stages each row (coordl_set cannot change its size) */
@@ -230,6 +232,7 @@ CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
         if (!L->pool.helper) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
         L->pool.helper->L = L;
         L->pool.helper->index = n;
+        L->pool.helper->reader = cdl__cache_reader(L, CDL_READER_HELPER);
         L->pool.helper->pu = -1;
         if (L->cfg.group && !cdl__reserve(L, (void **)&L->pool.helper->stage, &L->pool.helper->stagecap,
                                           L->geom.row_bytes + L->geom.target_row_bytes + 16))

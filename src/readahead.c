@@ -6,8 +6,9 @@
  *        they read ahead of the workers
  * Lock:  its own mutex (R->mu); lock order: the stream's lock, then this
  *        one; the I/O threads never take the stream's lock
- * Calls: status, placement, index, source, sampler, peers (lower layers
- *        only: src/modules.txt; tools/check-layers.py checks this line).
+ * Calls: status, placement, index, source, sampler, cache, peers (lower
+ *        layers only: src/modules.txt; tools/check-layers.py checks this
+ *        line).
  */
 #include "platform.h"
 #include "readahead_state.h"
@@ -19,7 +20,7 @@
 #include "source.h"
 #include "sampler.h"
 #include "sampler_state.h"
-#include "cache_state.h"
+#include "cache.h"
 #include "peers.h"
 #include "handle.h"
 
@@ -73,12 +74,9 @@ static void cdl__ra_trim(cdl__readahead *R) {
  * peer that serves it (once the map is known, rows claimed from then on
  * ask the peers, whatever the epoch). */
 static int cdl__ra_not_from_storage(const coordl *L, uint64_t id) {
-    /* the state's low byte (readers count above it); an entry being
-     * rewritten (jpeg.c) is held too, its rewrite long done by the
-     * time its row is claimed */
-    if (L->cache.entries &&
-        (atomic_load_explicit(&L->cache.entries[id].state, memory_order_acquire) & CDL_CE_STATE) >= CDL_CE_PRESENT)
-        return 1;
+    /* an entry being rewritten (jpeg.c) is held too, its rewrite long
+     * done by the time its row is claimed */
+    if (L->cache.entries && cdl__cache_holds(L, id)) return 1;
     if (L->cache.lru) {
         pthread_mutex_lock(&L->cache.lru->mu);
         const int held = L->cache.lru->data[id] != NULL;

@@ -315,9 +315,9 @@ static void cdl__vpass_row(const float *const *rows, const float *w, int K, size
 
 /* Writes one output row from planar R, G, B floats in 0..255 (`plane`
  * floats apart) in the configured layout. */
-static void cdl__store_row(const coordl *L, const float *v, size_t plane, int j, void *dst) {
-    const int out_w = (int)L->cfg.out_w;
-    const size_t oplane = (size_t)out_w * L->cfg.out_h;
+static void cdl__store_row(const coordl *L, const cdl__geom *g, const float *v, size_t plane, int j, void *dst) {
+    const int out_w = (int)g->out_w;
+    const size_t oplane = (size_t)out_w * g->out_h;
     switch (L->cfg.layout) {
     case COORDL_F32_NCHW:
         for (int c = 0; c < 3; c++) {
@@ -432,8 +432,8 @@ static void cdl__rotate_row(const float *img, size_t plane, int out_w, int out_h
 /* Colour jitter (if any) and the store, for one finished output row. */
 static void cdl__finish_row(const coordl *L, const cdl__geom *g, float *acc, size_t plane, int j, void *dst) {
     if (g->dhue != 0.0f || g->dsat != 1.0f || g->dexp != 1.0f)
-        cdl__color_jitter_row(acc, acc + plane, acc + 2 * plane, (int)L->cfg.out_w, g->dhue, g->dsat, g->dexp);
-    cdl__store_row(L, acc, plane, j, dst);
+        cdl__color_jitter_row(acc, acc + plane, acc + 2 * plane, (int)g->out_w, g->dhue, g->dsat, g->dexp);
+    cdl__store_row(L, g, acc, plane, j, dst);
 }
 
 /* COORDL_CROP_DARKNET: Darknet's rotate_crop_image then flip_image, per
@@ -443,7 +443,7 @@ static void cdl__finish_row(const coordl *L, const cdl__geom *g, float *acc, siz
  * ay->hi): every tap inside the image lies in it. */
 static void cdl__resample_darknet(coordl *L, cdl__worker *W, const cdl__u8 *src, size_t stride, int sx0,
                                   int sy0, const cdl__axis *ax, const cdl__axis *ay, const cdl__geom *g, void *dst) {
-    const int out_w = (int)L->cfg.out_w, out_h = (int)L->cfg.out_h;
+    const int out_w = (int)g->out_w, out_h = (int)g->out_h;
     const size_t plane = cdl__round_up((size_t)out_w, 4);
     float *acc = W->tmp;
     const int x_lo = ax->lo, x_hi = ax->hi, y_lo = ay->lo, y_hi = ay->hi;
@@ -492,7 +492,7 @@ CDL_PRIVATE void cdl__resample(coordl *L, cdl__worker *W, const cdl__u8 *src, si
         cdl__resample_darknet(L, W, src, stride, sx0, sy0, ax, ay, g, dst);
         return;
     }
-    const int out_w = (int)L->cfg.out_w, out_h = (int)L->cfg.out_h, Ky = ay->K;
+    const int out_w = (int)g->out_w, out_h = (int)g->out_h, Ky = ay->K;
     const size_t plane = cdl__round_up((size_t)out_w, 4), rowf = 3 * plane;
     const size_t cols = (size_t)(ax->hi - ax->lo) * 3;
     float *window = W->tmp;                   /* Ky rows of rowf floats    */
@@ -548,8 +548,8 @@ CDL_PRIVATE void cdl__resample(coordl *L, cdl__worker *W, const cdl__u8 *src, si
  * the output width and one float row of the source span. It grows with
  * the crop's width in source pixels, so it counts in the decode budget
  * (jpeg.c). */
-CDL_PRIVATE uint64_t cdl__window_bytes(const coordl *L, const cdl__axis *ax, const cdl__axis *ay) {
-    const uint64_t rowf = 3 * cdl__round_up((size_t)L->cfg.out_w, 4);
+CDL_PRIVATE uint64_t cdl__window_bytes(const cdl__geom *g, const cdl__axis *ax, const cdl__axis *ay) {
+    const uint64_t rowf = 3 * cdl__round_up((size_t)g->out_w, 4);
     const uint64_t cols = (uint64_t)(ax->hi - ax->lo) * 3 + 8;
     return (((uint64_t)ay->K + 1) * rowf + cols) * sizeof(float);
 }
@@ -563,33 +563,33 @@ CDL_PRIVATE coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cd
         memset(ay, 0, sizeof *ay);
         ax->lo = g->clip_x0; ax->hi = g->clip_x1;
         ay->lo = g->clip_y0; ay->hi = g->clip_y1;
-        if (!cdl__reserve(L, (void **)&W->tmp, &W->tmpcap, 3 * cdl__round_up((size_t)L->cfg.out_w, 4) * sizeof(float)))
+        if (!cdl__reserve(L, (void **)&W->tmp, &W->tmpcap, 3 * cdl__round_up((size_t)g->out_w, 4) * sizeof(float)))
             return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for a resampling window");
         return COORDL_OK;
     }
-    if (!cdl__axis_build(W, ax, &W->xstart, &W->xstartcap, &W->xw, &W->xwcap, (int)L->cfg.out_w,
+    if (!cdl__axis_build(W, ax, &W->xstart, &W->xstartcap, &W->xw, &W->xwcap, (int)g->out_w,
                          g->x0, g->sw, g->clip_x0, g->clip_x1, g->flip) ||
-        !cdl__axis_build(W, ay, &W->ystart, &W->ystartcap, &W->yw, &W->ywcap, (int)L->cfg.out_h,
+        !cdl__axis_build(W, ay, &W->ystart, &W->ystartcap, &W->yw, &W->ywcap, (int)g->out_h,
                          g->y0, g->sh, g->clip_y0, g->clip_y1, 0))
         return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for resampling tables");
     ax->w8 = ay->w8 = NULL;
 #ifdef CDL_HAVE_AVX2
-    if (L->geom.avx2 && L->cfg.out_w >= 8) {
-        if (!cdl__reserve(L, (void **)&W->xw8, &W->xw8cap, (size_t)L->cfg.out_w * (size_t)ax->K * 4 * sizeof(float)))
+    if (L->geom.avx2 && g->out_w >= 8) {
+        if (!cdl__reserve(L, (void **)&W->xw8, &W->xw8cap, (size_t)g->out_w * (size_t)ax->K * 4 * sizeof(float)))
             return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for resampling tables");
-        cdl__axis_spread_avx2(ax, (int)L->cfg.out_w, W->xw8);
+        cdl__axis_spread_avx2(ax, (int)g->out_w, W->xw8);
         ax->w8 = W->xw8;
     }
 #endif
-    const size_t rowf = 3 * cdl__round_up((size_t)L->cfg.out_w, 4);
-    const uint64_t window = cdl__window_bytes(L, ax, ay);
+    const size_t rowf = 3 * cdl__round_up((size_t)g->out_w, 4);
+    const uint64_t window = cdl__window_bytes(g, ax, ay);
     if (window > L->cfg.max_decode_bytes)
         return cdl__worker_error(W, COORDL_ERR_CORRUPT, "resampling a crop %d source pixels wide needs %llu bytes, "
                                  "over max_decode_bytes (%llu)", ax->hi - ax->lo, (unsigned long long)window,
                                  (unsigned long long)L->cfg.max_decode_bytes);
     if (!cdl__reserve(L, (void **)&W->tmp, &W->tmpcap, (size_t)window) ||
         !cdl__reserve(L, (void **)&W->window_row, &W->window_rowcap, (size_t)ay->K * sizeof(int32_t)) ||
-        (g->angle != 0.0f && !cdl__reserve(L, (void **)&W->rot, &W->rotcap, rowf * L->cfg.out_h * sizeof(float))))
+        (g->angle != 0.0f && !cdl__reserve(L, (void **)&W->rot, &W->rotcap, rowf * g->out_h * sizeof(float))))
         return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for a resampling window");
     return COORDL_OK;
 }

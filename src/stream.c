@@ -420,6 +420,8 @@ CDL_PRIVATE int cdl__stream_try_claim(coordl *L, cdl__claim *c) {
     c->mark = cdl__mark_for(L->member.me, L->member.my_gen);
     c->epoch = sl->epoch;
     c->pos = sl->pos + row;
+    c->out_w = sl->out_w;
+    c->out_h = sl->out_h;
     c->row_bytes = sl->row_bytes;
     c->data_off = sl->data_off + (size_t)row * sl->row_bytes;
     c->targets_off = sl->targets_off + (size_t)row * L->geom.target_row_bytes;

@@ -68,6 +68,8 @@ struct cdl__worker {
     /* what the last fetch found in the MinIO cache: the entry it holds a
      * reader reference on (id + 1, 0: none), and the entry's kind and room */
     uint64_t held;
+    _Atomic uint32_t *reader; /* its reader record (cache.c); NULL: it reads
+                                 no cached bytes in place (a miss)          */
     int fetch_kind;    /* CDL_CE_* of ce->jpeg, -1: not a MinIO entry      */
     uint32_t fetch_cap;
     cdl__rewrite_budget budget; /* the JPEG rewrite budget (worker.c)      */

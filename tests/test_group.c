@@ -289,6 +289,7 @@ typedef struct {
     int run_rc;
     char run_errmsg[512];
     uint32_t members_at_open, members_at_end;
+    uint32_t members_after_pause; /* live members seen on resuming from the pause */
     uint64_t items_prepared;
     uint64_t epoch_items[REF_EPOCHS + 2]; /* coordl_get_epoch_stats .items */
     uint64_t cache_bytes_used, cache_items, cache_budget, dataset_bytes;
@@ -445,6 +446,8 @@ static void member_main(member_spec *ms)
             ssize_t k = write(ms->pause_fd, &c, 1);
             k = read(ms->go_fd, &c, 1);
             (void)k;
+            coordl_get_stats(L, &st);
+            R.members_after_pause = st.group_members;
             if (ms->close_after_pause)
                 break;
         }
@@ -893,6 +896,65 @@ static void test_waiting_for_members_times_out(void **state)
     assert_int_equal(Rb.open_rc, COORDL_ERR_TIMEOUT);
     if (shm_exists(g3))
         fail_msg("timed-out opens left /dev/shm/coordl-%s behind", g3);
+}
+
+/* Issue 22: members with different group_timeout_ms. The group holds one
+ * timeout (the creator's, 3000 ms); b asked for 20 ms. Both sit silent for
+ * 300 ms between batches: had b judged liveness by its own 20 ms it would
+ * have dropped a, healthy, and a's run would fail. Both must stay members
+ * and see the reference batches. */
+static void test_short_timeout_member_keeps_healthy_members(void **state)
+{
+    (void)state;
+    flags_reset();
+    const char *g = group_name("tmo");
+    int ja[2], pa[2], ga[2], pb[2], gb[2];
+    make_pipe(ja);
+    make_pipe(pa);
+    make_pipe(ga);
+    make_pipe(pb);
+    make_pipe(gb);
+    member_spec a, b;
+    spec_init(&a, g, 2, 3000, 2, "tmo-a");
+    spec_init(&b, g, 2, 20, 2, "tmo-b");
+    spec_hook(&a, "joined", 1, 'J', 0, ja[1]);
+    a.pause_after = b.pause_after = 1;
+    a.pause_fd = pa[1];
+    a.go_fd = ga[0];
+    b.pause_fd = pb[1];
+    b.go_fd = gb[0];
+    pid_t pid_a = spawn(&a);
+    close(ja[1]);
+    expect_byte(ja[0], 'J', "the creator (3000 ms) joined");
+    pid_t pid_b = spawn(&b);
+    if (wait_byte(pa[0], 5000) != 'P') {
+        reap_within(pid_b, "member b", 20000);
+        member_report B0;
+        read_report(&b, &B0);
+        fail_msg("member a did not pause; b: open %d (%s) run %d (%s)", B0.open_rc, B0.errmsg, B0.run_rc,
+                 B0.run_errmsg);
+    }
+    expect_byte(pb[0], 'P', "member b paused");
+    sleep_ms(300); /* b's member thread reaps every few ms meanwhile */
+    char go = 'G';
+    assert_int_equal(write(ga[1], &go, 1), 1);
+    assert_int_equal(write(gb[1], &go, 1), 1);
+    reap_within(pid_a, "member a", 20000);
+    reap_within(pid_b, "member b", 20000);
+    member_report A, B;
+    read_report(&a, &A);
+    read_report(&b, &B);
+    if (A.run_rc != COORDL_OK || B.run_rc != COORDL_OK)
+        fail_msg("a healthy member was dropped: a %d (%s), b %d (%s)", A.run_rc, A.run_errmsg, B.run_rc,
+                 B.run_errmsg);
+    /* both still members after both sat silent for 300 ms */
+    assert_int_equal(A.members_after_pause, 2);
+    assert_int_equal(B.members_after_pause, 2);
+    assert_matches_ref(&A, "member a", 0, 2);
+    assert_matches_ref(&B, "member b", 0, 2);
+    int fds[] = {ja[0], pa[0], pa[1], ga[0], ga[1], pb[0], pb[1], gb[0], gb[1]};
+    for (size_t i = 0; i < sizeof fds / sizeof *fds; i++)
+        close(fds[i]);
 }
 
 /* /dev/shm cannot hold ring + cache: COORDL_ERR_NOMEM naming /dev/shm and
@@ -2032,6 +2094,7 @@ int main(int argc, char **argv)
         T(test_config_mismatch_is_refused_by_field),
         T(test_waiting_for_members_times_out),
         T(test_shm_too_small_is_nomem),
+        T(test_short_timeout_member_keeps_healthy_members),
         T(test_member_killed_after_row_claimed),
         T(test_member_killed_after_row_written),
         T(test_member_killed_while_admitting_to_cache),

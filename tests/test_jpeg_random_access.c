@@ -9,6 +9,8 @@
  */
 #include "test_util.h"
 
+#include <sys/resource.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -403,6 +405,68 @@ static void test_idle_workers_rewrite_the_cache(void **state)
     free(root);
 }
 
+static double process_cpu_seconds(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec / 1e6;
+}
+
+/* Idle workers convert the cache and then sleep: after one epoch with the
+ * whole set cached and a rewrite budget of 0, with the trainer idle (the
+ * ring full), once every cached JPEG is rewritten or given up the process
+ * uses under 5% of one core. Before the fix two idle workers could land on
+ * the same last plain entry, each refusing the other's rewrite while
+ * reporting work found, and spin both cores for as long as the trainer
+ * idled (2-3 s of CPU every 3 s). */
+static void test_idle_workers_sleep_once_the_cache_is_converted(void **state)
+{
+    (void)state;
+    uint64_t bytes;
+    char *root = make_mixed("sleep", N_MIXED, &bytes);
+    coordl_config cfg = ra_config(root, 2 * bytes, 1, 0.0f);
+    cfg.threads = 2;
+    cfg.prefetch_batches = 2;
+    coordl *L = tu_open(&cfg);
+    for (;;) { /* one epoch at full speed: budget 0, nothing rewritten on the way */
+        coordl_batch b;
+        coordl_status rc = coordl_next(L, &b);
+        if (rc == COORDL_END_OF_EPOCH) break;
+        assert_int_equal(rc, COORDL_OK);
+        coordl_release(L, &b);
+    }
+    /* the trainer idles: the workers fill the ring, then convert the cache;
+     * settled once the counts stay put for half a second */
+    coordl_stats st;
+    uint64_t last = UINT64_MAX;
+    int still = 0;
+    for (int k = 0; k < 400 && still < 10; k++) {
+        struct timespec pause = {0, 50 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+        coordl_get_stats(L, &st);
+        const uint64_t now = st.jpeg_rewritten_items * 1000003u + st.jpeg_rewrite_failures;
+        still = now == last ? still + 1 : 0;
+        last = now;
+    }
+    const double cpu0 = process_cpu_seconds();
+    struct timespec second = {1, 0};
+    nanosleep(&second, NULL);
+    const double cpu = process_cpu_seconds() - cpu0;
+    coordl_get_stats(L, &st);
+    coordl_close(L);
+    print_message("idle, cache converted (%llu rewritten, %llu given up): %.1f ms of CPU in 1 s\n",
+                  (unsigned long long)st.jpeg_rewritten_items, (unsigned long long)st.jpeg_rewrite_failures,
+                  cpu * 1e3);
+    /* 4:2:0, 4:2:2, 4:4:4 and grey photos convert; CMYK and progressive
+     * sources may be kept as they are */
+    assert_true(st.jpeg_rewritten_items >= N_MIXED / 2);
+    if (cpu >= 0.05)
+        fail_msg("the idle loader used %.0f ms of CPU in 1 s (at most 50: 5%% of one core)", cpu * 1e3);
+    tu_rmtree(root);
+    free(root);
+}
+
 static void test_random_access_settings_are_validated(void **state)
 {
     (void)state;
@@ -434,6 +498,7 @@ int main(void)
         cmocka_unit_test(test_failed_rewrite_leaves_item_cached_as_it_was),
         cmocka_unit_test(test_rewrite_budget_limits_the_rewrites),
         cmocka_unit_test(test_idle_workers_rewrite_the_cache),
+        cmocka_unit_test(test_idle_workers_sleep_once_the_cache_is_converted),
         cmocka_unit_test(test_random_access_settings_are_validated),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

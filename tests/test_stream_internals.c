@@ -15,7 +15,9 @@
  * nothing; row marks encode (member, generation) without colliding with
  * "free" or "done"; cdl__group_validate accepts a real group object and
  * rejects every offset, size and index that would point outside it, and
- * never reads outside the bytes it is given (run under ASan).
+ * never reads outside the bytes it is given (run under ASan); a cache
+ * entry's rewrite has one owner, and a dropped member's reader records,
+ * rewrite claims and half-written entries are given back.
  */
 #include "coordl.c"
 
@@ -401,6 +403,92 @@ static void test_marks_encode_member_and_generation(void **state)
         }
 }
 
+/* ---- cache entries: one owner per rewrite, readers recorded per member -- */
+
+/* Two workers on the same plain entry: one claim; a rewrite backs off while
+ * another reader (of this member or another) reads the bytes, and gives
+ * its claim back so the entry is tried later; a dropped member's reader
+ * records are given back (the rewrite then goes through), its claims
+ * freed, and the entries it was writing made LOST (misses for good). */
+static void test_cache_rewrite_has_one_owner_and_a_dropped_member_holds_nothing(void **state)
+{
+    (void)state;
+    coordl *L = fake_open();
+    L->cfg.group = "fake";
+    cdl__cache_entry *entries = calloc(ITEMS, sizeof *entries);
+    uint8_t *slab = calloc(1, 4 * 64);
+    assert_non_null(entries);
+    assert_non_null(slab);
+    L->cache.entries = entries;
+    L->cache.arena.base = slab;
+    for (uint64_t i = 0; i < 4; i++) {
+        entries[i].off = i * 64;
+        entries[i].len = 16;
+        entries[i].cap = 64;
+        memset(slab + i * 64, 'a' + (int)i, 16);
+        atomic_store(&entries[i].state, CDL_CE_PRESENT);
+        atomic_store(&entries[i].jpeg, CDL_CE_PLAIN);
+    }
+    atomic_store(&L->S->cache_items, 4);
+    atomic_store(&L->S->cache_plain_items, 4);
+    identity m0 = {0, 1, 0, 0, 0, 0};
+    act_as(L, &m0);
+    _Atomic uint32_t *a = cdl__cache_reader(L, 0), *b = cdl__cache_reader(L, 1);
+    uint32_t len;
+    int kind;
+    assert_non_null(cdl__cache_acquire_minio(L, a, 0, &len, &kind, NULL));
+    assert_non_null(cdl__cache_acquire_minio(L, b, 0, &len, &kind, NULL));
+    assert_int_equal(kind, CDL_CE_PLAIN);
+    /* one owner: the second worker does not rewrite it too */
+    assert_int_equal(cdl__cache_claim_rewrite(L, 0), 1);
+    assert_int_equal(cdl__cache_claim_rewrite(L, 0), 0);
+    const uint8_t rewrite[20] = "rewritten-bytes-0123";
+    /* b reads: no replace, the claim goes back, the bytes are untouched */
+    assert_int_equal(cdl__cache_replace_minio(L, a, 0, rewrite, sizeof rewrite), 0);
+    assert_int_equal(atomic_load(&entries[0].jpeg), CDL_CE_PLAIN);
+    assert_int_equal(atomic_load(&entries[0].state), CDL_CE_PRESENT);
+    assert_int_equal(slab[0], 'a');
+    cdl__cache_release_minio(b);
+    /* member 1 joins and reads entry 0; it also holds a claim on entry 1,
+     * was rewriting entry 2 and admitting entry 3 when it died */
+    identity m1 = fake_join(L, 1);
+    atomic_store(&L->S->members[1].reading[7], 0 + 1);
+    atomic_store(&entries[1].jpeg, CDL_CE_CLAIMED | CDL_CE_OWNER(1));
+    atomic_store(&entries[2].jpeg, CDL_CE_CLAIMED | CDL_CE_OWNER(1));
+    atomic_store(&entries[2].state, CDL_CE_REWRITING | CDL_CE_OWNER(1));
+    atomic_store(&entries[3].state, CDL_CE_ADMITTING | CDL_CE_OWNER(1));
+    assert_int_equal(cdl__cache_claim_rewrite(L, 0), 1);
+    assert_int_equal(cdl__cache_replace_minio(L, a, 0, rewrite, sizeof rewrite), 0); /* member 1 reads it */
+    assert_int_equal(cdl__cache_claim_rewrite(L, 1), 0);                            /* member 1's claim */
+    cdl__lock(L); /* a drop runs under the stream lock */
+    cdl__group_drop(L, 1, m1.gen, CDL_MEMBER_DEAD);
+    cdl__unlock(L);
+    assert_int_equal(atomic_load(&L->S->members[1].reading[7]), 0);
+    assert_int_equal(atomic_load(&entries[1].jpeg), CDL_CE_PLAIN);
+    assert_int_equal(atomic_load(&entries[2].state), CDL_CE_LOST);
+    assert_int_equal(atomic_load(&entries[3].state), CDL_CE_LOST);
+    assert_null(cdl__cache_acquire_minio(L, b, 2, &len, &kind, NULL)); /* a miss for good */
+    assert_int_equal(atomic_load(b), 0);
+    assert_false(cdl__cache_holds(L, 3));
+    assert_int_equal(atomic_load(&L->S->cache_items), 3);       /* entry 2 is no longer cached */
+    assert_int_equal(atomic_load(&L->S->cache_plain_items), 3);
+    /* nothing holds entry 0 but its rewriter: replaced */
+    assert_int_equal(cdl__cache_claim_rewrite(L, 0), 1);
+    assert_int_equal(cdl__cache_replace_minio(L, a, 0, rewrite, sizeof rewrite), 1);
+    assert_int_equal(atomic_load(&entries[0].jpeg), CDL_CE_RST);
+    assert_int_equal(atomic_load(&entries[0].state), CDL_CE_PRESENT);
+    assert_int_equal(entries[0].len, sizeof rewrite);
+    assert_memory_equal(slab, rewrite, sizeof rewrite);
+    assert_int_equal(atomic_load(&L->S->cache_rst_items), 1);
+    assert_int_equal(atomic_load(&L->S->cache_plain_items), 2);
+    cdl__cache_release_minio(a);
+    L->cache.entries = NULL;
+    L->cache.arena.base = NULL;
+    free(entries);
+    free(slab);
+    fake_close(L);
+}
+
 /* ---- the group object's validator ----------------------------------- */
 
 static char *g_dir, *g_root;
@@ -533,16 +621,22 @@ static void test_group_validate_rejects_bad_offsets_and_sizes(void **state)
         memcpy(m + e0 + offsetof(cdl__cache_entry, len), &len, sizeof len);
         memcpy(m + e0 + offsetof(cdl__cache_entry, off), &off, sizeof off);
         expect_rejected(m, size, "a cache entry past the slab");
-        /* workers reading an entry count above its state byte (JPEG
-         * rewrites, section 8): accepted; a length past its room is not */
+        /* an entry member 3 rewrites, its rewrite claimed by member 3
+         * (cache.c): accepted; an owner past the members, or a length
+         * past its room, is not */
         memcpy(m, obj, size);
         cdl__cache_entry ce;
         memcpy(&ce, m + e0, sizeof ce);
         assert_int_equal(atomic_load(&ce.state) & CDL_CE_STATE, CDL_CE_PRESENT);
-        atomic_store(&ce.state, CDL_CE_PRESENT + 3 * CDL_CE_READER);
+        atomic_store(&ce.state, CDL_CE_REWRITING | CDL_CE_OWNER(3));
+        atomic_store(&ce.jpeg, CDL_CE_CLAIMED | CDL_CE_OWNER(3));
         memcpy(m + e0, &ce, sizeof ce);
         if (!cdl__group_validate(m, size, 1, why, sizeof why))
-            fail_msg("an entry with readers was rejected: %s", why);
+            fail_msg("an entry being rewritten was rejected: %s", why);
+        atomic_store(&ce.jpeg, CDL_CE_CLAIMED | CDL_CE_OWNER(CDL_MAX_MEMBERS));
+        memcpy(m + e0, &ce, sizeof ce);
+        expect_rejected(m, size, "a rewrite claimed by a member that cannot exist");
+        atomic_store(&ce.jpeg, CDL_CE_PLAIN);
         ce.cap = ce.len - 1;
         memcpy(m + e0, &ce, sizeof ce);
         expect_rejected(m, size, "a cache entry longer than its room");
@@ -592,6 +686,7 @@ int main(void)
         cmocka_unit_test(test_stale_handle_releases_nothing),
         cmocka_unit_test(test_marks_encode_member_and_generation),
         cmocka_unit_test(test_group_validate_rejects_bad_offsets_and_sizes),
+        cmocka_unit_test(test_cache_rewrite_has_one_owner_and_a_dropped_member_holds_nothing),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -87,11 +87,19 @@ static void fz_loader_free(coordl *L)
     coordl_close(L);
 }
 
+/* A worker of L, preparing a row of L's output size (the claim a worker
+ * holds while it prepares a row: the decoders read the size from it). */
 static void fz_worker_init(cdl__worker *W, coordl *L)
 {
+    static cdl__claim claim;
+    memset(&claim, 0, sizeof claim);
+    claim.out_w = L->cfg.out_w;
+    claim.out_h = L->cfg.out_h;
+    claim.row_bytes = L->geom.row_bytes;
     memset(W, 0, sizeof *W);
     W->L = L;
     W->pu = -1;
+    W->claim = &claim;
     cdl__worker_decoder_init(W);
 }
 
