@@ -370,10 +370,13 @@ typedef struct cdl__claim {
  * the pthread condition variable. A group uses the sequence word with a
  * futex instead: glibc's process-shared condition variables keep state
  * per waiter, and a waiter killed in the middle of a wait leaves a later
- * broadcast blocked forever; a futex word holds no such state. */
+ * broadcast blocked forever; a futex word holds no such state. `parked`
+ * counts the group's threads inside (or entering) the futex wait: a wake
+ * with none parked makes no system call (issue 23). */
 typedef struct cdl__cond {
     pthread_cond_t cv;
     _Atomic uint32_t seq;
+    _Atomic uint32_t parked;
 } cdl__cond;
 
 /* A process in the (possibly one-member) group. Its identity is (index,
@@ -2158,22 +2161,51 @@ CDL_PRIVATE void cdl__unlock(coordl *L) {
     pthread_mutex_unlock(&L->S->mu);
 }
 
-/* Waits on a stream condition for at most ms milliseconds (ms < 0: no
- * bound; a group always bounds it at 50 ms, so a waiter rechecks even if a
- * wake-up went to a process that died). */
+/* The group's wait and wake: an event count. A waiter reads the sequence
+ * word under the lock, counts itself parked, unlocks and sleeps only while
+ * the word is unchanged; a waker changes the state, bumps the word, and
+ * makes the futex call only when someone is parked. Both the park count
+ * and the word are sequentially consistent read-modify-writes, so either
+ * the waker sees the waiter parked, or the waiter's futex sees the new
+ * word and does not sleep: no lost wake-up, and no system call for a wake
+ * that nobody waits for. A group wakes every parked thread, never one: a
+ * single wake-up could go to a member that is stopped or dying, and the
+ * others would sleep on with work to do until its drop. Waits have no
+ * timer: what a parked thread waits for is always announced by a wake
+ * (a release, a completion, a join, a drop, a repair, close), so an idle
+ * loader makes no wake-ups at all; the group's liveness is the member
+ * thread's, at its own cadence. */
+#ifdef __linux__
+static void cdl__futex_wait(_Atomic uint32_t *word, uint32_t seen, int ms) {
+    struct timespec rel = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, seen, ms < 0 ? NULL : &rel, NULL, 0);
+}
+static void cdl__futex_wake_all(_Atomic uint32_t *word) {
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+#else /* no futex: sleep briefly and recheck (a wake cannot reach us) */
+static void cdl__futex_wait(_Atomic uint32_t *word, uint32_t seen, int ms) {
+    (void)word, (void)seen;
+    usleep((useconds_t)(ms < 0 || ms > 5 ? 5 : ms) * 1000);
+}
+static void cdl__futex_wake_all(_Atomic uint32_t *word) { (void)word; }
+#endif
+
+static void cdl__group_wake(cdl__cond *c) {
+    atomic_fetch_add(&c->seq, 1u);
+    if (atomic_load(&c->parked) != 0) cdl__futex_wake_all(&c->seq);
+}
+
+/* Waits on a stream condition for at most ms milliseconds (ms < 0: until
+ * woken). */
 CDL_PRIVATE void cdl__wait_ms(coordl *L, cdl__cond *c, int ms) {
     int e = 0;
     if (L->cfg.group) {
         const uint32_t seen = atomic_load(&c->seq);
-        if (ms < 0 || ms > 50) ms = 50;
+        atomic_fetch_add(&c->parked, 1u);
         cdl__unlock(L);
-#ifdef __linux__
-        struct timespec rel = {0, (long)ms * 1000000L};
-        syscall(SYS_futex, (uint32_t *)&c->seq, FUTEX_WAIT, seen, &rel, NULL, 0);
-#else
-        (void)seen;
-        usleep((useconds_t)ms * 1000);
-#endif
+        cdl__futex_wait(&c->seq, seen, ms);
+        atomic_fetch_sub(&c->parked, 1u);
         e = pthread_mutex_lock(&L->S->mu);
     } else if (ms < 0) {
         L->S->lock_owner = -1;
@@ -2193,38 +2225,24 @@ CDL_PRIVATE void cdl__wait_ms(coordl *L, cdl__cond *c, int ms) {
 
 CDL_PRIVATE void cdl__wait(coordl *L, cdl__cond *c) { cdl__wait_ms(L, c, -1); }
 
-/* Wakes waiters of c: all of them, or (cdl__signal) at most one. Called
- * with the mutex held, which is what makes the sequence word race-free. */
-static void cdl__wake(coordl *L, cdl__cond *c, int all) {
-    if (L->cfg.group) {
-        atomic_fetch_add(&c->seq, 1u);
-#ifdef __linux__
-        syscall(SYS_futex, (uint32_t *)&c->seq, FUTEX_WAKE, all ? INT_MAX : 1, NULL, NULL, 0);
-#endif
-    } else if (all) {
-        pthread_cond_broadcast(&c->cv);
-    } else {
-        pthread_cond_signal(&c->cv);
-    }
+/* Wakes waiters of c: all of them, or (cdl__signal) at most one in a
+ * private loader (every parked one in a group, see above). Called with the
+ * mutex held. */
+CDL_PRIVATE void cdl__broadcast(coordl *L, cdl__cond *c) {
+    if (L->cfg.group) cdl__group_wake(c);
+    else pthread_cond_broadcast(&c->cv);
 }
 
-CDL_PRIVATE void cdl__broadcast(coordl *L, cdl__cond *c) { cdl__wake(L, c, 1); }
-CDL_PRIVATE void cdl__signal(coordl *L, cdl__cond *c) { cdl__wake(L, c, 0); }
-
-/* Wakes at most one waiter of c after the caller has unlocked (a state
- * change made under the lock): a waiter that checked the state before the
- * change either sees the new sequence word and does not sleep, or sleeps
- * and is woken; one that locks after the change sees it. */
-CDL_PRIVATE void cdl__signal_unlocked(coordl *L, cdl__cond *c) {
-    if (L->cfg.group) {
-        atomic_fetch_add(&c->seq, 1u);
-#ifdef __linux__
-        syscall(SYS_futex, (uint32_t *)&c->seq, FUTEX_WAKE, 1, NULL, NULL, 0);
-#endif
-    } else {
-        pthread_cond_signal(&c->cv);
-    }
+CDL_PRIVATE void cdl__signal(coordl *L, cdl__cond *c) {
+    if (L->cfg.group) cdl__group_wake(c);
+    else pthread_cond_signal(&c->cv);
 }
+
+/* The same after the caller has unlocked (a state change made under the
+ * lock): a waiter that checked the state before the change either sees
+ * the new sequence word and does not sleep, or is parked and woken; one
+ * that locks after the change sees it. */
+CDL_PRIVATE void cdl__signal_unlocked(coordl *L, cdl__cond *c) { cdl__signal(L, c); }
 
 /* ---- robust mutexes: the one way to take them -------------------------
  * Every robust, process-shared mutex of a group (the stream's, each
@@ -9682,7 +9700,8 @@ static coordl_status cdl__group_wait_started(coordl *L, uint64_t deadline) {
                                   "group_timeout_ms (%d ms)", L->cfg.group, have, L->cfg.group_size,
                                   L->cfg.group_timeout_ms);
         }
-        cdl__wait(L, &S->ready_cv);
+        const uint64_t left_ms = (deadline - cdl__now_ns()) / 1000000ull + 1;
+        cdl__wait_ms(L, &S->ready_cv, left_ms > 1000 ? 1000 : (int)left_ms); /* a join wakes it; the deadline too */
     }
     return COORDL_OK;
 }

@@ -810,7 +810,8 @@ static coordl_status cdl__group_wait_started(coordl *L, uint64_t deadline) {
                                   "group_timeout_ms (%d ms)", L->cfg.group, have, L->cfg.group_size,
                                   L->cfg.group_timeout_ms);
         }
-        cdl__wait(L, &S->ready_cv);
+        const uint64_t left_ms = (deadline - cdl__now_ns()) / 1000000ull + 1;
+        cdl__wait_ms(L, &S->ready_cv, left_ms > 1000 ? 1000 : (int)left_ms); /* a join wakes it; the deadline too */
     }
     return COORDL_OK;
 }

@@ -64,10 +64,13 @@ typedef struct cdl__claim {
  * the pthread condition variable. A group uses the sequence word with a
  * futex instead: glibc's process-shared condition variables keep state
  * per waiter, and a waiter killed in the middle of a wait leaves a later
- * broadcast blocked forever; a futex word holds no such state. */
+ * broadcast blocked forever; a futex word holds no such state. `parked`
+ * counts the group's threads inside (or entering) the futex wait: a wake
+ * with none parked makes no system call (issue 23). */
 typedef struct cdl__cond {
     pthread_cond_t cv;
     _Atomic uint32_t seq;
+    _Atomic uint32_t parked;
 } cdl__cond;
 
 /* A process in the (possibly one-member) group. Its identity is (index,

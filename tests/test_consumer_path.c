@@ -152,6 +152,88 @@ static void test_workers_run_sched_batch(void **state)
     assert_int_equal(sched_getscheduler(0), SCHED_OTHER); /* the trainer's thread is left alone */
     coordl_close(L);
 }
+
+/* Context switches (voluntary and not) of the loader's worker threads
+ * (named coordl-w<N>): how often an idle worker woke. */
+static long worker_switches(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    assert_non_null(d);
+    struct dirent *e;
+    long sum = 0;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char path[300], line[256], name[64] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        long n = 0;
+        while (fgets(line, sizeof line, f)) {
+            if (!strncmp(line, "Name:", 5)) sscanf(line + 5, "%63s", name);
+            if (!strncmp(line, "voluntary_ctxt_switches:", 24)) n += atol(line + 24);
+            if (!strncmp(line, "nonvoluntary_ctxt_switches:", 27)) n += atol(line + 27);
+        }
+        fclose(f);
+        if (!strncmp(name, "coordl-w", 8)) sum += n;
+    }
+    closedir(d);
+    return sum;
+}
+
+/* Rows prepared once the count has not moved for 300 ms (the ring full). */
+static uint64_t rows_when_settled(coordl *L)
+{
+    coordl_stats st;
+    uint64_t last = UINT64_MAX;
+    for (int i = 0; i < 100; i++) {
+        coordl_get_stats(L, &st);
+        if (st.items == last) return last;
+        last = st.items;
+        usleep(300000);
+    }
+    fail_msg("the rows prepared never settled");
+    return 0;
+}
+
+/* Issue 23: an idle loader (ring full, trainer asleep, nothing to rewrite)
+ * makes no wake-ups: its workers are parked without a timer, alone and in
+ * a coordinated group (whose waits polled every 50 ms before: 20 wake-ups
+ * a second per worker). And the wake-up protocol: releases that free half
+ * the ring wake a parked worker, which fills it again. */
+static void idle_workers_make_no_wakeups(const char *group)
+{
+    coordl_config cfg = tokens();
+    cfg.threads = 2;
+    cfg.prefetch_batches = 4;
+    cfg.group = group;
+    cfg.group_size = 1;
+    coordl *L = tu_open(&cfg);
+    int32_t in[4 * 16], tg[4 * 16];
+    assert_int_equal(coordl_next_into(L, in, sizeof in, tg, sizeof tg), COORDL_OK);
+    const uint64_t full = rows_when_settled(L); /* the ring is full */
+    const long before = worker_switches();
+    usleep(1000000);
+    const long idle = worker_switches() - before;
+    if (idle > 1)
+        fail_msg("%s: idle workers woke %ld times in 1 s with the ring full", group ? "group" : "alone", idle);
+    /* take the ring; the workers must wake and fill it again */
+    for (int k = 0; k < 4; k++) assert_int_equal(coordl_next_into(L, in, sizeof in, tg, sizeof tg), COORDL_OK);
+    const uint64_t refilled = rows_when_settled(L);
+    if (refilled < full + 4 * 4)
+        fail_msg("%s: %llu rows prepared after 4 batches were taken from a full ring of %llu: no worker woke",
+                 group ? "group" : "alone", (unsigned long long)refilled, (unsigned long long)full);
+    assert_true(worker_switches() - before > idle);
+    coordl_close(L);
+}
+
+static void test_idle_workers_make_no_wakeups(void **state)
+{
+    (void)state;
+    idle_workers_make_no_wakeups(NULL);
+    char group[64];
+    snprintf(group, sizeof group, "cdlt-%d-idle", (int)getpid());
+    idle_workers_make_no_wakeups(group);
+}
 #endif
 
 int main(void)
@@ -161,6 +243,7 @@ int main(void)
         cmocka_unit_test(test_consumer_prepares_rows_while_its_batch_is_not_ready),
 #ifdef __linux__
         cmocka_unit_test(test_workers_run_sched_batch),
+        cmocka_unit_test(test_idle_workers_make_no_wakeups),
 #endif
     };
     return cmocka_run_group_tests(tests, setup, teardown);
