@@ -846,6 +846,7 @@ struct cdl__readahead {
     uint64_t ahead, atail;
     pthread_t *threads;
     int nthreads, started;
+    int room_waiters; /* I/O threads waiting for entries or arena space   */
     /* counters of the I/O threads (coordl_stats readahead_*) */
     uint64_t reads, read_ns, skips;
 };
@@ -2151,7 +2152,34 @@ CDL_PRIVATE void cdl__lock_acquired(coordl *L, int e) {
     }
 }
 
-CDL_PRIVATE void cdl__lock(coordl *L) { cdl__lock_acquired(L, pthread_mutex_lock(&L->S->mu)); }
+/* A thread that finds the lock held spins briefly before it sleeps: the
+ * lock is held for a transition of a few microseconds (a claim, a
+ * completion, a take), so the trainer's thread meeting a worker inside one
+ * then makes no system call and is not descheduled (issue 23: 65 futex
+ * waits per 100 ready next + release pairs before). Bounded: a holder that
+ * was preempted costs the spinner a few microseconds, then it blocks. */
+static inline void cdl__cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+enum { CDL_LOCK_SPINS = 100 };
+
+CDL_PRIVATE void cdl__lock(coordl *L) {
+    pthread_mutex_t *mu = &L->S->mu;
+    for (int i = 0; i < CDL_LOCK_SPINS; i++) {
+        const int e = pthread_mutex_trylock(mu);
+        if (e != EBUSY) {
+            cdl__lock_acquired(L, e);
+            return;
+        }
+        cdl__cpu_relax();
+    }
+    cdl__lock_acquired(L, pthread_mutex_lock(mu));
+}
 
 CDL_PRIVATE void cdl__unlock(coordl *L) {
     L->S->lock_owner = -1;
@@ -5154,9 +5182,15 @@ static void cdl__ra_trim(cdl__readahead *R) {
         freed++;
     }
     if (R->tail == R->head) R->atail = R->ahead; /* nothing in use */
-    /* one I/O thread per freed entry (waking all of them for one entry
-     * costs more than the read on a loaded machine) */
-    for (int i = 0; i < freed && i < R->nthreads; i++) pthread_cond_signal(&R->room_cv);
+    /* The I/O threads waiting for room are woken once half the window is
+     * free, entries and bytes, not per freed entry: they then refill half
+     * the window in one go, and the worker or trainer thread that frees an
+     * entry makes no system call and causes no context switch for the
+     * other entries (issue 23: a wake per row cost a token batch a context
+     * switch per row). Nothing waits on it meanwhile: a position not yet
+     * read ahead is read by whoever claims it. */
+    if (freed && R->room_waiters && R->head - R->tail <= R->depth / 2 && R->ahead - R->atail <= R->bytes / 2)
+        pthread_cond_broadcast(&R->room_cv);
 }
 
 /* Whether item id will not come from storage: in the cache, or (MPI) on a
@@ -5192,7 +5226,9 @@ static void *cdl__ra_main(void *arg) {
     pthread_mutex_lock(&R->mu);
     while (!R->stop) {
         if (R->paused || R->head - R->tail >= R->depth) {
+            R->room_waiters++;
             pthread_cond_wait(&R->room_cv, &R->mu);
+            R->room_waiters--;
             continue;
         }
         /* the next position, never one a worker has already claimed */
@@ -5233,7 +5269,9 @@ static void *cdl__ra_main(void *arg) {
             if (start % R->bytes + need > R->bytes) start += R->bytes - start % R->bytes;
             end = start + need;
             if (end - R->atail > R->bytes) { /* full: wait for the workers to free some */
+                R->room_waiters++;
                 pthread_cond_wait(&R->room_cv, &R->mu);
+                R->room_waiters--;
                 continue;
             }
         }
@@ -8832,8 +8870,16 @@ CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
     cdl__pool_pus(L, &first, &count);
     int n = L->cfg.threads > 0 ? L->cfg.threads : (first || count != P->nworker_pus ? count : P->ncores);
     if (n < 1) n = 1;
-    L->pool.workers = cdl__calloc(L, (size_t)n, sizeof *L->pool.workers);
-    if (!L->pool.workers) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %d workers", n);
+    /* Token windows by default have no worker threads: a batch is a copy of
+     * B x (T + 1) tokens already in memory (read ahead, or cached), cheaper
+     * on the trainer's own thread inside coordl_next than a hand-off to a
+     * worker and back (issue 23: a hand-off cost 60-70 us and 3 context
+     * switches a batch; the copy costs a few microseconds). */
+    if (L->cfg.pipeline == COORDL_PIPE_TOKENS && L->cfg.threads == 0) n = 0;
+    if (n > 0) {
+        L->pool.workers = cdl__calloc(L, (size_t)n, sizeof *L->pool.workers);
+        if (!L->pool.workers) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %d workers", n);
+    }
     for (int i = 0; i < n; i++) {
         cdl__worker *W = &L->pool.workers[i];
         W->L = L;
@@ -8876,7 +8922,7 @@ CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
 }
 
 CDL_PRIVATE void cdl__pool_stop(coordl *L) {
-    if (!L->pool.workers) {
+    if (!L->pool.workers && !L->pool.helper) {
         cdl__ra_stop(L);
         return;
     }
@@ -9876,9 +9922,6 @@ static coordl_status cdl__open_handle(const coordl_config *cfg, coordl **out) {
  * sizes and the ring's capacity (the largest sizes coordl_set may ask for
  * without reallocating it). */
 static coordl_status cdl__open_geometry(coordl *L) {
-    /* Token windows are copies: one worker keeps up with any trainer, and
-     * one per core would compete with the trainer's OpenMP threads. */
-    if (L->cfg.pipeline == COORDL_PIPE_TOKENS && L->cfg.threads == 0) L->cfg.threads = 1;
     L->sampler.share = L->sampler.llmc ? L->sampler.llmc->total * L->cfg.batch_size : L->index.num_items / (uint64_t)L->cfg.world;
     L->sampler.bpe = cdl__batches_for(L, L->cfg.batch_size);
     if (L->sampler.share == 0)

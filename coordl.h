@@ -424,10 +424,12 @@ typedef struct coordl_config {
     /* --- threads and placement (hwloc) --------------------------------- */
     int threads;               /* worker threads; 0 = one per core of the
                                   chosen set, less reserve_cores; for
-                                  COORDL_PIPE_TOKENS 0 means 1 (a window is
-                                  a copy: one worker keeps up, and more
-                                  would compete with the trainer's own
-                                  threads). On Linux workers run under
+                                  COORDL_PIPE_TOKENS 0 means none: a token
+                                  batch is a copy of windows already in
+                                  memory (read ahead or cached), made on
+                                  the trainer's thread inside coordl_next,
+                                  cheaper than a hand-off to a worker; set
+                                  1 or more for workers. On Linux workers run under
                                   SCHED_BATCH: a woken worker does not
                                   preempt the thread that woke it (the
                                   trainer); same CPU share otherwise        */

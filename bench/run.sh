@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # coordl benchmarks. Run from anywhere; `make bench` runs all of them.
 #
-#   bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|darknet|dataset]
+#   bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|ready|darknet|dataset]
 #
 #   dataset  make the bench dataset if missing (the other parts do it too)
 #   prep     image-prep throughput: coordl train/eval vs the libjpeg-turbo
@@ -38,6 +38,9 @@
 #            checkout at bench time (LLMC_SRC, default the mirror
 #            /work/.mirror/karpathy+llm.c/repo, cloned into build/bench/);
 #            without one only coordl is measured. Table in build/bench/llmc.txt
+#   ready    a ready batch's cost: next + release with the trainer asleep
+#            20 ms per step, alone and in a group, and the trainer thread's
+#            system calls per pair under strace -f; build/bench/ready.txt
 #   darknet  Darknet's classifier loader alone vs coordl alone with
 #            Darknet's augmentation (stock cfgs' crop 128..448 to 256,
 #            angle 7, aspect/saturation/exposure .75, hue .1) on the bench
@@ -64,8 +67,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MODE=${1:-all}
-case "$MODE" in all|prep|jpeg|index|cache|placement|mpi|group|llmc|darknet|storage|dataset) ;;
-  *) echo "usage: bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|darknet|storage|dataset]" >&2; exit 2 ;;
+case "$MODE" in all|prep|jpeg|index|cache|placement|mpi|group|llmc|ready|darknet|storage|dataset) ;;
+  *) echo "usage: bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|ready|darknet|storage|dataset]" >&2; exit 2 ;;
 esac
 BENCH_DATA=${BENCH_DATA:-build/bench-data}
 BENCH_INDEX=${BENCH_INDEX:-build/bench-index}
@@ -667,11 +670,40 @@ CFG
     cat "$OUT/darknet.txt"
 }
 
+# ready: the trainer's cost of a ready batch (issue 23): next + release with
+# the trainer sleeping 20 ms per step (its batch always ready), alone and in
+# a coordinated group; then the same under strace -f, with a marker write
+# around each pair, counting the system calls the trainer's thread made
+# inside the pairs (the strace run's own times are not reported: strace
+# slows every call). Table in build/bench/ready.txt
+run_ready() {
+    ensure_lib
+    build bench_ready lib
+    local data=${READY_DATA:-build/demo-data}
+    if [ ! -d "$data" ]; then
+        make -s examples
+        build/examples/gen_dataset --out "$data" --classes 10 --per-class 200 --seed 1 > /dev/null
+    fi
+    command -v strace > /dev/null || apt_install strace
+    log "ready: next + release of a ready batch (trainer step 20 ms, prefetch 8)"
+    { "$OUT/bench_ready" --data "$data" --calls "${READY_CALLS:-300}"
+      "$OUT/bench_ready" --data "$data" --calls "${READY_CALLS:-300}" --group "bench-ready-$$"
+      strace -f -qq -o "$OUT/ready.strace" "$OUT/bench_ready" --data "$data" --calls 100 --markers > /dev/null
+      awk -v self="$(head -1 "$OUT/ready.strace" | awk '{print $1}')" '
+          $1 != self { next }
+          /coordl-mark/ { if (inside) { pairs++; if (n == 0) zero++; total += n; if (n > most) most = n }
+                          inside = !inside; n = 0; next }
+          inside && !/resumed>/ { n++ }
+          END { printf "strace -f, one process, 100 pairs: %d made no system call on the trainer'"'"'s thread; %d system calls in all (most in one pair: %d)\n", zero, total, most }' "$OUT/ready.strace"
+    } | tee "$OUT/ready.txt"
+}
+
 case "$MODE" in
     dataset) ensure_dataset ;;
     mpi) run_mpi ;;
     group) run_group ;;
     llmc) run_llmc ;;
+    ready) run_ready ;;
     darknet) run_darknet ;;
     storage) run_storage ;;
     prep) run_prep ;;
@@ -679,7 +711,7 @@ case "$MODE" in
     index) run_index ;;
     cache) run_cache ;;
     placement) run_placement ;;
-    all) run_prep; run_jpeg; run_index; run_cache; run_placement; run_group; run_llmc; run_darknet; run_storage
+    all) run_prep; run_jpeg; run_index; run_cache; run_placement; run_group; run_llmc; run_ready; run_darknet; run_storage
          if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then run_mpi
          else log "mpi: skipped (no mpicc/mpirun; bash bench/run.sh mpi installs OpenMPI)"; fi ;;
 esac

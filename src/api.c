@@ -89,9 +89,6 @@ static coordl_status cdl__open_handle(const coordl_config *cfg, coordl **out) {
  * sizes and the ring's capacity (the largest sizes coordl_set may ask for
  * without reallocating it). */
 static coordl_status cdl__open_geometry(coordl *L) {
-    /* Token windows are copies: one worker keeps up with any trainer, and
-     * one per core would compete with the trainer's OpenMP threads. */
-    if (L->cfg.pipeline == COORDL_PIPE_TOKENS && L->cfg.threads == 0) L->cfg.threads = 1;
     L->sampler.share = L->sampler.llmc ? L->sampler.llmc->total * L->cfg.batch_size : L->index.num_items / (uint64_t)L->cfg.world;
     L->sampler.bpe = cdl__batches_for(L, L->cfg.batch_size);
     if (L->sampler.share == 0)

@@ -212,8 +212,16 @@ CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
     cdl__pool_pus(L, &first, &count);
     int n = L->cfg.threads > 0 ? L->cfg.threads : (first || count != P->nworker_pus ? count : P->ncores);
     if (n < 1) n = 1;
-    L->pool.workers = cdl__calloc(L, (size_t)n, sizeof *L->pool.workers);
-    if (!L->pool.workers) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %d workers", n);
+    /* Token windows by default have no worker threads: a batch is a copy of
+     * B x (T + 1) tokens already in memory (read ahead, or cached), cheaper
+     * on the trainer's own thread inside coordl_next than a hand-off to a
+     * worker and back (issue 23: a hand-off cost 60-70 us and 3 context
+     * switches a batch; the copy costs a few microseconds). */
+    if (L->cfg.pipeline == COORDL_PIPE_TOKENS && L->cfg.threads == 0) n = 0;
+    if (n > 0) {
+        L->pool.workers = cdl__calloc(L, (size_t)n, sizeof *L->pool.workers);
+        if (!L->pool.workers) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %d workers", n);
+    }
     for (int i = 0; i < n; i++) {
         cdl__worker *W = &L->pool.workers[i];
         W->L = L;
@@ -256,7 +264,7 @@ CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
 }
 
 CDL_PRIVATE void cdl__pool_stop(coordl *L) {
-    if (!L->pool.workers) {
+    if (!L->pool.workers && !L->pool.helper) {
         cdl__ra_stop(L);
         return;
     }

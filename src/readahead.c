@@ -65,9 +65,15 @@ static void cdl__ra_trim(cdl__readahead *R) {
         freed++;
     }
     if (R->tail == R->head) R->atail = R->ahead; /* nothing in use */
-    /* one I/O thread per freed entry (waking all of them for one entry
-     * costs more than the read on a loaded machine) */
-    for (int i = 0; i < freed && i < R->nthreads; i++) pthread_cond_signal(&R->room_cv);
+    /* The I/O threads waiting for room are woken once half the window is
+     * free, entries and bytes, not per freed entry: they then refill half
+     * the window in one go, and the worker or trainer thread that frees an
+     * entry makes no system call and causes no context switch for the
+     * other entries (issue 23: a wake per row cost a token batch a context
+     * switch per row). Nothing waits on it meanwhile: a position not yet
+     * read ahead is read by whoever claims it. */
+    if (freed && R->room_waiters && R->head - R->tail <= R->depth / 2 && R->ahead - R->atail <= R->bytes / 2)
+        pthread_cond_broadcast(&R->room_cv);
 }
 
 /* Whether item id will not come from storage: in the cache, or (MPI) on a
@@ -103,7 +109,9 @@ static void *cdl__ra_main(void *arg) {
     pthread_mutex_lock(&R->mu);
     while (!R->stop) {
         if (R->paused || R->head - R->tail >= R->depth) {
+            R->room_waiters++;
             pthread_cond_wait(&R->room_cv, &R->mu);
+            R->room_waiters--;
             continue;
         }
         /* the next position, never one a worker has already claimed */
@@ -144,7 +152,9 @@ static void *cdl__ra_main(void *arg) {
             if (start % R->bytes + need > R->bytes) start += R->bytes - start % R->bytes;
             end = start + need;
             if (end - R->atail > R->bytes) { /* full: wait for the workers to free some */
+                R->room_waiters++;
                 pthread_cond_wait(&R->room_cv, &R->mu);
+                R->room_waiters--;
                 continue;
             }
         }

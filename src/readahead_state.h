@@ -44,6 +44,7 @@ struct cdl__readahead {
     uint64_t ahead, atail;
     pthread_t *threads;
     int nthreads, started;
+    int room_waiters; /* I/O threads waiting for entries or arena space   */
     /* counters of the I/O threads (coordl_stats readahead_*) */
     uint64_t reads, read_ns, skips;
 };

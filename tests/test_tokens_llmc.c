@@ -503,26 +503,41 @@ static void test_llmc_order_refusals(void **state)
     coordl_close(L);
 }
 
-/* threads = 0 means one worker for token pipelines (whatever the core
- * count), and an explicit count is kept. */
-static void test_token_pipelines_default_to_one_worker(void **state)
+/* threads = 0 means no worker thread for token pipelines (issue 23: the
+ * trainer's thread copies the windows inside coordl_next), an explicit
+ * count is kept, and both give the same batches, byte for byte, over an
+ * epoch and a half, shuffled and not. */
+static void test_token_pipelines_default_to_no_worker(void **state)
 {
     (void)state;
     coordl_stats st;
-    for (int order = 0; order < 2; order++) {
-        coordl_config cfg = llmc_config(1, 0, 0);
-        cfg.token_order = order;
-        cfg.threads = 0;
-        coordl *L = tu_open(&cfg);
-        coordl_get_stats(L, &st);
-        assert_int_equal(st.threads, 1);
-        coordl_close(L);
-        cfg.threads = 2;
-        L = tu_open(&cfg);
-        coordl_get_stats(L, &st);
-        assert_int_equal(st.threads, 2);
-        coordl_close(L);
-    }
+    for (int shuffle = 0; shuffle < 2; shuffle++)
+        for (int order = 0; order < 2; order++) {
+            uint64_t hash[2] = {TU_FNV_OFFSET, TU_FNV_OFFSET};
+            const uint32_t threads[2] = {0, 2};
+            for (int k = 0; k < 2; k++) {
+                coordl_config cfg = llmc_config(1, 0, shuffle);
+                cfg.token_order = order;
+                cfg.threads = (int)threads[k];
+                coordl *L = tu_open(&cfg);
+                coordl_get_stats(L, &st);
+                assert_int_equal(st.threads, threads[k]);
+                const uint64_t n = coordl_batches_per_epoch(L) * 3 / 2;
+                for (uint64_t i = 0; i < n; i++) {
+                    coordl_batch b;
+                    coordl_status rc = coordl_next(L, &b);
+                    if (rc == COORDL_END_OF_EPOCH) rc = coordl_next(L, &b);
+                    assert_int_equal(rc, COORDL_OK);
+                    hash[k] = tu_fnv1a(tu_fnv1a(hash[k], b.data, b.data_bytes), b.targets,
+                                       (size_t)b.n * T * sizeof(int32_t));
+                    coordl_release(L, &b);
+                }
+                coordl_close(L);
+            }
+            if (hash[0] != hash[1])
+                fail_msg("order %d shuffle %d: batches with no worker differ from batches with 2 workers", order,
+                         shuffle);
+        }
 }
 
 int main(void)
@@ -536,7 +551,7 @@ int main(void)
         cmocka_unit_test(test_positions_round_trip_and_resume_shuffled),
         cmocka_unit_test(test_validation_reset_is_seek_to_batch_zero),
         cmocka_unit_test(test_llmc_order_refusals),
-        cmocka_unit_test(test_token_pipelines_default_to_one_worker),
+        cmocka_unit_test(test_token_pipelines_default_to_no_worker),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

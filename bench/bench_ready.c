@@ -1,0 +1,121 @@
+/*
+ * bench_ready.c - what a ready batch costs the trainer (issue 23): the
+ * trainer is slower than the loader, so its next batch is always ready,
+ * and coordl_next + coordl_release should cost about an atomic load and a
+ * store, with no system call on the trainer's thread.
+ *
+ *   bench_ready --data DIR [--calls 300] [--sleep-ms 20] [--prefetch 8]
+ *               [--size 64] [--group NAME] [--markers]
+ *
+ * Opens DIR (an image tree) with the given prefetch, takes one batch and
+ * waits until the ring is full; then, --calls times: sleep --sleep-ms (the
+ * trainer's step), time coordl_next + coordl_release together. Prints the
+ * mean, median, p99 and max of those pairs in microseconds.
+ *
+ * --markers: before and after each pair, a write(-1, "coordl-mark", 11)
+ * (it fails with EBADF and does nothing) so that `strace -f` output shows
+ * where each pair starts and ends; bench/run.sh ready counts the system
+ * calls of the trainer's thread between the markers.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "coordl.h"
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) {}
+}
+
+static void mark(int on)
+{
+    if (on) {
+        ssize_t k = write(-1, "coordl-mark", 11);
+        (void)k;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *data = NULL, *group = NULL;
+    int calls = 300, sleep_each = 20, prefetch = 8, size = 64, markers = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--data") && i + 1 < argc) data = argv[++i];
+        else if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--sleep-ms") && i + 1 < argc) sleep_each = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--prefetch") && i + 1 < argc) prefetch = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--size") && i + 1 < argc) size = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--group") && i + 1 < argc) group = argv[++i];
+        else if (!strcmp(argv[i], "--markers")) markers = 1;
+        else {
+            fprintf(stderr, "usage: bench_ready --data DIR [--calls N] [--sleep-ms MS] [--prefetch N] "
+                            "[--size PX] [--group NAME] [--markers]\n");
+            return 2;
+        }
+    }
+    if (!data || calls < 1) {
+        fprintf(stderr, "bench_ready: --data DIR is required\n");
+        return 2;
+    }
+    coordl_config cfg = coordl_config_default();
+    cfg.source = data;
+    cfg.batch_size = 32;
+    cfg.out_w = cfg.out_h = (uint32_t)size;
+    cfg.prefetch_batches = (uint32_t)prefetch;
+    cfg.group = group;
+    cfg.group_size = 1;
+    coordl *L;
+    if (coordl_open(&cfg, &L) != COORDL_OK) {
+        fprintf(stderr, "bench_ready: %s\n", coordl_errmsg(NULL));
+        return 1;
+    }
+    coordl_batch b;
+    uint64_t *t = calloc((size_t)calls, sizeof *t);
+    int n = 0;
+    /* the ring fills while the trainer "computes" */
+    if (coordl_next(L, &b) == COORDL_OK) coordl_release(L, &b);
+    sleep_ms(1000);
+    while (n < calls) {
+        sleep_ms(sleep_each);
+        mark(markers);
+        const uint64_t t0 = now_ns();
+        coordl_status rc = coordl_next(L, &b);
+        if (rc == COORDL_OK) coordl_release(L, &b);
+        const uint64_t t1 = now_ns();
+        mark(markers);
+        if (rc == COORDL_END_OF_EPOCH) continue;
+        if (rc != COORDL_OK) {
+            fprintf(stderr, "bench_ready: coordl_next: %s\n", coordl_errmsg(L));
+            return 1;
+        }
+        t[n++] = t1 - t0;
+    }
+    qsort(t, (size_t)n, sizeof *t, cmp_u64);
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += (double)t[i];
+    printf("ready batch, %s, prefetch %d, trainer step %d ms, %d pairs: next+release mean %.2f us, p50 %.2f us, "
+           "p99 %.2f us, max %.2f us\n",
+           group ? "coordinated group of 1" : "one process", prefetch, sleep_each, n, sum / n / 1e3, t[n / 2] / 1e3,
+           t[(size_t)(n * 0.99)] / 1e3, t[n - 1] / 1e3);
+    free(t);
+    coordl_close(L);
+    return 0;
+}
