@@ -39,6 +39,25 @@
  * thread at any time while the handle is open. Different handles are
  * independent: the library has no global state.
  *
+ * Which calls block and which make system calls (the trainer's thread):
+ *   coordl_next, coordl_next_into: a ready batch is taken without blocking
+ *     and without a system call (the stream lock is uncontended or spun on
+ *     for a few microseconds); a batch not ready blocks until it is (token
+ *     pipelines with no worker threads prepare it on the calling thread,
+ *     reading from storage only what read-ahead and the cache do not hold).
+ *   coordl_release: never blocks on a batch; makes one system call (a
+ *     futex wake) only when it frees half the ring and a worker is parked.
+ *   coordl_seek, coordl_set: block until rows in flight are done.
+ *   coordl_get_stats and the other queries: take the stream's lock for
+ *     a moment (they may wait for it, never for a batch) and touch no file.
+ *   coordl_open, coordl_close, coordl_analyze: block (threads, files,
+ *     memory, a group's members).
+ * An idle loader (ring full, trainer away, nothing to rewrite) has no
+ * thread waking on a timer: workers and read-ahead threads are parked until
+ * a release; a coordinated group's member thread beats and checks its
+ * siblings at its own cadence (a quarter of group_timeout_ms, at most
+ * 50 ms), and an MPI peer thread polls for requests.
+ *
  * Build switches (define them when compiling coordl.c; the header is the
  * same in every build, and so is the set of exported functions). Each
  * leaves one part out; asking for that part answers COORDL_ERR_UNSUPPORTED
