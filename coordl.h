@@ -609,8 +609,11 @@ typedef struct coordl_config {
      * member would read every item). */
     uint32_t readahead_items;   /* depth; 0 = off (workers read as they
                                    claim); default 32; at most 4096       */
-    uint32_t readahead_threads; /* I/O threads; 0 (default) = min(depth,
-                                   16); at most 256                       */
+    uint32_t readahead_threads; /* I/O threads at most (one per read in
+                                   flight, started while every one is
+                                   inside the reader and the window has
+                                   room; 256 KiB stacks); 0 (default) =
+                                   the depth; at most 4096              */
     uint64_t readahead_bytes;   /* arena bound: items in flight never take
                                    more; one larger than it is read by its
                                    worker. 0 (default) = 2 x depth x the
@@ -1118,7 +1121,7 @@ COORDL_API coordl_whatif coordl_report_predict_sized(const coordl_report *r, siz
                                 (threads), (storage_mb_per_s))
 
 /* The same for a read-ahead depth: readahead_items items in flight on
- * min(readahead_items, 16) I/O threads (0: off). The storage side of the
+ * as many I/O threads (0: off). The storage side of the
  * model: a read takes read_latency_ms (t, measured); c = min(depth, I/O
  * threads) reads in flight deliver c / t items/s; the workers read the
  * rest themselves, waiting t each. So the reads allow

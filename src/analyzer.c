@@ -218,7 +218,7 @@ static double cdl__memcpy_mb_per_s(const coordl_allocator *al) {
 }
 
 /* I/O threads a read-ahead of depth d runs (the default, as at open). */
-CDL_PRIVATE uint32_t cdl__ra_threads_for(uint32_t depth) { return depth < 16 ? depth : 16; }
+CDL_PRIVATE uint32_t cdl__ra_threads_for(uint32_t depth) { return depth; }
 
 /* The model (see coordl.h): the lowest of what the trainer ingests, the
  * workers' CPU, the reads (waited for by the workers, or kept in flight

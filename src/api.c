@@ -113,8 +113,10 @@ static coordl_status cdl__open_geometry(coordl *L) {
         L->cfg.readahead_threads = 0;
         L->cfg.readahead_bytes = 0;
     } else {
-        if (L->cfg.readahead_threads == 0)
-            L->cfg.readahead_threads = L->cfg.readahead_items < 16 ? L->cfg.readahead_items : 16;
+        /* the depth is the reads in flight: up to one I/O thread each,
+         * started as reads wait (readahead.c) */
+        if (L->cfg.readahead_threads == 0 || L->cfg.readahead_threads > L->cfg.readahead_items)
+            L->cfg.readahead_threads = L->cfg.readahead_items;
         if (L->cfg.readahead_bytes == 0) {
             /* twice the depth's worth of mean items, 4..64 MiB (every page
              * of it is touched once per lap: no bigger than it needs) */

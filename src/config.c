@@ -173,7 +173,7 @@ CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
     int hooks = (c->allocator.malloc_fn != NULL) + (c->allocator.realloc_fn != NULL) + (c->allocator.free_fn != NULL);
     if (hooks != 0 && hooks != 3) CDL_BAD("allocator: set all of malloc_fn, realloc_fn and free_fn, or none");
     if (c->readahead_items > 4096) CDL_BAD("readahead_items: %u is out of range (0 = off, at most 4096)", c->readahead_items);
-    if (c->readahead_threads > 256) CDL_BAD("readahead_threads: %u is out of range (0 = auto, at most 256)", c->readahead_threads);
+    if (c->readahead_threads > 4096) CDL_BAD("readahead_threads: %u is out of range (0 = the depth, at most 4096)", c->readahead_threads);
     if (c->io && (!c->io->open || !c->io->read_at || !c->io->close))
         CDL_BAD("io: set all of open, read_at and close (or io = NULL for the built-in POSIX reader)");
 #undef CDL_BAD

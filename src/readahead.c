@@ -98,6 +98,35 @@ static int cdl__ra_not_from_storage(const coordl *L, uint64_t id) {
     return 0;
 }
 
+static void *cdl__ra_main(void *arg);
+
+/* readahead_items is the number of reads in flight (issue 24): with a
+ * synchronous reader that takes one thread per read, so the I/O threads
+ * grow, one at a time, while every one of them is inside the reader and
+ * the window has room, up to readahead_threads (by default the depth).
+ * A fast store keeps one or two threads busy and never grows the pool; a
+ * store with 10 ms reads grows it to the depth. Small stacks: a thread
+ * only calls the reader. Under R->mu; 0 when a thread could not start
+ * (the others go on: fewer reads in flight, nothing lost). */
+enum { CDL_RA_STACK_BYTES = 256 * 1024 };
+
+static int cdl__ra_grow(cdl__readahead *R) {
+    if (R->stop || R->nthreads >= R->max_threads) return 0;
+    pthread_attr_t attr;
+    if (pthread_attr_init(&attr) != 0) return 0;
+    size_t stack = CDL_RA_STACK_BYTES;
+    if (stack < (size_t)PTHREAD_STACK_MIN) stack = (size_t)PTHREAD_STACK_MIN;
+    (void)pthread_attr_setstacksize(&attr, stack);
+    const int e = pthread_create(&R->threads[R->nthreads], &attr, cdl__ra_main, R);
+    pthread_attr_destroy(&attr);
+    if (e != 0) {
+        R->max_threads = R->nthreads; /* the system refuses more: stop trying */
+        return 0;
+    }
+    R->nthreads++;
+    return 1;
+}
+
 static void *cdl__ra_main(void *arg) {
     cdl__readahead *R = arg;
     coordl *L = R->L;
@@ -178,6 +207,7 @@ static void *cdl__ra_main(void *arg) {
             continue;
         }
         x->state = CDL_RA_READING;
+        if (++R->reading == R->nthreads && R->head - R->tail < R->depth) (void)cdl__ra_grow(R);
         pthread_mutex_unlock(&R->mu);
         cdl__u8 *dst = R->base + start % R->bytes;
         size_t cap = (size_t)(end - start);
@@ -187,6 +217,7 @@ static void *cdl__ra_main(void *arg) {
         coordl_status rc = cdl__read_item(L, id, &dst, &cap, 0, &too_big, &len, &sbytes, x->err, sizeof x->err);
         const uint64_t t1 = cdl__now_ns();
         pthread_mutex_lock(&R->mu);
+        R->reading--;
 #ifdef COORDL_DEBUG
         /* the entry stays this read's until the read ends: nobody frees or
          * reuses an entry (or its bytes) while its read is in flight */
@@ -333,13 +364,13 @@ CDL_PRIVATE coordl_status cdl__ra_start(coordl *L) {
     R->cut_pos = L->S->cut_pos;
     R->next_epoch = R->front_epoch = L->consumer.cur_epoch;
     R->next_pos = R->front_pos = L->consumer.cur_pos;
-    R->threads = cdl__calloc(L, L->cfg.readahead_threads, sizeof *R->threads);
+    R->max_threads = (int)L->cfg.readahead_threads;
+    R->threads = cdl__calloc(L, (size_t)R->max_threads, sizeof *R->threads);
     if (!R->threads) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the read-ahead threads");
-    for (uint32_t i = 0; i < L->cfg.readahead_threads; i++) {
-        const int e = pthread_create(&R->threads[i], NULL, cdl__ra_main, R);
-        if (e != 0) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start read-ahead thread %u: %s", i, strerror(e));
-        R->nthreads++;
-    }
+    pthread_mutex_lock(&R->mu);
+    const int started = cdl__ra_grow(R); /* the first; the rest as reads wait */
+    pthread_mutex_unlock(&R->mu);
+    if (!started) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start a read-ahead thread");
     return COORDL_OK;
 }
 

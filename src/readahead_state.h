@@ -42,8 +42,10 @@ struct cdl__readahead {
     cdl__u8 *base;
     size_t bytes, map_bytes; /* the ring's size (readahead_bytes), mapped */
     uint64_t ahead, atail;
-    pthread_t *threads;
+    pthread_t *threads;     /* max_threads of them, started as needed     */
     int nthreads, started;
+    int max_threads;        /* readahead_threads: reads in flight at most */
+    int reading;            /* I/O threads inside the reader now          */
     int room_waiters; /* I/O threads waiting for entries or arena space   */
     /* counters of the I/O threads (coordl_stats readahead_*) */
     uint64_t reads, read_ns, skips;

@@ -347,6 +347,39 @@ static void test_reads_overlap_beyond_the_workers(void **state)
     tu_io_destroy(&r.io);
 }
 
+/* Issue 24: readahead_items is the number of reads in flight. With a
+ * reader that takes 50 ms a read, one prep thread and the default I/O
+ * threads (0: the depth), the reads in flight reach the depth of 40 (the
+ * pool used to stop at 16 threads). */
+static void test_reads_in_flight_reach_the_depth(void **state)
+{
+    (void)state;
+    rec_io r;
+    memset(&r, 0, sizeof r);
+    tu_io_init(&r.io);
+    pthread_mutex_init(&r.mu, NULL);
+    r.sleep_us = 50000;
+    coordl_io table = {&r, rec_open, rec_read_at, rec_close};
+    coordl_config cfg = ra_config(40);
+    cfg.threads = 1;
+    cfg.io = &table;
+    coordl *L = tu_open(&cfg);
+    coordl_config got;
+    assert_int_equal(coordl_get_config(L, &got), COORDL_OK);
+    assert_int_equal(got.readahead_threads, 40);
+    tu_run run;
+    memset(&run, 0, sizeof run);
+    assert_int_equal(tu_run_epochs(L, 1, &run), COORDL_OK);
+    coordl_close(L);
+    const int max = atomic_load(&r.max_inflight);
+    /* 40 read ahead, and the worker's own read of a position not reached */
+    if (max < 36 || max > 40 + 1) fail_msg("at most %d reads were in flight at once (depth 40, 1 worker)", max);
+    for (int i = 0; i < r.n; i++) free(r.order[i]);
+    pthread_mutex_destroy(&r.mu);
+    tu_run_free(&run);
+    tu_io_destroy(&r.io);
+}
+
 /* Cached items are not read ahead: once every item is cached (epoch 0,
  * plus what was read ahead for epoch 1 before its epoch-0 turn), the
  * read-ahead reads nothing more. */
@@ -450,7 +483,7 @@ static void test_config_reports_and_validates_readahead(void **state)
     coordl_get_stats(L, &st);
     coordl_close(L);
     assert_int_equal(got.readahead_items, 32);
-    assert_int_equal(got.readahead_threads, 16);
+    assert_int_equal(got.readahead_threads, 32); /* at most one per read in flight */
     assert_int_equal(got.readahead_bytes, st.dataset_bytes + (1u << 20)); /* a small dataset: less than 64 MiB */
     cfg.readahead_items = 4;
     cfg.readahead_bytes = 1u << 16;
@@ -480,7 +513,7 @@ static void test_config_reports_and_validates_readahead(void **state)
     assert_int_equal(coordl_open(&cfg, &L), COORDL_ERR_INVALID);
     assert_non_null(strstr(coordl_errmsg(NULL), "readahead_items"));
     cfg = tu_config(g_tree);
-    cfg.readahead_threads = 300;
+    cfg.readahead_threads = 5000;
     assert_int_equal(coordl_open(&cfg, &L), COORDL_ERR_INVALID);
     assert_non_null(strstr(coordl_errmsg(NULL), "readahead_threads"));
 }
@@ -510,7 +543,7 @@ static void test_analyzer_models_readahead_depth(void **state)
     if (!(r.read_latency_ms >= 10.0 && r.read_latency_ms < 1000.0))
         fail_msg("read latency measured as %.3f ms; the reader sleeps 10 ms", r.read_latency_ms);
     assert_int_equal(r.readahead_items, 32);
-    assert_int_equal(r.readahead_threads, 16);
+    assert_int_equal(r.readahead_threads, 32); /* one per read in flight */
     double prev = 0;
     const uint32_t depths[] = {0, 1, 2, 4, 8, 16};
     for (size_t i = 0; i < sizeof depths / sizeof depths[0]; i++) {
@@ -544,6 +577,7 @@ int main(void)
         cmocka_unit_test(test_cache_hits_while_reads_are_in_flight),
         cmocka_unit_test(test_reads_follow_the_claim_order),
         cmocka_unit_test(test_reads_overlap_beyond_the_workers),
+        cmocka_unit_test(test_reads_in_flight_reach_the_depth),
         cmocka_unit_test(test_cache_hits_are_not_read_ahead),
         cmocka_unit_test(test_no_allocation_per_item_in_steady_state),
         cmocka_unit_test(test_close_with_reads_in_flight),
