@@ -33,6 +33,27 @@
 
 /* --- workers ------------------------------------------------------------ */
 
+/* A bad row's message ends with what on_bad_sample did and what it can
+ * do instead: the first thing a newcomer whose loop stopped on a damaged
+ * file needs to read. The reason (naming the file) is cut, never the hint. */
+static void cdl__bad_row_hint(cdl__worker *W, int tried) {
+    char hint[256];
+    if (W->L->cfg.on_bad_sample == COORDL_BAD_SUBSTITUTE && tried == 0)
+        snprintf(hint, sizeof hint, " [on_bad_sample = COORDL_BAD_SUBSTITUTE, but the dataset has no other item "
+                 "to stand in; this batch is skipped, the next coordl_next returns the one after it]");
+    else if (W->L->cfg.on_bad_sample == COORDL_BAD_SUBSTITUTE)
+        snprintf(hint, sizeof hint, " [on_bad_sample = COORDL_BAD_SUBSTITUTE: none of %d substitute items "
+                 "decoded either; this batch is skipped, the next coordl_next returns the one after it]", tried);
+    else
+        snprintf(hint, sizeof hint, " [on_bad_sample = COORDL_BAD_FAIL: this batch is skipped, the next "
+                 "coordl_next returns the one after it; set on_bad_sample = COORDL_BAD_SUBSTITUTE to fill a bad "
+                 "item's row from another item and keep the batch]");
+    const size_t hlen = strlen(hint), room = sizeof W->err - 1 - hlen;
+    size_t len = strlen(W->err);
+    if (len > room) len = room;
+    memcpy(W->err + len, hint, hlen + 1);
+}
+
 /* Prepare one row, substituting bad items when configured. Returns the
  * row's status; sets *row_id to the item actually used. */
 static coordl_status cdl__prepare_row(cdl__worker *W, uint64_t epoch, uint64_t id, uint64_t pos,
@@ -40,7 +61,12 @@ static coordl_status cdl__prepare_row(cdl__worker *W, uint64_t epoch, uint64_t i
     coordl *L = W->L;
     coordl_status rc = cdl__prepare_item(W, epoch, id, dst);
     *row_id = id;
-    if (rc == COORDL_OK || L->cfg.on_bad_sample != COORDL_BAD_SUBSTITUTE || rc == COORDL_ERR_NOMEM) return rc;
+    if (rc == COORDL_OK || rc == COORDL_ERR_NOMEM) return rc;
+    if (L->cfg.on_bad_sample != COORDL_BAD_SUBSTITUTE) {
+        cdl__bad_row_hint(W, 0);
+        return rc;
+    }
+    int tried = 0;
     for (int attempt = 0; attempt < CDL_SUBSTITUTE_TRIES; attempt++) {
         W->row.bad_samples++;
         cdl__log(L, COORDL_LOG_WARN, "bad sample substituted: %s", W->err);
@@ -49,8 +75,10 @@ static coordl_status cdl__prepare_row(cdl__worker *W, uint64_t epoch, uint64_t i
         if (sub == id) break; /* a one-item dataset has nothing to substitute */
         rc = cdl__prepare_item(W, epoch, sub, dst);
         *row_id = sub;
+        tried++;
         if (rc == COORDL_OK) return rc;
     }
+    if (rc != COORDL_ERR_NOMEM) cdl__bad_row_hint(W, tried);
     return rc;
 }
 
