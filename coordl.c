@@ -178,7 +178,7 @@ static inline uint16_t cdl__le16(const cdl__u8 *p) { return (uint16_t)(p[0] | p[
  * In coordl_stats' field order (the JSON follows it). */
 #define CDL_COUNTERS(X)                 \
     X(stall_ns, 0, 1, 1)                \
-    X(compute_ns, 0, 1, 0)              \
+    X(compute_ns, 0, 1, 1)              \
     X(batches, 0, 1, 1)                 \
     X(items, 1, 1, 1)                   \
     X(cache_hits, 1, 1, 1)              \
@@ -218,7 +218,9 @@ static inline uint16_t cdl__le16(const cdl__u8 *p) { return (uint16_t)(p[0] | p[
     X(readahead_read_ns, 0, 1, 0)       \
     X(readahead_skips, 0, 1, 0)         \
     X(readahead_hits, 1, 1, 0)          \
-    X(readahead_wait_ns, 1, 1, 0)
+    X(readahead_wait_ns, 1, 1, 0)       \
+    X(cache_bytes_requested, 0, 1, 0)   \
+    X(threads_requested, 0, 1, 0)
 
 #define CDL_IF_0(...)
 #define CDL_IF_1(...) __VA_ARGS__
@@ -1149,7 +1151,8 @@ CDL_PRIVATE void cdl__placement_free(coordl *L, cdl__placement *P);
 #define CDL_ARENA_H
 
 /* ---- interface ---- */
-CDL_PRIVATE coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes, int populate, const char *what);
+CDL_PRIVATE coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes, int populate, const char *what,
+                                         const char *lower);
 CDL_PRIVATE void cdl__arena_unmap(coordl *L, cdl__arena *a);
 CDL_PRIVATE void cdl__arena_borrow(coordl *L, cdl__arena *a, void *base, size_t bytes, const char *what);
 #endif /* CDL_ARENA_H */
@@ -2024,14 +2027,14 @@ CDL_PRIVATE int cdl__placement_bind_memory(coordl *L, void *p, size_t bytes) {
  * fills over the first epoch, so locking it all up front would make open
  * pay for pages that may never be used). */
 CDL_PRIVATE coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes,
-                                    int populate, const char *what) {
+                                    int populate, const char *what, const char *lower) {
     memset(a, 0, sizeof *a);
     if (bytes == 0) return COORDL_OK;
     bytes = cdl__round_up(bytes, cdl__page_size());
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
-        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot map %zu bytes for the %s: %s",
-                              bytes, what, strerror(errno));
+        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot map %zu bytes for the %s: %s; lower %s",
+                              bytes, what, strerror(errno), lower);
     a->base = p;
     a->bytes = bytes;
 #ifdef MADV_HUGEPAGE
@@ -2056,7 +2059,8 @@ CDL_PRIVATE coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes,
             return cdl__open_fail(COORDL_ERR_NOMEM,
                                   "cache_pin = COORDL_PIN_REQUIRED but the %s (%zu bytes) "
                                   "cannot be page-locked: %s (raise RLIMIT_MEMLOCK or grant "
-                                  "CAP_IPC_LOCK)", what, bytes, strerror(e));
+                                  "CAP_IPC_LOCK, lower %s, or set cache_pin = COORDL_PIN_TRY)",
+                                  what, bytes, strerror(e), lower);
         } else if (!L->place.pin_failed) {
             L->place.pin_failed = 1;
             snprintf(L->place.pin_error, sizeof L->place.pin_error, "%s", strerror(errno));
@@ -4506,17 +4510,35 @@ CDL_PRIVATE void cdl__cache_admit_lru(coordl *L, uint64_t id, const cdl__u8 *byt
     pthread_mutex_unlock(&c->mu);
 }
 
-/* A budget beyond the dataset is never used: map only what can fill. */
+/* The budget in force: a MinIO budget beyond the dataset is never used,
+ * so only what can fill is mapped (silently: nothing is lost); and no
+ * budget may exceed 3/4 of the machine's memory (a 1 TiB cache on a 24 GiB
+ * machine would only end in the OOM killer once the cache fills), which
+ * is logged. A group's budget is cut further to what /dev/shm holds
+ * (group.c). coordl_get_config and coordl_get_stats report the result. */
 CDL_PRIVATE coordl_status cdl__cache_clamp(coordl *L) {
     uint64_t slab = L->cfg.cache_bytes;
-    /* JPEG rewrites may use up to 1/8 more (the room jpeg_layout.c reserves:
-     * 3-5% for photos, 12-25% for progressive and arithmetic sources) */
-    const uint64_t most = L->index.dataset_bytes + (L->cfg.jpeg_random_access ? L->index.dataset_bytes / 8 : 0) + (64u << 20);
-    if (slab > most) slab = most;
+    L->stats.st.cache_bytes_requested = slab;
+    if (L->cfg.cache_policy == COORDL_CACHE_MINIO) {
+        /* JPEG rewrites may use up to 1/8 more (the room jpeg_layout.c reserves:
+         * 3-5% for photos, 12-25% for progressive and arithmetic sources) */
+        const uint64_t most = L->index.dataset_bytes + (L->cfg.jpeg_random_access ? L->index.dataset_bytes / 8 : 0) + (64u << 20);
+        if (slab > most) slab = most;
+    }
+    const long pages = sysconf(_SC_PHYS_PAGES);
+    const uint64_t ram = pages > 0 ? (uint64_t)pages * cdl__page_size() : 0;
+    if (ram && slab > ram / 4 * 3) {
+        cdl__log(L, COORDL_LOG_WARN, "cache_bytes: %llu asked for, but this machine has %llu bytes of memory; "
+                 "using %llu (3/4 of it; coordl_get_stats reports cache_bytes_budget and cache_bytes_requested)",
+                 (unsigned long long)L->cfg.cache_bytes, (unsigned long long)ram,
+                 (unsigned long long)(ram / 4 * 3));
+        slab = ram / 4 * 3;
+    }
     if (slab > SIZE_MAX / 2)
         return cdl__open_fail(COORDL_ERR_INVALID, "cache_bytes: %llu is too large for this platform",
                               (unsigned long long)slab);
     L->cfg.cache_bytes = slab;
+    L->stats.st.cache_bytes_budget = slab;
     return COORDL_OK;
 }
 
@@ -4524,7 +4546,7 @@ CDL_PRIVATE coordl_status cdl__cache_create(coordl *L) {
     if (L->cfg.cache_bytes == 0) return COORDL_OK;
     if (L->cfg.cache_policy == COORDL_CACHE_LRU) {
         cdl__lru *c = cdl__calloc(L, 1, sizeof *c);
-        if (!c) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the LRU cache");
+        if (!c) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the LRU cache; lower cache_bytes");
         L->cache.lru = c;
         pthread_mutex_init(&c->mu, NULL);
         c->prev = cdl__malloc(L, L->index.num_items * sizeof *c->prev);
@@ -4532,15 +4554,15 @@ CDL_PRIVATE coordl_status cdl__cache_create(coordl *L) {
         c->data = cdl__calloc(L, L->index.num_items, sizeof *c->data);
         c->len = cdl__calloc(L, L->index.num_items, sizeof *c->len);
         if (!c->prev || !c->next || !c->data || !c->len)
-            return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the LRU cache");
+            return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the LRU cache; lower cache_bytes");
         for (uint64_t i = 0; i < L->index.num_items; i++) c->prev[i] = c->next[i] = -1;
         c->head = c->tail = -1;
         return COORDL_OK;
     }
     const uint64_t slab = L->cfg.cache_bytes;
     L->cache.entries = cdl__calloc(L, L->index.num_items, sizeof *L->cache.entries);
-    if (!L->cache.entries) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the cache table");
-    return cdl__arena_map(L, &L->cache.arena, (size_t)slab, 0, "cache slab");
+    if (!L->cache.entries) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the cache table (one entry per item); set cache_bytes = 0 for no cache");
+    return cdl__arena_map(L, &L->cache.arena, (size_t)slab, 0, "cache slab", "cache_bytes");
 }
 
 CDL_PRIVATE void cdl__cache_destroy(coordl *L) {
@@ -5401,13 +5423,13 @@ CDL_PRIVATE coordl_status cdl__ra_start(coordl *L) {
     R->L = L;
     R->depth = depth;
     R->e = cdl__calloc(L, depth, sizeof *R->e);
-    if (!R->e) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %u read-ahead entries", depth);
+    if (!R->e) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %u read-ahead entries; lower readahead_items", depth);
     R->bytes = (size_t)L->cfg.readahead_bytes; /* the ring: exactly the bound */
     R->map_bytes = cdl__round_up(R->bytes, cdl__page_size());
     void *p = mmap(NULL, R->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
-        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot map %zu bytes for the read-ahead: %s", R->map_bytes,
-                              strerror(errno));
+        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot map %zu bytes for the read-ahead: %s; lower "
+                              "readahead_bytes (or readahead_items; 0 = off)", R->map_bytes, strerror(errno));
     R->base = p;
     cdl__placement_bind_memory(L, p, R->map_bytes);
     if (pthread_mutex_init(&R->mu, NULL) != 0 || pthread_cond_init(&R->room_cv, NULL) != 0 ||
@@ -5422,10 +5444,10 @@ CDL_PRIVATE coordl_status cdl__ra_start(coordl *L) {
     R->next_epoch = R->front_epoch = L->consumer.cur_epoch;
     R->next_pos = R->front_pos = L->consumer.cur_pos;
     R->threads = cdl__calloc(L, L->cfg.readahead_threads, sizeof *R->threads);
-    if (!R->threads) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the read-ahead threads");
+    if (!R->threads) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the read-ahead threads; lower readahead_threads");
     for (uint32_t i = 0; i < L->cfg.readahead_threads; i++) {
         const int e = pthread_create(&R->threads[i], NULL, cdl__ra_main, R);
-        if (e != 0) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start read-ahead thread %u: %s", i, strerror(e));
+        if (e != 0) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start read-ahead thread %u: %s; lower readahead_threads", i, strerror(e));
         R->nthreads++;
     }
     return COORDL_OK;
@@ -6318,19 +6340,19 @@ CDL_PRIVATE coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cd
         ax->lo = g->clip_x0; ax->hi = g->clip_x1;
         ay->lo = g->clip_y0; ay->hi = g->clip_y1;
         if (!cdl__reserve(L, (void **)&W->tmp, &W->tmpcap, 3 * cdl__round_up((size_t)g->out_w, 4) * sizeof(float)))
-            return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for a resampling window");
+            return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for a resampling window; lower out_w/out_h or max_pixels");
         return COORDL_OK;
     }
     if (!cdl__axis_build(W, ax, &W->xstart, &W->xstartcap, &W->xw, &W->xwcap, (int)g->out_w,
                          g->x0, g->sw, g->clip_x0, g->clip_x1, g->flip) ||
         !cdl__axis_build(W, ay, &W->ystart, &W->ystartcap, &W->yw, &W->ywcap, (int)g->out_h,
                          g->y0, g->sh, g->clip_y0, g->clip_y1, 0))
-        return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for resampling tables");
+        return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for resampling tables; lower out_w/out_h");
     ax->w8 = ay->w8 = NULL;
 #ifdef CDL_HAVE_AVX2
     if (L->geom.avx2 && g->out_w >= 8) {
         if (!cdl__reserve(L, (void **)&W->xw8, &W->xw8cap, (size_t)g->out_w * (size_t)ax->K * 4 * sizeof(float)))
-            return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for resampling tables");
+            return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for resampling tables; lower out_w/out_h");
         cdl__axis_spread_avx2(ax, (int)g->out_w, W->xw8);
         ax->w8 = W->xw8;
     }
@@ -6344,7 +6366,7 @@ CDL_PRIVATE coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cd
     if (!cdl__reserve(L, (void **)&W->tmp, &W->tmpcap, (size_t)window) ||
         !cdl__reserve(L, (void **)&W->window_row, &W->window_rowcap, (size_t)ay->K * sizeof(int32_t)) ||
         (g->angle != 0.0f && !cdl__reserve(L, (void **)&W->rot, &W->rotcap, rowf * g->out_h * sizeof(float))))
-        return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for a resampling window");
+        return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for a resampling window; lower out_w/out_h or max_pixels");
     return COORDL_OK;
 }
 
@@ -7254,7 +7276,7 @@ static coordl_status cdl__jpeg_decode_crop(cdl__worker *W, const char *path, voi
     if (!cdl__reserve(L, (void **)&W->pix, &W->pixcap, stride * (size_t)rows + 64) ||
         (cmyk && !cdl__reserve(L, (void **)&W->row4, &W->row4cap, (size_t)cw * 4 + 64))) {
         jpeg_abort_decompress(jd);
-        return cdl__worker_error(W, COORDL_ERR_NOMEM, "%s: out of memory for the decoded region", path);
+        return cdl__worker_error(W, COORDL_ERR_NOMEM, "%s: out of memory for the decoded region; lower max_decode_bytes or max_pixels", path);
     }
     if (y0 > 0) jpeg_skip_scanlines(jd, (JDIMENSION)y0);
     for (int r = 0; r < rows;) {
@@ -8083,10 +8105,12 @@ CDL_PRIVATE coordl_status cdl__ring_alloc(coordl *L, uint32_t rows_cap, size_t d
     }
     CDL_RING_ARRAYS(CDL_RING_NEW_ALLOC)
 #undef CDL_RING_NEW_ALLOC
-    coordl_status rc = ok ? COORDL_OK : cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the batch ring's tables");
+    coordl_status rc = ok ? COORDL_OK : cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the batch ring's tables; lower "
+                                                "prefetch_batches or batch_size (max_batch_size)");
     if (rc == COORDL_OK && !in_group) {
         cdl__arena_unmap(L, &L->ring.arena);
-        rc = cdl__arena_map(L, &L->ring.arena, per_slot * nslots, 1, "batch ring");
+        rc = cdl__arena_map(L, &L->ring.arena, per_slot * nslots, 1, "batch ring",
+                            "prefetch_batches, batch_size (max_batch_size) or out_w/out_h (max_out_w/max_out_h)");
     }
     if (rc != COORDL_OK) {
 #define CDL_RING_NEW_FREE(o, f, type, per, shared) cdl__free(L, nw.f);
@@ -8869,8 +8893,19 @@ CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
     cdl__pool_pus(L, &first, &count);
     int n = L->cfg.threads > 0 ? L->cfg.threads : (first || count != P->nworker_pus ? count : P->ncores);
     if (n < 1) n = 1;
+    L->stats.st.threads_requested = (uint32_t)L->cfg.threads;
+    /* More workers than 4 per processing unit only add switches and
+     * scratch memory (each holds decode buffers): 1000 threads on 2 cores
+     * is a typo or a config from another machine. Say what runs instead. */
+    const int pus = P->nworker_pus + P->nreserved > 0 ? P->nworker_pus + P->nreserved : 1;
+    if (n > 4 * pus) {
+        cdl__log(L, COORDL_LOG_WARN, "threads: %d asked for, but this process may use %d processing unit%s; "
+                 "running %d workers (at most 4 per unit; coordl_get_stats reports threads and threads_requested)",
+                 n, pus, pus == 1 ? "" : "s", 4 * pus);
+        n = 4 * pus;
+    }
     L->pool.workers = cdl__calloc(L, (size_t)n, sizeof *L->pool.workers);
-    if (!L->pool.workers) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %d workers", n);
+    if (!L->pool.workers) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %d workers; lower threads", n);
     for (int i = 0; i < n; i++) {
         cdl__worker *W = &L->pool.workers[i];
         W->L = L;
@@ -8880,7 +8915,8 @@ CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
         if (i < 64) L->stats.st.worker_cpu[i] = W->pu;
         /* a group stages each row (coordl_set cannot change its size) */
         if (L->cfg.group && !cdl__reserve(L, (void **)&W->stage, &W->stagecap, L->geom.row_bytes + L->geom.target_row_bytes + 16))
-            return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the workers' staging rows");
+            return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the workers' staging rows; lower threads "
+                                  "or out_w/out_h");
         cdl__worker_decoder_init(W);
     }
     for (int i = n; i < 64; i++) L->stats.st.worker_cpu[i] = -1;
@@ -8904,7 +8940,7 @@ CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
     const int bind = L->cfg.bind && !P->simulate;
     for (int i = 0; i < n; i++) {
         int bound, e = cdl__worker_start(&L->pool.workers[i], bind, &bound);
-        if (e != 0) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start worker thread %d: %s", i, strerror(e));
+        if (e != 0) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start worker thread %d: %s; lower threads", i, strerror(e));
         L->pool.workers[i].started = 1;
         L->stats.st.threads_bound += (uint32_t)bound;
     }
@@ -9050,6 +9086,32 @@ static uint32_t cdl__group_fields(const coordl *L, cdl__group_field *f) {
 /* The object this member would create: header, geometry and the parts'
  * offsets, from the config (the same for every member, since the fields
  * that decide them are compared). */
+static void cdl__group_want(const coordl *L, cdl__group_header *h);
+
+/* A group's cache lives in /dev/shm: a budget the file system cannot hold
+ * beside the ring would fail the open (or, worse, the tmpfs later). Cut it
+ * to what /dev/shm's size leaves after the ring and the tables, and say
+ * so. The size, not the free space, decides: it is the same for every
+ * member of the machine, so every member cuts the compared cache_bytes
+ * alike (whether the object then fits the free space is checked when it
+ * is created). */
+static void cdl__group_fit_shm(coordl *L, cdl__group_header *want) {
+    struct statvfs vs;
+    if (L->cfg.cache_bytes == 0 || statvfs("/dev/shm", &vs) != 0) return;
+    const uint64_t shm = (uint64_t)vs.f_blocks * vs.f_frsize;
+    if (shm == 0 || want->total_bytes <= shm) return;
+    const uint64_t rest = want->total_bytes - L->cfg.cache_bytes; /* ring, tables, their rounding */
+    const uint64_t page = cdl__page_size();
+    const uint64_t fits = shm > rest + page ? (shm - rest - page) / page * page : 0;
+    cdl__log(L, COORDL_LOG_WARN, "group %s: cache_bytes %llu does not fit /dev/shm (%llu bytes) beside the ring "
+             "and tables (%llu); using %llu (coordl_get_stats reports cache_bytes_budget)", L->cfg.group,
+             (unsigned long long)L->cfg.cache_bytes, (unsigned long long)shm, (unsigned long long)rest,
+             (unsigned long long)fits);
+    L->cfg.cache_bytes = fits;
+    L->stats.st.cache_bytes_budget = fits;
+    cdl__group_want(L, want);
+}
+
 static void cdl__group_want(const coordl *L, cdl__group_header *h) {
     const size_t page = cdl__page_size();
     size_t data, labels, ids;
@@ -9533,8 +9595,8 @@ static coordl_status cdl__group_create(coordl *L, const cdl__group_header *want,
     close(fd);
     if (p == MAP_FAILED) {
         shm_unlink(L->member.shm_name);
-        return cdl__open_fail(COORDL_ERR_NOMEM, "group %s: cannot size or map %llu bytes of shared memory: %s",
-                              g, (unsigned long long)want->total_bytes, strerror(e));
+        return cdl__open_fail(COORDL_ERR_NOMEM, "group %s: cannot size or map %llu bytes of shared memory: %s; lower "
+                              "cache_bytes, prefetch_batches or batch_size", g, (unsigned long long)want->total_bytes, strerror(e));
     }
     cdl__group_header *h = p;
     *h = *want;
@@ -9770,6 +9832,7 @@ CDL_PRIVATE coordl_status cdl__group_open(coordl *L) {
     snprintf(L->member.shm_name, sizeof L->member.shm_name, "/coordl-%s", g);
     cdl__group_header want;
     cdl__group_want(L, &want);
+    cdl__group_fit_shm(L, &want);
     L->member.timeout_ms = (uint32_t)L->cfg.group_timeout_ms; /* the object's, once attached */
     /* how long this member waits to open is its own setting */
     const uint64_t deadline = cdl__now_ns() + (uint64_t)L->cfg.group_timeout_ms * 1000000ull;
@@ -9956,7 +10019,6 @@ static coordl_status cdl__open_geometry(coordl *L) {
                                   (unsigned long long)L->cfg.readahead_bytes);
     }
     L->stats.st.dataset_bytes = L->index.dataset_bytes;
-    L->stats.st.cache_bytes_budget = L->cfg.cache_bytes;
     return COORDL_OK;
 }
 
@@ -10014,7 +10076,7 @@ CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
     if (rc == COORDL_OK) rc = cdl__placement_choose(L, &L->place);
     if (rc == COORDL_OK) {
         L->place.memory_bound_all = L->cfg.bind && !L->place.simulate;
-        if (L->cfg.cache_policy == COORDL_CACHE_MINIO) rc = cdl__cache_clamp(L);
+        rc = cdl__cache_clamp(L);
     }
     if (rc == COORDL_OK && L->cfg.group) {
         L->place.memory_bound_all = 0; /* the shm object is placed by first touch */
@@ -10052,14 +10114,17 @@ CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
     return COORDL_OK;
 }
 
-/* The consumer's time inside every coordl call (next, next_into, release,
- * seek, set) counts as stall; the time between the end of one call and
- * the start of the next as compute. The stall also goes to `epoch`'s
- * counters. cdl__consumer_time, at the end of each such call under mu,
+/* The consumer's time inside coordl_next (and coordl_next_into, the same
+ * call with a copy) counts as stall: the trainer waits for its batch
+ * there and nowhere else. The time between the end of one such call and
+ * the start of the next is compute, whatever else the trainer calls in
+ * between (release, seek, set are its own work, not a wait for data). The
+ * stall goes to `epoch`'s counters, the compute to the epoch of the call
+ * before it. cdl__consumer_time, at the end of each such call under mu,
  * counts up to now and returns now; cdl__consumer_done, after the unlock,
- * keeps the rest (the unlock, a wake-up, the thread preempted meanwhile:
- * on a busy machine most of a release) as the tail that the next call
- * moves into the counters (coordl_get_stats adds it meanwhile). */
+ * keeps the rest (the unlock, a wake-up, the thread preempted meanwhile)
+ * as the tail that the next call moves into the counters
+ * (coordl_get_stats adds it meanwhile). */
 static uint64_t cdl__consumer_time(coordl *L, uint64_t t_enter, uint64_t epoch) {
     const uint64_t now = cdl__now_ns();
     const uint64_t tail = atomic_exchange(&L->consumer.stall_tail_ns, 0);
@@ -10067,7 +10132,11 @@ static uint64_t cdl__consumer_time(coordl *L, uint64_t t_enter, uint64_t epoch) 
         L->stats.st.stall_ns += tail;
         cdl__epoch_entry(L, L->consumer.stall_tail_epoch)->s.stall_ns += tail;
     }
-    if (L->consumer.last_return_ns && t_enter > L->consumer.last_return_ns) L->stats.st.compute_ns += t_enter - L->consumer.last_return_ns;
+    if (L->consumer.last_return_ns && t_enter > L->consumer.last_return_ns) {
+        const uint64_t compute = t_enter - L->consumer.last_return_ns;
+        L->stats.st.compute_ns += compute;
+        cdl__epoch_entry(L, L->consumer.stall_tail_epoch)->s.compute_ns += compute;
+    }
     L->stats.st.stall_ns += now - t_enter;
     cdl__epoch_entry(L, epoch)->s.stall_ns += now - t_enter;
     return now;
@@ -10150,14 +10219,11 @@ CDL_PRIVATE coordl_status cdl__next(coordl *L, coordl_batch *out) {
 
 void coordl_release(coordl *L, coordl_batch *b) {
     if (!L || !b || b->slot_ == 0) return;
-    const uint64_t t0 = cdl__now_ns();
     cdl__test_hook(L, "release");
     cdl__lock(L);
     const int freed = cdl__stream_release(L, b);
-    const uint64_t counted = cdl__consumer_time(L, t0, b->epoch);
     cdl__unlock(L);
     if (freed) cdl__signal_unlocked(L, &L->S->work_cv);
-    cdl__consumer_done(L, counted, b->epoch);
     b->slot_ = 0;
 }
 
@@ -10215,7 +10281,6 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
                  "seek alone");
         return COORDL_ERR_UNSUPPORTED;
     }
-    const uint64_t t0 = cdl__now_ns();
     cdl__lock(L);
     if (batch >= L->sampler.bpe) {
         snprintf(L->errmsg, sizeof L->errmsg, "coordl_seek: batch %llu is not below batches_per_epoch (%llu)",
@@ -10231,9 +10296,7 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
     L->S->cut_pos = 0;
     cdl__peer_seek(L, epoch, batch);
     cdl__stream_restart(L);
-    const uint64_t counted = cdl__consumer_time(L, t0, epoch);
     cdl__unlock(L);
-    cdl__consumer_done(L, counted, epoch);
     return COORDL_OK;
 }
 
@@ -10324,7 +10387,6 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
                  "at open");
         return COORDL_ERR_UNSUPPORTED;
     }
-    const uint64_t t0 = cdl__now_ns();
     uint32_t w = L->cfg.out_w, h = L->cfg.out_h, B = L->cfg.batch_size;
     coordl_status rc = cdl__set_sizes(L, p, value, &w, &h, &B);
     if (rc != COORDL_OK) return rc;
@@ -10353,9 +10415,7 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
     }
     /* a broken handle stays paused and every later coordl_next reports it */
     if (!L->S->broken) cdl__stream_restart(L);
-    const uint64_t epoch = L->consumer.cur_epoch, counted = cdl__consumer_time(L, t0, epoch);
     cdl__unlock(L);
-    cdl__consumer_done(L, counted, epoch);
     return rc;
 }
 
@@ -10390,6 +10450,7 @@ CDL_PRIVATE void cdl__get_stats(const coordl *L, coordl_stats *out) {
         out->readahead_skips = L->pool.ra->skips;
         pthread_mutex_unlock(&L->pool.ra->mu);
     }
+    if (out->stall_ns + out->compute_ns) out->stall_fraction = (double)out->stall_ns / (double)(out->stall_ns + out->compute_ns);
     if (out->read_storage_ns) out->storage_mb_per_s = out->storage_bytes / 1e6 / (out->read_storage_ns / 1e9);
     if (out->items) {
         out->bytes_per_item = (double)(out->cache_hit_bytes + out->storage_bytes) / (double)out->items;
@@ -10408,6 +10469,8 @@ CDL_PRIVATE coordl_status cdl__get_epoch_stats(const coordl *L, uint64_t epoch, 
         rc = COORDL_OK;
     }
     cdl__unlock(M);
+    if (rc == COORDL_OK && out->stall_ns + out->compute_ns)
+        out->stall_fraction = (double)out->stall_ns / (double)(out->stall_ns + out->compute_ns);
     return rc;
 }
 
@@ -10636,6 +10699,7 @@ size_t coordl_stats_json(const coordl *L, char *buf, size_t cap) {
     cdl__json_num(&j, "storage_mb_per_s", s.storage_mb_per_s, 1);
     cdl__json_num(&j, "bytes_per_item", s.bytes_per_item, 1);
     cdl__json_num(&j, "prep_us_per_item", s.prep_us_per_item, 1);
+    cdl__json_num(&j, "stall_fraction", s.stall_fraction, 1);
     cdl__jsonf(&j, "\"epochs\":[");
     /* oldest first */
     uint64_t newest = 0;
@@ -10652,6 +10716,9 @@ size_t coordl_stats_json(const coordl *L, char *buf, size_t cap) {
     CDL_IF_##epoch(cdl__jsonf(&j, ",\"" #name "\":%llu", (unsigned long long)es->name);)
         CDL_COUNTERS(CDL_JSON_EPOCH)
 #undef CDL_JSON_EPOCH
+        const uint64_t spent = es->stall_ns + es->compute_ns;
+        cdl__jsonf(&j, ",");
+        cdl__json_num(&j, "stall_fraction", spent ? (double)es->stall_ns / (double)spent : 0.0, 0);
         cdl__jsonf(&j, "}");
         first = 0;
     }

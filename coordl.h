@@ -621,10 +621,12 @@ typedef struct coordl_batch {
 /* Counters since open. Times are nanoseconds of monotonic clock. Worker
  * times are summed over all workers. */
 typedef struct coordl_stats {
-    uint64_t stall_ns;        /* caller's time inside coordl calls (next,
-                                 next_into, release, seek, set): blocked
-                                 waiting, and the calls' own work         */
-    uint64_t compute_ns;      /* caller's time between those calls          */
+    uint64_t stall_ns;        /* caller's time inside coordl_next and
+                                 coordl_next_into: waiting for the batch
+                                 and the calls' own work (release, seek,
+                                 set and every other call are not in it)  */
+    uint64_t compute_ns;      /* caller's time between those calls: its
+                                 step, and its release/seek/set calls      */
     uint64_t batches;         /* batches returned by coordl_next            */
     uint64_t items;           /* rows prepared by the workers               */
     uint64_t cache_hits;      /* item fetches served by the cache           */
@@ -632,7 +634,11 @@ typedef struct coordl_stats {
     uint64_t cache_hit_bytes; /* encoded bytes served by the cache          */
     uint64_t cache_bytes_used;  /* bytes held in the cache now              */
     uint64_t cache_items;       /* items held in the cache now              */
-    uint64_t cache_bytes_budget;/* the configured budget                    */
+    uint64_t cache_bytes_budget;/* the budget in force: cache_bytes as open
+                                   clamped it (a MinIO budget to what the
+                                   dataset can fill, any budget to 3/4 of
+                                   the machine's memory, a group's to what
+                                   /dev/shm holds); see cache_bytes_requested */
     uint64_t dataset_bytes;     /* encoded bytes of the whole dataset        */
     uint64_t storage_bytes;     /* bytes read from storage                  */
     uint64_t storage_reads;     /* files read from storage                  */
@@ -691,6 +697,15 @@ typedef struct coordl_stats {
     uint64_t readahead_hits;    /* rows whose bytes a worker found read
                                    ahead (or in flight)                     */
     uint64_t readahead_wait_ns; /* worker time waiting for a read in flight */
+    /* --- appended after 0.4.0: what is in force, and the stall as a share */
+    uint64_t cache_bytes_requested; /* cache_bytes as the config asked       */
+    uint32_t threads_requested; /* threads as the config asked (0: auto);
+                                   `threads` is what runs: at most 4 per
+                                   processing unit (a WARN log says so)     */
+    uint32_t pad_;              /* zero                                      */
+    double stall_fraction;      /* stall_ns / (stall_ns + compute_ns): the
+                                   share of the trainer's time spent waiting
+                                   in coordl_next (0 before the first call)  */
 } coordl_stats;
 
 /* Per-epoch counters (the last 16 epochs are kept). */
@@ -703,12 +718,17 @@ typedef struct coordl_epoch_stats {
     uint64_t storage_bytes;
     uint64_t bad_samples;
     uint64_t read_cache_ns, read_storage_ns, decode_ns, augment_ns; /* worker time */
-    uint64_t stall_ns;        /* caller's time inside coordl calls for it  */
+    uint64_t stall_ns;        /* caller's time inside coordl_next (and
+                                 coordl_next_into) for it                  */
     uint64_t batches;         /* batches of it handed out                  */
     /* --- appended in 0.4: JPEG random access (jpeg_random_access) ------ */
     uint64_t jpeg_rewrites;   /* cached JPEGs rewritten while preparing it  */
     uint64_t jpeg_rewrite_ns; /* worker time those rewrites took            */
     uint64_t jpeg_spliced;    /* its samples decoded from a spliced crop    */
+    /* --- appended after 0.4.0 ------------------------------------------- */
+    uint64_t compute_ns;      /* caller's time between coordl_next calls
+                                 during it                                 */
+    double stall_fraction;    /* stall_ns / (stall_ns + compute_ns)        */
 } coordl_epoch_stats;
 
 /* Fills *cfg (cfg_size bytes: the caller's sizeof(coordl_config)) with
@@ -766,7 +786,7 @@ COORDL_API coordl_status coordl_next_sized(coordl *L, coordl_batch *out, size_t 
  * coordl_batch) and clears slot_, so it takes no size. Wakes at most one
  * worker, and only once half the ring is free (the worker then refills
  * several slots; the releases in between make no system call). Its time
- * counts in stall_ns. Thread safety: the consumer thread of L only. */
+ * is the trainer's (compute_ns), not stall. Thread safety: the consumer thread of L only. */
 COORDL_API void coordl_release(coordl *L, coordl_batch *b);
 
 /* Copies the next batch into caller-owned buffers (ggml-opt's

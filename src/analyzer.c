@@ -74,6 +74,7 @@ size_t coordl_stats_json(const coordl *L, char *buf, size_t cap) {
     cdl__json_num(&j, "storage_mb_per_s", s.storage_mb_per_s, 1);
     cdl__json_num(&j, "bytes_per_item", s.bytes_per_item, 1);
     cdl__json_num(&j, "prep_us_per_item", s.prep_us_per_item, 1);
+    cdl__json_num(&j, "stall_fraction", s.stall_fraction, 1);
     cdl__jsonf(&j, "\"epochs\":[");
     /* oldest first */
     uint64_t newest = 0;
@@ -90,6 +91,9 @@ size_t coordl_stats_json(const coordl *L, char *buf, size_t cap) {
     CDL_IF_##epoch(cdl__jsonf(&j, ",\"" #name "\":%llu", (unsigned long long)es->name);)
         CDL_COUNTERS(CDL_JSON_EPOCH)
 #undef CDL_JSON_EPOCH
+        const uint64_t spent = es->stall_ns + es->compute_ns;
+        cdl__jsonf(&j, ",");
+        cdl__json_num(&j, "stall_fraction", spent ? (double)es->stall_ns / (double)spent : 0.0, 0);
         cdl__jsonf(&j, "}");
         first = 0;
     }

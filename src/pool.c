@@ -240,8 +240,19 @@ CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
     cdl__pool_pus(L, &first, &count);
     int n = L->cfg.threads > 0 ? L->cfg.threads : (first || count != P->nworker_pus ? count : P->ncores);
     if (n < 1) n = 1;
+    L->stats.st.threads_requested = (uint32_t)L->cfg.threads;
+    /* More workers than 4 per processing unit only add switches and
+     * scratch memory (each holds decode buffers): 1000 threads on 2 cores
+     * is a typo or a config from another machine. Say what runs instead. */
+    const int pus = P->nworker_pus + P->nreserved > 0 ? P->nworker_pus + P->nreserved : 1;
+    if (n > 4 * pus) {
+        cdl__log(L, COORDL_LOG_WARN, "threads: %d asked for, but this process may use %d processing unit%s; "
+                 "running %d workers (at most 4 per unit; coordl_get_stats reports threads and threads_requested)",
+                 n, pus, pus == 1 ? "" : "s", 4 * pus);
+        n = 4 * pus;
+    }
     L->pool.workers = cdl__calloc(L, (size_t)n, sizeof *L->pool.workers);
-    if (!L->pool.workers) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %d workers", n);
+    if (!L->pool.workers) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %d workers; lower threads", n);
     for (int i = 0; i < n; i++) {
         cdl__worker *W = &L->pool.workers[i];
         W->L = L;
@@ -251,7 +262,8 @@ CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
         if (i < 64) L->stats.st.worker_cpu[i] = W->pu;
         /* a group stages each row (coordl_set cannot change its size) */
         if (L->cfg.group && !cdl__reserve(L, (void **)&W->stage, &W->stagecap, L->geom.row_bytes + L->geom.target_row_bytes + 16))
-            return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the workers' staging rows");
+            return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the workers' staging rows; lower threads "
+                                  "or out_w/out_h");
         cdl__worker_decoder_init(W);
     }
     for (int i = n; i < 64; i++) L->stats.st.worker_cpu[i] = -1;
@@ -275,7 +287,7 @@ CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
     const int bind = L->cfg.bind && !P->simulate;
     for (int i = 0; i < n; i++) {
         int bound, e = cdl__worker_start(&L->pool.workers[i], bind, &bound);
-        if (e != 0) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start worker thread %d: %s", i, strerror(e));
+        if (e != 0) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start worker thread %d: %s; lower threads", i, strerror(e));
         L->pool.workers[i].started = 1;
         L->stats.st.threads_bound += (uint32_t)bound;
     }
