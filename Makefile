@@ -41,7 +41,7 @@ TEST_SRCS := $(filter-out tests/test_util.c,$(sort $(wildcard tests/test_*.c)))
 TESTS     := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 EXAMPLES  := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all lib examples tools analyze-check test run-tests test-sanitize test-tsan run-tsan demo bench clean deps check-darknet-patch
+.PHONY: all lib examples tools analyze-check test run-tests test-sanitize test-tsan run-tsan demo bench clean deps deps-demo check-darknet-patch
 all: lib examples tools
 lib: $(BUILD)/libcoordl.a $(BUILD)/libcoordl.so
 examples: $(EXAMPLES)
@@ -95,12 +95,18 @@ $(BUILD)/examples/train_demo: examples/train_demo.c $(BUILD)/libcoordl.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(OMPFLAG) -I. $< $(BUILD)/libcoordl.a $(LIBS) -o $@
 
-# Every test binary runs; the target fails if any fails.
-# Installs missing Debian packages (as root) once per build folder.
+# Installs missing Debian packages (as root) once per build folder: deps
+# what building and testing need (clang, cmake, MPI, cmocka, ...),
+# deps-demo only what make demo needs (compiler, libjpeg, stb, hwloc).
 deps: $(BUILD)/.deps-ok
 $(BUILD)/.deps-ok: tools/install-deps.sh
 	@mkdir -p $(@D)
 	bash tools/install-deps.sh
+	@touch $@
+deps-demo: $(BUILD)/.deps-demo-ok
+$(BUILD)/.deps-demo-ok: tools/install-deps.sh
+	@mkdir -p $(@D)
+	bash tools/install-deps.sh demo
 	@touch $@
 
 # The suite runs twice: with hwloc, and built with -DCOORDL_NO_HWLOC (the
@@ -110,6 +116,7 @@ $(BUILD)/.deps-ok: tools/install-deps.sh
 # EXAMPLE_CHECKS below, tests/abi, tests/mpi): a new kind of step here needs
 # its add_test there.
 test: deps check-source
+	bash tests/packaging/deps.sh
 	$(MAKE) run-tests
 	$(MAKE) BUILD=$(BUILD)-nohwloc EXTRA_CFLAGS="$(EXTRA_CFLAGS) -DCOORDL_NO_HWLOC -DCOORDL_DEBUG" HWLOC_LIB= run-tests
 	$(MAKE) test-abi
@@ -189,7 +196,7 @@ run-tsan: $(patsubst %,$(BUILD)/tests/%,$(TSAN_TESTS))
 	 if [ $$fail -ne 0 ]; then echo "make test-tsan: FAILED"; exit 1; fi; echo "make test-tsan: all passed"
 
 DEMO_DIR ?= $(BUILD)/demo-data
-demo: deps
+demo: deps-demo
 	$(MAKE) examples
 	@test -d $(DEMO_DIR) || $(BUILD)/examples/gen_dataset --out $(DEMO_DIR) --classes 10 --per-class 200 --seed 1
 	$(BUILD)/examples/train_demo --data $(DEMO_DIR) --epochs 2 --cache-fraction 0.5

@@ -178,7 +178,7 @@ static inline uint16_t cdl__le16(const cdl__u8 *p) { return (uint16_t)(p[0] | p[
  * In coordl_stats' field order (the JSON follows it). */
 #define CDL_COUNTERS(X)                 \
     X(stall_ns, 0, 1, 1)                \
-    X(compute_ns, 0, 1, 0)              \
+    X(compute_ns, 0, 1, 1)              \
     X(batches, 0, 1, 1)                 \
     X(items, 1, 1, 1)                   \
     X(cache_hits, 1, 1, 1)              \
@@ -218,7 +218,9 @@ static inline uint16_t cdl__le16(const cdl__u8 *p) { return (uint16_t)(p[0] | p[
     X(readahead_read_ns, 0, 1, 0)       \
     X(readahead_skips, 0, 1, 0)         \
     X(readahead_hits, 1, 1, 0)          \
-    X(readahead_wait_ns, 1, 1, 0)
+    X(readahead_wait_ns, 1, 1, 0)       \
+    X(cache_bytes_requested, 0, 1, 0)   \
+    X(threads_requested, 0, 1, 0)
 
 #define CDL_IF_0(...)
 #define CDL_IF_1(...) __VA_ARGS__
@@ -1155,7 +1157,8 @@ CDL_PRIVATE void cdl__placement_free(coordl *L, cdl__placement *P);
 #define CDL_ARENA_H
 
 /* ---- interface ---- */
-CDL_PRIVATE coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes, int populate, const char *what);
+CDL_PRIVATE coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes, int populate, const char *what,
+                                         const char *lower);
 CDL_PRIVATE void cdl__arena_unmap(coordl *L, cdl__arena *a);
 CDL_PRIVATE void cdl__arena_borrow(coordl *L, cdl__arena *a, void *base, size_t bytes, const char *what);
 #endif /* CDL_ARENA_H */
@@ -1534,6 +1537,8 @@ CDL_PRIVATE coordl_status cdl__sample_transform(coordl *L, uint64_t epoch, uint6
 CDL_PRIVATE coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_fn, void *user, const coordl_analyze_opts *opts_in, coordl_report *r);
 CDL_PRIVATE uint32_t cdl__ra_threads_for(uint32_t depth);
 CDL_PRIVATE void cdl__report_free(coordl_report *r);
+CDL_PRIVATE void cdl__analyze_opts_default(coordl_analyze_opts *o);
+CDL_PRIVATE size_t cdl__report_svg(const coordl_report *r, const coordl_measured *m, size_t nm, char *buf, size_t cap);
 CDL_PRIVATE size_t cdl__report_json(const coordl_report *r, char *buf, size_t cap);
 CDL_PRIVATE coordl_whatif cdl__report_predict(const coordl_report *r, double f, int threads, double storage_mb_per_s);
 CDL_PRIVATE coordl_whatif cdl__report_predict_ra(const coordl_report *r, double f, int threads, double storage_mb_per_s, uint32_t depth, uint32_t io_threads);
@@ -2030,14 +2035,14 @@ CDL_PRIVATE int cdl__placement_bind_memory(coordl *L, void *p, size_t bytes) {
  * fills over the first epoch, so locking it all up front would make open
  * pay for pages that may never be used). */
 CDL_PRIVATE coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes,
-                                    int populate, const char *what) {
+                                    int populate, const char *what, const char *lower) {
     memset(a, 0, sizeof *a);
     if (bytes == 0) return COORDL_OK;
     bytes = cdl__round_up(bytes, cdl__page_size());
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
-        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot map %zu bytes for the %s: %s",
-                              bytes, what, strerror(errno));
+        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot map %zu bytes for the %s: %s; lower %s",
+                              bytes, what, strerror(errno), lower);
     a->base = p;
     a->bytes = bytes;
 #ifdef MADV_HUGEPAGE
@@ -2062,7 +2067,8 @@ CDL_PRIVATE coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes,
             return cdl__open_fail(COORDL_ERR_NOMEM,
                                   "cache_pin = COORDL_PIN_REQUIRED but the %s (%zu bytes) "
                                   "cannot be page-locked: %s (raise RLIMIT_MEMLOCK or grant "
-                                  "CAP_IPC_LOCK)", what, bytes, strerror(e));
+                                  "CAP_IPC_LOCK, lower %s, or set cache_pin = COORDL_PIN_TRY)",
+                                  what, bytes, strerror(e), lower);
         } else if (!L->place.pin_failed) {
             L->place.pin_failed = 1;
             snprintf(L->place.pin_error, sizeof L->place.pin_error, "%s", strerror(errno));
@@ -3748,6 +3754,26 @@ static int cdl__is_shard_list(const char *text, size_t len) {
     return strncasecmp(text + b - 4, ".tar", 4) == 0;
 }
 
+/* What a file given as source is when it is no list: an image, a sound,
+ * an archive, a token shard (by its leading bytes), or NULL. A newcomer's
+ * first try is often one image; "line 1 holds a NUL byte" does not say
+ * that it was the wrong kind of file. */
+static const char *cdl__sniff_not_list(const unsigned char *b, size_t n) {
+    if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) return "a JPEG image";
+    if (n >= 8 && memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0) return "a PNG image";
+    if (n >= 6 && (memcmp(b, "GIF87a", 6) == 0 || memcmp(b, "GIF89a", 6) == 0)) return "a GIF image";
+    if (n >= 12 && memcmp(b, "RIFF", 4) == 0 && memcmp(b + 8, "WAVE", 4) == 0) return "a WAV file";
+    if (n >= 262 && memcmp(b + 257, "ustar", 5) == 0) return "a tar archive not named .tar";
+    if (n >= 2 && b[0] == 0x1F && b[1] == 0x8B) return "a gzip file";
+    if (n >= 4 && memcmp(b, "PK\x03\x04", 4) == 0) return "a zip file";
+    if (n >= 4) {
+        const uint32_t magic = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+        if (magic == CDL_SHARD_MAGIC_U16 || magic == CDL_SHARD_MAGIC_U32) return "an llm.c token shard";
+    }
+    if (n >= 2 && b[0] == 'B' && b[1] == 'M' && memchr(b, 0, n < 64 ? n : 64)) return "a BMP image";
+    return NULL;
+}
+
 CDL_PRIVATE coordl_status cdl__index_source(coordl *L) {
     struct stat sb;
     const char *src = L->cfg.source;
@@ -3771,7 +3797,14 @@ CDL_PRIVATE coordl_status cdl__index_source(coordl *L) {
         char *text;
         size_t len;
         rc = cdl__io_slurp(L, src, "list file", &text, &len);
-        if (rc == COORDL_OK)
+        const char *kind = rc == COORDL_OK ? cdl__sniff_not_list((const unsigned char *)text, len) : NULL;
+        if (kind)
+            rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s is %s, not a dataset; set source to an ImageFolder "
+                                "root (a folder of class folders of images), a list file of \"path<TAB>label\" "
+                                "lines, a .tar shard, a folder of .tar shards, a list of them, or a glob of them%s",
+                                src, kind, strcmp(kind, "an llm.c token shard") == 0
+                                ? " (token shards: pipeline = COORDL_PIPE_TOKENS)" : "");
+        else if (rc == COORDL_OK)
             rc = cdl__is_shard_list(text, len) ? cdl__index_tar(L, 4, text, len) : cdl__index_list_text(L, src, text, len);
         cdl__free(L, text);
     }
@@ -4527,17 +4560,35 @@ CDL_PRIVATE void cdl__cache_admit_lru(coordl *L, uint64_t id, const cdl__u8 *byt
     pthread_mutex_unlock(&c->mu);
 }
 
-/* A budget beyond the dataset is never used: map only what can fill. */
+/* The budget in force: a MinIO budget beyond the dataset is never used,
+ * so only what can fill is mapped (silently: nothing is lost); and no
+ * budget may exceed 3/4 of the machine's memory (a 1 TiB cache on a 24 GiB
+ * machine would only end in the OOM killer once the cache fills), which
+ * is logged. A group's budget is cut further to what /dev/shm holds
+ * (group.c). coordl_get_config and coordl_get_stats report the result. */
 CDL_PRIVATE coordl_status cdl__cache_clamp(coordl *L) {
     uint64_t slab = L->cfg.cache_bytes;
-    /* JPEG rewrites may use up to 1/8 more (the room jpeg_layout.c reserves:
-     * 3-5% for photos, 12-25% for progressive and arithmetic sources) */
-    const uint64_t most = L->index.dataset_bytes + (L->cfg.jpeg_random_access ? L->index.dataset_bytes / 8 : 0) + (64u << 20);
-    if (slab > most) slab = most;
+    L->stats.st.cache_bytes_requested = slab;
+    if (L->cfg.cache_policy == COORDL_CACHE_MINIO) {
+        /* JPEG rewrites may use up to 1/8 more (the room jpeg_layout.c reserves:
+         * 3-5% for photos, 12-25% for progressive and arithmetic sources) */
+        const uint64_t most = L->index.dataset_bytes + (L->cfg.jpeg_random_access ? L->index.dataset_bytes / 8 : 0) + (64u << 20);
+        if (slab > most) slab = most;
+    }
+    const long pages = sysconf(_SC_PHYS_PAGES);
+    const uint64_t ram = pages > 0 ? (uint64_t)pages * cdl__page_size() : 0;
+    if (ram && slab > ram / 4 * 3) {
+        cdl__log(L, COORDL_LOG_WARN, "cache_bytes: %llu asked for, but this machine has %llu bytes of memory; "
+                 "using %llu (3/4 of it; coordl_get_stats reports cache_bytes_budget and cache_bytes_requested)",
+                 (unsigned long long)L->cfg.cache_bytes, (unsigned long long)ram,
+                 (unsigned long long)(ram / 4 * 3));
+        slab = ram / 4 * 3;
+    }
     if (slab > SIZE_MAX / 2)
         return cdl__open_fail(COORDL_ERR_INVALID, "cache_bytes: %llu is too large for this platform",
                               (unsigned long long)slab);
     L->cfg.cache_bytes = slab;
+    L->stats.st.cache_bytes_budget = slab;
     return COORDL_OK;
 }
 
@@ -4545,7 +4596,7 @@ CDL_PRIVATE coordl_status cdl__cache_create(coordl *L) {
     if (L->cfg.cache_bytes == 0) return COORDL_OK;
     if (L->cfg.cache_policy == COORDL_CACHE_LRU) {
         cdl__lru *c = cdl__calloc(L, 1, sizeof *c);
-        if (!c) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the LRU cache");
+        if (!c) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the LRU cache; lower cache_bytes");
         L->cache.lru = c;
         pthread_mutex_init(&c->mu, NULL);
         c->prev = cdl__malloc(L, L->index.num_items * sizeof *c->prev);
@@ -4553,15 +4604,15 @@ CDL_PRIVATE coordl_status cdl__cache_create(coordl *L) {
         c->data = cdl__calloc(L, L->index.num_items, sizeof *c->data);
         c->len = cdl__calloc(L, L->index.num_items, sizeof *c->len);
         if (!c->prev || !c->next || !c->data || !c->len)
-            return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the LRU cache");
+            return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the LRU cache; lower cache_bytes");
         for (uint64_t i = 0; i < L->index.num_items; i++) c->prev[i] = c->next[i] = -1;
         c->head = c->tail = -1;
         return COORDL_OK;
     }
     const uint64_t slab = L->cfg.cache_bytes;
     L->cache.entries = cdl__calloc(L, L->index.num_items, sizeof *L->cache.entries);
-    if (!L->cache.entries) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the cache table");
-    return cdl__arena_map(L, &L->cache.arena, (size_t)slab, 0, "cache slab");
+    if (!L->cache.entries) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the cache table (one entry per item); set cache_bytes = 0 for no cache");
+    return cdl__arena_map(L, &L->cache.arena, (size_t)slab, 0, "cache slab", "cache_bytes");
 }
 
 CDL_PRIVATE void cdl__cache_destroy(coordl *L) {
@@ -5463,13 +5514,13 @@ CDL_PRIVATE coordl_status cdl__ra_start(coordl *L) {
     R->L = L;
     R->depth = depth;
     R->e = cdl__calloc(L, depth, sizeof *R->e);
-    if (!R->e) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %u read-ahead entries", depth);
+    if (!R->e) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %u read-ahead entries; lower readahead_items", depth);
     R->bytes = (size_t)L->cfg.readahead_bytes; /* the ring: exactly the bound */
     R->map_bytes = cdl__round_up(R->bytes, cdl__page_size());
     void *p = mmap(NULL, R->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
-        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot map %zu bytes for the read-ahead: %s", R->map_bytes,
-                              strerror(errno));
+        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot map %zu bytes for the read-ahead: %s; lower "
+                              "readahead_bytes (or readahead_items; 0 = off)", R->map_bytes, strerror(errno));
     R->base = p;
     cdl__placement_bind_memory(L, p, R->map_bytes);
     if (pthread_mutex_init(&R->mu, NULL) != 0 || pthread_cond_init(&R->room_cv, NULL) != 0 ||
@@ -5485,11 +5536,11 @@ CDL_PRIVATE coordl_status cdl__ra_start(coordl *L) {
     R->next_pos = R->front_pos = L->consumer.cur_pos;
     R->max_threads = (int)L->cfg.readahead_threads;
     R->threads = cdl__calloc(L, (size_t)R->max_threads, sizeof *R->threads);
-    if (!R->threads) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the read-ahead threads");
+    if (!R->threads) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the read-ahead threads; lower readahead_threads");
     pthread_mutex_lock(&R->mu);
     const int started = cdl__ra_grow(R); /* the first; the rest as reads wait */
     pthread_mutex_unlock(&R->mu);
-    if (!started) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start a read-ahead thread");
+    if (!started) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start a read-ahead thread; lower readahead_threads");
     return COORDL_OK;
 }
 
@@ -6380,19 +6431,19 @@ CDL_PRIVATE coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cd
         ax->lo = g->clip_x0; ax->hi = g->clip_x1;
         ay->lo = g->clip_y0; ay->hi = g->clip_y1;
         if (!cdl__reserve(L, (void **)&W->tmp, &W->tmpcap, 3 * cdl__round_up((size_t)g->out_w, 4) * sizeof(float)))
-            return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for a resampling window");
+            return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for a resampling window; lower out_w/out_h or max_pixels");
         return COORDL_OK;
     }
     if (!cdl__axis_build(W, ax, &W->xstart, &W->xstartcap, &W->xw, &W->xwcap, (int)g->out_w,
                          g->x0, g->sw, g->clip_x0, g->clip_x1, g->flip) ||
         !cdl__axis_build(W, ay, &W->ystart, &W->ystartcap, &W->yw, &W->ywcap, (int)g->out_h,
                          g->y0, g->sh, g->clip_y0, g->clip_y1, 0))
-        return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for resampling tables");
+        return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for resampling tables; lower out_w/out_h");
     ax->w8 = ay->w8 = NULL;
 #ifdef CDL_HAVE_AVX2
     if (L->geom.avx2 && g->out_w >= 8) {
         if (!cdl__reserve(L, (void **)&W->xw8, &W->xw8cap, (size_t)g->out_w * (size_t)ax->K * 4 * sizeof(float)))
-            return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for resampling tables");
+            return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for resampling tables; lower out_w/out_h");
         cdl__axis_spread_avx2(ax, (int)g->out_w, W->xw8);
         ax->w8 = W->xw8;
     }
@@ -6406,7 +6457,7 @@ CDL_PRIVATE coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cd
     if (!cdl__reserve(L, (void **)&W->tmp, &W->tmpcap, (size_t)window) ||
         !cdl__reserve(L, (void **)&W->window_row, &W->window_rowcap, (size_t)ay->K * sizeof(int32_t)) ||
         (g->angle != 0.0f && !cdl__reserve(L, (void **)&W->rot, &W->rotcap, rowf * g->out_h * sizeof(float))))
-        return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for a resampling window");
+        return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for a resampling window; lower out_w/out_h or max_pixels");
     return COORDL_OK;
 }
 
@@ -7316,7 +7367,7 @@ static coordl_status cdl__jpeg_decode_crop(cdl__worker *W, const char *path, voi
     if (!cdl__reserve(L, (void **)&W->pix, &W->pixcap, stride * (size_t)rows + 64) ||
         (cmyk && !cdl__reserve(L, (void **)&W->row4, &W->row4cap, (size_t)cw * 4 + 64))) {
         jpeg_abort_decompress(jd);
-        return cdl__worker_error(W, COORDL_ERR_NOMEM, "%s: out of memory for the decoded region", path);
+        return cdl__worker_error(W, COORDL_ERR_NOMEM, "%s: out of memory for the decoded region; lower max_decode_bytes or max_pixels", path);
     }
     if (y0 > 0) jpeg_skip_scanlines(jd, (JDIMENSION)y0);
     for (int r = 0; r < rows;) {
@@ -8145,10 +8196,12 @@ CDL_PRIVATE coordl_status cdl__ring_alloc(coordl *L, uint32_t rows_cap, size_t d
     }
     CDL_RING_ARRAYS(CDL_RING_NEW_ALLOC)
 #undef CDL_RING_NEW_ALLOC
-    coordl_status rc = ok ? COORDL_OK : cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the batch ring's tables");
+    coordl_status rc = ok ? COORDL_OK : cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the batch ring's tables; lower "
+                                                "prefetch_batches or batch_size (max_batch_size)");
     if (rc == COORDL_OK && !in_group) {
         cdl__arena_unmap(L, &L->ring.arena);
-        rc = cdl__arena_map(L, &L->ring.arena, per_slot * nslots, 1, "batch ring");
+        rc = cdl__arena_map(L, &L->ring.arena, per_slot * nslots, 1, "batch ring",
+                            "prefetch_batches, batch_size (max_batch_size) or out_w/out_h (max_out_w/max_out_h)");
     }
     if (rc != COORDL_OK) {
 #define CDL_RING_NEW_FREE(o, f, type, per, shared) cdl__free(L, nw.f);
@@ -8724,6 +8777,27 @@ CDL_PRIVATE coordl_status cdl__stream_init(cdl__stream *S, int pshared) {
 
 /* --- workers ------------------------------------------------------------ */
 
+/* A bad row's message ends with what on_bad_sample did and what it can
+ * do instead: the first thing a newcomer whose loop stopped on a damaged
+ * file needs to read. The reason (naming the file) is cut, never the hint. */
+static void cdl__bad_row_hint(cdl__worker *W, int tried) {
+    char hint[256];
+    if (W->L->cfg.on_bad_sample == COORDL_BAD_SUBSTITUTE && tried == 0)
+        snprintf(hint, sizeof hint, " [on_bad_sample = COORDL_BAD_SUBSTITUTE, but the dataset has no other item "
+                 "to stand in; this batch is skipped, the next coordl_next returns the one after it]");
+    else if (W->L->cfg.on_bad_sample == COORDL_BAD_SUBSTITUTE)
+        snprintf(hint, sizeof hint, " [on_bad_sample = COORDL_BAD_SUBSTITUTE: none of %d substitute items "
+                 "decoded either; this batch is skipped, the next coordl_next returns the one after it]", tried);
+    else
+        snprintf(hint, sizeof hint, " [on_bad_sample = COORDL_BAD_FAIL: this batch is skipped, the next "
+                 "coordl_next returns the one after it; set on_bad_sample = COORDL_BAD_SUBSTITUTE to fill a bad "
+                 "item's row from another item and keep the batch]");
+    const size_t hlen = strlen(hint), room = sizeof W->err - 1 - hlen;
+    size_t len = strlen(W->err);
+    if (len > room) len = room;
+    memcpy(W->err + len, hint, hlen + 1);
+}
+
 /* Prepare one row, substituting bad items when configured. Returns the
  * row's status; sets *row_id to the item actually used. */
 static coordl_status cdl__prepare_row(cdl__worker *W, uint64_t epoch, uint64_t id, uint64_t pos,
@@ -8731,7 +8805,12 @@ static coordl_status cdl__prepare_row(cdl__worker *W, uint64_t epoch, uint64_t i
     coordl *L = W->L;
     coordl_status rc = cdl__prepare_item(W, epoch, id, dst);
     *row_id = id;
-    if (rc == COORDL_OK || L->cfg.on_bad_sample != COORDL_BAD_SUBSTITUTE || rc == COORDL_ERR_NOMEM) return rc;
+    if (rc == COORDL_OK || rc == COORDL_ERR_NOMEM) return rc;
+    if (L->cfg.on_bad_sample != COORDL_BAD_SUBSTITUTE) {
+        cdl__bad_row_hint(W, 0);
+        return rc;
+    }
+    int tried = 0;
     for (int attempt = 0; attempt < CDL_SUBSTITUTE_TRIES; attempt++) {
         W->row.bad_samples++;
         cdl__log(L, COORDL_LOG_WARN, "bad sample substituted: %s", W->err);
@@ -8740,8 +8819,10 @@ static coordl_status cdl__prepare_row(cdl__worker *W, uint64_t epoch, uint64_t i
         if (sub == id) break; /* a one-item dataset has nothing to substitute */
         rc = cdl__prepare_item(W, epoch, sub, dst);
         *row_id = sub;
+        tried++;
         if (rc == COORDL_OK) return rc;
     }
+    if (rc != COORDL_ERR_NOMEM) cdl__bad_row_hint(W, tried);
     return rc;
 }
 
@@ -8903,6 +8984,17 @@ CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
     cdl__pool_pus(L, &first, &count);
     int n = L->cfg.threads > 0 ? L->cfg.threads : (first || count != P->nworker_pus ? count : P->ncores);
     if (n < 1) n = 1;
+    L->stats.st.threads_requested = (uint32_t)L->cfg.threads;
+    /* More workers than 4 per processing unit only add switches and
+     * scratch memory (each holds decode buffers): 1000 threads on 2 cores
+     * is a typo or a config from another machine. Say what runs instead. */
+    const int pus = P->nworker_pus + P->nreserved > 0 ? P->nworker_pus + P->nreserved : 1;
+    if (n > 4 * pus) {
+        cdl__log(L, COORDL_LOG_WARN, "threads: %d asked for, but this process may use %d processing unit%s; "
+                 "running %d workers (at most 4 per unit; coordl_get_stats reports threads and threads_requested)",
+                 n, pus, pus == 1 ? "" : "s", 4 * pus);
+        n = 4 * pus;
+    }
     /* Token windows by default have no worker threads: a batch is a copy of
      * B x (T + 1) tokens already in memory (read ahead, or cached), cheaper
      * on the trainer's own thread inside coordl_next than a hand-off to a
@@ -8911,7 +9003,7 @@ CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
     if (L->cfg.pipeline == COORDL_PIPE_TOKENS && L->cfg.threads == 0) n = 0;
     if (n > 0) {
         L->pool.workers = cdl__calloc(L, (size_t)n, sizeof *L->pool.workers);
-        if (!L->pool.workers) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %d workers", n);
+        if (!L->pool.workers) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %d workers; lower threads", n);
     }
     for (int i = 0; i < n; i++) {
         cdl__worker *W = &L->pool.workers[i];
@@ -8922,7 +9014,8 @@ CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
         if (i < 64) L->stats.st.worker_cpu[i] = W->pu;
         /* a group stages each row (coordl_set cannot change its size) */
         if (L->cfg.group && !cdl__reserve(L, (void **)&W->stage, &W->stagecap, L->geom.row_bytes + L->geom.target_row_bytes + 16))
-            return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the workers' staging rows");
+            return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the workers' staging rows; lower threads "
+                                  "or out_w/out_h");
         cdl__worker_decoder_init(W);
     }
     for (int i = n; i < 64; i++) L->stats.st.worker_cpu[i] = -1;
@@ -8946,7 +9039,7 @@ CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
     const int bind = L->cfg.bind && !P->simulate;
     for (int i = 0; i < n; i++) {
         int bound, e = cdl__worker_start(&L->pool.workers[i], bind, &bound);
-        if (e != 0) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start worker thread %d: %s", i, strerror(e));
+        if (e != 0) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start worker thread %d: %s; lower threads", i, strerror(e));
         L->pool.workers[i].started = 1;
         L->stats.st.threads_bound += (uint32_t)bound;
     }
@@ -9092,6 +9185,32 @@ static uint32_t cdl__group_fields(const coordl *L, cdl__group_field *f) {
 /* The object this member would create: header, geometry and the parts'
  * offsets, from the config (the same for every member, since the fields
  * that decide them are compared). */
+static void cdl__group_want(const coordl *L, cdl__group_header *h);
+
+/* A group's cache lives in /dev/shm: a budget the file system cannot hold
+ * beside the ring would fail the open (or, worse, the tmpfs later). Cut it
+ * to what /dev/shm's size leaves after the ring and the tables, and say
+ * so. The size, not the free space, decides: it is the same for every
+ * member of the machine, so every member cuts the compared cache_bytes
+ * alike (whether the object then fits the free space is checked when it
+ * is created). */
+static void cdl__group_fit_shm(coordl *L, cdl__group_header *want) {
+    struct statvfs vs;
+    if (L->cfg.cache_bytes == 0 || statvfs("/dev/shm", &vs) != 0) return;
+    const uint64_t shm = (uint64_t)vs.f_blocks * vs.f_frsize;
+    if (shm == 0 || want->total_bytes <= shm) return;
+    const uint64_t rest = want->total_bytes - L->cfg.cache_bytes; /* ring, tables, their rounding */
+    const uint64_t page = cdl__page_size();
+    const uint64_t fits = shm > rest + page ? (shm - rest - page) / page * page : 0;
+    cdl__log(L, COORDL_LOG_WARN, "group %s: cache_bytes %llu does not fit /dev/shm (%llu bytes) beside the ring "
+             "and tables (%llu); using %llu (coordl_get_stats reports cache_bytes_budget)", L->cfg.group,
+             (unsigned long long)L->cfg.cache_bytes, (unsigned long long)shm, (unsigned long long)rest,
+             (unsigned long long)fits);
+    L->cfg.cache_bytes = fits;
+    L->stats.st.cache_bytes_budget = fits;
+    cdl__group_want(L, want);
+}
+
 static void cdl__group_want(const coordl *L, cdl__group_header *h) {
     const size_t page = cdl__page_size();
     size_t data, labels, ids;
@@ -9575,8 +9694,8 @@ static coordl_status cdl__group_create(coordl *L, const cdl__group_header *want,
     close(fd);
     if (p == MAP_FAILED) {
         shm_unlink(L->member.shm_name);
-        return cdl__open_fail(COORDL_ERR_NOMEM, "group %s: cannot size or map %llu bytes of shared memory: %s",
-                              g, (unsigned long long)want->total_bytes, strerror(e));
+        return cdl__open_fail(COORDL_ERR_NOMEM, "group %s: cannot size or map %llu bytes of shared memory: %s; lower "
+                              "cache_bytes, prefetch_batches or batch_size", g, (unsigned long long)want->total_bytes, strerror(e));
     }
     cdl__group_header *h = p;
     *h = *want;
@@ -9813,6 +9932,7 @@ CDL_PRIVATE coordl_status cdl__group_open(coordl *L) {
     snprintf(L->member.shm_name, sizeof L->member.shm_name, "/coordl-%s", g);
     cdl__group_header want;
     cdl__group_want(L, &want);
+    cdl__group_fit_shm(L, &want);
     L->member.timeout_ms = (uint32_t)L->cfg.group_timeout_ms; /* the object's, once attached */
     /* how long this member waits to open is its own setting */
     const uint64_t deadline = cdl__now_ns() + (uint64_t)L->cfg.group_timeout_ms * 1000000ull;
@@ -9998,7 +10118,6 @@ static coordl_status cdl__open_geometry(coordl *L) {
                                   (unsigned long long)L->cfg.readahead_bytes);
     }
     L->stats.st.dataset_bytes = L->index.dataset_bytes;
-    L->stats.st.cache_bytes_budget = L->cfg.cache_bytes;
     return COORDL_OK;
 }
 
@@ -10056,7 +10175,7 @@ CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
     if (rc == COORDL_OK) rc = cdl__placement_choose(L, &L->place);
     if (rc == COORDL_OK) {
         L->place.memory_bound_all = L->cfg.bind && !L->place.simulate;
-        if (L->cfg.cache_policy == COORDL_CACHE_MINIO) rc = cdl__cache_clamp(L);
+        rc = cdl__cache_clamp(L);
     }
     if (rc == COORDL_OK && L->cfg.group) {
         L->place.memory_bound_all = 0; /* the shm object is placed by first touch */
@@ -10094,14 +10213,17 @@ CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
     return COORDL_OK;
 }
 
-/* The consumer's time inside every coordl call (next, next_into, release,
- * seek, set) counts as stall; the time between the end of one call and
- * the start of the next as compute. The stall also goes to `epoch`'s
- * counters. cdl__consumer_time, at the end of each such call under mu,
+/* The consumer's time inside coordl_next (and coordl_next_into, the same
+ * call with a copy) counts as stall: the trainer waits for its batch
+ * there and nowhere else. The time between the end of one such call and
+ * the start of the next is compute, whatever else the trainer calls in
+ * between (release, seek, set are its own work, not a wait for data). The
+ * stall goes to `epoch`'s counters, the compute to the epoch of the call
+ * before it. cdl__consumer_time, at the end of each such call under mu,
  * counts up to now and returns now; cdl__consumer_done, after the unlock,
- * keeps the rest (the unlock, a wake-up, the thread preempted meanwhile:
- * on a busy machine most of a release) as the tail that the next call
- * moves into the counters (coordl_get_stats adds it meanwhile). */
+ * keeps the rest (the unlock, a wake-up, the thread preempted meanwhile)
+ * as the tail that the next call moves into the counters
+ * (coordl_get_stats adds it meanwhile). */
 static uint64_t cdl__consumer_time(coordl *L, uint64_t t_enter, uint64_t epoch) {
     const uint64_t now = cdl__now_ns();
     const uint64_t tail = atomic_exchange(&L->consumer.stall_tail_ns, 0);
@@ -10109,7 +10231,11 @@ static uint64_t cdl__consumer_time(coordl *L, uint64_t t_enter, uint64_t epoch) 
         L->stats.st.stall_ns += tail;
         cdl__epoch_entry(L, L->consumer.stall_tail_epoch)->s.stall_ns += tail;
     }
-    if (L->consumer.last_return_ns && t_enter > L->consumer.last_return_ns) L->stats.st.compute_ns += t_enter - L->consumer.last_return_ns;
+    if (L->consumer.last_return_ns && t_enter > L->consumer.last_return_ns) {
+        const uint64_t compute = t_enter - L->consumer.last_return_ns;
+        L->stats.st.compute_ns += compute;
+        cdl__epoch_entry(L, L->consumer.stall_tail_epoch)->s.compute_ns += compute;
+    }
     L->stats.st.stall_ns += now - t_enter;
     cdl__epoch_entry(L, epoch)->s.stall_ns += now - t_enter;
     return now;
@@ -10192,14 +10318,11 @@ CDL_PRIVATE coordl_status cdl__next(coordl *L, coordl_batch *out) {
 
 void coordl_release(coordl *L, coordl_batch *b) {
     if (!L || !b || b->slot_ == 0) return;
-    const uint64_t t0 = cdl__now_ns();
     cdl__test_hook(L, "release");
     cdl__lock(L);
     const int freed = cdl__stream_release(L, b);
-    const uint64_t counted = cdl__consumer_time(L, t0, b->epoch);
     cdl__unlock(L);
     if (freed) cdl__signal_unlocked(L, &L->S->work_cv);
-    cdl__consumer_done(L, counted, b->epoch);
     b->slot_ = 0;
 }
 
@@ -10257,7 +10380,6 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
                  "seek alone");
         return COORDL_ERR_UNSUPPORTED;
     }
-    const uint64_t t0 = cdl__now_ns();
     cdl__lock(L);
     if (batch >= L->sampler.bpe) {
         snprintf(L->errmsg, sizeof L->errmsg, "coordl_seek: batch %llu is not below batches_per_epoch (%llu)",
@@ -10273,9 +10395,7 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
     L->S->cut_pos = 0;
     cdl__peer_seek(L, epoch, batch);
     cdl__stream_restart(L);
-    const uint64_t counted = cdl__consumer_time(L, t0, epoch);
     cdl__unlock(L);
-    cdl__consumer_done(L, counted, epoch);
     return COORDL_OK;
 }
 
@@ -10366,7 +10486,6 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
                  "at open");
         return COORDL_ERR_UNSUPPORTED;
     }
-    const uint64_t t0 = cdl__now_ns();
     uint32_t w = L->cfg.out_w, h = L->cfg.out_h, B = L->cfg.batch_size;
     coordl_status rc = cdl__set_sizes(L, p, value, &w, &h, &B);
     if (rc != COORDL_OK) return rc;
@@ -10395,9 +10514,7 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
     }
     /* a broken handle stays paused and every later coordl_next reports it */
     if (!L->S->broken) cdl__stream_restart(L);
-    const uint64_t epoch = L->consumer.cur_epoch, counted = cdl__consumer_time(L, t0, epoch);
     cdl__unlock(L);
-    cdl__consumer_done(L, counted, epoch);
     return rc;
 }
 
@@ -10432,6 +10549,7 @@ CDL_PRIVATE void cdl__get_stats(const coordl *L, coordl_stats *out) {
         out->readahead_skips = L->pool.ra->skips;
         pthread_mutex_unlock(&L->pool.ra->mu);
     }
+    if (out->stall_ns + out->compute_ns) out->stall_fraction = (double)out->stall_ns / (double)(out->stall_ns + out->compute_ns);
     if (out->read_storage_ns) out->storage_mb_per_s = out->storage_bytes / 1e6 / (out->read_storage_ns / 1e9);
     if (out->items) {
         out->bytes_per_item = (double)(out->cache_hit_bytes + out->storage_bytes) / (double)out->items;
@@ -10450,6 +10568,8 @@ CDL_PRIVATE coordl_status cdl__get_epoch_stats(const coordl *L, uint64_t epoch, 
         rc = COORDL_OK;
     }
     cdl__unlock(M);
+    if (rc == COORDL_OK && out->stall_ns + out->compute_ns)
+        out->stall_fraction = (double)out->stall_ns / (double)(out->stall_ns + out->compute_ns);
     return rc;
 }
 
@@ -10678,6 +10798,7 @@ size_t coordl_stats_json(const coordl *L, char *buf, size_t cap) {
     cdl__json_num(&j, "storage_mb_per_s", s.storage_mb_per_s, 1);
     cdl__json_num(&j, "bytes_per_item", s.bytes_per_item, 1);
     cdl__json_num(&j, "prep_us_per_item", s.prep_us_per_item, 1);
+    cdl__json_num(&j, "stall_fraction", s.stall_fraction, 1);
     cdl__jsonf(&j, "\"epochs\":[");
     /* oldest first */
     uint64_t newest = 0;
@@ -10694,11 +10815,24 @@ size_t coordl_stats_json(const coordl *L, char *buf, size_t cap) {
     CDL_IF_##epoch(cdl__jsonf(&j, ",\"" #name "\":%llu", (unsigned long long)es->name);)
         CDL_COUNTERS(CDL_JSON_EPOCH)
 #undef CDL_JSON_EPOCH
+        const uint64_t spent = es->stall_ns + es->compute_ns;
+        cdl__jsonf(&j, ",");
+        cdl__json_num(&j, "stall_fraction", spent ? (double)es->stall_ns / (double)spent : 0.0, 0);
         cdl__jsonf(&j, "}");
         first = 0;
     }
     cdl__jsonf(&j, "]}");
     return cdl__json_finish(&j);
+}
+
+/* coordl_analyze_opts_default: the defaults, spelled out (0 in a field
+ * still means its default, so a memset struct keeps working). */
+#define CDL_ANALYZE_MAX_REPEAT 9
+CDL_PRIVATE void cdl__analyze_opts_default(coordl_analyze_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->batches = 50;
+    o->synthetic_step_ms = 10.0;
+    o->repeat = 1;
 }
 
 #ifndef COORDL_NO_ANALYZER
@@ -10934,6 +11068,7 @@ static coordl_status cdl__analyze_synthetic(const coordl_config *cfg, const coor
         if (cdl__step(st, &fake)) break;
     }
     double secs = (cdl__now_ns() - t0) / 1e9;
+    r->step_ms = o->batches ? secs * 1e3 / (double)o->batches : 0.0;
     r->synthetic.seconds = secs;
     r->synthetic.images = images;
     r->synthetic.images_per_s = secs > 0 ? images / secs : 0.0;
@@ -11023,7 +11158,11 @@ static coordl_status cdl__analyze_cold(const coordl_config *cfg, cdl__stepper *s
     return COORDL_OK;
 }
 
-/* The paper's split of the stall, from the time per image of each run. */
+/* The paper's differential split, from the time per image of each run:
+ * the slowdown that preparing (warm - synthetic) and fetching (cold -
+ * warm) add, as shares of the cold run's time. A run faster than the one
+ * it is compared with is noise, not a negative cost: the slowdown is 0
+ * and marked within noise, so that no report reads it as a measured 0%. */
 static void cdl__analyze_split(coordl_report *r) {
     const double ts = r->synthetic.images_per_s > 0 ? 1.0 / r->synthetic.images_per_s : 0.0;
     const double tw = r->warm.images_per_s > 0 ? 1.0 / r->warm.images_per_s : 0.0;
@@ -11032,11 +11171,15 @@ static void cdl__analyze_split(coordl_report *r) {
         double prep = tw > ts ? (tw - ts) / tc : 0.0, fetch = tc > tw ? (tc - tw) / tc : 0.0;
         if (prep > 1) prep = 1;
         if (prep + fetch > 1) fetch = 1 - prep;
-        r->prep_stall_fraction = prep;
-        r->fetch_stall_fraction = fetch;
+        r->prep_slowdown_fraction = r->prep_stall_fraction = prep;
+        r->fetch_slowdown_fraction = r->fetch_stall_fraction = fetch;
+        r->prep_within_noise = tw > 0 && tw < ts;
+        r->fetch_within_noise = tc < tw;
     }
     r->ingest_images_per_s = r->synthetic.images_per_s;
 }
+
+static void cdl__analyze_recommend(coordl_report *r, int skip_cold);
 
 /* The what-if grid (cache fractions x thread counts) and the smallest
  * cache, then the fewest threads, whose predicted stall is under 3%. */
@@ -11056,26 +11199,39 @@ static coordl_status cdl__analyze_whatif(const coordl_allocator *al, const coord
     if (nfr * nth > (SIZE_MAX - sizeof(cdl__whatif_head)) / sizeof *r->whatif)
         return cdl__open_fail(COORDL_ERR_INVALID, "coordl_analyze: too many what-if points");
     cdl__whatif_head *head = cdl__amalloc(al, sizeof *head + nfr * nth * sizeof *r->whatif);
-    if (!head) return cdl__open_fail(COORDL_ERR_NOMEM, "coordl_analyze: out of memory");
+    if (!head) return cdl__open_fail(COORDL_ERR_NOMEM, "coordl_analyze: out of memory for %zu what-if points; "
+                                     "lower n_whatif_cache_fractions or n_whatif_threads", nfr * nth);
     head->alloc = *al;
     r->whatif = (coordl_whatif *)(void *)(head + 1);
-    r->recommend_threads = -1;
-    r->recommend_cache_fraction = -1;
     for (size_t t = 0; t < nth; t++)
         for (size_t k = 0; k < nfr; k++) {
-            coordl_whatif w = cdl__report_predict(r, fr[k], th[t], 0);
-            r->whatif[r->n_whatif++] = w;
-            if (w.predicted_stall_fraction < 0.03 &&
-                (r->recommend_threads < 0 || fr[k] < r->recommend_cache_fraction ||
-                 (fr[k] == r->recommend_cache_fraction && th[t] < r->recommend_threads))) {
-                r->recommend_cache_fraction = fr[k];
-                r->recommend_threads = th[t];
-            }
+            r->whatif[r->n_whatif].cache_fraction = fr[k];
+            r->whatif[r->n_whatif++].threads = th[t];
         }
+    cdl__analyze_recommend(r, o->skip_cold);
+    return COORDL_OK;
+}
+
+/* The grid's predictions from the report's inputs, and the smallest
+ * cache, then the fewest threads, predicted under 3% stall; the read-ahead
+ * depth likewise (again after a median of several analyses). */
+static void cdl__analyze_recommend(coordl_report *r, int skip_cold) {
+    r->recommend_threads = -1;
+    r->recommend_cache_fraction = -1;
+    for (size_t i = 0; i < r->n_whatif; i++) {
+        coordl_whatif w = cdl__report_predict(r, r->whatif[i].cache_fraction, r->whatif[i].threads, 0);
+        r->whatif[i] = w;
+        if (w.predicted_stall_fraction < 0.03 &&
+            (r->recommend_threads < 0 || w.cache_fraction < r->recommend_cache_fraction ||
+             (w.cache_fraction == r->recommend_cache_fraction && w.threads < r->recommend_threads))) {
+            r->recommend_cache_fraction = w.cache_fraction;
+            r->recommend_threads = w.threads;
+        }
+    }
     /* the read-ahead depth: the smallest whose rate (cold, the measured
      * worker threads) is within 3% of the deepest's */
     r->recommend_readahead_items = -1;
-    if (!o->skip_cold) {
+    if (!skip_cold) {
         const double best = cdl__report_predict_ra(r, 0.0, r->threads, 0, 4096, cdl__ra_threads_for(4096)).predicted_images_per_s;
         for (uint32_t d = 0; d <= 4096; d = d ? 2 * d : 1) {
             const double v = cdl__report_predict_ra(r, 0.0, r->threads, 0, d, cdl__ra_threads_for(d)).predicted_images_per_s;
@@ -11085,31 +11241,159 @@ static coordl_status cdl__analyze_whatif(const coordl_allocator *al, const coord
             }
         }
     }
+}
+
+/* One analysis: synthetic, warm, cold, then the split and the what-if
+ * model fitted on them. */
+static coordl_status cdl__analyze_once(const coordl_config *cfg, const coordl_allocator *al, cdl__stepper *st,
+                                       const coordl_analyze_opts *o, coordl_report *r) {
+    memset(r, 0, sizeof *r);
+    r->recommend_threads = -1;
+    r->recommend_cache_fraction = -1;
+    r->recommend_readahead_items = -1;
+    int usable = 1;
+    coordl_status rc = cdl__analyze_synthetic(cfg, al, st, o, r, &usable);
+    if (rc == COORDL_OK) rc = cdl__analyze_warm(cfg, st, o, r);
+    if (rc != COORDL_OK) return rc;
+    r->memory_mb_per_s = cdl__memcpy_mb_per_s(al);
+    if (o->skip_cold) r->cold = r->warm;
+    else if ((rc = cdl__analyze_cold(cfg, st, o, r)) != COORDL_OK) return rc;
+    cdl__analyze_split(r);
+    return cdl__analyze_whatif(al, o, usable, r);
+}
+
+static int cdl__cmp_double(const void *x, const void *y) {
+    const double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* The median of one double field over n reports. */
+static double cdl__median_field(const coordl_report *reps, size_t n, size_t off) {
+    double x[CDL_ANALYZE_MAX_REPEAT];
+    for (size_t k = 0; k < n; k++) memcpy(&x[k], (const char *)&reps[k] + off, sizeof x[k]);
+    qsort(x, n, sizeof *x, cdl__cmp_double);
+    return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
+}
+
+/* The run (at offset off) of median images/s over n reports. */
+static coordl_run_report cdl__median_run(const coordl_report *reps, size_t n, size_t off) {
+    const coordl_run_report *p[CDL_ANALYZE_MAX_REPEAT];
+    for (size_t k = 0; k < n; k++) p[k] = (const coordl_run_report *)(const void *)((const char *)&reps[k] + off);
+    for (size_t i = 1; i < n; i++)
+        for (size_t k = i; k > 0 && p[k]->images_per_s < p[k - 1]->images_per_s; k--) {
+            const coordl_run_report *t = p[k];
+            p[k] = p[k - 1];
+            p[k - 1] = t;
+        }
+    return *p[(n - 1) / 2];
+}
+
+/* The analyses' median into reps[0]: each run the one of median images/s,
+ * each model input and slowdown the median (within noise when most
+ * analyses found it so); the grid is predicted again from those inputs
+ * and the recommendations chosen again by the same rule. */
+static void cdl__analyze_median(coordl_report *reps, size_t n, int skip_cold) {
+    coordl_report *r = &reps[0];
+    if (n < 2) return;
+#define CDL_MED(field) const double med_##field = cdl__median_field(reps, n, offsetof(coordl_report, field))
+    CDL_MED(prep_slowdown_fraction); CDL_MED(fetch_slowdown_fraction); CDL_MED(ingest_images_per_s);
+    CDL_MED(prep_images_per_s_per_core); CDL_MED(storage_mb_per_s); CDL_MED(memory_mb_per_s);
+    CDL_MED(reader_mb_per_s); CDL_MED(cores_for_prep); CDL_MED(read_latency_ms); CDL_MED(step_ms);
+#undef CDL_MED
+    const coordl_run_report syn = cdl__median_run(reps, n, offsetof(coordl_report, synthetic));
+    const coordl_run_report warm = cdl__median_run(reps, n, offsetof(coordl_report, warm));
+    const coordl_run_report cold = cdl__median_run(reps, n, offsetof(coordl_report, cold));
+    size_t prep_noise = 0, fetch_noise = 0;
+    for (size_t k = 0; k < n; k++) {
+        prep_noise += reps[k].prep_within_noise != 0;
+        fetch_noise += reps[k].fetch_within_noise != 0;
+    }
+    r->synthetic = syn;
+    r->warm = warm;
+    r->cold = cold;
+    r->prep_slowdown_fraction = r->prep_stall_fraction = med_prep_slowdown_fraction;
+    r->fetch_slowdown_fraction = r->fetch_stall_fraction = med_fetch_slowdown_fraction;
+    r->prep_within_noise = 2 * prep_noise > n;
+    r->fetch_within_noise = 2 * fetch_noise > n;
+    r->ingest_images_per_s = med_ingest_images_per_s;
+    r->prep_images_per_s_per_core = med_prep_images_per_s_per_core;
+    r->storage_mb_per_s = med_storage_mb_per_s;
+    r->memory_mb_per_s = med_memory_mb_per_s;
+    r->reader_mb_per_s = med_reader_mb_per_s;
+    r->cores_for_prep = med_cores_for_prep;
+    r->read_latency_ms = med_read_latency_ms;
+    r->step_ms = med_step_ms;
+    cdl__analyze_recommend(r, skip_cold);
+}
+
+/* Writes n bytes of text to path; 0, or an errno. */
+static int cdl__write_text(const char *path, const char *text, size_t n) {
+    FILE *f = fopen(path, "w");
+    if (!f) return errno ? errno : EIO;
+    const int e = fwrite(text, 1, n, f) == n ? 0 : errno ? errno : EIO;
+    return fclose(f) != 0 && e == 0 ? (errno ? errno : EIO) : e;
+}
+
+/* opts.json_path / opts.svg_path: the report as JSON and as the figure. */
+static coordl_status cdl__analyze_files(const coordl_allocator *al, const coordl_analyze_opts *o,
+                                        const coordl_report *r) {
+    for (int k = 0; k < 2; k++) {
+        const char *path = k == 0 ? o->json_path : o->svg_path;
+        if (!path) continue;
+        const size_t n = k == 0 ? cdl__report_json(r, NULL, 0) : cdl__report_svg(r, NULL, 0, NULL, 0);
+        char *text = cdl__amalloc(al, n + 1);
+        if (!text) return cdl__open_fail(COORDL_ERR_NOMEM, "coordl_analyze: out of memory for the report");
+        if (k == 0) cdl__report_json(r, text, n + 1);
+        else cdl__report_svg(r, NULL, 0, text, n + 1);
+        const int e = cdl__write_text(path, text, n);
+        cdl__afree(al, text);
+        if (e) return cdl__open_fail(COORDL_ERR_IO, "coordl_analyze: %s %s: %s", k == 0 ? "json_path" : "svg_path",
+                                     path, strerror(e));
+    }
     return COORDL_OK;
 }
 
-/* The differential protocol: synthetic, warm, cold, then the split and the
- * what-if model fitted on them. */
+/* The differential protocol, opts.repeat times (the median), then the
+ * files asked for. */
 CDL_PRIVATE coordl_status cdl__analyze(const coordl_config *cfg, coordl_step_fn step_fn, void *user,
                                   const coordl_analyze_opts *opts_in, coordl_report *r) {
     if (!cfg || !r) return cdl__open_fail(COORDL_ERR_INVALID, "coordl_analyze: cfg and report must not be NULL");
     memset(r, 0, sizeof *r);
     coordl_analyze_opts o;
-    memset(&o, 0, sizeof o);
+    cdl__analyze_opts_default(&o);
     if (opts_in) o = *opts_in;
     if (o.batches == 0) o.batches = 50;
     if (!(o.synthetic_step_ms > 0)) o.synthetic_step_ms = 10.0;
+    if (o.repeat == 0) o.repeat = 1;
+    if (o.repeat > CDL_ANALYZE_MAX_REPEAT)
+        return cdl__open_fail(COORDL_ERR_INVALID, "coordl_analyze: repeat %u is out of range (1..%d)", o.repeat,
+                              CDL_ANALYZE_MAX_REPEAT);
     cdl__stepper st = {step_fn, user, o.synthetic_step_ms, 0};
     const coordl_allocator al = cdl__analyze_allocator(cfg);
-    int usable = 1;
-    coordl_status rc = cdl__analyze_synthetic(cfg, &al, &st, &o, r, &usable);
-    if (rc == COORDL_OK) rc = cdl__analyze_warm(cfg, &st, &o, r);
-    if (rc != COORDL_OK) return rc;
-    r->memory_mb_per_s = cdl__memcpy_mb_per_s(&al);
-    if (o.skip_cold) r->cold = r->warm;
-    else if ((rc = cdl__analyze_cold(cfg, &st, &o, r)) != COORDL_OK) return rc;
-    cdl__analyze_split(r);
-    return cdl__analyze_whatif(&al, &o, usable, r);
+    coordl_report reps[CDL_ANALYZE_MAX_REPEAT];
+    coordl_status rc = COORDL_OK;
+    uint32_t done = 0;
+    for (; done < o.repeat && rc == COORDL_OK; done++) {
+        if (o.repeat > 1) cdl__progress(&o, "analysis %u/%u", done + 1, o.repeat);
+        rc = cdl__analyze_once(cfg, &al, &st, &o, &reps[done]);
+    }
+    if (rc == COORDL_OK) cdl__analyze_median(reps, done, o.skip_cold);
+    for (uint32_t k = 1; k < done; k++) cdl__report_free(&reps[k]); /* the median keeps reps[0]'s grid */
+    if (rc != COORDL_OK) {
+        cdl__report_free(&reps[0]);
+        return rc;
+    }
+    *r = reps[0];
+    r->batches = o.batches;
+    r->batch_size = cfg->batch_size;
+    r->out_w = cfg->out_w;
+    r->out_h = cfg->out_h;
+    r->repeat = o.repeat;
+    snprintf(r->source, sizeof r->source, "%s", cfg->source ? cfg->source : "");
+    if (o.step_name) snprintf(r->step_name, sizeof r->step_name, "%s", o.step_name);
+    else if (step_fn) snprintf(r->step_name, sizeof r->step_name, "step_fn");
+    else snprintf(r->step_name, sizeof r->step_name, "sleep %g ms", o.synthetic_step_ms);
+    return cdl__analyze_files(&al, &o, r);
 }
 
 CDL_PRIVATE size_t cdl__report_json(const coordl_report *r, char *buf, size_t cap) {
@@ -11125,8 +11409,28 @@ CDL_PRIVATE size_t cdl__report_json(const coordl_report *r, char *buf, size_t ca
         cdl__jsonf(&j, "\"images\":%llu}%s", (unsigned long long)runs[i]->images, i < 2 ? "," : "");
     }
     cdl__jsonf(&j, "},");
-    cdl__json_num(&j, "prep_stall_fraction", r->prep_stall_fraction, 1);
-    cdl__json_num(&j, "fetch_stall_fraction", r->fetch_stall_fraction, 1);
+    /* "stall" is time waiting in coordl_next (the runs' stall_fraction);
+     * the differential split is a slowdown, with its noise flag */
+    cdl__json_num(&j, "prep_slowdown_fraction", r->prep_slowdown_fraction, 1);
+    cdl__json_num(&j, "fetch_slowdown_fraction", r->fetch_slowdown_fraction, 1);
+    cdl__jsonf(&j, "\"prep_within_noise\":%s,\"fetch_within_noise\":%s,", r->prep_within_noise ? "true" : "false",
+               r->fetch_within_noise ? "true" : "false");
+    cdl__jsonf(&j, "\"settings\":{\"source\":\"");
+    for (const char *c = r->source; *c; c++) { /* a JSON string: quote, backslash and controls escaped */
+        if (*c == '"' || *c == '\\') cdl__jsonf(&j, "\\%c", *c);
+        else if ((unsigned char)*c < 0x20) cdl__jsonf(&j, "\\u%04x", (unsigned)(unsigned char)*c);
+        else cdl__jsonf(&j, "%c", *c);
+    }
+    cdl__jsonf(&j, "\",\"batch_size\":%u,\"out_w\":%u,\"out_h\":%u,\"batches\":%llu,\"repeat\":%u,",
+               r->batch_size, r->out_w, r->out_h, (unsigned long long)r->batches, r->repeat);
+    cdl__json_num(&j, "step_ms", r->step_ms, 1);
+    cdl__jsonf(&j, "\"step\":\"");
+    for (const char *c = r->step_name; *c; c++) {
+        if (*c == '"' || *c == '\\') cdl__jsonf(&j, "\\%c", *c);
+        else if ((unsigned char)*c < 0x20) cdl__jsonf(&j, "\\u%04x", (unsigned)(unsigned char)*c);
+        else cdl__jsonf(&j, "%c", *c);
+    }
+    cdl__jsonf(&j, "\"},");
     cdl__jsonf(&j, "\"model\":{");
     cdl__json_num(&j, "ingest_images_per_s", r->ingest_images_per_s, 1);
     cdl__json_num(&j, "prep_images_per_s_per_core", r->prep_images_per_s_per_core, 1);
@@ -11161,6 +11465,376 @@ CDL_PRIVATE size_t cdl__report_json(const coordl_report *r, char *buf, size_t ca
     cdl__jsonf(&j, ",\"recommend_readahead_items\":%d", r->recommend_readahead_items);
     cdl__jsonf(&j, "}");
     return cdl__json_finish(&j);
+}
+
+/* ---- the report as an SVG figure (coordl_report_svg) ------------------ */
+
+static const char *const cdl__palette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
+                                      "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+#define CDL_NPAL (sizeof cdl__palette / sizeof *cdl__palette)
+#define CDL_MAX_CURVES 8
+
+#define CDL_C_COMPUTE "#4c78a8"
+#define CDL_C_PREP "#f58518"
+#define CDL_C_FETCH "#e45756"
+#define CDL_INGEST_STYLE "stroke=\"#555\" stroke-width=\"1.5\" stroke-dasharray=\"2 3\""
+
+
+/* s as XML character data: & < > " ' escaped, control characters and
+ * bytes that are not valid UTF-8 replaced by '?', so the figure stays
+ * valid XML whatever the source path holds. */
+static void cdl__xml_text(cdl__json *svg, const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        const unsigned c = *p;
+        const int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        int ok = len > 0;
+        for (int k = 1; ok && k < len; k++) ok = (p[k] & 0xC0) == 0x80;
+        if (!ok) {
+            cdl__jsonf(svg, "?");
+            p++;
+            continue;
+        }
+        if (len > 1) {
+            cdl__jsonf(svg, "%.*s", len, (const char *)p);
+            p += len;
+            continue;
+        }
+        switch (c) {
+        case '&': cdl__jsonf(svg, "&amp;"); break;
+        case '<': cdl__jsonf(svg, "&lt;"); break;
+        case '>': cdl__jsonf(svg, "&gt;"); break;
+        case '"': cdl__jsonf(svg, "&quot;"); break;
+        case '\'': cdl__jsonf(svg, "&apos;"); break;
+        default: cdl__jsonf(svg, "%c", c < 0x20 && c != '\t' ? '?' : (char)c);
+        }
+        p++;
+    }
+}
+
+static const char *cdl__thr_word(int t) { return t == 1 ? "thread" : "threads"; }
+
+static double cdl__clamp01(double v) { return !(v > 0) ? 0 : v > 1 ? 1 : v; }
+
+/* "12.3%", or "within noise" when the run compared was the faster one. */
+static void cdl__slowdown_text(char *buf, size_t cap, double fraction, int within_noise) {
+    if (within_noise) snprintf(buf, cap, "within noise");
+    else snprintf(buf, cap, "%.1f%%", 100 * fraction);
+}
+
+static int cdl__cmp_int(const void *x, const void *y) {
+    const int a = *(const int *)x, b = *(const int *)y;
+    return (a > b) - (a < b);
+}
+
+/* The thread counts the figure draws: those of the what-if grid and of the
+ * runs, at most CDL_MAX_CURVES spread over the grid (keeping the runs'
+ * count and 1, or 2 when the runs had 1). Returns how many. */
+static size_t cdl__curve_threads(const coordl_report *r, int *tl) {
+    int all[64 + 1];
+    size_t n = 0;
+    for (size_t i = 0; i <= r->n_whatif; i++) {
+        const int t = i < r->n_whatif ? r->whatif[i].threads : r->threads;
+        int seen = t <= 0;
+        for (size_t k = 0; k < n && !seen; k++) seen = all[k] == t;
+        if (!seen && n < sizeof all / sizeof *all) all[n++] = t;
+    }
+    qsort(all, n, sizeof *all, cdl__cmp_int);
+    if (n <= CDL_MAX_CURVES) {
+        memcpy(tl, all, n * sizeof *tl);
+        return n;
+    }
+    const int must[2] = {r->threads > 0 ? r->threads : 1, r->threads > 1 ? 1 : 2};
+    size_t nk = 0;
+    for (size_t m = 0; m < 2; m++)
+        if (nk == 0 || tl[0] != must[m]) tl[nk++] = must[m];
+    for (size_t k = 0; nk < CDL_MAX_CURVES && k < CDL_MAX_CURVES; k++) {
+        const int t = all[(k * (n - 1) + (CDL_MAX_CURVES - 1) / 2) / (CDL_MAX_CURVES - 1)];
+        int seen = 0;
+        for (size_t q = 0; q < nk; q++) seen |= tl[q] == t;
+        if (!seen) tl[nk++] = t;
+    }
+    qsort(tl, nk, sizeof *tl, cdl__cmp_int);
+    return nk;
+}
+
+/* A "nice" tick step (1, 2 or 5 x 10^k) for about `ticks` ticks up to max. */
+static double cdl__nice_step(double max, int ticks)
+{
+    if (!(max > 0))
+        return 1;
+    double raw = max / ticks, p = pow(10, floor(log10(raw))), m = raw / p;
+    return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
+}
+
+static void cdl__fmt_tick(char *buf, size_t cap, double v, double stepv)
+{
+    if (stepv >= 1 || v == 0)
+        snprintf(buf, cap, "%.0f", v);
+    else if (stepv >= 0.1)
+        snprintf(buf, cap, "%.1f", v);
+    else
+        snprintf(buf, cap, "%.2g", v);
+}
+
+static void cdl__svg_text(cdl__json *svg, double x, double y, const char *anchor, const char *style,
+                     const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static void cdl__svg_text(cdl__json *svg, double x, double y, const char *anchor, const char *style,
+                     const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    cdl__jsonf(svg, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\"%s%s%s>", x, y, anchor,
+            style ? " style=\"" : "", style ? style : "", style ? "\"" : "");
+    cdl__xml_text(svg, buf);
+    cdl__jsonf(svg, "%s", "</text>\n");
+}
+
+/* Curves of several thread counts often coincide (all at the trainer's
+ * rate): later ones are drawn thinner and dashed on top of earlier ones, so
+ * every colour stays visible. */
+static double cdl__curve_width(size_t j, size_t n)
+{
+    return 2.0 + 1.5 * (double)(n - 1 - j) / (n > 1 ? (double)(n - 1) : 1.0) * 2.0;
+}
+
+static const char *cdl__curve_dash(size_t j)
+{
+    static const char *const d[] = {"", " stroke-dasharray=\"10 5\"", " stroke-dasharray=\"3 4\"",
+                                    " stroke-dasharray=\"14 4 3 4\""};
+    return d[j % 4];
+}
+
+/* The figure: the runs' time split, and the what-if curves (thread counts
+ * `tl`, measured points `m`). */
+static void cdl__svg_figure(cdl__json *svg, const coordl_report *r, const int *tl, size_t nt,
+                            const coordl_measured *m, size_t nv)
+{
+    const double W = 980, H = 840;
+    cdl__jsonf(svg, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+               "viewBox=\"0 0 %.0f %.0f\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" "
+               "font-size=\"13\">\n",
+               W, H, W, H);
+    cdl__jsonf(svg, "<title>");
+    cdl__xml_text(svg, "DS-Analyzer report: ");
+    cdl__xml_text(svg, r->source);
+    cdl__jsonf(svg, "</title>\n<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"white\"/>\n", W, H);
+
+    /* title */
+    cdl__svg_text(svg, 20, 30, "start", "font-size:18px;font-weight:bold", "DS-Analyzer: %s", r->source);
+    cdl__svg_text(svg, 20, 52, "start", "fill:#444",
+             "%llu items, %.1f MB; batch %u, %ux%u crops, trainer step %.3g ms (%s), %d loader %s, "
+             "%llu batches per run, median of %d",
+             (unsigned long long)r->dataset_items, (double)r->dataset_bytes / 1e6, r->batch_size,
+             r->out_w, r->out_h, r->step_ms, r->step_name, r->threads,
+             cdl__thr_word(r->threads), (unsigned long long)r->batches, r->repeat);
+
+    if (r->recommend_threads > 0)
+        cdl__svg_text(svg, 20, 74, "start", "font-weight:bold",
+                 "recommendation: cache %.0f%% of the dataset, %d loader %s (predicted stall under 3%%)",
+                 100 * r->recommend_cache_fraction, r->recommend_threads,
+                 cdl__thr_word(r->recommend_threads));
+    else
+        cdl__svg_text(svg, 20, 74, "start", "font-weight:bold",
+                 "recommendation: none of the what-if grid gets the predicted stall under 3%%");
+
+    /* ---- panel 1: where the time goes, per run ---- */
+    const double px0 = 220, px1 = 680, py0 = 128, bar_h = 34, gap = 20;
+    cdl__svg_text(svg, 20, 108, "start", "font-size:15px;font-weight:bold",
+             "1. Where the trainer's time goes (differential runs)");
+    const coordl_run_report *runs[3] = {&r->synthetic, &r->warm, &r->cold};
+    static const char *const run_name[3] = {"synthetic (trainer only)", "warm (all in cache)",
+                                            "cold (nothing cached)"};
+    double per100[3], seg[3][3]; /* [run][compute, prep, fetch] seconds per 100 batches */
+    double maxt = 0;
+    for (int i = 0; i < 3; i++) {
+        per100[i] = runs[i]->images_per_s > 0 ? 100.0 * r->batch_size / runs[i]->images_per_s : 0;
+        maxt = fmax(maxt, per100[i]);
+    }
+    double ps = cdl__clamp01(r->prep_slowdown_fraction), fs = cdl__clamp01(r->fetch_slowdown_fraction);
+    if (ps + fs > 1) {
+        double k = 1 / (ps + fs);
+        ps *= k;
+        fs *= k;
+    }
+    /* synthetic: all compute; cold: its time split by the report's
+     * fractions; warm: the same prep slowdown (seconds) as the cold run */
+    seg[0][0] = per100[0], seg[0][1] = 0, seg[0][2] = 0;
+    seg[2][1] = ps * per100[2], seg[2][2] = fs * per100[2];
+    seg[2][0] = per100[2] - seg[2][1] - seg[2][2];
+    seg[1][1] = fmin(seg[2][1], per100[1]), seg[1][2] = 0;
+    seg[1][0] = per100[1] - seg[1][1];
+    double xstep = cdl__nice_step(maxt, 5), xmax = xstep * ceil(maxt / xstep);
+    if (!(xmax > 0))
+        xmax = 1;
+    double py_axis = py0 + 3 * (bar_h + gap) - gap + 12;
+    /* grid and ticks */
+    for (double t = 0; t <= xmax + xstep * 1e-6; t += xstep) {
+        double x = px0 + (px1 - px0) * t / xmax;
+        char lab[32];
+        cdl__fmt_tick(lab, sizeof lab, t, xstep);
+        cdl__jsonf(svg, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", x,
+                py0 - 6, x, py_axis);
+        cdl__jsonf(svg, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\"/>\n", x,
+                py_axis, x, py_axis + 5);
+        cdl__svg_text(svg, x, py_axis + 19, "middle", NULL, "%s", lab);
+    }
+    cdl__jsonf(svg, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\"/>\n", px0,
+            py_axis, px1, py_axis);
+    cdl__jsonf(svg, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\"/>\n", px0,
+            py0 - 6, px0, py_axis);
+    cdl__svg_text(svg, (px0 + px1) / 2, py_axis + 40, "middle", NULL,
+             "time (seconds per 100 batches of %u images)", r->batch_size);
+    static const char *const seg_col[3] = {CDL_C_COMPUTE, CDL_C_PREP, CDL_C_FETCH};
+    for (int i = 0; i < 3; i++) {
+        double y = py0 + i * (bar_h + gap), x = px0;
+        cdl__svg_text(svg, px0 - 10, y + bar_h / 2 + 5, "end", NULL, "%s", run_name[i]);
+        for (int s = 0; s < 3; s++) {
+            double w = (px1 - px0) * fmax(0, seg[i][s]) / xmax;
+            if (w <= 0)
+                continue;
+            cdl__jsonf(svg, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n",
+                    x, y, w, bar_h, seg_col[s]);
+            x += w;
+        }
+        cdl__svg_text(svg, x + 8, y + bar_h / 2 - 2, "start", NULL, "%.0f images/s",
+                 runs[i]->images_per_s);
+        cdl__svg_text(svg, x + 8, y + bar_h / 2 + 13, "start", "font-size:11px;fill:#555",
+                 "stall %.1f%% (time waiting in coordl_next)", 100 * runs[i]->stall_fraction);
+    }
+    /* legend */
+    static const char *const seg_name[3] = {"compute (trainer step)", "prep slowdown (decode, augment)",
+                                            "fetch slowdown (storage)"};
+    double ly = py_axis + 62;
+    for (int s = 0; s < 3; s++) {
+        double lx = px0 + s * 230;
+        cdl__jsonf(svg, "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"14\" fill=\"%s\"/>\n", lx,
+                ly - 11, seg_col[s]);
+        cdl__svg_text(svg, lx + 20, ly, "start", NULL, "%s", seg_name[s]);
+    }
+    char prep_s[48], fetch_s[48];
+    cdl__slowdown_text(prep_s, sizeof prep_s, r->prep_slowdown_fraction, r->prep_within_noise);
+    cdl__slowdown_text(fetch_s, sizeof fetch_s, r->fetch_slowdown_fraction, r->fetch_within_noise);
+    cdl__svg_text(svg, px0, ly + 22, "start", "font-size:11px;fill:#555",
+             "prep slowdown = warm - synthetic, fetch slowdown = cold - warm (time per image); "
+             "cold run: prep %s, fetch %s", prep_s, fetch_s);
+
+    /* ---- panel 2: what-if curves ---- */
+    const double qx0 = 90, qx1 = 660, qy0 = 450, qy1 = 760;
+    cdl__svg_text(svg, 20, qy0 - 26, "start", "font-size:15px;font-weight:bold",
+             "2. What-if: predicted throughput by cache size and loader threads");
+    double ymaxv = r->ingest_images_per_s;
+    for (size_t j = 0; j < nt; j++)
+        for (int k = 0; k <= 100; k++)
+            ymaxv = fmax(ymaxv, cdl__report_predict(r, k / 100.0, tl[j], 0).predicted_images_per_s);
+    for (size_t i = 0; i < nv; i++)
+        ymaxv = fmax(ymaxv, m[i].images_per_s);
+    if (!(ymaxv > 0) || !isfinite(ymaxv))
+        ymaxv = 1;
+    double ystep = cdl__nice_step(ymaxv * 1.05, 6), ymax = ystep * ceil(ymaxv * 1.05 / ystep);
+#define QX(fr) (qx0 + (qx1 - qx0) * (fr))
+#define QY(val) (qy1 - (qy1 - qy0) * fmin(fmax((val) / ymax, 0), 1.02))
+    for (double t = 0; t <= ymax + ystep * 1e-6; t += ystep) {
+        char lab[32];
+        cdl__fmt_tick(lab, sizeof lab, t, ystep);
+        cdl__jsonf(svg, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
+                qx0, QY(t), qx1, QY(t));
+        cdl__jsonf(svg, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\"/>\n",
+                qx0 - 5, QY(t), qx0, QY(t));
+        cdl__svg_text(svg, qx0 - 8, QY(t) + 4, "end", NULL, "%s", lab);
+    }
+    for (int k = 0; k <= 100; k += 10) {
+        cdl__jsonf(svg, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>\n",
+                QX(k / 100.0), qy0, QX(k / 100.0), qy1);
+        cdl__jsonf(svg, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\"/>\n",
+                QX(k / 100.0), qy1, QX(k / 100.0), qy1 + 5);
+        cdl__svg_text(svg, QX(k / 100.0), qy1 + 19, "middle", NULL, "%d", k);
+    }
+    cdl__jsonf(svg, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\"/>\n", qx0,
+            qy1, qx1, qy1);
+    cdl__jsonf(svg, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\"/>\n", qx0,
+            qy0, qx0, qy1);
+    cdl__svg_text(svg, (qx0 + qx1) / 2, qy1 + 42, "middle", NULL,
+             "cache size (%% of the dataset's %.1f MB, MinIO)", (double)r->dataset_bytes / 1e6);
+    cdl__jsonf(svg, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" transform=\"rotate(-90 %.1f %.1f)\">"
+               "throughput (images/s)</text>\n",
+            28.0, (qy0 + qy1) / 2, 28.0, (qy0 + qy1) / 2);
+    /* one curve per thread count */
+    for (size_t j = 0; j < nt; j++) {
+        cdl__jsonf(svg, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%.1f\"%s points=\"",
+                cdl__palette[j % CDL_NPAL], cdl__curve_width(j, nt), cdl__curve_dash(j));
+        for (int k = 0; k <= 100; k++) {
+            double y = cdl__report_predict(r, k / 100.0, tl[j], 0).predicted_images_per_s;
+            cdl__jsonf(svg, "%s%.1f,%.1f", k ? " " : "", QX(k / 100.0), QY(isfinite(y) ? y : 0));
+        }
+        cdl__jsonf(svg, "\"/>\n");
+    }
+    /* the trainer's ingestion rate: the ceiling */
+    cdl__jsonf(svg, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" " CDL_INGEST_STYLE "/>\n",
+            qx0, QY(r->ingest_images_per_s), qx1, QY(r->ingest_images_per_s));
+    /* validation: measured points, with a thin line to the prediction */
+    for (size_t i = 0; i < nv; i++) {
+        const double measured = m[i].images_per_s;
+        const double predicted = cdl__report_predict(r, m[i].cache_fraction, m[i].threads, 0).predicted_images_per_s;
+        const double error = measured > 0 ? (predicted - measured) / measured : 0.0;
+        size_t j = 0;
+        while (j < nt && tl[j] != m[i].threads)
+            j++;
+        const char *col = j < nt ? cdl__palette[j % CDL_NPAL] : "#000";
+        double x = QX(m[i].cache_fraction);
+        cdl__jsonf(svg, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                   "stroke-width=\"1\"/>\n",
+                x, QY(predicted), x, QY(measured), col);
+        cdl__jsonf(svg, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"6\" fill=\"%s\" stroke=\"#000\" "
+                   "stroke-width=\"1.5\"/>\n",
+                x, QY(measured), col);
+        double pct = 100 * error;
+        cdl__svg_text(svg, x + 9, QY(measured) + (measured < predicted ? 14 : -6), "start",
+                 "font-size:11px", "%+.0f%%", fabs(pct) < 0.5 ? 0.0 : pct);
+    }
+    /* legend */
+    double lx = qx1 + 25, ly2 = qy0 + 4;
+    cdl__svg_text(svg, lx, ly2, "start", "font-weight:bold", "legend");
+    ly2 += 22;
+    for (size_t j = 0; j < nt; j++, ly2 += 20) {
+        cdl__jsonf(svg, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                   "stroke-width=\"%.1f\"%s/>\n",
+                lx, ly2 - 4, lx + 30, ly2 - 4, cdl__palette[j % CDL_NPAL], cdl__curve_width(j, nt), cdl__curve_dash(j));
+        cdl__svg_text(svg, lx + 38, ly2, "start", NULL, "%d loader %s (predicted)", tl[j], cdl__thr_word(tl[j]));
+    }
+    cdl__jsonf(svg, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" " CDL_INGEST_STYLE "/>\n",
+            lx, ly2 - 4, lx + 30, ly2 - 4);
+    cdl__svg_text(svg, lx + 38, ly2, "start", NULL, "trainer ingest rate (%.0f/s)", r->ingest_images_per_s);
+    ly2 += 20;
+    if (nv) {
+        cdl__jsonf(svg, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"6\" fill=\"#bbb\" stroke=\"#000\" "
+                   "stroke-width=\"1.5\"/>\n",
+                lx + 13, ly2 - 4);
+        cdl__svg_text(svg, lx + 38, ly2, "start", NULL, "measured (validation)");
+        cdl__svg_text(svg, lx + 38, ly2 + 15, "start", "font-size:11px;fill:#555",
+                 "label: (predicted - measured) / measured");
+        ly2 += 36;
+    }
+    cdl__svg_text(svg, lx, ly2 + 6, "start", "font-size:11px;fill:#555", "model: min(ingest,");
+    cdl__svg_text(svg, lx, ly2 + 21, "start", "font-size:11px;fill:#555", "  prep/core x threads,");
+    cdl__svg_text(svg, lx, ly2 + 36, "start", "font-size:11px;fill:#555",
+             "  storage / ((1 - cache) x item))");
+#undef QX
+#undef QY
+    cdl__jsonf(svg, "%s", "</svg>\n");
+}
+
+
+CDL_PRIVATE size_t cdl__report_svg(const coordl_report *r, const coordl_measured *m, size_t nm, char *buf, size_t cap) {
+    cdl__json svg = {buf, buf ? cap : 0, 0};
+    int tl[CDL_MAX_CURVES];
+    const size_t nt = cdl__curve_threads(r, tl);
+    cdl__svg_figure(&svg, r, tl, nt, m, m ? nm : 0);
+    return cdl__json_finish(&svg);
 }
 
 CDL_PRIVATE void cdl__report_free(coordl_report *r) {
@@ -11206,6 +11880,14 @@ CDL_PRIVATE size_t cdl__report_json(const coordl_report *r, char *buf, size_t ca
     cdl__json j = {buf, buf ? cap : 0, 0};
     (void)r;
     cdl__jsonf(&j, "{\"error\":\"DS-Analyzer is not in this build (COORDL_NO_ANALYZER)\"}");
+    return cdl__json_finish(&j);
+}
+
+CDL_PRIVATE size_t cdl__report_svg(const coordl_report *r, const coordl_measured *m, size_t nm, char *buf, size_t cap) {
+    cdl__json j = {buf, buf ? cap : 0, 0};
+    (void)r, (void)m, (void)nm;
+    cdl__jsonf(&j, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"600\" height=\"40\"><text x=\"10\" y=\"25\">"
+               "DS-Analyzer is not in this build (COORDL_NO_ANALYZER)</text></svg>\n");
     return cdl__json_finish(&j);
 }
 
@@ -11379,7 +12061,7 @@ coordl_status coordl_analyze_sized(const coordl_config *cfg, size_t cfg_size, co
     coordl_status rc = cdl__struct_in(&c, sizeof c, cfg, cfg_size, CDL__V030_CONFIG, "coordl_config");
     if (rc != COORDL_OK) return rc;
     coordl_analyze_opts o;
-    memset(&o, 0, sizeof o);
+    cdl__analyze_opts_default(&o);
     if (opts && (rc = cdl__struct_in(&o, sizeof o, opts, opts_size, CDL__V030_ANALYZE_OPTS,
                                      "coordl_analyze_opts")) != COORDL_OK)
         return rc;
@@ -11387,6 +12069,13 @@ coordl_status coordl_analyze_sized(const coordl_config *cfg, size_t cfg_size, co
     rc = cdl__analyze(&c, step_fn, user, opts ? &o : NULL, &r);
     cdl__struct_out(report, report_size, &r, sizeof r);
     return rc;
+}
+
+void coordl_analyze_opts_init_sized(coordl_analyze_opts *opts, size_t opts_size) {
+    if (!opts) return;
+    coordl_analyze_opts d;
+    cdl__analyze_opts_default(&d);
+    cdl__struct_out(opts, opts_size, &d, sizeof d);
 }
 
 /* A report the caller passes back: its fields, the rest zero. Reports are
@@ -11419,6 +12108,14 @@ size_t coordl_report_json_sized(const coordl_report *r, size_t r_size, char *buf
     if (r) cdl__report_in(&full, r, r_size);
     else memset(&full, 0, sizeof full);
     return cdl__report_json(&full, buf, cap);
+}
+
+size_t coordl_report_svg_sized(const coordl_report *r, size_t r_size, const coordl_measured *measured,
+                               size_t n_measured, char *buf, size_t cap) {
+    coordl_report full;
+    if (r) cdl__report_in(&full, r, r_size);
+    else memset(&full, 0, sizeof full);
+    return cdl__report_svg(&full, measured, n_measured, buf, cap);
 }
 
 void coordl_report_free_sized(coordl_report *r, size_t r_size) {

@@ -645,10 +645,12 @@ typedef struct coordl_batch {
 /* Counters since open. Times are nanoseconds of monotonic clock. Worker
  * times are summed over all workers. */
 typedef struct coordl_stats {
-    uint64_t stall_ns;        /* caller's time inside coordl calls (next,
-                                 next_into, release, seek, set): blocked
-                                 waiting, and the calls' own work         */
-    uint64_t compute_ns;      /* caller's time between those calls          */
+    uint64_t stall_ns;        /* caller's time inside coordl_next and
+                                 coordl_next_into: waiting for the batch
+                                 and the calls' own work (release, seek,
+                                 set and every other call are not in it)  */
+    uint64_t compute_ns;      /* caller's time between those calls: its
+                                 step, and its release/seek/set calls      */
     uint64_t batches;         /* batches returned by coordl_next            */
     uint64_t items;           /* rows prepared by the workers               */
     uint64_t cache_hits;      /* item fetches served by the cache           */
@@ -656,7 +658,11 @@ typedef struct coordl_stats {
     uint64_t cache_hit_bytes; /* encoded bytes served by the cache          */
     uint64_t cache_bytes_used;  /* bytes held in the cache now              */
     uint64_t cache_items;       /* items held in the cache now              */
-    uint64_t cache_bytes_budget;/* the configured budget                    */
+    uint64_t cache_bytes_budget;/* the budget in force: cache_bytes as open
+                                   clamped it (a MinIO budget to what the
+                                   dataset can fill, any budget to 3/4 of
+                                   the machine's memory, a group's to what
+                                   /dev/shm holds); see cache_bytes_requested */
     uint64_t dataset_bytes;     /* encoded bytes of the whole dataset        */
     uint64_t storage_bytes;     /* bytes read from storage                  */
     uint64_t storage_reads;     /* files read from storage                  */
@@ -715,6 +721,15 @@ typedef struct coordl_stats {
     uint64_t readahead_hits;    /* rows whose bytes a worker found read
                                    ahead (or in flight)                     */
     uint64_t readahead_wait_ns; /* worker time waiting for a read in flight */
+    /* --- appended after 0.4.0: what is in force, and the stall as a share */
+    uint64_t cache_bytes_requested; /* cache_bytes as the config asked       */
+    uint32_t threads_requested; /* threads as the config asked (0: auto);
+                                   `threads` is what runs: at most 4 per
+                                   processing unit (a WARN log says so)     */
+    uint32_t pad_;              /* zero                                      */
+    double stall_fraction;      /* stall_ns / (stall_ns + compute_ns): the
+                                   share of the trainer's time spent waiting
+                                   in coordl_next (0 before the first call)  */
 } coordl_stats;
 
 /* Per-epoch counters (the last 16 epochs are kept). */
@@ -727,12 +742,17 @@ typedef struct coordl_epoch_stats {
     uint64_t storage_bytes;
     uint64_t bad_samples;
     uint64_t read_cache_ns, read_storage_ns, decode_ns, augment_ns; /* worker time */
-    uint64_t stall_ns;        /* caller's time inside coordl calls for it  */
+    uint64_t stall_ns;        /* caller's time inside coordl_next (and
+                                 coordl_next_into) for it                  */
     uint64_t batches;         /* batches of it handed out                  */
     /* --- appended in 0.4: JPEG random access (jpeg_random_access) ------ */
     uint64_t jpeg_rewrites;   /* cached JPEGs rewritten while preparing it  */
     uint64_t jpeg_rewrite_ns; /* worker time those rewrites took            */
     uint64_t jpeg_spliced;    /* its samples decoded from a spliced crop    */
+    /* --- appended after 0.4.0 ------------------------------------------- */
+    uint64_t compute_ns;      /* caller's time between coordl_next calls
+                                 during it                                 */
+    double stall_fraction;    /* stall_ns / (stall_ns + compute_ns)        */
 } coordl_epoch_stats;
 
 /* Fills *cfg (cfg_size bytes: the caller's sizeof(coordl_config)) with
@@ -790,7 +810,7 @@ COORDL_API coordl_status coordl_next_sized(coordl *L, coordl_batch *out, size_t 
  * coordl_batch) and clears slot_, so it takes no size. Wakes at most one
  * worker, and only once half the ring is free (the worker then refills
  * several slots; the releases in between make no system call). Its time
- * counts in stall_ns. Thread safety: the consumer thread of L only. */
+ * is the trainer's (compute_ns), not stall. Thread safety: the consumer thread of L only. */
 COORDL_API void coordl_release(coordl *L, coordl_batch *b);
 
 /* Copies the next batch into caller-owned buffers (ggml-opt's
@@ -1028,7 +1048,36 @@ typedef struct coordl_analyze_opts {
     size_t n_whatif_threads;
     void (*progress)(void *user, const char *line); /* NULL: quiet           */
     void *progress_user;
+    /* --- appended after 0.4.0 (zero: the default) ----------------------- */
+    uint32_t repeat;           /* analyses run; the report is their median
+                                  (each run the one of median images/s, each
+                                  model input the median); 0: 1, at most 9 */
+    uint32_t pad_;             /* zero                                       */
+    const char *svg_path;      /* NULL: none; else the report as an SVG
+                                  figure (coordl_report_svg) written there   */
+    const char *json_path;     /* NULL: none; else coordl_report_json there  */
+    const char *step_name;     /* how the figure and report name the step
+                                  (NULL: "step_fn", or "sleep N ms" for the
+                                  stand-in when step_fn is NULL)             */
 } coordl_analyze_opts;
+
+/* Fills *opts (opts_size bytes: the caller's sizeof) with every field at
+ * its default: 50 batches, a 10 ms stand-in step, one analysis, no files.
+ * Thread safety: any thread. */
+COORDL_API void coordl_analyze_opts_init_sized(coordl_analyze_opts *opts, size_t opts_size);
+
+/* The defaults as a value (compiled into the caller, so the struct has the
+ * caller's layout):
+ *     coordl_analyze_opts o = coordl_analyze_opts_default();
+ *     o.repeat = 5; o.svg_path = "report.svg";
+ *     coordl_analyze(&cfg, my_step, my_state, &o, &report);
+ * Thread safety: any thread. */
+static inline coordl_analyze_opts coordl_analyze_opts_default_inline(void) {
+    coordl_analyze_opts o;
+    coordl_analyze_opts_init_sized(&o, sizeof o);
+    return o;
+}
+#define coordl_analyze_opts_default() coordl_analyze_opts_default_inline()
 
 /* One measured run of the differential protocol. */
 typedef struct coordl_run_report {
@@ -1047,9 +1096,11 @@ typedef struct coordl_whatif {
 } coordl_whatif;
 
 typedef struct coordl_report {
-    coordl_run_report synthetic, warm, cold;
-    double prep_stall_fraction;  /* (warm - synthetic) time / cold time       */
-    double fetch_stall_fraction; /* (cold - warm) time / cold time            */
+    coordl_run_report synthetic, warm, cold; /* each run's stall_fraction is
+                                    its share of time waiting in coordl_next,
+                                    as coordl_stats.stall_fraction          */
+    double prep_stall_fraction;  /* the 0.4 name of prep_slowdown_fraction  */
+    double fetch_stall_fraction; /* the 0.4 name of fetch_slowdown_fraction */
     /* the model's inputs, as measured */
     double ingest_images_per_s;  /* the trainer with no data stall            */
     double prep_images_per_s_per_core;
@@ -1078,7 +1129,34 @@ typedef struct coordl_report {
                                     predicted rate without cache, at the
                                     measured worker threads, is within 3%
                                     of the deepest's; -1 without a cold run */
+    /* --- appended after 0.4.0 --------------------------------------------
+     * The differential split is a slowdown, not a stall (a stall is time
+     * waiting in coordl_next): the share of the cold run's time per image
+     * that preparing (warm - synthetic) and fetching (cold - warm) add. A
+     * run faster than the one it is compared with gives a negative
+     * difference: that is measurement noise, so the slowdown is 0 and
+     * *_within_noise is 1 (the report says "within noise", not 0%).      */
+    double prep_slowdown_fraction;  /* (warm - synthetic) time / cold time */
+    double fetch_slowdown_fraction; /* (cold - warm) time / cold time      */
+    int32_t prep_within_noise;      /* 1: warm ran faster than synthetic   */
+    int32_t fetch_within_noise;     /* 1: cold ran faster than warm        */
+    /* what was measured, for the figure */
+    uint64_t batches;               /* timed batches per run               */
+    uint32_t batch_size, out_w, out_h;
+    uint32_t repeat;                /* analyses the median was taken over  */
+    double step_ms;                 /* the step's mean time per batch,
+                                       measured in the synthetic run       */
+    char source[256];               /* cfg.source (cut to fit)             */
+    char step_name[64];             /* opts.step_name, or what stood in    */
 } coordl_report;
+
+/* A measured rate at one setting, drawn beside the prediction (e.g. the
+ * validation points of coordl-analyze --validate). */
+typedef struct coordl_measured {
+    double cache_fraction;
+    int32_t threads;
+    double images_per_s;
+} coordl_measured;
 
 /* Runs the differential protocol over cfg's dataset: (1) synthetic: the
  * step on one batch held in memory, repeated (the trainer's ingestion rate,
@@ -1095,7 +1173,11 @@ typedef struct coordl_report {
  * measured with all `threads` workers running, so it under-predicts a
  * single worker (workers share caches and memory bandwidth).
  * recommend_threads and recommend_cache_fraction are -1 when no point of
- * the grid gets the stall under 3%. Fills *report; free it with
+ * the grid gets the stall under 3%. With opts->repeat > 1 the protocol
+ * runs that many times and *report is their median; opts->svg_path and
+ * opts->json_path receive coordl_report_svg and coordl_report_json (a file
+ * that cannot be written gives COORDL_ERR_IO naming it). opts NULL: the
+ * defaults (coordl_analyze_opts_default). Fills *report; free it with
  * coordl_report_free. Returns COORDL_OK or the error of the failing run
  * (coordl_errmsg(NULL) says which); COORDL_ERR_UNSUPPORTED when coordl.c
  * was built with COORDL_NO_ANALYZER. Each struct pointer is followed by
@@ -1148,6 +1230,19 @@ COORDL_API coordl_whatif coordl_report_predict_readahead_sized(const coordl_repo
 COORDL_API size_t coordl_report_json_sized(const coordl_report *r, size_t r_size, char *buf, size_t cap);
 #define coordl_report_json(r, buf, cap)                                       \
     coordl_report_json_sized((r), sizeof(coordl_report), (buf), (cap))
+
+/* The report as an SVG figure (what coordl-analyze writes as report.svg,
+ * and coordl_analyze to opts.svg_path): where the trainer's time goes in
+ * each run (compute, prep slowdown, fetch slowdown; each run's stall), and
+ * the what-if curves by cache size and loader threads, with `measured`
+ * points (n_measured of them; NULL with 0 for none) drawn against their
+ * prediction. Returns the needed length like snprintf. Built with
+ * COORDL_NO_ANALYZER: a small SVG saying so.
+ * Thread safety: any thread; r is only read. */
+COORDL_API size_t coordl_report_svg_sized(const coordl_report *r, size_t r_size, const coordl_measured *measured,
+                                          size_t n_measured, char *buf, size_t cap);
+#define coordl_report_svg(r, measured, n_measured, buf, cap)                  \
+    coordl_report_svg_sized((r), sizeof(coordl_report), (measured), (n_measured), (buf), (cap))
 
 /* Frees what coordl_analyze allocated inside *r (NULL is a no-op).
  * Thread safety: the thread that owns r, once nobody reads it. */

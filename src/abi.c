@@ -166,7 +166,7 @@ coordl_status coordl_analyze_sized(const coordl_config *cfg, size_t cfg_size, co
     coordl_status rc = cdl__struct_in(&c, sizeof c, cfg, cfg_size, CDL__V030_CONFIG, "coordl_config");
     if (rc != COORDL_OK) return rc;
     coordl_analyze_opts o;
-    memset(&o, 0, sizeof o);
+    cdl__analyze_opts_default(&o);
     if (opts && (rc = cdl__struct_in(&o, sizeof o, opts, opts_size, CDL__V030_ANALYZE_OPTS,
                                      "coordl_analyze_opts")) != COORDL_OK)
         return rc;
@@ -174,6 +174,13 @@ coordl_status coordl_analyze_sized(const coordl_config *cfg, size_t cfg_size, co
     rc = cdl__analyze(&c, step_fn, user, opts ? &o : NULL, &r);
     cdl__struct_out(report, report_size, &r, sizeof r);
     return rc;
+}
+
+void coordl_analyze_opts_init_sized(coordl_analyze_opts *opts, size_t opts_size) {
+    if (!opts) return;
+    coordl_analyze_opts d;
+    cdl__analyze_opts_default(&d);
+    cdl__struct_out(opts, opts_size, &d, sizeof d);
 }
 
 /* A report the caller passes back: its fields, the rest zero. Reports are
@@ -206,6 +213,14 @@ size_t coordl_report_json_sized(const coordl_report *r, size_t r_size, char *buf
     if (r) cdl__report_in(&full, r, r_size);
     else memset(&full, 0, sizeof full);
     return cdl__report_json(&full, buf, cap);
+}
+
+size_t coordl_report_svg_sized(const coordl_report *r, size_t r_size, const coordl_measured *measured,
+                               size_t n_measured, char *buf, size_t cap) {
+    coordl_report full;
+    if (r) cdl__report_in(&full, r, r_size);
+    else memset(&full, 0, sizeof full);
+    return cdl__report_svg(&full, measured, n_measured, buf, cap);
 }
 
 void coordl_report_free_sized(coordl_report *r, size_t r_size) {

@@ -132,7 +132,6 @@ static coordl_status cdl__open_geometry(coordl *L) {
                                   (unsigned long long)L->cfg.readahead_bytes);
     }
     L->stats.st.dataset_bytes = L->index.dataset_bytes;
-    L->stats.st.cache_bytes_budget = L->cfg.cache_bytes;
     return COORDL_OK;
 }
 
@@ -190,7 +189,7 @@ CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
     if (rc == COORDL_OK) rc = cdl__placement_choose(L, &L->place);
     if (rc == COORDL_OK) {
         L->place.memory_bound_all = L->cfg.bind && !L->place.simulate;
-        if (L->cfg.cache_policy == COORDL_CACHE_MINIO) rc = cdl__cache_clamp(L);
+        rc = cdl__cache_clamp(L);
     }
     if (rc == COORDL_OK && L->cfg.group) {
         L->place.memory_bound_all = 0; /* the shm object is placed by first touch */
@@ -228,14 +227,17 @@ CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
     return COORDL_OK;
 }
 
-/* The consumer's time inside every coordl call (next, next_into, release,
- * seek, set) counts as stall; the time between the end of one call and
- * the start of the next as compute. The stall also goes to `epoch`'s
- * counters. cdl__consumer_time, at the end of each such call under mu,
+/* The consumer's time inside coordl_next (and coordl_next_into, the same
+ * call with a copy) counts as stall: the trainer waits for its batch
+ * there and nowhere else. The time between the end of one such call and
+ * the start of the next is compute, whatever else the trainer calls in
+ * between (release, seek, set are its own work, not a wait for data). The
+ * stall goes to `epoch`'s counters, the compute to the epoch of the call
+ * before it. cdl__consumer_time, at the end of each such call under mu,
  * counts up to now and returns now; cdl__consumer_done, after the unlock,
- * keeps the rest (the unlock, a wake-up, the thread preempted meanwhile:
- * on a busy machine most of a release) as the tail that the next call
- * moves into the counters (coordl_get_stats adds it meanwhile). */
+ * keeps the rest (the unlock, a wake-up, the thread preempted meanwhile)
+ * as the tail that the next call moves into the counters
+ * (coordl_get_stats adds it meanwhile). */
 static uint64_t cdl__consumer_time(coordl *L, uint64_t t_enter, uint64_t epoch) {
     const uint64_t now = cdl__now_ns();
     const uint64_t tail = atomic_exchange(&L->consumer.stall_tail_ns, 0);
@@ -243,7 +245,11 @@ static uint64_t cdl__consumer_time(coordl *L, uint64_t t_enter, uint64_t epoch) 
         L->stats.st.stall_ns += tail;
         cdl__epoch_entry(L, L->consumer.stall_tail_epoch)->s.stall_ns += tail;
     }
-    if (L->consumer.last_return_ns && t_enter > L->consumer.last_return_ns) L->stats.st.compute_ns += t_enter - L->consumer.last_return_ns;
+    if (L->consumer.last_return_ns && t_enter > L->consumer.last_return_ns) {
+        const uint64_t compute = t_enter - L->consumer.last_return_ns;
+        L->stats.st.compute_ns += compute;
+        cdl__epoch_entry(L, L->consumer.stall_tail_epoch)->s.compute_ns += compute;
+    }
     L->stats.st.stall_ns += now - t_enter;
     cdl__epoch_entry(L, epoch)->s.stall_ns += now - t_enter;
     return now;
@@ -326,14 +332,11 @@ CDL_PRIVATE coordl_status cdl__next(coordl *L, coordl_batch *out) {
 
 void coordl_release(coordl *L, coordl_batch *b) {
     if (!L || !b || b->slot_ == 0) return;
-    const uint64_t t0 = cdl__now_ns();
     cdl__test_hook(L, "release");
     cdl__lock(L);
     const int freed = cdl__stream_release(L, b);
-    const uint64_t counted = cdl__consumer_time(L, t0, b->epoch);
     cdl__unlock(L);
     if (freed) cdl__signal_unlocked(L, &L->S->work_cv);
-    cdl__consumer_done(L, counted, b->epoch);
     b->slot_ = 0;
 }
 
@@ -391,7 +394,6 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
                  "seek alone");
         return COORDL_ERR_UNSUPPORTED;
     }
-    const uint64_t t0 = cdl__now_ns();
     cdl__lock(L);
     if (batch >= L->sampler.bpe) {
         snprintf(L->errmsg, sizeof L->errmsg, "coordl_seek: batch %llu is not below batches_per_epoch (%llu)",
@@ -407,9 +409,7 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
     L->S->cut_pos = 0;
     cdl__peer_seek(L, epoch, batch);
     cdl__stream_restart(L);
-    const uint64_t counted = cdl__consumer_time(L, t0, epoch);
     cdl__unlock(L);
-    cdl__consumer_done(L, counted, epoch);
     return COORDL_OK;
 }
 
@@ -500,7 +500,6 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
                  "at open");
         return COORDL_ERR_UNSUPPORTED;
     }
-    const uint64_t t0 = cdl__now_ns();
     uint32_t w = L->cfg.out_w, h = L->cfg.out_h, B = L->cfg.batch_size;
     coordl_status rc = cdl__set_sizes(L, p, value, &w, &h, &B);
     if (rc != COORDL_OK) return rc;
@@ -529,9 +528,7 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
     }
     /* a broken handle stays paused and every later coordl_next reports it */
     if (!L->S->broken) cdl__stream_restart(L);
-    const uint64_t epoch = L->consumer.cur_epoch, counted = cdl__consumer_time(L, t0, epoch);
     cdl__unlock(L);
-    cdl__consumer_done(L, counted, epoch);
     return rc;
 }
 
@@ -566,6 +563,7 @@ CDL_PRIVATE void cdl__get_stats(const coordl *L, coordl_stats *out) {
         out->readahead_skips = L->pool.ra->skips;
         pthread_mutex_unlock(&L->pool.ra->mu);
     }
+    if (out->stall_ns + out->compute_ns) out->stall_fraction = (double)out->stall_ns / (double)(out->stall_ns + out->compute_ns);
     if (out->read_storage_ns) out->storage_mb_per_s = out->storage_bytes / 1e6 / (out->read_storage_ns / 1e9);
     if (out->items) {
         out->bytes_per_item = (double)(out->cache_hit_bytes + out->storage_bytes) / (double)out->items;
@@ -584,6 +582,8 @@ CDL_PRIVATE coordl_status cdl__get_epoch_stats(const coordl *L, uint64_t epoch, 
         rc = COORDL_OK;
     }
     cdl__unlock(M);
+    if (rc == COORDL_OK && out->stall_ns + out->compute_ns)
+        out->stall_fraction = (double)out->stall_ns / (double)(out->stall_ns + out->compute_ns);
     return rc;
 }
 

@@ -28,14 +28,14 @@
  * fills over the first epoch, so locking it all up front would make open
  * pay for pages that may never be used). */
 CDL_PRIVATE coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes,
-                                    int populate, const char *what) {
+                                    int populate, const char *what, const char *lower) {
     memset(a, 0, sizeof *a);
     if (bytes == 0) return COORDL_OK;
     bytes = cdl__round_up(bytes, cdl__page_size());
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
-        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot map %zu bytes for the %s: %s",
-                              bytes, what, strerror(errno));
+        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot map %zu bytes for the %s: %s; lower %s",
+                              bytes, what, strerror(errno), lower);
     a->base = p;
     a->bytes = bytes;
 #ifdef MADV_HUGEPAGE
@@ -60,7 +60,8 @@ CDL_PRIVATE coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes,
             return cdl__open_fail(COORDL_ERR_NOMEM,
                                   "cache_pin = COORDL_PIN_REQUIRED but the %s (%zu bytes) "
                                   "cannot be page-locked: %s (raise RLIMIT_MEMLOCK or grant "
-                                  "CAP_IPC_LOCK)", what, bytes, strerror(e));
+                                  "CAP_IPC_LOCK, lower %s, or set cache_pin = COORDL_PIN_TRY)",
+                                  what, bytes, strerror(e), lower);
         } else if (!L->place.pin_failed) {
             L->place.pin_failed = 1;
             snprintf(L->place.pin_error, sizeof L->place.pin_error, "%s", strerror(errno));

@@ -293,17 +293,35 @@ CDL_PRIVATE void cdl__cache_admit_lru(coordl *L, uint64_t id, const cdl__u8 *byt
     pthread_mutex_unlock(&c->mu);
 }
 
-/* A budget beyond the dataset is never used: map only what can fill. */
+/* The budget in force: a MinIO budget beyond the dataset is never used,
+ * so only what can fill is mapped (silently: nothing is lost); and no
+ * budget may exceed 3/4 of the machine's memory (a 1 TiB cache on a 24 GiB
+ * machine would only end in the OOM killer once the cache fills), which
+ * is logged. A group's budget is cut further to what /dev/shm holds
+ * (group.c). coordl_get_config and coordl_get_stats report the result. */
 CDL_PRIVATE coordl_status cdl__cache_clamp(coordl *L) {
     uint64_t slab = L->cfg.cache_bytes;
-    /* JPEG rewrites may use up to 1/8 more (the room jpeg_layout.c reserves:
-     * 3-5% for photos, 12-25% for progressive and arithmetic sources) */
-    const uint64_t most = L->index.dataset_bytes + (L->cfg.jpeg_random_access ? L->index.dataset_bytes / 8 : 0) + (64u << 20);
-    if (slab > most) slab = most;
+    L->stats.st.cache_bytes_requested = slab;
+    if (L->cfg.cache_policy == COORDL_CACHE_MINIO) {
+        /* JPEG rewrites may use up to 1/8 more (the room jpeg_layout.c reserves:
+         * 3-5% for photos, 12-25% for progressive and arithmetic sources) */
+        const uint64_t most = L->index.dataset_bytes + (L->cfg.jpeg_random_access ? L->index.dataset_bytes / 8 : 0) + (64u << 20);
+        if (slab > most) slab = most;
+    }
+    const long pages = sysconf(_SC_PHYS_PAGES);
+    const uint64_t ram = pages > 0 ? (uint64_t)pages * cdl__page_size() : 0;
+    if (ram && slab > ram / 4 * 3) {
+        cdl__log(L, COORDL_LOG_WARN, "cache_bytes: %llu asked for, but this machine has %llu bytes of memory; "
+                 "using %llu (3/4 of it; coordl_get_stats reports cache_bytes_budget and cache_bytes_requested)",
+                 (unsigned long long)L->cfg.cache_bytes, (unsigned long long)ram,
+                 (unsigned long long)(ram / 4 * 3));
+        slab = ram / 4 * 3;
+    }
     if (slab > SIZE_MAX / 2)
         return cdl__open_fail(COORDL_ERR_INVALID, "cache_bytes: %llu is too large for this platform",
                               (unsigned long long)slab);
     L->cfg.cache_bytes = slab;
+    L->stats.st.cache_bytes_budget = slab;
     return COORDL_OK;
 }
 
@@ -311,7 +329,7 @@ CDL_PRIVATE coordl_status cdl__cache_create(coordl *L) {
     if (L->cfg.cache_bytes == 0) return COORDL_OK;
     if (L->cfg.cache_policy == COORDL_CACHE_LRU) {
         cdl__lru *c = cdl__calloc(L, 1, sizeof *c);
-        if (!c) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the LRU cache");
+        if (!c) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the LRU cache; lower cache_bytes");
         L->cache.lru = c;
         pthread_mutex_init(&c->mu, NULL);
         c->prev = cdl__malloc(L, L->index.num_items * sizeof *c->prev);
@@ -319,15 +337,15 @@ CDL_PRIVATE coordl_status cdl__cache_create(coordl *L) {
         c->data = cdl__calloc(L, L->index.num_items, sizeof *c->data);
         c->len = cdl__calloc(L, L->index.num_items, sizeof *c->len);
         if (!c->prev || !c->next || !c->data || !c->len)
-            return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the LRU cache");
+            return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the LRU cache; lower cache_bytes");
         for (uint64_t i = 0; i < L->index.num_items; i++) c->prev[i] = c->next[i] = -1;
         c->head = c->tail = -1;
         return COORDL_OK;
     }
     const uint64_t slab = L->cfg.cache_bytes;
     L->cache.entries = cdl__calloc(L, L->index.num_items, sizeof *L->cache.entries);
-    if (!L->cache.entries) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the cache table");
-    return cdl__arena_map(L, &L->cache.arena, (size_t)slab, 0, "cache slab");
+    if (!L->cache.entries) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the cache table (one entry per item); set cache_bytes = 0 for no cache");
+    return cdl__arena_map(L, &L->cache.arena, (size_t)slab, 0, "cache slab", "cache_bytes");
 }
 
 CDL_PRIVATE void cdl__cache_destroy(coordl *L) {

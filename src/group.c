@@ -123,6 +123,32 @@ static uint32_t cdl__group_fields(const coordl *L, cdl__group_field *f) {
 /* The object this member would create: header, geometry and the parts'
  * offsets, from the config (the same for every member, since the fields
  * that decide them are compared). */
+static void cdl__group_want(const coordl *L, cdl__group_header *h);
+
+/* A group's cache lives in /dev/shm: a budget the file system cannot hold
+ * beside the ring would fail the open (or, worse, the tmpfs later). Cut it
+ * to what /dev/shm's size leaves after the ring and the tables, and say
+ * so. The size, not the free space, decides: it is the same for every
+ * member of the machine, so every member cuts the compared cache_bytes
+ * alike (whether the object then fits the free space is checked when it
+ * is created). */
+static void cdl__group_fit_shm(coordl *L, cdl__group_header *want) {
+    struct statvfs vs;
+    if (L->cfg.cache_bytes == 0 || statvfs("/dev/shm", &vs) != 0) return;
+    const uint64_t shm = (uint64_t)vs.f_blocks * vs.f_frsize;
+    if (shm == 0 || want->total_bytes <= shm) return;
+    const uint64_t rest = want->total_bytes - L->cfg.cache_bytes; /* ring, tables, their rounding */
+    const uint64_t page = cdl__page_size();
+    const uint64_t fits = shm > rest + page ? (shm - rest - page) / page * page : 0;
+    cdl__log(L, COORDL_LOG_WARN, "group %s: cache_bytes %llu does not fit /dev/shm (%llu bytes) beside the ring "
+             "and tables (%llu); using %llu (coordl_get_stats reports cache_bytes_budget)", L->cfg.group,
+             (unsigned long long)L->cfg.cache_bytes, (unsigned long long)shm, (unsigned long long)rest,
+             (unsigned long long)fits);
+    L->cfg.cache_bytes = fits;
+    L->stats.st.cache_bytes_budget = fits;
+    cdl__group_want(L, want);
+}
+
 static void cdl__group_want(const coordl *L, cdl__group_header *h) {
     const size_t page = cdl__page_size();
     size_t data, labels, ids;
@@ -606,8 +632,8 @@ static coordl_status cdl__group_create(coordl *L, const cdl__group_header *want,
     close(fd);
     if (p == MAP_FAILED) {
         shm_unlink(L->member.shm_name);
-        return cdl__open_fail(COORDL_ERR_NOMEM, "group %s: cannot size or map %llu bytes of shared memory: %s",
-                              g, (unsigned long long)want->total_bytes, strerror(e));
+        return cdl__open_fail(COORDL_ERR_NOMEM, "group %s: cannot size or map %llu bytes of shared memory: %s; lower "
+                              "cache_bytes, prefetch_batches or batch_size", g, (unsigned long long)want->total_bytes, strerror(e));
     }
     cdl__group_header *h = p;
     *h = *want;
@@ -844,6 +870,7 @@ CDL_PRIVATE coordl_status cdl__group_open(coordl *L) {
     snprintf(L->member.shm_name, sizeof L->member.shm_name, "/coordl-%s", g);
     cdl__group_header want;
     cdl__group_want(L, &want);
+    cdl__group_fit_shm(L, &want);
     L->member.timeout_ms = (uint32_t)L->cfg.group_timeout_ms; /* the object's, once attached */
     /* how long this member waits to open is its own setting */
     const uint64_t deadline = cdl__now_ns() + (uint64_t)L->cfg.group_timeout_ms * 1000000ull;

@@ -410,7 +410,7 @@ static coordl_status cdl__jpeg_decode_crop(cdl__worker *W, const char *path, voi
     if (!cdl__reserve(L, (void **)&W->pix, &W->pixcap, stride * (size_t)rows + 64) ||
         (cmyk && !cdl__reserve(L, (void **)&W->row4, &W->row4cap, (size_t)cw * 4 + 64))) {
         jpeg_abort_decompress(jd);
-        return cdl__worker_error(W, COORDL_ERR_NOMEM, "%s: out of memory for the decoded region", path);
+        return cdl__worker_error(W, COORDL_ERR_NOMEM, "%s: out of memory for the decoded region; lower max_decode_bytes or max_pixels", path);
     }
     if (y0 > 0) jpeg_skip_scanlines(jd, (JDIMENSION)y0);
     for (int r = 0; r < rows;) {

@@ -33,6 +33,27 @@
 
 /* --- workers ------------------------------------------------------------ */
 
+/* A bad row's message ends with what on_bad_sample did and what it can
+ * do instead: the first thing a newcomer whose loop stopped on a damaged
+ * file needs to read. The reason (naming the file) is cut, never the hint. */
+static void cdl__bad_row_hint(cdl__worker *W, int tried) {
+    char hint[256];
+    if (W->L->cfg.on_bad_sample == COORDL_BAD_SUBSTITUTE && tried == 0)
+        snprintf(hint, sizeof hint, " [on_bad_sample = COORDL_BAD_SUBSTITUTE, but the dataset has no other item "
+                 "to stand in; this batch is skipped, the next coordl_next returns the one after it]");
+    else if (W->L->cfg.on_bad_sample == COORDL_BAD_SUBSTITUTE)
+        snprintf(hint, sizeof hint, " [on_bad_sample = COORDL_BAD_SUBSTITUTE: none of %d substitute items "
+                 "decoded either; this batch is skipped, the next coordl_next returns the one after it]", tried);
+    else
+        snprintf(hint, sizeof hint, " [on_bad_sample = COORDL_BAD_FAIL: this batch is skipped, the next "
+                 "coordl_next returns the one after it; set on_bad_sample = COORDL_BAD_SUBSTITUTE to fill a bad "
+                 "item's row from another item and keep the batch]");
+    const size_t hlen = strlen(hint), room = sizeof W->err - 1 - hlen;
+    size_t len = strlen(W->err);
+    if (len > room) len = room;
+    memcpy(W->err + len, hint, hlen + 1);
+}
+
 /* Prepare one row, substituting bad items when configured. Returns the
  * row's status; sets *row_id to the item actually used. */
 static coordl_status cdl__prepare_row(cdl__worker *W, uint64_t epoch, uint64_t id, uint64_t pos,
@@ -40,7 +61,12 @@ static coordl_status cdl__prepare_row(cdl__worker *W, uint64_t epoch, uint64_t i
     coordl *L = W->L;
     coordl_status rc = cdl__prepare_item(W, epoch, id, dst);
     *row_id = id;
-    if (rc == COORDL_OK || L->cfg.on_bad_sample != COORDL_BAD_SUBSTITUTE || rc == COORDL_ERR_NOMEM) return rc;
+    if (rc == COORDL_OK || rc == COORDL_ERR_NOMEM) return rc;
+    if (L->cfg.on_bad_sample != COORDL_BAD_SUBSTITUTE) {
+        cdl__bad_row_hint(W, 0);
+        return rc;
+    }
+    int tried = 0;
     for (int attempt = 0; attempt < CDL_SUBSTITUTE_TRIES; attempt++) {
         W->row.bad_samples++;
         cdl__log(L, COORDL_LOG_WARN, "bad sample substituted: %s", W->err);
@@ -49,8 +75,10 @@ static coordl_status cdl__prepare_row(cdl__worker *W, uint64_t epoch, uint64_t i
         if (sub == id) break; /* a one-item dataset has nothing to substitute */
         rc = cdl__prepare_item(W, epoch, sub, dst);
         *row_id = sub;
+        tried++;
         if (rc == COORDL_OK) return rc;
     }
+    if (rc != COORDL_ERR_NOMEM) cdl__bad_row_hint(W, tried);
     return rc;
 }
 
@@ -212,6 +240,17 @@ CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
     cdl__pool_pus(L, &first, &count);
     int n = L->cfg.threads > 0 ? L->cfg.threads : (first || count != P->nworker_pus ? count : P->ncores);
     if (n < 1) n = 1;
+    L->stats.st.threads_requested = (uint32_t)L->cfg.threads;
+    /* More workers than 4 per processing unit only add switches and
+     * scratch memory (each holds decode buffers): 1000 threads on 2 cores
+     * is a typo or a config from another machine. Say what runs instead. */
+    const int pus = P->nworker_pus + P->nreserved > 0 ? P->nworker_pus + P->nreserved : 1;
+    if (n > 4 * pus) {
+        cdl__log(L, COORDL_LOG_WARN, "threads: %d asked for, but this process may use %d processing unit%s; "
+                 "running %d workers (at most 4 per unit; coordl_get_stats reports threads and threads_requested)",
+                 n, pus, pus == 1 ? "" : "s", 4 * pus);
+        n = 4 * pus;
+    }
     /* Token windows by default have no worker threads: a batch is a copy of
      * B x (T + 1) tokens already in memory (read ahead, or cached), cheaper
      * on the trainer's own thread inside coordl_next than a hand-off to a
@@ -220,7 +259,7 @@ CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
     if (L->cfg.pipeline == COORDL_PIPE_TOKENS && L->cfg.threads == 0) n = 0;
     if (n > 0) {
         L->pool.workers = cdl__calloc(L, (size_t)n, sizeof *L->pool.workers);
-        if (!L->pool.workers) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %d workers", n);
+        if (!L->pool.workers) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %d workers; lower threads", n);
     }
     for (int i = 0; i < n; i++) {
         cdl__worker *W = &L->pool.workers[i];
@@ -231,7 +270,8 @@ CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
         if (i < 64) L->stats.st.worker_cpu[i] = W->pu;
         /* a group stages each row (coordl_set cannot change its size) */
         if (L->cfg.group && !cdl__reserve(L, (void **)&W->stage, &W->stagecap, L->geom.row_bytes + L->geom.target_row_bytes + 16))
-            return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the workers' staging rows");
+            return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the workers' staging rows; lower threads "
+                                  "or out_w/out_h");
         cdl__worker_decoder_init(W);
     }
     for (int i = n; i < 64; i++) L->stats.st.worker_cpu[i] = -1;
@@ -255,7 +295,7 @@ CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
     const int bind = L->cfg.bind && !P->simulate;
     for (int i = 0; i < n; i++) {
         int bound, e = cdl__worker_start(&L->pool.workers[i], bind, &bound);
-        if (e != 0) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start worker thread %d: %s", i, strerror(e));
+        if (e != 0) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start worker thread %d: %s; lower threads", i, strerror(e));
         L->pool.workers[i].started = 1;
         L->stats.st.threads_bound += (uint32_t)bound;
     }

@@ -344,13 +344,13 @@ CDL_PRIVATE coordl_status cdl__ra_start(coordl *L) {
     R->L = L;
     R->depth = depth;
     R->e = cdl__calloc(L, depth, sizeof *R->e);
-    if (!R->e) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %u read-ahead entries", depth);
+    if (!R->e) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for %u read-ahead entries; lower readahead_items", depth);
     R->bytes = (size_t)L->cfg.readahead_bytes; /* the ring: exactly the bound */
     R->map_bytes = cdl__round_up(R->bytes, cdl__page_size());
     void *p = mmap(NULL, R->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
-        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot map %zu bytes for the read-ahead: %s", R->map_bytes,
-                              strerror(errno));
+        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot map %zu bytes for the read-ahead: %s; lower "
+                              "readahead_bytes (or readahead_items; 0 = off)", R->map_bytes, strerror(errno));
     R->base = p;
     cdl__placement_bind_memory(L, p, R->map_bytes);
     if (pthread_mutex_init(&R->mu, NULL) != 0 || pthread_cond_init(&R->room_cv, NULL) != 0 ||
@@ -366,11 +366,11 @@ CDL_PRIVATE coordl_status cdl__ra_start(coordl *L) {
     R->next_pos = R->front_pos = L->consumer.cur_pos;
     R->max_threads = (int)L->cfg.readahead_threads;
     R->threads = cdl__calloc(L, (size_t)R->max_threads, sizeof *R->threads);
-    if (!R->threads) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the read-ahead threads");
+    if (!R->threads) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the read-ahead threads; lower readahead_threads");
     pthread_mutex_lock(&R->mu);
     const int started = cdl__ra_grow(R); /* the first; the rest as reads wait */
     pthread_mutex_unlock(&R->mu);
-    if (!started) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start a read-ahead thread");
+    if (!started) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start a read-ahead thread; lower readahead_threads");
     return COORDL_OK;
 }
 

@@ -564,19 +564,19 @@ CDL_PRIVATE coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cd
         ax->lo = g->clip_x0; ax->hi = g->clip_x1;
         ay->lo = g->clip_y0; ay->hi = g->clip_y1;
         if (!cdl__reserve(L, (void **)&W->tmp, &W->tmpcap, 3 * cdl__round_up((size_t)g->out_w, 4) * sizeof(float)))
-            return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for a resampling window");
+            return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for a resampling window; lower out_w/out_h or max_pixels");
         return COORDL_OK;
     }
     if (!cdl__axis_build(W, ax, &W->xstart, &W->xstartcap, &W->xw, &W->xwcap, (int)g->out_w,
                          g->x0, g->sw, g->clip_x0, g->clip_x1, g->flip) ||
         !cdl__axis_build(W, ay, &W->ystart, &W->ystartcap, &W->yw, &W->ywcap, (int)g->out_h,
                          g->y0, g->sh, g->clip_y0, g->clip_y1, 0))
-        return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for resampling tables");
+        return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for resampling tables; lower out_w/out_h");
     ax->w8 = ay->w8 = NULL;
 #ifdef CDL_HAVE_AVX2
     if (L->geom.avx2 && g->out_w >= 8) {
         if (!cdl__reserve(L, (void **)&W->xw8, &W->xw8cap, (size_t)g->out_w * (size_t)ax->K * 4 * sizeof(float)))
-            return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for resampling tables");
+            return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for resampling tables; lower out_w/out_h");
         cdl__axis_spread_avx2(ax, (int)g->out_w, W->xw8);
         ax->w8 = W->xw8;
     }
@@ -590,7 +590,7 @@ CDL_PRIVATE coordl_status cdl__tables_for(cdl__worker *W, const cdl__geom *g, cd
     if (!cdl__reserve(L, (void **)&W->tmp, &W->tmpcap, (size_t)window) ||
         !cdl__reserve(L, (void **)&W->window_row, &W->window_rowcap, (size_t)ay->K * sizeof(int32_t)) ||
         (g->angle != 0.0f && !cdl__reserve(L, (void **)&W->rot, &W->rotcap, rowf * g->out_h * sizeof(float))))
-        return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for a resampling window");
+        return cdl__worker_error(W, COORDL_ERR_NOMEM, "out of memory for a resampling window; lower out_w/out_h or max_pixels");
     return COORDL_OK;
 }
 

@@ -178,6 +178,26 @@ static int cdl__is_shard_list(const char *text, size_t len) {
     return strncasecmp(text + b - 4, ".tar", 4) == 0;
 }
 
+/* What a file given as source is when it is no list: an image, a sound,
+ * an archive, a token shard (by its leading bytes), or NULL. A newcomer's
+ * first try is often one image; "line 1 holds a NUL byte" does not say
+ * that it was the wrong kind of file. */
+static const char *cdl__sniff_not_list(const unsigned char *b, size_t n) {
+    if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) return "a JPEG image";
+    if (n >= 8 && memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0) return "a PNG image";
+    if (n >= 6 && (memcmp(b, "GIF87a", 6) == 0 || memcmp(b, "GIF89a", 6) == 0)) return "a GIF image";
+    if (n >= 12 && memcmp(b, "RIFF", 4) == 0 && memcmp(b + 8, "WAVE", 4) == 0) return "a WAV file";
+    if (n >= 262 && memcmp(b + 257, "ustar", 5) == 0) return "a tar archive not named .tar";
+    if (n >= 2 && b[0] == 0x1F && b[1] == 0x8B) return "a gzip file";
+    if (n >= 4 && memcmp(b, "PK\x03\x04", 4) == 0) return "a zip file";
+    if (n >= 4) {
+        const uint32_t magic = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+        if (magic == CDL_SHARD_MAGIC_U16 || magic == CDL_SHARD_MAGIC_U32) return "an llm.c token shard";
+    }
+    if (n >= 2 && b[0] == 'B' && b[1] == 'M' && memchr(b, 0, n < 64 ? n : 64)) return "a BMP image";
+    return NULL;
+}
+
 CDL_PRIVATE coordl_status cdl__index_source(coordl *L) {
     struct stat sb;
     const char *src = L->cfg.source;
@@ -201,7 +221,14 @@ CDL_PRIVATE coordl_status cdl__index_source(coordl *L) {
         char *text;
         size_t len;
         rc = cdl__io_slurp(L, src, "list file", &text, &len);
-        if (rc == COORDL_OK)
+        const char *kind = rc == COORDL_OK ? cdl__sniff_not_list((const unsigned char *)text, len) : NULL;
+        if (kind)
+            rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s is %s, not a dataset; set source to an ImageFolder "
+                                "root (a folder of class folders of images), a list file of \"path<TAB>label\" "
+                                "lines, a .tar shard, a folder of .tar shards, a list of them, or a glob of them%s",
+                                src, kind, strcmp(kind, "an llm.c token shard") == 0
+                                ? " (token shards: pipeline = COORDL_PIPE_TOKENS)" : "");
+        else if (rc == COORDL_OK)
             rc = cdl__is_shard_list(text, len) ? cdl__index_tar(L, 4, text, len) : cdl__index_list_text(L, src, text, len);
         cdl__free(L, text);
     }

@@ -14,7 +14,7 @@
  * In coordl_stats' field order (the JSON follows it). */
 #define CDL_COUNTERS(X)                 \
     X(stall_ns, 0, 1, 1)                \
-    X(compute_ns, 0, 1, 0)              \
+    X(compute_ns, 0, 1, 1)              \
     X(batches, 0, 1, 1)                 \
     X(items, 1, 1, 1)                   \
     X(cache_hits, 1, 1, 1)              \
@@ -54,7 +54,9 @@
     X(readahead_read_ns, 0, 1, 0)       \
     X(readahead_skips, 0, 1, 0)         \
     X(readahead_hits, 1, 1, 0)          \
-    X(readahead_wait_ns, 1, 1, 0)
+    X(readahead_wait_ns, 1, 1, 0)       \
+    X(cache_bytes_requested, 0, 1, 0)   \
+    X(threads_requested, 0, 1, 0)
 
 #define CDL_IF_0(...)
 #define CDL_IF_1(...) __VA_ARGS__

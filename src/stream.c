@@ -114,10 +114,12 @@ CDL_PRIVATE coordl_status cdl__ring_alloc(coordl *L, uint32_t rows_cap, size_t d
     }
     CDL_RING_ARRAYS(CDL_RING_NEW_ALLOC)
 #undef CDL_RING_NEW_ALLOC
-    coordl_status rc = ok ? COORDL_OK : cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the batch ring's tables");
+    coordl_status rc = ok ? COORDL_OK : cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the batch ring's tables; lower "
+                                                "prefetch_batches or batch_size (max_batch_size)");
     if (rc == COORDL_OK && !in_group) {
         cdl__arena_unmap(L, &L->ring.arena);
-        rc = cdl__arena_map(L, &L->ring.arena, per_slot * nslots, 1, "batch ring");
+        rc = cdl__arena_map(L, &L->ring.arena, per_slot * nslots, 1, "batch ring",
+                            "prefetch_batches, batch_size (max_batch_size) or out_w/out_h (max_out_w/max_out_h)");
     }
     if (rc != COORDL_OK) {
 #define CDL_RING_NEW_FREE(o, f, type, per, shared) cdl__free(L, nw.f);

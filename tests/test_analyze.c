@@ -79,6 +79,41 @@ static void assert_valid_json(const char *js, const char *what)
                  js + (off > 20 ? off - 20 : 0));
 }
 
+static char *read_text(const char *path)
+{
+    size_t n;
+    uint8_t *b = tu_read_file(path, &n);
+    char *s = realloc(b, n + 1);
+    assert_non_null(s);
+    s[n] = '\0';
+    return s;
+}
+
+static void assert_xmllint_ok(const char *path)
+{
+    char *q = tu_shell_quote(path);
+    size_t n = strlen(q) + 32;
+    char *cmd = malloc(n);
+    assert_non_null(cmd);
+    snprintf(cmd, n, "xmllint --noout %s", q);
+    char *err = NULL;
+    int rc = tu_run_capture(cmd, NULL, &err);
+    if (rc == 127)
+        fail_msg("xmllint is not installed (apt-get install libxml2-utils): it is a test "
+                 "dependency");
+    if (rc != 0)
+        fail_msg("xmllint --noout %s: exit %d: %s", path, rc, err);
+    free(err);
+    free(cmd);
+    free(q);
+}
+
+static void assert_contains(const char *hay, const char *needle, const char *what)
+{
+    if (!strstr(hay, needle))
+        fail_msg("%s has no \"%s\"", what, needle);
+}
+
 /* ---- the library ---------------------------------------------------------- */
 
 static void test_analyze_runs_three_runs_and_fits_the_model(void **state)
@@ -195,8 +230,8 @@ static void test_analyze_runs_three_runs_and_fits_the_model(void **state)
     assert_int_equal(strlen(js), n);
     assert_valid_json(js, "coordl_report_json");
     static const char *const keys[] = {"runs", "synthetic", "warm", "cold", "images_per_s",
-                                       "stall_fraction", "prep_stall_fraction",
-                                       "fetch_stall_fraction", "model", "whatif",
+                                       "stall_fraction", "prep_slowdown_fraction",
+                                       "fetch_slowdown_fraction", "fetch_within_noise", "model", "whatif",
                                        "cache_fraction", "threads", "predicted_images_per_s",
                                        "recommendation"};
     for (size_t k = 0; k < sizeof keys / sizeof *keys; k++)
@@ -260,6 +295,97 @@ static void test_analyze_calls_the_step_on_real_batches(void **state)
     assert_true(r.n_whatif > 0);
     assert_int_equal(r.n_whatif % 11, 0);
     assert_fraction(r.fetch_stall_fraction, "fetch_stall_fraction");
+    coordl_report_free(&r);
+}
+
+/* A step slow only in the warm runs (calls batches+1 .. 3 x batches: the
+ * warm fill and the warm timed run): the cold run is faster than the warm
+ * one. That is noise, not a 0% fetch slowdown: the report says within
+ * noise, in the struct, the JSON and the figure. */
+typedef struct {
+    unsigned calls, batches;
+} warm_slow;
+
+static int warm_slow_step(void *user, const coordl_batch *b)
+{
+    warm_slow *w = user;
+    (void)b;
+    w->calls++;
+    const int warm = w->calls > w->batches && w->calls <= 3 * w->batches;
+    struct timespec ts = {0, warm ? 40000000 : 1000000};
+    nanosleep(&ts, NULL);
+    return 0;
+}
+
+static void test_cold_faster_than_warm_is_within_noise(void **state)
+{
+    (void)state;
+    coordl_config cfg = analyze_config();
+    coordl_analyze_opts o = coordl_analyze_opts_default();
+    o.batches = 4;
+    warm_slow w = {0, 4};
+    coordl_report r;
+    coordl_status rc = coordl_analyze(&cfg, warm_slow_step, &w, &o, &r);
+    if (rc != COORDL_OK)
+        fail_msg("coordl_analyze = %d: %s", (int)rc, coordl_errmsg(NULL));
+    assert_int_equal(w.calls, 4 * 4); /* synthetic, warm fill, warm, cold */
+    assert_true(r.cold.images_per_s > r.warm.images_per_s);
+    assert_int_equal(r.fetch_within_noise, 1);
+    assert_true(r.fetch_slowdown_fraction == 0.0);
+    static char js[1 << 16], svg[1 << 17];
+    assert_true(coordl_report_json(&r, js, sizeof js) < sizeof js);
+    assert_contains(js, "\"fetch_within_noise\":true", "coordl_report_json");
+    assert_true(coordl_report_svg(&r, NULL, 0, svg, sizeof svg) < sizeof svg);
+    assert_contains(svg, "fetch within noise", "coordl_report_svg");
+    coordl_report_free(&r);
+}
+
+/* The library call gives a caller's own step what the tool gets: the
+ * figure and the JSON written where asked, over `repeat` analyses (their
+ * median), from an options initialiser. */
+static void test_analyze_writes_the_figure_for_the_callers_step(void **state)
+{
+    (void)state;
+    coordl_config cfg = analyze_config();
+    coordl_analyze_opts o = coordl_analyze_opts_default();
+    assert_int_equal(o.batches, 50);
+    assert_true(o.synthetic_step_ms == 10.0);
+    assert_int_equal(o.repeat, 1);
+    assert_null(o.svg_path);
+    o.batches = 4;
+    o.repeat = 2;
+    char *svg_path = tu_join(g_dir, "own-step.svg"), *json_path = tu_join(g_dir, "own-step.json");
+    o.svg_path = svg_path;
+    o.json_path = json_path;
+    o.step_name = "my trainer step";
+    step_count c = {0, 0};
+    coordl_report r;
+    coordl_status rc = coordl_analyze(&cfg, counting_step, &c, &o, &r);
+    if (rc != COORDL_OK)
+        fail_msg("coordl_analyze = %d: %s", (int)rc, coordl_errmsg(NULL));
+    /* two analyses of 4 batches each in 4 runs (synthetic, warm fill, warm, cold) */
+    assert_int_equal(c.calls, 2 * 4 * 4);
+    assert_int_equal(r.repeat, 2);
+    assert_int_equal(r.batches, 4);
+    assert_int_equal(r.batch_size, 8);
+    assert_true(r.step_ms > 0);
+    assert_string_equal(r.source, g_root);
+    assert_xmllint_ok(svg_path);
+    char *svg = read_text(svg_path);
+    assert_contains(svg, "my trainer step", svg_path);
+    assert_contains(svg, "median of 2", svg_path);
+    assert_contains(svg, g_root, svg_path);
+    assert_contains(svg, "fetch slowdown", svg_path);
+    /* the file is the figure coordl_report_svg draws */
+    const size_t n = coordl_report_svg(&r, NULL, 0, NULL, 0);
+    assert_int_equal(strlen(svg), n);
+    char *js = read_text(json_path);
+    assert_valid_json(js, json_path);
+    assert_true(tu_json_has_key(js, "fetch_slowdown_fraction"));
+    free(js);
+    free(svg);
+    free(svg_path);
+    free(json_path);
     coordl_report_free(&r);
 }
 
@@ -344,49 +470,14 @@ static int run_tool(const char *args, char **out, char **err)
     return rc;
 }
 
-static char *read_text(const char *path)
-{
-    size_t n;
-    uint8_t *b = tu_read_file(path, &n);
-    char *s = realloc(b, n + 1);
-    assert_non_null(s);
-    s[n] = '\0';
-    return s;
-}
-
-static void assert_xmllint_ok(const char *path)
-{
-    char *q = tu_shell_quote(path);
-    size_t n = strlen(q) + 32;
-    char *cmd = malloc(n);
-    assert_non_null(cmd);
-    snprintf(cmd, n, "xmllint --noout %s", q);
-    char *err = NULL;
-    int rc = tu_run_capture(cmd, NULL, &err);
-    if (rc == 127)
-        fail_msg("xmllint is not installed (apt-get install libxml2-utils): it is a test "
-                 "dependency");
-    if (rc != 0)
-        fail_msg("xmllint --noout %s: exit %d: %s", path, rc, err);
-    free(err);
-    free(cmd);
-    free(q);
-}
-
-static void assert_contains(const char *hay, const char *needle, const char *what)
-{
-    if (!strstr(hay, needle))
-        fail_msg("%s has no \"%s\"", what, needle);
-}
-
 static void check_reports(const char *outdir, int validated)
 {
     char *jp = tu_join(outdir, "report.json"), *sp = tu_join(outdir, "report.svg");
     char *js = read_text(jp);
     assert_valid_json(js, jp);
     static const char *const keys[] = {"runs", "synthetic", "warm", "cold", "images_per_s",
-                                       "stall_fraction", "prep_stall_fraction",
-                                       "fetch_stall_fraction", "whatif", "cache_fraction",
+                                       "stall_fraction", "prep_slowdown_fraction",
+                                       "fetch_slowdown_fraction", "fetch_within_noise", "whatif", "cache_fraction",
                                        "threads", "predicted_images_per_s"};
     for (size_t k = 0; k < sizeof keys / sizeof *keys; k++)
         if (!tu_json_has_key(js, keys[k]))
@@ -410,8 +501,8 @@ static void check_reports(const char *outdir, int validated)
     assert_contains(svg, "</svg>", sp);
     /* axis labels with units, the legends, the title with the dataset */
     static const char *const texts[] = {"seconds per 100 batches", "images/s", "cache size",
-                                        "% of the dataset", "compute", "prep stall",
-                                        "fetch stall", "legend", "loader thread",
+                                        "% of the dataset", "compute", "prep slowdown",
+                                        "fetch slowdown", "legend", "loader thread",
                                         "synthetic", "warm", "cold", "DS-Analyzer"};
     for (size_t k = 0; k < sizeof texts / sizeof *texts; k++)
         assert_contains(svg, texts[k], sp);
@@ -561,6 +652,9 @@ static void test_tool_unreadable_dataset_exits_1_naming_it(void **state)
         if (rc != 1 || !strstr(se, paths[i]))
             fail_msg("--data %s: exit %d (expected 1 and the path on stderr), stderr:\n%s",
                      paths[i], rc, se);
+        /* in the tool's terms: the option, not the library's config field */
+        if (!strstr(se, "--data") || strstr(se, "cfg.source") || strstr(se, "source:"))
+            fail_msg("--data %s: stderr names the library's source, not --data:\n%s", paths[i], se);
         assert_null(strstr(se, "usage"));
         free(so);
         free(se);
@@ -596,6 +690,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_analyze_runs_three_runs_and_fits_the_model),
         cmocka_unit_test(test_analyze_calls_the_step_on_real_batches),
         cmocka_unit_test(test_analyze_unreadable_source_fails_with_a_message),
+        cmocka_unit_test(test_cold_faster_than_warm_is_within_noise),
+        cmocka_unit_test(test_analyze_writes_the_figure_for_the_callers_step),
         cmocka_unit_test(test_stats_json_is_valid_and_snprintf_like),
         cmocka_unit_test(test_tool_writes_a_report),
         cmocka_unit_test(test_tool_validates_and_checks),

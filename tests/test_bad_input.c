@@ -196,6 +196,9 @@ static void check_fail_policy(bad_kind kind, uint64_t bad_id, coordl_status expe
                 const char *msg = coordl_errmsg(L);
                 if (!strstr(msg, t.bad_name))
                     fail_msg("message \"%s\" does not name %s", msg, t.bad_name);
+                /* and says what the policy did and how to keep the batch */
+                if (!strstr(msg, "on_bad_sample = COORDL_BAD_FAIL") || !strstr(msg, "COORDL_BAD_SUBSTITUTE"))
+                    fail_msg("message \"%s\" does not name on_bad_sample and COORDL_BAD_SUBSTITUTE", msg);
                 continue;
             }
             if (rc != COORDL_OK)
@@ -439,6 +442,10 @@ static void test_substitute_every_item_bad_fails_without_hanging(void **state)
     /* nothing can stand in: the batch fails, and so does the next */
     assert_int_equal(coordl_next(L, &b), COORDL_ERR_CORRUPT);
     assert_true(strlen(coordl_errmsg(L)) > 0);
+    /* says that the policy was on and that no substitute decoded */
+    if (!strstr(coordl_errmsg(L), "on_bad_sample = COORDL_BAD_SUBSTITUTE") ||
+        !strstr(coordl_errmsg(L), "substitute items decoded"))
+        fail_msg("message \"%s\" does not say that no substitute decoded", coordl_errmsg(L));
     assert_int_equal(coordl_next(L, &b), COORDL_ERR_CORRUPT);
     assert_int_equal(coordl_next(L, &b), COORDL_END_OF_EPOCH);
     coordl_close(L);

@@ -3,11 +3,16 @@
  * open resolved them (thread count, cache budget after clamping, the layout
  * forced by the token and audio pipelines, the cores and NUMA node chosen,
  * coordl_set's changes), strings owned by the handle, and the caller's
- * struct size respected.
+ * struct size respected; a thread count or cache budget beyond what the
+ * machine has is cut down, logged, and the stats report what is in force.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "test_util.h"
 
@@ -59,7 +64,9 @@ static void test_get_config_resolves_threads_cache_and_copies_strings(void **sta
     assert_int_equal(st.dataset_bytes, g_images_bytes);
     /* + 1/8: room for JPEG rewrites (jpeg_random_access) */
     assert_int_equal(eff.cache_bytes, g_images_bytes + g_images_bytes / 8 + (64u << 20));
-    assert_int_equal(st.cache_bytes_budget, (uint64_t)1 << 40); /* the stats keep what was asked */
+    /* the stats report the budget in force, and what was asked beside it */
+    assert_int_equal(st.cache_bytes_budget, eff.cache_bytes);
+    assert_int_equal(st.cache_bytes_requested, (uint64_t)1 << 40);
     assert_non_null(eff.source);
     assert_ptr_not_equal(eff.source, source);
     assert_string_equal(eff.source, g_images);
@@ -90,6 +97,169 @@ static void test_get_config_cache_below_dataset_is_kept(void **state)
     assert_int_equal(coordl_get_config(L, &eff), COORDL_OK);
     assert_int_equal(eff.cache_bytes, 4096);
     coordl_close(L);
+}
+
+/* threads = 1000 on a machine of a few processing units: at most 4 per
+ * unit run, a WARN says so, and both the config and the stats report the
+ * workers that run (and the stats what was asked). */
+static void test_threads_beyond_four_per_unit_are_cut_and_logged(void **state)
+{
+    (void)state;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    assert_int_equal(sched_getaffinity(0, sizeof set, &set), 0);
+    const int pus = CPU_COUNT(&set);
+    if (4 * pus >= 1000)
+        fail_msg("this machine has %d processing units: 1000 threads is not beyond 4 per unit", pus);
+    tu_log_record *rec = tu_log_record_new();
+    coordl_config cfg = tu_config(g_images);
+    cfg.threads = 1000;
+    cfg.log = tu_log_record_fn;
+    cfg.log_user = rec;
+    coordl *L = tu_open(&cfg);
+    coordl_config eff;
+    assert_int_equal(coordl_get_config(L, &eff), COORDL_OK);
+    coordl_stats st;
+    coordl_get_stats(L, &st);
+    assert_int_equal(eff.threads, 4 * pus);
+    assert_int_equal(st.threads, 4 * pus);
+    assert_int_equal(st.threads_requested, 1000);
+    if (!tu_log_contains(rec, "threads: 1000 asked for"))
+        fail_msg("no WARN saying that threads = 1000 was cut to %d", 4 * pus);
+    coordl_close(L);
+    tu_log_record_free(rec);
+}
+
+/* A reader that says every .jpg is 1 TiB (the list's files are small
+ * JPEGs): a dataset far larger than the machine's memory, without one. */
+static int huge_open(void *user, const char *path, void **file, uint64_t *size)
+{
+    const coordl_io *posix = user;
+    int rc = posix->open(posix->user, path, file, size);
+    const size_t n = strlen(path);
+    if (rc == 0 && n > 4 && strcmp(path + n - 4, ".jpg") == 0)
+        *size = (uint64_t)1 << 40;
+    return rc;
+}
+static int64_t huge_read_at(void *user, void *file, void *buf, uint64_t len, uint64_t offset)
+{
+    const coordl_io *posix = user;
+    return posix->read_at(posix->user, file, buf, len, offset);
+}
+static void huge_close(void *user, void *file)
+{
+    const coordl_io *posix = user;
+    posix->close(posix->user, file);
+}
+
+/* cache_bytes of 1 TiB over a dataset larger still: cut to 3/4 of the
+ * machine's memory with a WARN; coordl_get_config and the stats' budget
+ * say what is in force, cache_bytes_requested what was asked. */
+static void test_cache_beyond_memory_is_cut_and_logged(void **state)
+{
+    (void)state;
+    const uint64_t ram = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+    assert_true(ram > 0 && ram / 4 * 3 < ((uint64_t)1 << 40));
+    char *list = tu_join(g_dir, "huge.txt");
+    FILE *f = fopen(list, "w");
+    assert_non_null(f);
+    for (int k = 0; k < g_spec.classes; k++)
+        for (int j = 0; j < g_spec.per_class; j++) {
+            char *p = tu_folder_file(g_images, &g_spec, k, j);
+            fprintf(f, "%s\t%d\n", p, k);
+            free(p);
+        }
+    fclose(f);
+    coordl_io io = {(void *)coordl_io_posix(), huge_open, huge_read_at, huge_close};
+    tu_log_record *rec = tu_log_record_new();
+    coordl_config cfg = tu_config(list);
+    cfg.io = &io;
+    cfg.cache_bytes = (uint64_t)1 << 40;
+    cfg.cache_pin = COORDL_PIN_OFF;
+    cfg.readahead_items = 0;
+    cfg.on_bad_sample = COORDL_BAD_SUBSTITUTE; /* the workers find the items "too large": no batch is asked */
+    cfg.log = tu_log_record_fn;
+    cfg.log_user = rec;
+    coordl *L = tu_open(&cfg);
+    coordl_config eff;
+    assert_int_equal(coordl_get_config(L, &eff), COORDL_OK);
+    coordl_stats st;
+    coordl_get_stats(L, &st);
+    assert_true(st.dataset_bytes > ((uint64_t)1 << 40));
+    assert_int_equal(eff.cache_bytes, ram / 4 * 3);
+    assert_int_equal(st.cache_bytes_budget, ram / 4 * 3);
+    assert_int_equal(st.cache_bytes_requested, (uint64_t)1 << 40);
+    if (!tu_log_contains(rec, "cache_bytes: 1099511627776 asked for"))
+        fail_msg("no WARN saying that cache_bytes was cut to 3/4 of the memory");
+    coordl_close(L);
+    tu_log_record_free(rec);
+    free(list);
+}
+
+/* Opens cfg in a child whose address space is capped at what it uses now
+ * plus `headroom` bytes, so that the arena of that size cannot be mapped;
+ * returns the open's status and copies its message into msg. */
+static coordl_status open_with_address_space_cap(const coordl_config *cfg, uint64_t headroom, char *msg, size_t cap)
+{
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    const pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        unsigned long vm_pages = 0;
+        FILE *f = fopen("/proc/self/statm", "r");
+        if (!f || fscanf(f, "%lu", &vm_pages) != 1)
+            _exit(100);
+        fclose(f);
+        struct rlimit rl;
+        rl.rlim_cur = rl.rlim_max = (rlim_t)vm_pages * (rlim_t)sysconf(_SC_PAGESIZE) + headroom;
+        if (setrlimit(RLIMIT_AS, &rl) != 0)
+            _exit(101);
+        coordl *L = NULL;
+        const coordl_status rc = coordl_open(cfg, &L);
+        const char *m = coordl_errmsg(NULL);
+        if (write(fds[1], m, strlen(m)) < 0)
+            _exit(102);
+        if (L)
+            coordl_close(L);
+        _exit(rc == COORDL_ERR_NOMEM ? 0 : rc == COORDL_OK ? 1 : 2);
+    }
+    close(fds[1]);
+    size_t n = 0;
+    ssize_t got;
+    while (n + 1 < cap && (got = read(fds[0], msg + n, cap - 1 - n)) > 0)
+        n += (size_t)got;
+    msg[n] = '\0';
+    close(fds[0]);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status) == 0 ? COORDL_ERR_NOMEM : WEXITSTATUS(status) == 1 ? COORDL_OK : COORDL_ERR_INVALID;
+}
+
+/* An arena that cannot be mapped fails the open with COORDL_ERR_NOMEM
+ * naming the arena and the config field that sizes it. */
+static void test_out_of_memory_names_the_field_to_lower(void **state)
+{
+    (void)state;
+    char msg[1024];
+    /* the cache slab: the dataset plus 64 MiB of room, into 16 MiB */
+    coordl_config cfg = tu_config(g_images);
+    cfg.cache_bytes = (uint64_t)1 << 30;
+    cfg.cache_pin = COORDL_PIN_OFF;
+    assert_int_equal(open_with_address_space_cap(&cfg, 16u << 20, msg, sizeof msg), COORDL_ERR_NOMEM);
+    if (!strstr(msg, "cache slab") || !strstr(msg, "lower cache_bytes"))
+        fail_msg("cache slab: \"%s\" does not name cache_bytes", msg);
+    /* the batch ring: 4 slots of 8 rows of 1024 x 1024 x 3 floats (384 MiB) */
+    cfg = tu_config(g_images);
+    cfg.cache_bytes = 0;
+    cfg.cache_pin = COORDL_PIN_OFF;
+    cfg.out_w = cfg.out_h = 1024;
+    cfg.layout = COORDL_F32_NCHW;
+    assert_int_equal(open_with_address_space_cap(&cfg, 64u << 20, msg, sizeof msg), COORDL_ERR_NOMEM);
+    if (!strstr(msg, "batch ring") || !strstr(msg, "prefetch_batches") || !strstr(msg, "out_w/out_h"))
+        fail_msg("batch ring: \"%s\" does not name prefetch_batches and out_w/out_h", msg);
 }
 
 static void test_get_config_forces_token_and_audio_layouts(void **state)
@@ -216,6 +386,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_get_config_resolves_threads_cache_and_copies_strings),
         cmocka_unit_test(test_get_config_cache_below_dataset_is_kept),
+        cmocka_unit_test(test_threads_beyond_four_per_unit_are_cut_and_logged),
+        cmocka_unit_test(test_cache_beyond_memory_is_cut_and_logged),
+        cmocka_unit_test(test_out_of_memory_names_the_field_to_lower),
         cmocka_unit_test(test_get_config_forces_token_and_audio_layouts),
         cmocka_unit_test(test_get_config_reports_synthetic_placement),
         cmocka_unit_test(test_get_config_follows_coordl_set),

@@ -446,6 +446,42 @@ static void test_list_file_content_sniffed_format(void **state)
     free(dir);
 }
 
+/* One image (or another file that is no list) given as source: refused
+ * saying what the file is and what source expects, not "line 1: holds a
+ * NUL byte" (what the list parser finds in a JPEG's header). */
+static void expect_source_kind_refused(const char *path, const char *kind)
+{
+    coordl_config cfg = tu_config(path);
+    coordl *L = (coordl *)(uintptr_t)1;
+    assert_int_equal(coordl_open(&cfg, &L), COORDL_ERR_INVALID);
+    assert_null(L);
+    const char *msg = coordl_errmsg(NULL);
+    if (!strstr(msg, kind) || !strstr(msg, "ImageFolder root") || !strstr(msg, "list file") ||
+        !strstr(msg, ".tar shard") || strstr(msg, "NUL byte"))
+        fail_msg("message \"%s\" does not say that %s is %s and what source expects", msg, path, kind);
+}
+
+static void test_image_given_as_source_says_it_is_an_image(void **state)
+{
+    (void)state;
+    char *dir = tu_join(g_dir, "source_kind");
+    char *jpg = tu_join(dir, "cat.jpg"), *png = tu_join(dir, "cat.png"), *wav = tu_join(dir, "a.wav");
+    const uint8_t col[3] = {10, 20, 30};
+    uint8_t *pix = tu_solid(16, 16, 3, col);
+    tu_write_jpeg(jpg, pix, 16, 16, 3, NULL);
+    tu_write_png(png, pix, 16, 16, 3);
+    static const uint8_t riff[44] = {'R', 'I', 'F', 'F', 36, 0, 0, 0, 'W', 'A', 'V', 'E', 'f', 'm', 't', ' '};
+    tu_write_file(wav, riff, sizeof riff);
+    expect_source_kind_refused(jpg, "a JPEG image");
+    expect_source_kind_refused(png, "a PNG image");
+    expect_source_kind_refused(wav, "a WAV file");
+    free(pix);
+    free(jpg);
+    free(png);
+    free(wav);
+    free(dir);
+}
+
 int main(void)
 {
     tu_main_init(120);
@@ -468,6 +504,7 @@ int main(void)
         cmocka_unit_test(test_list_file_of_only_empty_lines_is_invalid),
         cmocka_unit_test(test_list_file_without_final_newline),
         cmocka_unit_test(test_list_file_content_sniffed_format),
+        cmocka_unit_test(test_image_given_as_source_says_it_is_an_image),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -338,6 +338,35 @@ static void progress(void *user, const char *line)
     fflush(stderr);
 }
 
+/* coordl's message in the tool's terms: what the library calls the
+ * config's `source` (cfg.source) is the tool's --data. Returns a static
+ * buffer (the tool is single-threaded). */
+static const char *data_msg(const char *msg)
+{
+    static char out[2048];
+    size_t o = 0;
+    const char *p = msg;
+    if (strncmp(p, "source: ", 8) == 0) { /* the field's name leading the message */
+        o = (size_t)snprintf(out, sizeof out, "--data: ");
+        p += 8;
+    }
+    while (*p && o + 16 < sizeof out) {
+        static const char *const names[] = {"cfg.source", "set source to", "source expects"};
+        static const char *const subst[] = {"--data", "give --data", "--data expects"};
+        size_t k = 0;
+        while (k < 3 && strncmp(p, names[k], strlen(names[k])) != 0)
+            k++;
+        if (k < 3) {
+            o += (size_t)snprintf(out + o, sizeof out - o, "%s", subst[k]);
+            p += strlen(names[k]);
+        } else {
+            out[o++] = *p++;
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
 /* ---- files ------------------------------------------------------------- */
 
 static int mkdirs(const char *path)
@@ -394,45 +423,6 @@ static uint64_t drop_page_cache(const coordl *L)
 
 /* ---- text helpers ------------------------------------------------------ */
 
-/* Writes s as XML character data: & < > " ' escaped, control characters and
- * bytes that are not valid UTF-8 replaced by '?', so the file stays valid. */
-static void xml_text(FILE *f, const char *s)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
-        unsigned c = *p;
-        int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        int ok = len > 0;
-        for (int k = 1; ok && k < len; k++)
-            ok = (p[k] & 0xC0) == 0x80;
-        if (ok && len == 2 && c < 0xC2)
-            ok = 0; /* overlong */
-        if (!ok) {
-            fputc('?', f);
-            p++;
-            continue;
-        }
-        if (len > 1) {
-            fwrite(p, 1, (size_t)len, f);
-            p += len;
-            continue;
-        }
-        switch (c) {
-        case '&': fputs("&amp;", f); break;
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&apos;", f); break;
-        default:
-            if (c < 0x20 && c != '\t')
-                fputc('?', f);
-            else
-                fputc((int)c, f);
-        }
-        p++;
-    }
-}
-
 /* A JSON number, or null when it is not finite. */
 static void json_num(FILE *f, double v)
 {
@@ -442,14 +432,10 @@ static void json_num(FILE *f, double v)
         fputs("null", f);
 }
 
-static double clamp01(double v)
-{
-    return !(v > 0) ? 0 : v > 1 ? 1 : v;
-}
-
 /* ---- the validation points --------------------------------------------- */
 
 #define MAX_REPEAT 9
+#define MAX_CURVES 8
 
 typedef struct {
     double cache_fraction;
@@ -483,7 +469,7 @@ static int measure(const coordl_config *base, uint64_t dataset_bytes, uint64_t b
     coordl *L = NULL;
     coordl_status rc = coordl_open(&cfg, &L);
     if (rc != COORDL_OK) {
-        fprintf(stderr, TOOL ": %s: %s\n", cfg.source, coordl_errmsg(NULL));
+        fprintf(stderr, TOOL ": --data %s: %s\n", cfg.source, data_msg(coordl_errmsg(NULL)));
         return -1;
     }
     coordl_batch b;
@@ -555,6 +541,15 @@ static const char *thr_word(int t)
     return t == 1 ? "thread" : "threads";
 }
 
+/* "12.3%", or "within noise" with the reason. */
+static void slowdown_text(char *buf, size_t cap, double fraction, int within_noise)
+{
+    if (within_noise)
+        snprintf(buf, cap, "within noise (the run was faster than its reference)");
+    else
+        snprintf(buf, cap, "%.1f%%", 100 * fraction);
+}
+
 static void print_report(const args *a, const coordl_report *r, const int *tl, size_t nt)
 {
     printf("dataset: %s: %llu items, %.1f MB (mean item %.1f KB)\n", a->data,
@@ -566,15 +561,19 @@ static void print_report(const args *a, const coordl_report *r, const int *tl, s
            r->threads, thr_word(r->threads), (unsigned long long)a->batches, a->repeat,
            a->repeat == 1 ? "analysis" : "analyses");
 
-    printf("run                    images/s    stall\n");
+    printf("run                    images/s    stall (time waiting in coordl_next)\n");
     printf("  synthetic          %10.1f   %5.1f%%   trainer alone: its ingestion rate\n",
            r->synthetic.images_per_s, 100 * r->synthetic.stall_fraction);
     printf("  warm (all cached)  %10.1f   %5.1f%%   prep-bound: no storage reads\n",
            r->warm.images_per_s, 100 * r->warm.stall_fraction);
     printf("  cold (no cache)    %10.1f   %5.1f%%   storage + prep\n", r->cold.images_per_s,
            100 * r->cold.stall_fraction);
-    printf("stall split (share of the cold run's time): prep %.1f%%, fetch %.1f%%\n\n",
-           100 * r->prep_stall_fraction, 100 * r->fetch_stall_fraction);
+    /* "stall" above is time waiting in coordl_next; the differential split
+     * is a slowdown (a faster run than its reference is noise, not 0%) */
+    char prep[80], fetch[80];
+    slowdown_text(prep, sizeof prep, r->prep_slowdown_fraction, r->prep_within_noise);
+    slowdown_text(fetch, sizeof fetch, r->fetch_slowdown_fraction, r->fetch_within_noise);
+    printf("slowdown (share of the cold run's time): prep %s, fetch %s\n\n", prep, fetch);
 
     printf("model inputs\n");
     printf("  ingest (trainer, no stall)  %10.1f images/s\n", r->ingest_images_per_s);
@@ -689,363 +688,32 @@ static int write_json(const char *path, const coordl_report *r, const vpoint *v,
 
 /* ---- report.svg ------------------------------------------------------------- */
 
-static const char *const PALETTE[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
-                                      "#9467bd", "#8c564b", "#e377c2", "#17becf"};
-#define NPAL (sizeof PALETTE / sizeof *PALETTE)
-#define MAX_CURVES 8
-
-#define C_COMPUTE "#4c78a8"
-#define C_PREP "#f58518"
-#define C_FETCH "#e45756"
-#define INGEST_STYLE "stroke=\"#555\" stroke-width=\"1.5\" stroke-dasharray=\"2 3\""
-
-/* A "nice" tick step (1, 2 or 5 x 10^k) for about `ticks` ticks up to max. */
-static double nice_step(double max, int ticks)
+/* The library's figure (coordl_report_svg), with the validation points. */
+static int write_svg(const char *path, const coordl_report *r, const vpoint *v, size_t nv)
 {
-    if (!(max > 0))
-        return 1;
-    double raw = max / ticks, p = pow(10, floor(log10(raw))), m = raw / p;
-    return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
-}
-
-static void fmt_tick(char *buf, size_t cap, double v, double stepv)
-{
-    if (stepv >= 1 || v == 0)
-        snprintf(buf, cap, "%.0f", v);
-    else if (stepv >= 0.1)
-        snprintf(buf, cap, "%.1f", v);
-    else
-        snprintf(buf, cap, "%.2g", v);
-}
-
-static void svg_text(FILE *f, double x, double y, const char *anchor, const char *style,
-                     const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-static void svg_text(FILE *f, double x, double y, const char *anchor, const char *style,
-                     const char *fmt, ...)
-{
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\"%s%s%s>", x, y, anchor,
-            style ? " style=\"" : "", style ? style : "", style ? "\"" : "");
-    xml_text(f, buf);
-    fputs("</text>\n", f);
-}
-
-/* Curves of several thread counts often coincide (all at the trainer's
- * rate): later ones are drawn thinner and dashed on top of earlier ones, so
- * every colour stays visible. */
-static double curve_width(size_t j, size_t n)
-{
-    return 2.0 + 1.5 * (double)(n - 1 - j) / (n > 1 ? (double)(n - 1) : 1.0) * 2.0;
-}
-
-static const char *curve_dash(size_t j)
-{
-    static const char *const d[] = {"", " stroke-dasharray=\"10 5\"", " stroke-dasharray=\"3 4\"",
-                                    " stroke-dasharray=\"14 4 3 4\""};
-    return d[j % 4];
-}
-
-static int write_svg(const char *path, const args *a, const coordl_report *r,
-                     const int *tl, size_t nt, const vpoint *v, size_t nv)
-{
+    coordl_measured m[4];
+    size_t nm = 0;
+    for (size_t i = 0; i < nv && nm < 4; i++)
+        if (v[i].ok) {
+            m[nm].cache_fraction = v[i].cache_fraction;
+            m[nm].threads = v[i].threads;
+            m[nm++].images_per_s = v[i].measured;
+        }
+    size_t n = coordl_report_svg(r, m, nm, NULL, 0);
+    char *text = malloc(n + 1);
+    if (!text) {
+        fprintf(stderr, TOOL ": out of memory\n");
+        return -1;
+    }
+    coordl_report_svg(r, m, nm, text, n + 1);
     FILE *f = fopen(path, "w");
-    if (!f) {
+    int bad = !f || fwrite(text, 1, n, f) != n;
+    if (f && fclose(f))
+        bad = 1;
+    if (bad)
         fprintf(stderr, TOOL ": %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    const double W = 980, H = 840;
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-               "viewBox=\"0 0 %.0f %.0f\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" "
-               "font-size=\"13\">\n",
-               W, H, W, H);
-    fprintf(f, "<title>");
-    xml_text(f, "DS-Analyzer report: ");
-    xml_text(f, a->data);
-    fprintf(f, "</title>\n<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"white\"/>\n", W, H);
-
-    /* title */
-    svg_text(f, 20, 30, "start", "font-size:18px;font-weight:bold", "DS-Analyzer: %s", a->data);
-    svg_text(f, 20, 52, "start", "fill:#444",
-             "%llu items, %.1f MB; batch %u, %ux%u crops, trainer step %.3g ms (%s), %d loader %s, "
-             "%llu batches per run, median of %d",
-             (unsigned long long)r->dataset_items, (double)r->dataset_bytes / 1e6, a->batch_size,
-             a->size, a->size, a->step_ms, STEP_NAMES[a->step_kind], r->threads,
-             thr_word(r->threads), (unsigned long long)a->batches, a->repeat);
-
-    if (r->recommend_threads > 0)
-        svg_text(f, 20, 74, "start", "font-weight:bold",
-                 "recommendation: cache %.0f%% of the dataset, %d loader %s (predicted stall under 3%%)",
-                 100 * r->recommend_cache_fraction, r->recommend_threads,
-                 thr_word(r->recommend_threads));
-    else
-        svg_text(f, 20, 74, "start", "font-weight:bold",
-                 "recommendation: none of the what-if grid gets the predicted stall under 3%%");
-
-    /* ---- panel 1: where the time goes, per run ---- */
-    const double px0 = 220, px1 = 680, py0 = 128, bar_h = 34, gap = 20;
-    svg_text(f, 20, 108, "start", "font-size:15px;font-weight:bold",
-             "1. Where the trainer's time goes (differential runs)");
-    const coordl_run_report *runs[3] = {&r->synthetic, &r->warm, &r->cold};
-    static const char *const run_name[3] = {"synthetic (trainer only)", "warm (all in cache)",
-                                            "cold (nothing cached)"};
-    double per100[3], seg[3][3]; /* [run][compute, prep, fetch] seconds per 100 batches */
-    double maxt = 0;
-    for (int i = 0; i < 3; i++) {
-        per100[i] = runs[i]->images_per_s > 0 ? 100.0 * a->batch_size / runs[i]->images_per_s : 0;
-        maxt = fmax(maxt, per100[i]);
-    }
-    double ps = clamp01(r->prep_stall_fraction), fs = clamp01(r->fetch_stall_fraction);
-    if (ps + fs > 1) {
-        double k = 1 / (ps + fs);
-        ps *= k;
-        fs *= k;
-    }
-    /* synthetic: all compute; cold: its time split by the report's
-     * fractions; warm: the same prep stall (seconds) as the cold run */
-    seg[0][0] = per100[0], seg[0][1] = 0, seg[0][2] = 0;
-    seg[2][1] = ps * per100[2], seg[2][2] = fs * per100[2];
-    seg[2][0] = per100[2] - seg[2][1] - seg[2][2];
-    seg[1][1] = fmin(seg[2][1], per100[1]), seg[1][2] = 0;
-    seg[1][0] = per100[1] - seg[1][1];
-    double xstep = nice_step(maxt, 5), xmax = xstep * ceil(maxt / xstep);
-    if (!(xmax > 0))
-        xmax = 1;
-    double py_axis = py0 + 3 * (bar_h + gap) - gap + 12;
-    /* grid and ticks */
-    for (double t = 0; t <= xmax + xstep * 1e-6; t += xstep) {
-        double x = px0 + (px1 - px0) * t / xmax;
-        char lab[32];
-        fmt_tick(lab, sizeof lab, t, xstep);
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", x,
-                py0 - 6, x, py_axis);
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\"/>\n", x,
-                py_axis, x, py_axis + 5);
-        svg_text(f, x, py_axis + 19, "middle", NULL, "%s", lab);
-    }
-    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\"/>\n", px0,
-            py_axis, px1, py_axis);
-    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\"/>\n", px0,
-            py0 - 6, px0, py_axis);
-    svg_text(f, (px0 + px1) / 2, py_axis + 40, "middle", NULL,
-             "time (seconds per 100 batches of %u images)", a->batch_size);
-    static const char *const seg_col[3] = {C_COMPUTE, C_PREP, C_FETCH};
-    for (int i = 0; i < 3; i++) {
-        double y = py0 + i * (bar_h + gap), x = px0;
-        svg_text(f, px0 - 10, y + bar_h / 2 + 5, "end", NULL, "%s", run_name[i]);
-        for (int s = 0; s < 3; s++) {
-            double w = (px1 - px0) * fmax(0, seg[i][s]) / xmax;
-            if (w <= 0)
-                continue;
-            fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n",
-                    x, y, w, bar_h, seg_col[s]);
-            x += w;
-        }
-        svg_text(f, x + 8, y + bar_h / 2 - 2, "start", NULL, "%.0f images/s",
-                 runs[i]->images_per_s);
-        svg_text(f, x + 8, y + bar_h / 2 + 13, "start", "font-size:11px;fill:#555",
-                 "stall %.1f%% (measured in coordl_next)", 100 * runs[i]->stall_fraction);
-    }
-    /* legend */
-    static const char *const seg_name[3] = {"compute (trainer step)", "prep stall (decode, augment)",
-                                            "fetch stall (storage)"};
-    double ly = py_axis + 62;
-    for (int s = 0; s < 3; s++) {
-        double lx = px0 + s * 230;
-        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"14\" fill=\"%s\"/>\n", lx,
-                ly - 11, seg_col[s]);
-        svg_text(f, lx + 20, ly, "start", NULL, "%s", seg_name[s]);
-    }
-    svg_text(f, px0, ly + 22, "start", "font-size:11px;fill:#555",
-             "prep stall = warm - synthetic, fetch stall = cold - warm (time per image); "
-             "cold run: prep %.1f%%, fetch %.1f%% of its time",
-             100 * r->prep_stall_fraction, 100 * r->fetch_stall_fraction);
-
-    /* ---- panel 2: what-if curves ---- */
-    const double qx0 = 90, qx1 = 660, qy0 = 450, qy1 = 760;
-    svg_text(f, 20, qy0 - 26, "start", "font-size:15px;font-weight:bold",
-             "2. What-if: predicted throughput by cache size and loader threads");
-    double ymaxv = r->ingest_images_per_s;
-    for (size_t j = 0; j < nt; j++)
-        for (int k = 0; k <= 100; k++)
-            ymaxv = fmax(ymaxv, coordl_report_predict(r, k / 100.0, tl[j], 0).predicted_images_per_s);
-    for (size_t i = 0; i < nv; i++)
-        if (v[i].ok)
-            ymaxv = fmax(ymaxv, v[i].measured);
-    if (!(ymaxv > 0) || !isfinite(ymaxv))
-        ymaxv = 1;
-    double ystep = nice_step(ymaxv * 1.05, 6), ymax = ystep * ceil(ymaxv * 1.05 / ystep);
-#define QX(fr) (qx0 + (qx1 - qx0) * (fr))
-#define QY(val) (qy1 - (qy1 - qy0) * fmin(fmax((val) / ymax, 0), 1.02))
-    for (double t = 0; t <= ymax + ystep * 1e-6; t += ystep) {
-        char lab[32];
-        fmt_tick(lab, sizeof lab, t, ystep);
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
-                qx0, QY(t), qx1, QY(t));
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\"/>\n",
-                qx0 - 5, QY(t), qx0, QY(t));
-        svg_text(f, qx0 - 8, QY(t) + 4, "end", NULL, "%s", lab);
-    }
-    for (int k = 0; k <= 100; k += 10) {
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>\n",
-                QX(k / 100.0), qy0, QX(k / 100.0), qy1);
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\"/>\n",
-                QX(k / 100.0), qy1, QX(k / 100.0), qy1 + 5);
-        svg_text(f, QX(k / 100.0), qy1 + 19, "middle", NULL, "%d", k);
-    }
-    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\"/>\n", qx0,
-            qy1, qx1, qy1);
-    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\"/>\n", qx0,
-            qy0, qx0, qy1);
-    svg_text(f, (qx0 + qx1) / 2, qy1 + 42, "middle", NULL,
-             "cache size (%% of the dataset's %.1f MB, MinIO)", (double)r->dataset_bytes / 1e6);
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" transform=\"rotate(-90 %.1f %.1f)\">"
-               "throughput (images/s)</text>\n",
-            28.0, (qy0 + qy1) / 2, 28.0, (qy0 + qy1) / 2);
-    /* one curve per thread count */
-    for (size_t j = 0; j < nt; j++) {
-        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%.1f\"%s points=\"",
-                PALETTE[j % NPAL], curve_width(j, nt), curve_dash(j));
-        for (int k = 0; k <= 100; k++) {
-            double y = coordl_report_predict(r, k / 100.0, tl[j], 0).predicted_images_per_s;
-            fprintf(f, "%s%.1f,%.1f", k ? " " : "", QX(k / 100.0), QY(isfinite(y) ? y : 0));
-        }
-        fputs("\"/>\n", f);
-    }
-    /* the trainer's ingestion rate: the ceiling */
-    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" " INGEST_STYLE "/>\n",
-            qx0, QY(r->ingest_images_per_s), qx1, QY(r->ingest_images_per_s));
-    /* validation: measured points, with a thin line to the prediction */
-    for (size_t i = 0; i < nv; i++) {
-        if (!v[i].ok)
-            continue;
-        size_t j = 0;
-        while (j < nt && tl[j] != v[i].threads)
-            j++;
-        const char *col = j < nt ? PALETTE[j % NPAL] : "#000";
-        double x = QX(v[i].cache_fraction);
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-                   "stroke-width=\"1\"/>\n",
-                x, QY(v[i].predicted), x, QY(v[i].measured), col);
-        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"6\" fill=\"%s\" stroke=\"#000\" "
-                   "stroke-width=\"1.5\"/>\n",
-                x, QY(v[i].measured), col);
-        double pct = 100 * v[i].error;
-        svg_text(f, x + 9, QY(v[i].measured) + (v[i].measured < v[i].predicted ? 14 : -6), "start",
-                 "font-size:11px", "%+.0f%%", fabs(pct) < 0.5 ? 0.0 : pct);
-    }
-    /* legend */
-    double lx = qx1 + 25, ly2 = qy0 + 4;
-    svg_text(f, lx, ly2, "start", "font-weight:bold", "legend");
-    ly2 += 22;
-    for (size_t j = 0; j < nt; j++, ly2 += 20) {
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-                   "stroke-width=\"%.1f\"%s/>\n",
-                lx, ly2 - 4, lx + 30, ly2 - 4, PALETTE[j % NPAL], curve_width(j, nt), curve_dash(j));
-        svg_text(f, lx + 38, ly2, "start", NULL, "%d loader %s (predicted)", tl[j], thr_word(tl[j]));
-    }
-    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" " INGEST_STYLE "/>\n",
-            lx, ly2 - 4, lx + 30, ly2 - 4);
-    svg_text(f, lx + 38, ly2, "start", NULL, "trainer ingest rate (%.0f/s)", r->ingest_images_per_s);
-    ly2 += 20;
-    if (nv) {
-        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"6\" fill=\"#bbb\" stroke=\"#000\" "
-                   "stroke-width=\"1.5\"/>\n",
-                lx + 13, ly2 - 4);
-        svg_text(f, lx + 38, ly2, "start", NULL, "measured (validation)");
-        svg_text(f, lx + 38, ly2 + 15, "start", "font-size:11px;fill:#555",
-                 "label: (predicted - measured) / measured");
-        ly2 += 36;
-    }
-    svg_text(f, lx, ly2 + 6, "start", "font-size:11px;fill:#555", "model: min(ingest,");
-    svg_text(f, lx, ly2 + 21, "start", "font-size:11px;fill:#555", "  prep/core x threads,");
-    svg_text(f, lx, ly2 + 36, "start", "font-size:11px;fill:#555",
-             "  storage / ((1 - cache) x item))");
-#undef QX
-#undef QY
-    fputs("</svg>\n", f);
-    if (fclose(f)) {
-        fprintf(stderr, TOOL ": %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-/* ---- repeated analyses --------------------------------------------------------- */
-
-static double median_of(const coordl_report *reps, size_t n, size_t field_off)
-{
-    double x[MAX_REPEAT];
-    for (size_t k = 0; k < n; k++)
-        memcpy(&x[k], (const char *)&reps[k] + field_off, sizeof x[k]);
-    qsort(x, n, sizeof *x, cmp_double);
-    return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
-}
-
-static const coordl_run_report *median_run(const coordl_report *reps, size_t n, size_t run_off)
-{
-    const coordl_run_report *p[MAX_REPEAT];
-    for (size_t k = 0; k < n; k++)
-        p[k] = (const coordl_run_report *)((const char *)&reps[k] + run_off);
-    for (size_t i = 1; i < n; i++) /* insertion sort by images/s */
-        for (size_t j = i; j > 0 && p[j]->images_per_s < p[j - 1]->images_per_s; j--) {
-            const coordl_run_report *t = p[j];
-            p[j] = p[j - 1];
-            p[j - 1] = t;
-        }
-    return p[(n - 1) / 2];
-}
-
-/* The analyses' median: each run is the run of median images/s, each model
- * input and stall fraction the median; the what-if grid (borrowed from
- * reps[0]) is predicted again from those inputs, and the recommendation is
- * chosen again by the library's rule (the smallest cache, then the fewest
- * threads, predicted under 3% stall). One analysis is returned as is. */
-static void median_report(const coordl_report *reps, size_t n, coordl_report *r)
-{
-    *r = reps[0];
-    if (n < 2)
-        return;
-#define MED(field) r->field = median_of(reps, n, offsetof(coordl_report, field))
-    MED(prep_stall_fraction);
-    MED(fetch_stall_fraction);
-    MED(ingest_images_per_s);
-    MED(prep_images_per_s_per_core);
-    MED(storage_mb_per_s);
-    MED(memory_mb_per_s);
-    MED(reader_mb_per_s);
-    MED(cores_for_prep);
-    MED(read_latency_ms);
-#undef MED
-    r->synthetic = *median_run(reps, n, offsetof(coordl_report, synthetic));
-    r->warm = *median_run(reps, n, offsetof(coordl_report, warm));
-    r->cold = *median_run(reps, n, offsetof(coordl_report, cold));
-    r->recommend_threads = -1;
-    r->recommend_cache_fraction = -1;
-    for (size_t i = 0; i < r->n_whatif; i++) {
-        coordl_whatif *w = &r->whatif[i];
-        *w = coordl_report_predict(r, w->cache_fraction, w->threads, 0);
-        if (w->predicted_stall_fraction < 0.03 &&
-            (r->recommend_threads < 0 || w->cache_fraction < r->recommend_cache_fraction ||
-             (w->cache_fraction == r->recommend_cache_fraction &&
-              w->threads < r->recommend_threads))) {
-            r->recommend_cache_fraction = w->cache_fraction;
-            r->recommend_threads = w->threads;
-        }
-    }
-    /* the depth again, by the library's rule, from the median inputs */
-    if (r->recommend_readahead_items >= 0) {
-        const double best = coordl_report_predict_readahead(r, 0.0, r->threads, 0, 4096).predicted_images_per_s;
-        for (uint32_t d = 0; d <= 4096; d = d ? 2 * d : 1)
-            if (coordl_report_predict_readahead(r, 0.0, r->threads, 0, d).predicted_images_per_s >= 0.97 * best) {
-                r->recommend_readahead_items = (int32_t)d;
-                break;
-            }
-    }
+    free(text);
+    return bad ? -1 : 0;
 }
 
 /* ---- main ---------------------------------------------------------------------- */
@@ -1082,7 +750,7 @@ int main(int argc, char **argv)
     probe_cfg.prefetch_batches = 1;
     coordl *L = NULL;
     if (coordl_open(&probe_cfg, &L) != COORDL_OK) {
-        fprintf(stderr, TOOL ": cannot read the dataset %s: %s\n", a.data, coordl_errmsg(NULL));
+        fprintf(stderr, TOOL ": cannot read the dataset %s: %s\n", a.data, data_msg(coordl_errmsg(NULL)));
         return 1;
     }
     coordl_stats st;
@@ -1105,10 +773,8 @@ int main(int argc, char **argv)
     rc = 1;
     char *json_path = join(a.out, "report.json"), *svg_path = join(a.out, "report.svg");
     int *tl = NULL;
-    coordl_report r, reps[MAX_REPEAT];
-    int nreps = 0;
+    coordl_report r;
     memset(&r, 0, sizeof r);
-    memset(reps, 0, sizeof reps);
     if (!json_path || !svg_path) {
         fprintf(stderr, TOOL ": out of memory\n");
         goto done;
@@ -1116,27 +782,22 @@ int main(int argc, char **argv)
 
     cfg.cache_bytes = (uint64_t)(a.cache_fraction * (double)dataset_bytes + 0.5);
     step_ctx sc = {a.step_ms, a.step_kind, 0};
-    coordl_analyze_opts o;
-    memset(&o, 0, sizeof o);
+    /* the library runs the analyses and takes their median */
+    coordl_analyze_opts o = coordl_analyze_opts_default();
     o.batches = a.batches;
     o.synthetic_step_ms = a.step_ms;
     o.progress = progress;
+    o.repeat = (uint32_t)a.repeat;
+    char step_name[64];
+    snprintf(step_name, sizeof step_name, "stand-in: %s %.3g ms", STEP_NAMES[a.step_kind], a.step_ms);
+    o.step_name = step_name;
     double t_start = now_s();
-    for (int k = 0; k < a.repeat; k++) {
-        if (a.repeat > 1) {
-            char line[64];
-            snprintf(line, sizeof line, "analysis %d/%d", k + 1, a.repeat);
-            progress(NULL, line);
-        }
-        coordl_status st_an = coordl_analyze(&cfg, step, &sc, &o, &reps[k]);
-        nreps = k + 1;
-        if (st_an != COORDL_OK) {
-            fprintf(stderr, TOOL ": analysis of %s failed: %s: %s\n", a.data,
-                    coordl_strerror(st_an), coordl_errmsg(NULL));
-            goto done;
-        }
+    coordl_status st_an = coordl_analyze(&cfg, step, &sc, &o, &r);
+    if (st_an != COORDL_OK) {
+        fprintf(stderr, TOOL ": analysis of %s failed: %s: %s\n", a.data, coordl_strerror(st_an),
+                data_msg(coordl_errmsg(NULL)));
+        goto done;
     }
-    median_report(reps, (size_t)nreps, &r);
 
     /* the thread counts of the what-if grid (plus --threads) */
     size_t nt = 0;
@@ -1236,7 +897,7 @@ int main(int argc, char **argv)
     }
 
     int io_failed = write_json(json_path, &r, v, nv);
-    io_failed |= write_svg(svg_path, &a, &r, tl, nt, v, nv);
+    io_failed |= write_svg(svg_path, &r, v, nv);
     printf("\nwrote %s and %s (%.1f s)\n", json_path, svg_path, now_s() - t_start);
     fflush(stdout);
     rc = 0;
@@ -1250,8 +911,6 @@ done:
     free(tl);
     free(json_path);
     free(svg_path);
-    /* r borrows the what-if grid of one of reps */
-    for (int k = 0; k < nreps; k++)
-        coordl_report_free(&reps[k]);
+    coordl_report_free(&r);
     return rc;
 }

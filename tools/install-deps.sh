@@ -1,8 +1,24 @@
 #!/usr/bin/env bash
-# Installs the Debian packages coordl builds and tests with, if missing.
-# Run as root (CI and `make deps` do); as another user it prints the command.
+# Installs the Debian packages coordl needs, if missing.
+#   tools/install-deps.sh [all]    what building and testing need (CI, make test)
+#   tools/install-deps.sh demo     only what `make demo` needs: a C compiler
+#                                  and make, libjpeg, stb, hwloc (no clang,
+#                                  cmake, MPI or cmocka)
+#   tools/install-deps.sh --print [all|demo]   the package list, nothing installed
+# Run as root (CI and `make deps`/`make demo` do); as another user it prints
+# the command to run. EXTRA_PKGS adds packages to either list.
 set -euo pipefail
-PKGS="build-essential python3 clang libclang-rt-14-dev cmake pkg-config libjpeg62-turbo-dev libstb-dev libhwloc-dev libcmocka-dev libxml2-utils openmpi-bin libopenmpi-dev ${EXTRA_PKGS:-}"
+print=0
+if [ "${1:-}" = --print ]; then print=1; shift; fi
+profile=${1:-all}
+DEMO_PKGS="build-essential libjpeg62-turbo-dev libstb-dev libhwloc-dev"
+case $profile in
+demo) PKGS="$DEMO_PKGS" ;;
+all)  PKGS="$DEMO_PKGS python3 clang libclang-rt-14-dev cmake pkg-config libcmocka-dev libxml2-utils openmpi-bin libopenmpi-dev" ;;
+*) echo "install-deps.sh: unknown profile '$profile' (all or demo)" >&2; exit 2 ;;
+esac
+PKGS="$PKGS ${EXTRA_PKGS:-}"
+if [ $print = 1 ]; then echo $PKGS; exit 0; fi
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

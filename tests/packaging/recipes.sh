@@ -16,6 +16,10 @@
 #                  app.c; pkg-config and CMake pointed at the staging root
 #   subdir*        app.c and coordl/ (a copy of the checkout's files)
 #   standalone*    a copy of the checkout's files (its commands test it)
+#   readme-loop*   coordl.h, coordl.c and loop_main.c (tests/packaging/):
+#                  the recipe writes README's trainer loop to train.c; it
+#                  is compiled with them and run over a copy of the
+#                  dataset with one file truncated (the loop must go on)
 # then the program it built runs one epoch over a small dataset.
 #
 #   tests/packaging/recipes.sh list              names of README's recipes
@@ -111,12 +115,24 @@ run_one() {
         copy_checkout "$dir/coordl" ;;
     standalone*)
         copy_checkout "$dir" ;;
+    readme-loop*)
+        cp "$repo/coordl.h" "$repo/coordl.c" "$repo/tests/packaging/loop_main.c" "$dir/" ;;
     *)
         echo "recipes: no setup for a recipe named '$name' (tests/packaging/recipes.sh)"; return 1 ;;
     esac
     (cd "$dir" && printf '%s\n' "$body" | env "${env[@]}" bash -ex) || { echo "recipes: $name: its commands failed"; return 1; }
     case $name in install | standalone*) return 0 ;; esac
     dataset
+    case $name in readme-loop*)
+        (cd "$dir" && ${CC:-cc} -O2 -I. train.c loop_main.c coordl.c -o app -ljpeg -lhwloc -lpthread -lm) ||
+            { echo "recipes: $name: README's loop does not compile"; return 1; }
+        cp -r "$WORK/data" "$dir/data"
+        local victim
+        victim=$(find "$dir/data" -type f -name '*.jpg' | sort | head -1)
+        head -c 200 "$victim" > "$victim.cut" && mv "$victim.cut" "$victim"
+        (cd "$dir" && ./app "$dir/data") || { echo "recipes: $name: README's loop stopped on a damaged file"; return 1; }
+        return 0 ;;
+    esac
     (cd "$dir" && env LD_LIBRARY_PATH="$ROOT$PREFIX_IN_README/lib" "./$exe" "$WORK/data") ||
         { echo "recipes: $name: the program it built failed"; return 1; }
     case $name in
