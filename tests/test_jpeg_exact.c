@@ -72,6 +72,18 @@ static const variant VPROG = {"4:2:0 progressive", 3, 2, 2, 0, 0, 1, 0, 0, 0};
 static const variant VARITH = {"4:2:0 arithmetic", 3, 2, 2, 0, 0, 0, 1, 0, 0};
 static const variant VPROG422 = {"4:2:2 progressive arithmetic", 3, 2, 1, 0, 0, 1, 1, 0, 0};
 static const variant VOPT = {"4:2:0 optimized tables, DRI 1 row", 3, 2, 2, 0, 0, 0, 0, 1, 1};
+/* Rarer luma sampling factors real files carry (4:1:0, and what cameras
+ * and old encoders wrote); libjpeg's ROI crop is not exact for some of
+ * them at some scales, so the plain path must fall back to full width. */
+static const variant V410 = {"4x2 (4:1:0)", 3, 4, 2, 0, 0, 0, 0, 0, 0};
+static const variant V24 = {"2x4", 3, 2, 4, 0, 0, 0, 0, 0, 0};
+static const variant V14 = {"1x4", 3, 1, 4, 0, 0, 0, 0, 0, 0};
+static const variant V31 = {"3x1", 3, 3, 1, 0, 0, 0, 0, 0, 0};
+static const variant V32 = {"3x2", 3, 3, 2, 0, 0, 0, 0, 0, 0};
+/* one component with sampling factors above 1: a non-interleaved scan
+ * whose MCU is one block, while libjpeg's iMCU is the factors' size */
+static const variant VGRAY22 = {"gray 2x2", 1, 2, 2, 0, 0, 0, 0, 0, 0};
+static const variant VGRAY41 = {"gray 4x1", 1, 4, 1, 0, 0, 0, 0, 0, 0};
 
 /* Noise on a gradient: neighbouring chroma samples differ, so a wrong
  * upsampling neighbour changes the pixel. */
@@ -361,6 +373,13 @@ PLAIN_TEST(test_roi_decode_is_exact_progressive, VPROG)
 PLAIN_TEST(test_roi_decode_is_exact_arithmetic, VARITH)
 PLAIN_TEST(test_roi_decode_is_exact_progressive_arithmetic_422, VPROG422)
 PLAIN_TEST(test_roi_decode_is_exact_optimized_with_restarts, VOPT)
+PLAIN_TEST(test_roi_decode_is_exact_410, V410)
+PLAIN_TEST(test_roi_decode_is_exact_2x4, V24)
+PLAIN_TEST(test_roi_decode_is_exact_1x4, V14)
+PLAIN_TEST(test_roi_decode_is_exact_3x1, V31)
+PLAIN_TEST(test_roi_decode_is_exact_3x2, V32)
+PLAIN_TEST(test_roi_decode_is_exact_gray_2x2, VGRAY22)
+PLAIN_TEST(test_roi_decode_is_exact_gray_4x1, VGRAY41)
 
 #define SPLICED_TEST(fn, var)                                                   \
     static void fn(void **state)                                                \
@@ -381,6 +400,13 @@ SPLICED_TEST(test_spliced_decode_is_exact_progressive, VPROG)
 SPLICED_TEST(test_spliced_decode_is_exact_arithmetic, VARITH)
 SPLICED_TEST(test_spliced_decode_is_exact_progressive_arithmetic_422, VPROG422)
 SPLICED_TEST(test_spliced_decode_is_exact_optimized_with_restarts, VOPT)
+SPLICED_TEST(test_spliced_decode_is_exact_410, V410)
+SPLICED_TEST(test_spliced_decode_is_exact_2x4, V24)
+SPLICED_TEST(test_spliced_decode_is_exact_1x4, V14)
+SPLICED_TEST(test_spliced_decode_is_exact_3x1, V31)
+SPLICED_TEST(test_spliced_decode_is_exact_3x2, V32)
+SPLICED_TEST(test_spliced_decode_is_exact_gray_2x2, VGRAY22)
+SPLICED_TEST(test_spliced_decode_is_exact_gray_4x1, VGRAY41)
 
 int main(void)
 {
@@ -399,6 +425,13 @@ int main(void)
         cmocka_unit_test(test_roi_decode_is_exact_arithmetic),
         cmocka_unit_test(test_roi_decode_is_exact_progressive_arithmetic_422),
         cmocka_unit_test(test_roi_decode_is_exact_optimized_with_restarts),
+        cmocka_unit_test(test_roi_decode_is_exact_410),
+        cmocka_unit_test(test_roi_decode_is_exact_2x4),
+        cmocka_unit_test(test_roi_decode_is_exact_1x4),
+        cmocka_unit_test(test_roi_decode_is_exact_3x1),
+        cmocka_unit_test(test_roi_decode_is_exact_3x2),
+        cmocka_unit_test(test_roi_decode_is_exact_gray_2x2),
+        cmocka_unit_test(test_roi_decode_is_exact_gray_4x1),
         cmocka_unit_test(test_spliced_decode_is_exact_420),
         cmocka_unit_test(test_spliced_decode_is_exact_422),
         cmocka_unit_test(test_spliced_decode_is_exact_440),
@@ -412,6 +445,13 @@ int main(void)
         cmocka_unit_test(test_spliced_decode_is_exact_arithmetic),
         cmocka_unit_test(test_spliced_decode_is_exact_progressive_arithmetic_422),
         cmocka_unit_test(test_spliced_decode_is_exact_optimized_with_restarts),
+        cmocka_unit_test(test_spliced_decode_is_exact_410),
+        cmocka_unit_test(test_spliced_decode_is_exact_2x4),
+        cmocka_unit_test(test_spliced_decode_is_exact_1x4),
+        cmocka_unit_test(test_spliced_decode_is_exact_3x1),
+        cmocka_unit_test(test_spliced_decode_is_exact_3x2),
+        cmocka_unit_test(test_spliced_decode_is_exact_gray_2x2),
+        cmocka_unit_test(test_spliced_decode_is_exact_gray_4x1),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
