@@ -302,12 +302,12 @@ fuzz-replay: $(patsubst %,$(BUILD)/fuzz-replay/%,$(FUZZ_TARGETS)) $(FUZZ_SEEDS)/
 $(BUILD)/fuzz-replay/gen_seeds: tests/fuzz/gen_seeds.c tests/hostile.h tests/tu_tar.h
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $< -ljpeg -lm -o $@
-$(BUILD)/fuzz-replay/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/fuzz/replay.c coordl.c coordl.h
+$(BUILD)/fuzz-replay/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/tu_tar.h tests/fuzz/replay.c coordl.c coordl.h
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -Wno-unused-function -I. $< tests/fuzz/replay.c $(LIBS) -o $@
 $(FUZZ_SEEDS)/.done: $(BUILD)/fuzz-replay/gen_seeds
 	rm -rf $(FUZZ_SEEDS) && $< $(FUZZ_SEEDS) && touch $@
-$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h coordl.c coordl.h
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/tu_tar.h coordl.c coordl.h
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(STD) $(WARN) -Wno-unused-function $(FUZZ_FLAGS) $(CPPFLAGS) -DCOORDL_NO_HWLOC -I. $< -ljpeg -lpthread -lm -o $@
 fuzz: deps $(patsubst %,$(FUZZ_BUILD)/%,$(FUZZ_TARGETS)) $(FUZZ_SEEDS)/.done

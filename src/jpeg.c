@@ -72,6 +72,7 @@ CDL_PRIVATE void cdl__jpeg_emit_message(j_common_ptr cinfo, int level) {
         if (!e->fatal_warning) (*cinfo->err->format_message)(cinfo, e->msg);
         e->fatal_warning = 1;
     }
+    if (code != JWRN_EXTRANEOUS_DATA) e->guessed = 1;
     cinfo->err->num_warnings++;
 }
 
@@ -113,6 +114,55 @@ static int cdl__jpeg_context_margin(const struct jpeg_decompress_struct *jd, int
             jd->comp_info[c].v_samp_factor != jd->max_v_samp_factor)
             return 2;
     return 0;
+}
+
+/* A component's DCT scaled size and the smallest one (after
+ * jpeg_calc_output_dimensions), under either libjpeg API. */
+#if JPEG_LIB_VERSION >= 70
+#define CDL_JPEG_SCALED_W(ci) ((ci)->DCT_h_scaled_size)
+#define CDL_JPEG_SCALED_H(ci) ((ci)->DCT_v_scaled_size)
+#define CDL_JPEG_MIN_SCALED_W(jd) ((jd)->min_DCT_h_scaled_size)
+#define CDL_JPEG_MIN_SCALED_H(jd) ((jd)->min_DCT_v_scaled_size)
+#else
+#define CDL_JPEG_SCALED_W(ci) ((ci)->DCT_scaled_size)
+#define CDL_JPEG_SCALED_H(ci) ((ci)->DCT_scaled_size)
+#define CDL_JPEG_MIN_SCALED_W(jd) ((jd)->min_DCT_scaled_size)
+#define CDL_JPEG_MIN_SCALED_H(jd) ((jd)->min_DCT_scaled_size)
+#endif
+
+/* Whether jpeg_crop_scanline gives a full decode's pixels for this layout
+ * at this scale (after jpeg_calc_output_dimensions); where it does not,
+ * a plain decode takes the whole width. The rule is measured, not
+ * derived: with libjpeg-turbo 2.1, over every 3- and 4-component layout
+ * with sampling factors 1..4 (311 and 68 of them) at each DCT scale,
+ * random crops widened by cdl__jpeg_context_margin came out equal to a
+ * full decode except where
+ *  - components are upsampled by two different ratios (luma 4x1 with
+ *    chroma 2x1 and 1x1: 1 crop in 700 off even at 1/1), or
+ *  - fancy upsampling is on (below 1/8) and a component is both enlarged
+ *    by the IDCT and still upsampled: 4x2 (4:1:0) and 2x4 luma at 1/2
+ *    and 1/4 (chroma comes out of the IDCT at twice its size, then is
+ *    upsampled 2x1): most crops off, by up to a whole colour.
+ * The rule below refuses both; it also refuses some layouts that were
+ * exact (4x1 with chroma 2x2 at 1/1), which costs only speed.
+ * jpeg_skip_scanlines was exact in every case. tests/test_jpeg_exact.c
+ * holds the layouts found in files. */
+static int cdl__jpeg_crop_is_exact(const struct jpeg_decompress_struct *jd) {
+    const int min_w = CDL_JPEG_MIN_SCALED_W(jd), min_h = CDL_JPEG_MIN_SCALED_H(jd);
+    int up_h = 0, up_v = 0; /* the factors of the upsampled components */
+    for (int c = 0; c < jd->num_components; c++) {
+        const jpeg_component_info *ci = &jd->comp_info[c];
+        if (ci->h_samp_factor == jd->max_h_samp_factor && ci->v_samp_factor == jd->max_v_samp_factor) continue;
+        if (up_h && (ci->h_samp_factor != up_h || ci->v_samp_factor != up_v)) return 0;
+        up_h = ci->h_samp_factor;
+        up_v = ci->v_samp_factor;
+        const int sw = CDL_JPEG_SCALED_W(ci), sh = CDL_JPEG_SCALED_H(ci);
+        const int enlarged = sw > min_w || sh > min_h;
+        const int upsampled = ci->h_samp_factor * sw != jd->max_h_samp_factor * min_w ||
+                              ci->v_samp_factor * sh != jd->max_v_samp_factor * min_h;
+        if (min_w > 1 && enlarged && upsampled) return 0;
+    }
+    return 1;
 }
 
 /* The body that may longjmp: only plain locals that are not changed after
@@ -217,6 +267,7 @@ CDL_PRIVATE size_t cdl__jpeg_rewrite(cdl__worker *W, const cdl__u8 *src, size_t 
     W->jdest.cap = room;
     W->jdest.overflow = 0;
     W->jerr.fatal_warning = 0;
+    W->jerr.guessed = 0;
     W->jc_live = 0;
     if (setjmp(W->jerr.jump)) {
         if (W->jc_live) jpeg_destroy_compress(jc);
@@ -239,7 +290,15 @@ CDL_PRIVATE size_t cdl__jpeg_rewrite(cdl__worker *W, const cdl__u8 *src, size_t 
     const uint64_t left = L->cfg.max_decode_bytes - room;
     jd->mem->max_memory_to_use = left > (uint64_t)LONG_MAX ? LONG_MAX : (long)left;
     jvirt_barray_ptr *coefs = jpeg_read_coefficients(jd);
-    if (W->jerr.fatal_warning || !coefs) longjmp(W->jerr.jump, 1);
+    /* Any warning, not only those that make a decode fail: libjpeg made
+     * something up (data ending early read as zeros, a bad arithmetic
+     * code ending its segment, a scan out of order), and a plain ROI
+     * decode that stops above the damage never sees it. A rewrite would
+     * write the guess into the file as data, so such a file stays as it
+     * is. Extraneous bytes between segments are the one exception: the
+     * decoder has finished the segment's blocks and skips them, and the
+     * rewrite just leaves them out. */
+    if (W->jerr.fatal_warning || W->jerr.guessed || !coefs) longjmp(W->jerr.jump, 1);
     jc->err = &W->jerr.pub;
     jpeg_create_compress(jc);
     W->jc_live = 1;
@@ -377,10 +436,11 @@ static coordl_status cdl__jpeg_decode_crop(cdl__worker *W, const char *path, voi
      * cannot go through the hooks; max_memory_to_use makes it fail (no
      * backing store) rather than realize coefficient arrays past what is
      * left of the budget. */
+    const int crop_exact = spliced || cdl__jpeg_crop_is_exact(jd);
     {
         const uint64_t imcu = (uint64_t)jd->max_h_samp_factor * DCTSIZE;
         uint64_t cols = (uint64_t)(ax->hi - ax->lo) + 2 * imcu;
-        if (cols > jd->output_width) cols = jd->output_width;
+        if (cols > jd->output_width || !crop_exact) cols = jd->output_width;
         /* rows: a splice's from its top; the ROI's 2 rows of context */
         const uint64_t rows = (uint64_t)(spliced ? ay->hi - oy : ay->hi - ay->lo + 2);
         const uint64_t region = cols * 3 * rows + 64 + (cmyk ? cols * 4 + 64 : 0);
@@ -403,7 +463,7 @@ static coordl_status cdl__jpeg_decode_crop(cdl__worker *W, const char *path, voi
     const int x0 = ax->lo - ox > m ? ax->lo - ox - m : 0, y0 = spliced ? 0 : ay->lo > m ? ay->lo - m : 0;
     const int x1 = ax->hi - ox + m < (int)jd->output_width ? ax->hi - ox + m : (int)jd->output_width;
     JDIMENSION xoff = (JDIMENSION)x0, cw = (JDIMENSION)(x1 - x0);
-    if (spliced) xoff = 0, cw = jd->output_width;
+    if (spliced || !crop_exact) xoff = 0, cw = jd->output_width; /* a splice is the crop's columns already */
     else if (cw < jd->output_width) jpeg_crop_scanline(jd, &xoff, &cw);
     const size_t stride = (size_t)cw * 3;
     const int rows = ay->hi - oy - y0;
@@ -443,13 +503,21 @@ static coordl_status cdl__jpeg_check_size(cdl__worker *W, const char *path, int 
 }
 
 /* Sets the output of a read header: 1/d DCT scaling, RGB (CMYK kept for
- * cdl__cmyk_row_to_rgb), the exact IDCT. Returns whether it is CMYK. */
+ * cdl__cmyk_row_to_rgb), the exact IDCT, no block smoothing. Returns
+ * whether it is CMYK. Block smoothing is libjpeg's guess at the AC
+ * coefficients a progressive file that ends early (fewer scans than it
+ * needs) does not hold, made from the neighbouring blocks' DC values: a
+ * crop's edge blocks (ROI or spliced) have other neighbours than in a
+ * full decode, and a rewrite, baseline, has nothing left to guess, so
+ * with it the same file gave other pixels with random access on. coordl
+ * decodes the coefficients a file holds. */
 static int cdl__jpeg_set_output(struct jpeg_decompress_struct *jd, int d) {
     const int cmyk = jd->jpeg_color_space == JCS_CMYK || jd->jpeg_color_space == JCS_YCCK;
     jd->scale_num = 1;
     jd->scale_denom = (unsigned)d;
     jd->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
     jd->dct_method = JDCT_ISLOW;
+    jd->do_block_smoothing = FALSE;
     jpeg_calc_output_dimensions(jd);
     return cmyk;
 }

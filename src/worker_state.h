@@ -47,6 +47,8 @@ struct cdl__worker {
         struct jpeg_error_mgr pub;
         jmp_buf jump;
         int fatal_warning;
+        int guessed; /* a warning other than extraneous bytes: libjpeg
+                        made up or dropped data (a rewrite refuses it) */
         char msg[JMSG_LENGTH_MAX];
     } jerr;
     struct jpeg_progress_mgr jprogress; /* enforces CDL_JPEG_MAX_SCANS */

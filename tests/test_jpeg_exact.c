@@ -57,21 +57,40 @@ typedef struct variant {
     int no_adobe;       /* CMYK without the Adobe marker                 */
     int progressive, arith, optimize;
     int restart_rows;   /* a DRI in the source itself (MCU rows)         */
+    int missing_scans;  /* progressive: the file ends (EOI) this many
+                           scans early, its coefficients incomplete      */
 } variant;
 
-static const variant V420 = {"4:2:0", 3, 2, 2, 0, 0, 0, 0, 0, 0};
-static const variant V422 = {"4:2:2", 3, 2, 1, 0, 0, 0, 0, 0, 0};
-static const variant V440 = {"4:4:0", 3, 1, 2, 0, 0, 0, 0, 0, 0};
-static const variant V444 = {"4:4:4", 3, 1, 1, 0, 0, 0, 0, 0, 0};
-static const variant V411 = {"4:1:1", 3, 4, 1, 0, 0, 0, 0, 0, 0};
-static const variant VGRAY = {"gray", 1, 1, 1, 0, 0, 0, 0, 0, 0};
-static const variant VCMYK = {"CMYK", 4, 1, 1, 0, 0, 0, 0, 0, 0};
-static const variant VCMYK_PLAIN = {"CMYK without Adobe marker", 4, 1, 1, 0, 1, 0, 0, 0, 0};
-static const variant VYCCK = {"YCCK 2x2", 4, 2, 2, 1, 0, 0, 0, 0, 0};
-static const variant VPROG = {"4:2:0 progressive", 3, 2, 2, 0, 0, 1, 0, 0, 0};
-static const variant VARITH = {"4:2:0 arithmetic", 3, 2, 2, 0, 0, 0, 1, 0, 0};
-static const variant VPROG422 = {"4:2:2 progressive arithmetic", 3, 2, 1, 0, 0, 1, 1, 0, 0};
-static const variant VOPT = {"4:2:0 optimized tables, DRI 1 row", 3, 2, 2, 0, 0, 0, 0, 1, 1};
+static const variant V420 = {"4:2:0", 3, 2, 2, 0, 0, 0, 0, 0, 0, 0};
+static const variant V422 = {"4:2:2", 3, 2, 1, 0, 0, 0, 0, 0, 0, 0};
+static const variant V440 = {"4:4:0", 3, 1, 2, 0, 0, 0, 0, 0, 0, 0};
+static const variant V444 = {"4:4:4", 3, 1, 1, 0, 0, 0, 0, 0, 0, 0};
+static const variant V411 = {"4:1:1", 3, 4, 1, 0, 0, 0, 0, 0, 0, 0};
+static const variant VGRAY = {"gray", 1, 1, 1, 0, 0, 0, 0, 0, 0, 0};
+static const variant VCMYK = {"CMYK", 4, 1, 1, 0, 0, 0, 0, 0, 0, 0};
+static const variant VCMYK_PLAIN = {"CMYK without Adobe marker", 4, 1, 1, 0, 1, 0, 0, 0, 0, 0};
+static const variant VYCCK = {"YCCK 2x2", 4, 2, 2, 1, 0, 0, 0, 0, 0, 0};
+static const variant VPROG = {"4:2:0 progressive", 3, 2, 2, 0, 0, 1, 0, 0, 0, 0};
+static const variant VARITH = {"4:2:0 arithmetic", 3, 2, 2, 0, 0, 0, 1, 0, 0, 0};
+static const variant VPROG422 = {"4:2:2 progressive arithmetic", 3, 2, 1, 0, 0, 1, 1, 0, 0, 0};
+static const variant VOPT = {"4:2:0 optimized tables, DRI 1 row", 3, 2, 2, 0, 0, 0, 0, 1, 1, 0};
+/* Rarer luma sampling factors real files carry (4:1:0, and what cameras
+ * and old encoders wrote); libjpeg's ROI crop is not exact for some of
+ * them at some scales, so the plain path must fall back to full width. */
+static const variant V410 = {"4x2 (4:1:0)", 3, 4, 2, 0, 0, 0, 0, 0, 0, 0};
+static const variant V24 = {"2x4", 3, 2, 4, 0, 0, 0, 0, 0, 0, 0};
+static const variant V14 = {"1x4", 3, 1, 4, 0, 0, 0, 0, 0, 0, 0};
+static const variant V31 = {"3x1", 3, 3, 1, 0, 0, 0, 0, 0, 0, 0};
+static const variant V32 = {"3x2", 3, 3, 2, 0, 0, 0, 0, 0, 0, 0};
+/* one component with sampling factors above 1: a non-interleaved scan
+ * whose MCU is one block, while libjpeg's iMCU is the factors' size */
+static const variant VGRAY22 = {"gray 2x2", 1, 2, 2, 0, 0, 0, 0, 0, 0, 0};
+static const variant VGRAY41 = {"gray 4x1", 1, 4, 1, 0, 0, 0, 0, 0, 0, 0};
+/* progressive files that end early at a scan boundary: libjpeg accepts
+ * them without a warning; their AC coefficients are partly unknown */
+static const variant VPROG_1 = {"4:2:0 progressive, last scan missing", 3, 2, 2, 0, 0, 1, 0, 0, 0, 1};
+static const variant VPROG_6 = {"4:2:2 progressive, 6 scans missing", 3, 2, 1, 0, 0, 1, 0, 0, 0, 6};
+static const variant VPROG_GRAY = {"gray progressive, last scan missing", 1, 1, 1, 0, 0, 1, 0, 0, 0, 1};
 
 /* Noise on a gradient: neighbouring chroma samples differ, so a wrong
  * upsampling neighbour changes the pixel. */
@@ -127,6 +146,15 @@ static uint8_t *encode(const variant *v, int w, int h, uint64_t seed, size_t *n)
     jpeg_destroy_compress(&c);
     free(pix);
     *n = outlen;
+    if (v->missing_scans) { /* cut before the k-th last SOS, then EOI */
+        int k = v->missing_scans;
+        size_t at = outlen - 2;
+        while (at > 2 && !(out[at] == 0xFF && out[at + 1] == 0xDA && --k == 0)) at--;
+        assert_true(at > 2);
+        out[at] = 0xFF;
+        out[at + 1] = 0xD9;
+        *n = at + 2;
+    }
     return out;
 }
 
@@ -145,6 +173,10 @@ static uint8_t *decode_full(const uint8_t *jpg, size_t n, int d, int *ow, int *o
     c.scale_num = 1;
     c.scale_denom = (unsigned)d;
     c.dct_method = JDCT_ISLOW;
+    /* coordl decodes the coefficients a file holds: no guessing of the
+     * ones a progressive file that ends early lacks (block smoothing reads
+     * neighbouring blocks, so no crop could equal it) */
+    c.do_block_smoothing = FALSE;
     jpeg_start_decompress(&c);
     const int w = (int)c.output_width, h = (int)c.output_height, nc = cmyk ? 4 : 3;
     uint8_t *raw = malloc((size_t)w * h * nc), *rgb = malloc((size_t)w * h * 3);
@@ -361,6 +393,16 @@ PLAIN_TEST(test_roi_decode_is_exact_progressive, VPROG)
 PLAIN_TEST(test_roi_decode_is_exact_arithmetic, VARITH)
 PLAIN_TEST(test_roi_decode_is_exact_progressive_arithmetic_422, VPROG422)
 PLAIN_TEST(test_roi_decode_is_exact_optimized_with_restarts, VOPT)
+PLAIN_TEST(test_roi_decode_is_exact_410, V410)
+PLAIN_TEST(test_roi_decode_is_exact_2x4, V24)
+PLAIN_TEST(test_roi_decode_is_exact_1x4, V14)
+PLAIN_TEST(test_roi_decode_is_exact_3x1, V31)
+PLAIN_TEST(test_roi_decode_is_exact_3x2, V32)
+PLAIN_TEST(test_roi_decode_is_exact_gray_2x2, VGRAY22)
+PLAIN_TEST(test_roi_decode_is_exact_gray_4x1, VGRAY41)
+PLAIN_TEST(test_roi_decode_is_exact_progressive_missing_last_scan, VPROG_1)
+PLAIN_TEST(test_roi_decode_is_exact_progressive_missing_6_scans, VPROG_6)
+PLAIN_TEST(test_roi_decode_is_exact_progressive_gray_missing_last_scan, VPROG_GRAY)
 
 #define SPLICED_TEST(fn, var)                                                   \
     static void fn(void **state)                                                \
@@ -381,10 +423,20 @@ SPLICED_TEST(test_spliced_decode_is_exact_progressive, VPROG)
 SPLICED_TEST(test_spliced_decode_is_exact_arithmetic, VARITH)
 SPLICED_TEST(test_spliced_decode_is_exact_progressive_arithmetic_422, VPROG422)
 SPLICED_TEST(test_spliced_decode_is_exact_optimized_with_restarts, VOPT)
+SPLICED_TEST(test_spliced_decode_is_exact_410, V410)
+SPLICED_TEST(test_spliced_decode_is_exact_2x4, V24)
+SPLICED_TEST(test_spliced_decode_is_exact_1x4, V14)
+SPLICED_TEST(test_spliced_decode_is_exact_3x1, V31)
+SPLICED_TEST(test_spliced_decode_is_exact_3x2, V32)
+SPLICED_TEST(test_spliced_decode_is_exact_gray_2x2, VGRAY22)
+SPLICED_TEST(test_spliced_decode_is_exact_gray_4x1, VGRAY41)
+SPLICED_TEST(test_spliced_decode_is_exact_progressive_missing_last_scan, VPROG_1)
+SPLICED_TEST(test_spliced_decode_is_exact_progressive_missing_6_scans, VPROG_6)
+SPLICED_TEST(test_spliced_decode_is_exact_progressive_gray_missing_last_scan, VPROG_GRAY)
 
 int main(void)
 {
-    tu_main_init(300);
+    tu_main_init(600); /* 46 cases; ASan builds run them 3-4x slower */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roi_decode_is_exact_420),
         cmocka_unit_test(test_roi_decode_is_exact_422),
@@ -399,6 +451,16 @@ int main(void)
         cmocka_unit_test(test_roi_decode_is_exact_arithmetic),
         cmocka_unit_test(test_roi_decode_is_exact_progressive_arithmetic_422),
         cmocka_unit_test(test_roi_decode_is_exact_optimized_with_restarts),
+        cmocka_unit_test(test_roi_decode_is_exact_410),
+        cmocka_unit_test(test_roi_decode_is_exact_2x4),
+        cmocka_unit_test(test_roi_decode_is_exact_1x4),
+        cmocka_unit_test(test_roi_decode_is_exact_3x1),
+        cmocka_unit_test(test_roi_decode_is_exact_3x2),
+        cmocka_unit_test(test_roi_decode_is_exact_gray_2x2),
+        cmocka_unit_test(test_roi_decode_is_exact_gray_4x1),
+        cmocka_unit_test(test_roi_decode_is_exact_progressive_missing_last_scan),
+        cmocka_unit_test(test_roi_decode_is_exact_progressive_missing_6_scans),
+        cmocka_unit_test(test_roi_decode_is_exact_progressive_gray_missing_last_scan),
         cmocka_unit_test(test_spliced_decode_is_exact_420),
         cmocka_unit_test(test_spliced_decode_is_exact_422),
         cmocka_unit_test(test_spliced_decode_is_exact_440),
@@ -412,6 +474,16 @@ int main(void)
         cmocka_unit_test(test_spliced_decode_is_exact_arithmetic),
         cmocka_unit_test(test_spliced_decode_is_exact_progressive_arithmetic_422),
         cmocka_unit_test(test_spliced_decode_is_exact_optimized_with_restarts),
+        cmocka_unit_test(test_spliced_decode_is_exact_410),
+        cmocka_unit_test(test_spliced_decode_is_exact_2x4),
+        cmocka_unit_test(test_spliced_decode_is_exact_1x4),
+        cmocka_unit_test(test_spliced_decode_is_exact_3x1),
+        cmocka_unit_test(test_spliced_decode_is_exact_3x2),
+        cmocka_unit_test(test_spliced_decode_is_exact_gray_2x2),
+        cmocka_unit_test(test_spliced_decode_is_exact_gray_4x1),
+        cmocka_unit_test(test_spliced_decode_is_exact_progressive_missing_last_scan),
+        cmocka_unit_test(test_spliced_decode_is_exact_progressive_missing_6_scans),
+        cmocka_unit_test(test_spliced_decode_is_exact_progressive_gray_missing_last_scan),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -64,7 +64,7 @@ static inline void tu_tar_make_header(uint8_t h[512], const char *name, const ch
         h[124] = 0x80;
         for (int i = 0; i < 8; i++) h[135 - i] = (uint8_t)(size >> (8 * i));
     } else {
-        char tmp[16];
+        char tmp[24]; /* a 64-bit size in octal: up to 22 digits */
         snprintf(tmp, sizeof tmp, "%011llo", (unsigned long long)size);
         memcpy(h + 124, tmp, 11);
     }

@@ -1,7 +1,7 @@
 /*
  * gen_seeds.c - writes the seed corpus of every fuzz target, generated at
  * build time (no downloaded or committed blobs):
- *   gen_seeds OUTDIR   ->  OUTDIR/{fuzz_image,fuzz_wav,fuzz_shard,fuzz_list,fuzz_group,fuzz_tar}/NNN-name
+ *   gen_seeds OUTDIR   ->  OUTDIR/{fuzz_image,fuzz_random_access,fuzz_wav,fuzz_shard,fuzz_list,fuzz_group,fuzz_tar}/NNN-name
  * Each seed is the target's parameter bytes followed by a file: valid
  * files of every kind the parser reads (JPEG baseline, progressive,
  * arithmetic-coded, restart intervals, grayscale, CMYK; PNG, BMP, TGA,
@@ -10,7 +10,12 @@
  * odd labels; group objects as their creator lays them out, with and
  * without patches; tar shards in ustar, GNU and pax forms with class
  * folders or .cls labels, long names, base-256 sizes) and the hostile ones of issue #12 (zero-sized BMP, GIF, a
- * progressive JPEG declaring 10000x10000, a PNG zlib bomb, a 1 Hz WAV).
+ * progressive JPEG declaring 10000x10000, a PNG zlib bomb, a 1 Hz WAV);
+ * and for fuzz_random_access the JPEGs issue #22 found giving other
+ * batches with random access on: odd sampling factors (4x2, 2x4, 1x4,
+ * 3x1, 3x2, grey 2x2 and 4x1) at DCT scales 1/2 and 1/4, entropy data
+ * that ends early, progressive files missing scans, small progressive
+ * files.
  */
 #include "../hostile.h"
 #include "../tu_tar.h"
@@ -231,6 +236,125 @@ static void images(void)
     image_seed("ppm-ascii", 0x00, 2, 2, (const uint8_t *)ascii, sizeof ascii - 1);
     const uint8_t junk[] = {0x42, 0x4d, 0x00, 0x01, 0x02, 0x03, 0x04};
     image_seed("garbage", 0x00, 2, 2, junk, sizeof junk);
+}
+
+/* ---- random access: the same batches whatever the cache holds ---------- */
+
+/* A JPEG with any sampling factors: component 0 at hs x vs, the others
+ * 1 x 1 (grey: its one component at hs x vs); progressive or not. */
+static uint8_t *jpeg_sampled(int w, int h, int comps, int hs, int vs, int progressive, size_t *n)
+{
+    struct jpeg_compress_struct c;
+    struct jpeg_error_mgr err;
+    c.err = jpeg_std_error(&err);
+    jpeg_create_compress(&c);
+    unsigned char *out = NULL;
+    unsigned long size = 0;
+    jpeg_mem_dest(&c, &out, &size);
+    c.image_width = (JDIMENSION)w;
+    c.image_height = (JDIMENSION)h;
+    c.input_components = comps;
+    c.in_color_space = comps == 1 ? JCS_GRAYSCALE : JCS_RGB;
+    jpeg_set_defaults(&c);
+    jpeg_set_quality(&c, 85, TRUE);
+    c.comp_info[0].h_samp_factor = hs;
+    c.comp_info[0].v_samp_factor = vs;
+    if (progressive)
+        jpeg_simple_progression(&c);
+    uint8_t *pix = pattern(w, h, comps);
+    jpeg_start_compress(&c, TRUE);
+    while (c.next_scanline < c.image_height) {
+        JSAMPROW row = pix + (size_t)c.next_scanline * (size_t)w * (size_t)comps;
+        jpeg_write_scanlines(&c, &row, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    free(pix);
+    *n = size;
+    return out;
+}
+
+/* The offset of the k-th SOS marker from the end (k = 1: the last scan). */
+static size_t nth_last_sos(const uint8_t *p, size_t n, int k)
+{
+    for (size_t i = n - 2; i > 2; i--)
+        if (p[i] == 0xFF && p[i + 1] == 0xDA && --k == 0)
+            return i;
+    return 0;
+}
+
+/* p[0, cut) and an end-of-image marker: entropy data that ends early, or
+ * a progressive file missing its last scans. */
+static void ra_seed_cut(const char *name, const uint8_t *params, const uint8_t *p, size_t cut)
+{
+    uint8_t *q = malloc(cut + 2);
+    if (!q)
+        die("malloc");
+    memcpy(q, p, cut);
+    q[cut] = 0xFF;
+    q[cut + 1] = 0xD9;
+    seed("fuzz_random_access", name, params, 8, q, cut + 2);
+    free(q);
+}
+
+static void random_access(void)
+{
+    /* params: eval/flip/layout/batch; out w, h; scale; ratio; seed; max
+     * pixels 64 Ki. Out 13 x 13 of a 40..64 px crop: DCT scale 1/2, 1/4 */
+    static const uint8_t at_half[8] = {0x00, 12, 12, 100, 255, 128, 5, 10};
+    static const uint8_t at_quarter[8] = {0x02, 6, 6, 160, 255, 128, 9, 10};
+    static const uint8_t at_full[8] = {0x11, 30, 30, 200, 255, 100, 3, 10};
+    static const struct {
+        const char *name;
+        int w, h, comps, hs, vs, progressive;
+    } layouts[] = {
+        {"420", 64, 48, 3, 2, 2, 0},       {"4x2-410", 72, 56, 3, 4, 2, 0},
+        {"2x4", 56, 72, 3, 2, 4, 0},       {"1x4", 48, 64, 3, 1, 4, 0},
+        {"3x1", 72, 40, 3, 3, 1, 0},       {"3x2", 72, 48, 3, 3, 2, 0},
+        {"gray-2x2", 50, 50, 1, 2, 2, 0},  {"gray-4x1", 64, 40, 1, 4, 1, 0},
+        {"4x2-progressive", 72, 56, 3, 4, 2, 1}, {"progressive-small-8x8", 8, 8, 3, 2, 2, 1},
+        {"progressive-small-17x9", 17, 9, 3, 2, 2, 1}, {"progressive-small-1x1", 1, 1, 3, 2, 2, 1},
+    };
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+        size_t n;
+        uint8_t *j = jpeg_sampled(layouts[i].w, layouts[i].h, layouts[i].comps, layouts[i].hs, layouts[i].vs,
+                                  layouts[i].progressive, &n);
+        char name[96];
+        /* each execution opens coordl 5 times: a few seeds a layout */
+        snprintf(name, sizeof name, "%s-at-half", layouts[i].name);
+        seed("fuzz_random_access", name, at_half, 8, j, n);
+        if (i == 1 || i == 2) {
+            snprintf(name, sizeof name, "%s-at-quarter", layouts[i].name);
+            seed("fuzz_random_access", name, at_quarter, 8, j, n);
+        }
+        if (i == 0) {
+            snprintf(name, sizeof name, "%s-eval", layouts[i].name);
+            seed("fuzz_random_access", name, at_full, 8, j, n);
+        }
+        free(j);
+    }
+    /* entropy data that ends early: cut at 60% and 97% of the scan, and 2
+     * bytes before its end, an end-of-image marker after it */
+    size_t n;
+    uint8_t *j = jpeg_sampled(64, 64, 3, 2, 2, 0, &n);
+    const size_t sos = nth_last_sos(j, n, 1);
+    ra_seed_cut("baseline-cut-60", at_half, j, sos + (n - sos) * 6 / 10);
+    ra_seed_cut("baseline-cut-97", at_full, j, sos + (n - sos) * 97 / 100);
+    ra_seed_cut("baseline-cut-2", at_half, j, n - 4);
+    seed("fuzz_random_access", "baseline-cut-no-eoi", at_half, 8, j, n * 3 / 4);
+    free(j);
+    /* progressive files missing their last scan, their last 3, or part of
+     * the last one */
+    j = jpeg_sampled(64, 48, 3, 2, 2, 1, &n);
+    ra_seed_cut("progressive-no-last-scan", at_half, j, nth_last_sos(j, n, 1));
+    ra_seed_cut("progressive-no-last-3-scans", at_full, j, nth_last_sos(j, n, 3));
+    const size_t last = nth_last_sos(j, n, 1);
+    ra_seed_cut("progressive-last-scan-cut", at_half, j, last + (n - last) / 2);
+    free(j);
+    static const jpeg_kind arith = {3, 0, 1, 0, 1, 85};
+    j = jpeg(64, 48, &arith, &n);
+    ra_seed_cut("arithmetic-cut-70", at_half, j, n * 7 / 10);
+    free(j);
 }
 
 /* ---- WAV ---------------------------------------------------------------- */
@@ -595,6 +719,7 @@ int main(int argc, char **argv)
     g_out = argv[1];
     mkdir(g_out, 0755);
     images();
+    random_access();
     wavs();
     shards();
     lists();
