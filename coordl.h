@@ -156,11 +156,19 @@ typedef enum {
                               seq_len + 1 tokens; data = inputs, targets =
                               the same shifted by one (int32); not with
                               COORDL_NO_TOKENS                              */
-    COORDL_PIPE_AUDIO = 3  /* WAV (PCM 16-bit or float, any channel count)
+    COORDL_PIPE_AUDIO = 3, /* WAV (PCM 16-bit or float, any channel count)
                               to mono float, resampled to audio_rate if set
                               (linear), random crop of audio_samples
                               (zero-padded); only the crop is converted;
                               not with COORDL_NO_AUDIO                      */
+    COORDL_PIPE_EXACT = 4  /* image, no augmentation: resize the shorter
+                              side to the output size (no 256/224 margin),
+                              then center crop out_h x out_w. An image that
+                              already has the output size comes out with
+                              its stored pixels unchanged (no rescale, no
+                              crop, no flip): e.g. MNIST's 28 x 28 digits
+                              with out_w = out_h = 28, channels = 1 and a
+                              U8 layout are the dataset's bytes           */
 } coordl_pipeline;
 
 /* Order of token windows (COORDL_PIPE_TOKENS), config field token_order.
@@ -219,7 +227,8 @@ typedef enum {
 
 /* Memory layout of batch.data. */
 typedef enum {
-    COORDL_F32_NCHW = 0, /* float, planar, normalized: (x/255 - mean) / std */
+    COORDL_F32_NCHW = 0, /* float, planar, normalized: (x/255 - mean) / std
+                            (channels = 1: one plane, no interleaving)    */
     COORDL_U8_NHWC = 1,  /* uint8, interleaved RGB, not normalized          */
     COORDL_F32_NHWC = 2, /* float, interleaved, normalized                  */
     COORDL_U8_NCHW = 3,  /* uint8, planar, not normalized                   */
@@ -595,6 +604,18 @@ typedef struct coordl_config {
                                    worker. 0 (default) = 2 x depth x the
                                    mean item size, within 4..64 MiB (and
                                    at most the dataset + 1 MiB)           */
+    /* Colour planes of an image row (image pipelines; tokens and audio
+     * take 0 only). 3 = RGB; 1 = grey, one plane (a row is h x w values,
+     * batch.c = 1, so a 1-channel model's input is exactly a batch):
+     * the ITU-R BT.601 luma of the augmented RGB row, rounded to 8 bits,
+     * Y = (299 R + 587 G + 114 B + 500) / 1000 in integers over the 8-bit
+     * R, G, B a U8 layout would store; so a grey batch is the luma of
+     * the RGB batch of the same run, byte for byte, and a grey image
+     * (decoded as R = G = B) keeps its stored values. Float layouts
+     * normalize Y with mean[0] and std[0]. The cache holds encoded items
+     * either way; a coordinated group's members must agree on it.
+     * 0 (default) = 3 (coordl_get_config reports 3). Appended in 0.4. */
+    uint32_t channels;
 } coordl_config;
 
 /* A ready batch: a view into a ring slot, valid until coordl_release(). */

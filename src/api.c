@@ -439,7 +439,7 @@ coordl_status coordl_to_llmc(const coordl *L, uint64_t epoch, uint64_t batch, ui
 
 /* coordl_set's checks: the new (w, h, B) for parameter p, or an error. */
 static coordl_status cdl__set_sizes(coordl *L, coordl_param p, int64_t value, uint32_t *w, uint32_t *h, uint32_t *B) {
-    const int image = L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL;
+    const int image = cdl__pipeline_is_image(L->cfg.pipeline);
     switch (p) {
     case COORDL_PARAM_OUT_W:
     case COORDL_PARAM_OUT_H:
