@@ -846,9 +846,13 @@ COORDL_API coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch);
  * already taken from that shard, so the next batch is sample sample_idx of
  * it, or the first of the next shard when sample_idx equals the shard's
  * sample count. llm.c does not record the epoch; pass the epoch the
- * position belongs to (0 for a run that has not finished an epoch; the
- * trainer knows it as batches consumed / coordl_batches_per_epoch(L)). It
- * only matters with shuffle = 1, where the shard order depends on it.
+ * position belongs to: that of the last batch taken, (k - 1) /
+ * coordl_batches_per_epoch(L) after k >= 1 batches, 0 for k = 0. Not k /
+ * coordl_batches_per_epoch: right after an epoch's last batch llm.c's
+ * place is the end of that epoch's last shard, which still belongs to the
+ * finished epoch (the next epoch's batch 0 is where it leads). With
+ * shuffle = 0 every epoch's order is the same but the epoch counts in
+ * coordl's (epoch, batch); with shuffle = 1 the shard order depends on it.
  *
  * coordl_from_llmc turns (epoch, shard_idx, sample_idx) into the
  * (*out_epoch, *out_batch) to give coordl_seek, after which coordl_next
@@ -856,13 +860,16 @@ COORDL_API coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch);
  * position at the end of the last shard gives (epoch + 1, 0). It returns
  * COORDL_ERR_INVALID for another token order or pipeline, a shard_idx not
  * below the number of shards, or a sample_idx above that shard's sample
- * count.
+ * count; coordl_errmsg(L) says which.
  *
  * coordl_to_llmc is the inverse: batch `batch` of `epoch` (the next one to
  * be handed out, e.g. b.index + 1 after the last batch the trainer took)
  * as the (shard_idx, sample_idx) llm.c's dataloader_resume takes, always
  * with sample_idx below that shard's sample count. COORDL_ERR_INVALID for
- * another order or batch >= coordl_batches_per_epoch(L).
+ * another order or batch >= coordl_batches_per_epoch(L) (coordl_errmsg(L)
+ * says which). llm.c's own place after the k-th batch (k >= 1), which is
+ * what its save_state writes, is coordl_to_llmc(L, (k - 1) / bpe, (k - 1)
+ * % bpe, ...) with sample_idx + 1.
  *
  * Validation loaders: llm.c calls dataloader_reset(&val_loader) before each
  * evaluation; with coordl open the validation set with shuffle = 0 and call
@@ -870,7 +877,9 @@ COORDL_API coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch);
  * epoch 0 is where llm.c's reset puts it).
  *
  * Thread safety: any thread, while L is open (they read the index and the
- * epoch's shard order under an internal lock). */
+ * epoch's shard order under an internal lock); an error writes
+ * coordl_errmsg(L), so a call that may fail belongs on L's consumer thread
+ * (where llm.c's load_state and save_state run). */
 COORDL_API coordl_status coordl_from_llmc(const coordl *L, uint64_t epoch, uint64_t shard_idx,
                                           uint64_t sample_idx, uint64_t *out_epoch, uint64_t *out_batch);
 COORDL_API coordl_status coordl_to_llmc(const coordl *L, uint64_t epoch, uint64_t batch,
