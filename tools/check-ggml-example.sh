@@ -45,7 +45,7 @@ cc -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -I"$work/ggml/include" -I"$here" "$h
     || { cat "$work/cc.log"; fail "examples/ggml/mnist_coordl.c did not build against ggml"; }
 [ ! -s "$work/cc.log" ] || { cat "$work/cc.log"; fail "warnings building the example"; }
 echo "check-ggml-example: built examples/ggml/mnist_coordl.c against ggml ($libs)"
-"$work/mnist_coordl" "$work/data" 6 > "$work/run.out" 2> "$work/run.err" \
+"$work/mnist_coordl" "$work/data" 8 > "$work/run.out" 2> "$work/run.err" \
     || { cat "$work/run.out"; tail -20 "$work/run.err"; fail "the example failed"; }
 cat "$work/run.out"
 grep -q "skipping a batch: .*0007.pgm" "$work/run.err" || { cat "$work/run.err"; fail "the bad image was not named"; }
