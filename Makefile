@@ -41,7 +41,7 @@ TEST_SRCS := $(filter-out tests/test_util.c,$(sort $(wildcard tests/test_*.c)))
 TESTS     := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 EXAMPLES  := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all lib examples tools analyze-check test run-tests test-sanitize test-tsan run-tsan demo bench clean deps deps-demo check-darknet-patch
+.PHONY: all lib examples tools analyze-check test run-tests test-sanitize test-tsan run-tsan demo bench clean deps deps-demo check-darknet-patch check-ggml-example
 all: lib examples tools
 lib: $(BUILD)/libcoordl.a $(BUILD)/libcoordl.so
 examples: $(EXAMPLES)
@@ -275,6 +275,12 @@ test-packaging: deps lib tools
 # or bare git dir; skipped, saying so, when there is none)
 check-darknet-patch:
 	bash tools/check-darknet-patch.sh
+
+# examples/ggml/mnist_coordl.c built against the real ggml (cmake under
+# /tmp) and run: 1-channel batches into ggml-opt (GGML_SRC: a checkout or
+# bare git dir; skipped, saying so, when there is none)
+check-ggml-example:
+	bash tools/check-ggml-example.sh
 
 # ---- fuzzing (tests/fuzz) ------------------------------------------------
 # One libFuzzer harness per parser; each #includes coordl.c to reach its

@@ -155,6 +155,11 @@ static inline size_t cdl__page_size(void) {
 }
 
 static inline size_t cdl__round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+/* Whether a pipeline's items are images (decoded, cropped, resampled):
+ * every pipeline but tokens and audio. */
+static inline int cdl__pipeline_is_image(coordl_pipeline p) {
+    return p == COORDL_PIPE_TRAIN || p == COORDL_PIPE_EVAL || p == COORDL_PIPE_EXACT;
+}
 
 /* little-endian fields (WAV headers, BMP palettes) */
 #if !defined(COORDL_NO_STB) || !defined(COORDL_NO_AUDIO)
@@ -4369,7 +4374,7 @@ CDL_PRIVATE int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *by
     uint32_t expect = CDL_CE_EMPTY;
     if (len == 0 || len > UINT32_MAX / 2) return -1;
     if (!atomic_compare_exchange_strong(&ce->state, &expect, admitting)) return -1;
-    const int image = L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL;
+    const int image = cdl__pipeline_is_image(L->cfg.pipeline);
     const size_t room = L->cfg.jpeg_random_access && image ? cdl__rst_room(bytes, len) : 0;
     const uint64_t rest = L->index.dataset_bytes > atomic_load(&L->S->cache_src_bytes) + len
                               ? L->index.dataset_bytes - atomic_load(&L->S->cache_src_bytes) - len : 0;
@@ -5810,14 +5815,21 @@ static void cdl__plan_darknet(const coordl *L, cdl__rng *rng, int W, int H, cdl_
     g->sw = g->clip_x1 - g->clip_x0; g->sh = g->clip_y1 - g->clip_y0;
 }
 
-/* Resize shorter side to S = out * 256 / 224, then center crop; expressed
- * as a fixed source rectangle over the whole (unclipped) image. */
-static void cdl__plan_eval(int W, int H, cdl__geom *g) {
+/* COORDL_PIPE_EVAL: resize the shorter side to S = out * 256 / 224, then
+ * center crop. COORDL_PIPE_EXACT: resize to just cover the output (the
+ * side that binds gets the output's size), then center crop, so an image
+ * of the output size maps pixel for pixel (scale 1, offset 0: the
+ * filter's one non-zero tap has weight 1). Expressed as a fixed source
+ * rectangle over the whole (unclipped) image. */
+static void cdl__plan_eval(int W, int H, int exact, cdl__geom *g) {
     const uint32_t out_w = g->out_w, out_h = g->out_h;
     uint32_t out_max = out_w > out_h ? out_w : out_h;
     double S = floor(out_max * 256.0 / 224.0 + 0.5);
     double rw, rh; /* torchvision Resize(int): long side = int(S * long / short) */
-    if (W <= H) { rw = S; rh = floor(S * H / W); } else { rh = S; rw = floor(S * W / H); }
+    if (exact) { /* integer products: exact in doubles */
+        if ((double)W * out_h >= (double)H * out_w) { rh = out_h; rw = floor((double)W * out_h / H); }
+        else { rw = out_w; rh = floor((double)H * out_w / W); }
+    } else if (W <= H) { rw = S; rh = floor(S * H / W); } else { rh = S; rw = floor(S * W / H); }
     if (rw < out_w) rw = out_w;
     if (rh < out_h) rh = out_h;
     double top = nearbyint((rh - out_h) / 2.0), left = nearbyint((rw - out_w) / 2.0);
@@ -5838,8 +5850,8 @@ CDL_PRIVATE void cdl__plan(const coordl *L, uint32_t out_w, uint32_t out_h, uint
     memset(g, 0, sizeof *g);
     g->out_w = out_w;
     g->out_h = out_h;
-    if (L->cfg.pipeline == COORDL_PIPE_EVAL) {
-        cdl__plan_eval(W, H, g);
+    if (L->cfg.pipeline == COORDL_PIPE_EVAL || L->cfg.pipeline == COORDL_PIPE_EXACT) {
+        cdl__plan_eval(W, H, L->cfg.pipeline == COORDL_PIPE_EXACT, g);
     } else {
         cdl__rng rng = cdl__rng_for(L->cfg.seed, CDL_STREAM_CROP, epoch, id);
         if (L->cfg.train_crop == COORDL_CROP_DARKNET) cdl__plan_darknet(L, &rng, W, H, g);
@@ -6182,11 +6194,40 @@ static void cdl__vpass_row(const float *const *rows, const float *w, int K, size
 }
 #undef CDL_VPASS_BODY
 
+/* A float in 0..255 as the 8-bit value a U8 layout stores: rounded half
+ * up, clamped. */
+static cdl__u8 cdl__to_u8(float v) {
+    float f = v + 0.5f;
+    f = f < 0.0f ? 0.0f : f > 255.0f ? 255.0f : f;
+    return (cdl__u8)f;
+}
+
+/* channels = 1: one plane of BT.601 luma, Y = (299 R + 587 G + 114 B +
+ * 500) / 1000 over the 8-bit R, G, B the RGB layouts would store. Integer
+ * arithmetic on the stored values, so a grey row is the luma of the RGB
+ * row of the same run byte for byte (and a grey source, R = G = B, keeps
+ * its values); float layouts normalize Y with mean[0] and std[0]. */
+static void cdl__store_row_grey(const coordl *L, const cdl__geom *g, const float *v, size_t plane, int j, void *dst) {
+    const int out_w = (int)g->out_w;
+    const size_t at = (size_t)j * out_w;
+    const int u8 = L->cfg.layout == COORDL_U8_NHWC || L->cfg.layout == COORDL_U8_NCHW;
+    for (int i = 0; i < out_w; i++) {
+        const unsigned y = (299u * cdl__to_u8(v[i]) + 587u * cdl__to_u8(v[plane + i]) +
+                            114u * cdl__to_u8(v[2 * plane + i]) + 500u) / 1000u;
+        if (u8) ((cdl__u8 *)dst)[at + i] = (cdl__u8)y;
+        else ((float *)dst)[at + i] = (float)y * L->geom.norm_scale[0] + L->geom.norm_bias[0];
+    }
+}
+
 /* Writes one output row from planar R, G, B floats in 0..255 (`plane`
  * floats apart) in the configured layout. */
 static void cdl__store_row(const coordl *L, const cdl__geom *g, const float *v, size_t plane, int j, void *dst) {
     const int out_w = (int)g->out_w;
     const size_t oplane = (size_t)out_w * g->out_h;
+    if (L->cfg.channels == 1) {
+        cdl__store_row_grey(L, g, v, plane, j, dst);
+        return;
+    }
     switch (L->cfg.layout) {
     case COORDL_F32_NCHW:
         for (int c = 0; c < 3; c++) {
@@ -6215,10 +6256,8 @@ static void cdl__store_row(const coordl *L, const cdl__geom *g, const float *v, 
         cdl__u8 *d = (cdl__u8 *)dst;
         for (int c = 0; c < 3; c++)
             for (int i = 0; i < out_w; i++) {
-                float f = v[(size_t)c * plane + i] + 0.5f;
-                f = f < 0.0f ? 0.0f : f > 255.0f ? 255.0f : f;
                 size_t at = nhwc ? ((size_t)j * out_w + i) * 3 + c : (size_t)c * oplane + (size_t)j * out_w + i;
-                d[at] = (cdl__u8)f;
+                d[at] = cdl__to_u8(v[(size_t)c * plane + i]);
             }
         break;
     }
@@ -7996,14 +8035,14 @@ CDL_PRIVATE coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint
  *        checks this line).
  */
 
-/* Shape of one row: images c x h x w; tokens 1 x 1 x seq_len; audio
+/* Shape of one row: images c x h x w (c = channels); tokens 1 x 1 x seq_len; audio
  * 1 x 1 x audio_samples. */
 CDL_PRIVATE void cdl__row_shape(const coordl *L, uint32_t out_w, uint32_t out_h, uint32_t *c, uint32_t *h,
                            uint32_t *w) {
     switch (L->cfg.pipeline) {
     case COORDL_PIPE_TOKENS: *c = 1; *h = 1; *w = L->cfg.seq_len; break;
     case COORDL_PIPE_AUDIO: *c = 1; *h = 1; *w = L->cfg.audio_samples; break;
-    default: *c = 3; *h = out_h; *w = out_w; break;
+    default: *c = L->cfg.channels; *h = out_h; *w = out_w; break;
     }
 }
 
@@ -8061,6 +8100,7 @@ CDL_PRIVATE coordl_config cdl__config_default(void) {
 CDL_PRIVATE void cdl__output_setup(coordl *L) {
     if (L->cfg.pipeline == COORDL_PIPE_TOKENS) L->cfg.layout = COORDL_I32;
     if (L->cfg.pipeline == COORDL_PIPE_AUDIO) L->cfg.layout = COORDL_F32;
+    if (L->cfg.channels == 0) L->cfg.channels = 3; /* the default: RGB (image rows only read it) */
     L->geom.elem_bytes = (L->cfg.layout == COORDL_U8_NHWC || L->cfg.layout == COORDL_U8_NCHW) ? 1 : 4;
     L->geom.row_bytes = cdl__row_bytes_at(L, L->cfg.out_w, L->cfg.out_h);
     L->geom.target_row_bytes = L->cfg.pipeline == COORDL_PIPE_TOKENS ? (size_t)L->cfg.seq_len * sizeof(int32_t) : 0;
@@ -8079,7 +8119,7 @@ CDL_PRIVATE void cdl__output_setup(coordl *L) {
 CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
 #define CDL_BAD(...) return cdl__open_fail(COORDL_ERR_INVALID, __VA_ARGS__)
     if (!c->source || !c->source[0]) CDL_BAD("source: not set; give an ImageFolder root or a list file");
-    if (c->pipeline < COORDL_PIPE_TRAIN || c->pipeline > COORDL_PIPE_AUDIO)
+    if (c->pipeline < COORDL_PIPE_TRAIN || c->pipeline > COORDL_PIPE_EXACT)
         CDL_BAD("pipeline: %d is not a known pipeline", (int)c->pipeline);
     if (c->pipeline == COORDL_PIPE_TOKENS && (c->seq_len == 0 || c->seq_len > (1u << 24)))
         CDL_BAD("seq_len: %u is out of range (1..16777216)", c->seq_len);
@@ -8089,7 +8129,7 @@ CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
         CDL_BAD("token_order: COORDL_TOKENS_LLMC orders token windows; set pipeline = COORDL_PIPE_TOKENS");
     if (c->pipeline == COORDL_PIPE_AUDIO && (c->audio_samples == 0 || c->audio_samples > (1u << 28)))
         CDL_BAD("audio_samples: %u is out of range (1..2^28)", c->audio_samples);
-    if (c->pipeline <= COORDL_PIPE_EVAL && c->layout > COORDL_U8_NCHW)
+    if (cdl__pipeline_is_image(c->pipeline) && c->layout > COORDL_U8_NCHW)
         CDL_BAD("layout: %d is not an image layout", (int)c->layout);
     if (c->batch_size == 0) CDL_BAD("batch_size: must be at least 1");
     if (c->out_w == 0 || c->out_h == 0) CDL_BAD("out_w/out_h: output size %ux%u must be at least 1x1", c->out_w, c->out_h);
@@ -8156,6 +8196,11 @@ CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
     if (c->readahead_threads > 4096) CDL_BAD("readahead_threads: %u is out of range (0 = the depth, at most 4096)", c->readahead_threads);
     if (c->io && (!c->io->open || !c->io->read_at || !c->io->close))
         CDL_BAD("io: set all of open, read_at and close (or io = NULL for the built-in POSIX reader)");
+    /* channels: a row's colour planes (image pipelines) */
+    if (c->channels != 0 && c->channels != 1 && c->channels != 3)
+        CDL_BAD("channels: %u is not 1 (grey), 3 (RGB) or 0 (the default, 3)", c->channels);
+    if (c->channels != 0 && !cdl__pipeline_is_image(c->pipeline))
+        CDL_BAD("channels: %u is for image pipelines; leave it 0 for tokens and audio", c->channels);
 #undef CDL_BAD
     return COORDL_OK;
 }
@@ -9247,6 +9292,7 @@ static uint32_t cdl__group_fields(const coordl *L, cdl__group_field *f) {
     CDL_F("token_order", c->token_order); CDL_F("train_crop", c->train_crop);
     CDL_F("min_crop", c->min_crop); CDL_F("max_crop", c->max_crop);
     CDL_F("jpeg_random_access", c->jpeg_random_access); /* decides the cache's room */
+    CDL_F("channels", c->channels); /* resolved: 0 was made 3 */
     CDL_F("dataset items", L->index.num_items); CDL_F("dataset bytes", L->index.dataset_bytes);
 #undef CDL_F
     return n;
@@ -10469,15 +10515,37 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
     return COORDL_OK;
 }
 
+/* An error of coordl_from_llmc / coordl_to_llmc: the detail goes to
+ * coordl_errmsg(L). They take a const handle because they only read it;
+ * the handle itself is never const (coordl_open allocates it). */
+static coordl_status cdl__llmc_fail(const coordl *L, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (L) cdl__vformat(((coordl *)(uintptr_t)L)->errmsg, sizeof L->errmsg, fmt, ap);
+    va_end(ap);
+    return COORDL_ERR_INVALID;
+}
+
 coordl_status coordl_from_llmc(const coordl *L, uint64_t epoch, uint64_t shard_idx, uint64_t sample_idx,
                                uint64_t *out_epoch, uint64_t *out_batch) {
-    if (!L || !L->sampler.llmc || !out_epoch || !out_batch || shard_idx >= L->index.nshards) return COORDL_ERR_INVALID;
+    if (!L) return COORDL_ERR_INVALID;
+    if (!L->sampler.llmc)
+        return cdl__llmc_fail(L, "coordl_from_llmc: llm.c positions need token_order = COORDL_TOKENS_LLMC");
+    if (!out_epoch || !out_batch) return cdl__llmc_fail(L, "coordl_from_llmc: out_epoch and out_batch must not be NULL");
+    if (shard_idx >= L->index.nshards)
+        return cdl__llmc_fail(L, "coordl_from_llmc: shard_idx %llu is not below the %zu shards",
+                              (unsigned long long)shard_idx, L->index.nshards);
     cdl__llmc *M = L->sampler.llmc;
     pthread_mutex_lock(&M->mu);
     const cdl__llmc_epoch *e = cdl__llmc_table(L, epoch);
     const uint64_t first = e->prefix[shard_idx], count = e->prefix[shard_idx + 1] - first;
     pthread_mutex_unlock(&M->mu);
-    if (sample_idx > count) return COORDL_ERR_INVALID;
+    if (sample_idx > count)
+        return cdl__llmc_fail(L, "coordl_from_llmc: sample_idx %llu is above the %llu samples at shard position "
+                              "%llu of epoch %llu (is epoch the one the position belongs to, that of the last "
+                              "batch taken: (k - 1) / coordl_batches_per_epoch after k batches?)",
+                              (unsigned long long)sample_idx, (unsigned long long)count,
+                              (unsigned long long)shard_idx, (unsigned long long)epoch);
     const uint64_t batch = first + sample_idx;
     *out_epoch = batch < M->total ? epoch : epoch + 1;
     *out_batch = batch < M->total ? batch : 0;
@@ -10486,7 +10554,13 @@ coordl_status coordl_from_llmc(const coordl *L, uint64_t epoch, uint64_t shard_i
 
 coordl_status coordl_to_llmc(const coordl *L, uint64_t epoch, uint64_t batch, uint64_t *shard_idx,
                              uint64_t *sample_idx) {
-    if (!L || !L->sampler.llmc || !shard_idx || !sample_idx || batch >= L->sampler.llmc->total) return COORDL_ERR_INVALID;
+    if (!L) return COORDL_ERR_INVALID;
+    if (!L->sampler.llmc)
+        return cdl__llmc_fail(L, "coordl_to_llmc: llm.c positions need token_order = COORDL_TOKENS_LLMC");
+    if (!shard_idx || !sample_idx) return cdl__llmc_fail(L, "coordl_to_llmc: shard_idx and sample_idx must not be NULL");
+    if (batch >= L->sampler.llmc->total)
+        return cdl__llmc_fail(L, "coordl_to_llmc: batch %llu is not below coordl_batches_per_epoch (%llu)",
+                              (unsigned long long)batch, (unsigned long long)L->sampler.llmc->total);
     uint32_t shard;
     cdl__llmc_locate(L, epoch, batch, shard_idx, sample_idx, &shard);
     return COORDL_OK;
@@ -10494,7 +10568,7 @@ coordl_status coordl_to_llmc(const coordl *L, uint64_t epoch, uint64_t batch, ui
 
 /* coordl_set's checks: the new (w, h, B) for parameter p, or an error. */
 static coordl_status cdl__set_sizes(coordl *L, coordl_param p, int64_t value, uint32_t *w, uint32_t *h, uint32_t *B) {
-    const int image = L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL;
+    const int image = cdl__pipeline_is_image(L->cfg.pipeline);
     switch (p) {
     case COORDL_PARAM_OUT_W:
     case COORDL_PARAM_OUT_H:

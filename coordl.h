@@ -175,11 +175,19 @@ typedef enum {
                               seq_len + 1 tokens; data = inputs, targets =
                               the same shifted by one (int32); not with
                               COORDL_NO_TOKENS                              */
-    COORDL_PIPE_AUDIO = 3  /* WAV (PCM 16-bit or float, any channel count)
+    COORDL_PIPE_AUDIO = 3, /* WAV (PCM 16-bit or float, any channel count)
                               to mono float, resampled to audio_rate if set
                               (linear), random crop of audio_samples
                               (zero-padded); only the crop is converted;
                               not with COORDL_NO_AUDIO                      */
+    COORDL_PIPE_EXACT = 4  /* image, no augmentation: resize the shorter
+                              side to the output size (no 256/224 margin),
+                              then center crop out_h x out_w. An image that
+                              already has the output size comes out with
+                              its stored pixels unchanged (no rescale, no
+                              crop, no flip): e.g. MNIST's 28 x 28 digits
+                              with out_w = out_h = 28, channels = 1 and a
+                              U8 layout are the dataset's bytes           */
 } coordl_pipeline;
 
 /* Order of token windows (COORDL_PIPE_TOKENS), config field token_order.
@@ -238,7 +246,8 @@ typedef enum {
 
 /* Memory layout of batch.data. */
 typedef enum {
-    COORDL_F32_NCHW = 0, /* float, planar, normalized: (x/255 - mean) / std */
+    COORDL_F32_NCHW = 0, /* float, planar, normalized: (x/255 - mean) / std
+                            (channels = 1: one plane, no interleaving)    */
     COORDL_U8_NHWC = 1,  /* uint8, interleaved RGB, not normalized          */
     COORDL_F32_NHWC = 2, /* float, interleaved, normalized                  */
     COORDL_U8_NCHW = 3,  /* uint8, planar, not normalized                   */
@@ -619,6 +628,18 @@ typedef struct coordl_config {
                                    worker. 0 (default) = 2 x depth x the
                                    mean item size, within 4..64 MiB (and
                                    at most the dataset + 1 MiB)           */
+    /* Colour planes of an image row (image pipelines; tokens and audio
+     * take 0 only). 3 = RGB; 1 = grey, one plane (a row is h x w values,
+     * batch.c = 1, so a 1-channel model's input is exactly a batch):
+     * the ITU-R BT.601 luma of the augmented RGB row, rounded to 8 bits,
+     * Y = (299 R + 587 G + 114 B + 500) / 1000 in integers over the 8-bit
+     * R, G, B a U8 layout would store; so a grey batch is the luma of
+     * the RGB batch of the same run, byte for byte, and a grey image
+     * (decoded as R = G = B) keeps its stored values. Float layouts
+     * normalize Y with mean[0] and std[0]. The cache holds encoded items
+     * either way; a coordinated group's members must agree on it.
+     * 0 (default) = 3 (coordl_get_config reports 3). Appended in 0.4. */
+    uint32_t channels;
 } coordl_config;
 
 /* A ready batch: a view into a ring slot, valid until coordl_release(). */
@@ -869,9 +890,13 @@ COORDL_API coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch);
  * already taken from that shard, so the next batch is sample sample_idx of
  * it, or the first of the next shard when sample_idx equals the shard's
  * sample count. llm.c does not record the epoch; pass the epoch the
- * position belongs to (0 for a run that has not finished an epoch; the
- * trainer knows it as batches consumed / coordl_batches_per_epoch(L)). It
- * only matters with shuffle = 1, where the shard order depends on it.
+ * position belongs to: that of the last batch taken, (k - 1) /
+ * coordl_batches_per_epoch(L) after k >= 1 batches, 0 for k = 0. Not k /
+ * coordl_batches_per_epoch: right after an epoch's last batch llm.c's
+ * place is the end of that epoch's last shard, which still belongs to the
+ * finished epoch (the next epoch's batch 0 is where it leads). With
+ * shuffle = 0 every epoch's order is the same but the epoch counts in
+ * coordl's (epoch, batch); with shuffle = 1 the shard order depends on it.
  *
  * coordl_from_llmc turns (epoch, shard_idx, sample_idx) into the
  * (*out_epoch, *out_batch) to give coordl_seek, after which coordl_next
@@ -879,13 +904,16 @@ COORDL_API coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch);
  * position at the end of the last shard gives (epoch + 1, 0). It returns
  * COORDL_ERR_INVALID for another token order or pipeline, a shard_idx not
  * below the number of shards, or a sample_idx above that shard's sample
- * count.
+ * count; coordl_errmsg(L) says which.
  *
  * coordl_to_llmc is the inverse: batch `batch` of `epoch` (the next one to
  * be handed out, e.g. b.index + 1 after the last batch the trainer took)
  * as the (shard_idx, sample_idx) llm.c's dataloader_resume takes, always
  * with sample_idx below that shard's sample count. COORDL_ERR_INVALID for
- * another order or batch >= coordl_batches_per_epoch(L).
+ * another order or batch >= coordl_batches_per_epoch(L) (coordl_errmsg(L)
+ * says which). llm.c's own place after the k-th batch (k >= 1), which is
+ * what its save_state writes, is coordl_to_llmc(L, (k - 1) / bpe, (k - 1)
+ * % bpe, ...) with sample_idx + 1.
  *
  * Validation loaders: llm.c calls dataloader_reset(&val_loader) before each
  * evaluation; with coordl open the validation set with shuffle = 0 and call
@@ -893,7 +921,9 @@ COORDL_API coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch);
  * epoch 0 is where llm.c's reset puts it).
  *
  * Thread safety: any thread, while L is open (they read the index and the
- * epoch's shard order under an internal lock). */
+ * epoch's shard order under an internal lock); an error writes
+ * coordl_errmsg(L), so a call that may fail belongs on L's consumer thread
+ * (where llm.c's load_state and save_state run). */
 COORDL_API coordl_status coordl_from_llmc(const coordl *L, uint64_t epoch, uint64_t shard_idx,
                                           uint64_t sample_idx, uint64_t *out_epoch, uint64_t *out_batch);
 COORDL_API coordl_status coordl_to_llmc(const coordl *L, uint64_t epoch, uint64_t batch,

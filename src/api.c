@@ -413,15 +413,37 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
     return COORDL_OK;
 }
 
+/* An error of coordl_from_llmc / coordl_to_llmc: the detail goes to
+ * coordl_errmsg(L). They take a const handle because they only read it;
+ * the handle itself is never const (coordl_open allocates it). */
+static coordl_status cdl__llmc_fail(const coordl *L, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (L) cdl__vformat(((coordl *)(uintptr_t)L)->errmsg, sizeof L->errmsg, fmt, ap);
+    va_end(ap);
+    return COORDL_ERR_INVALID;
+}
+
 coordl_status coordl_from_llmc(const coordl *L, uint64_t epoch, uint64_t shard_idx, uint64_t sample_idx,
                                uint64_t *out_epoch, uint64_t *out_batch) {
-    if (!L || !L->sampler.llmc || !out_epoch || !out_batch || shard_idx >= L->index.nshards) return COORDL_ERR_INVALID;
+    if (!L) return COORDL_ERR_INVALID;
+    if (!L->sampler.llmc)
+        return cdl__llmc_fail(L, "coordl_from_llmc: llm.c positions need token_order = COORDL_TOKENS_LLMC");
+    if (!out_epoch || !out_batch) return cdl__llmc_fail(L, "coordl_from_llmc: out_epoch and out_batch must not be NULL");
+    if (shard_idx >= L->index.nshards)
+        return cdl__llmc_fail(L, "coordl_from_llmc: shard_idx %llu is not below the %zu shards",
+                              (unsigned long long)shard_idx, L->index.nshards);
     cdl__llmc *M = L->sampler.llmc;
     pthread_mutex_lock(&M->mu);
     const cdl__llmc_epoch *e = cdl__llmc_table(L, epoch);
     const uint64_t first = e->prefix[shard_idx], count = e->prefix[shard_idx + 1] - first;
     pthread_mutex_unlock(&M->mu);
-    if (sample_idx > count) return COORDL_ERR_INVALID;
+    if (sample_idx > count)
+        return cdl__llmc_fail(L, "coordl_from_llmc: sample_idx %llu is above the %llu samples at shard position "
+                              "%llu of epoch %llu (is epoch the one the position belongs to, that of the last "
+                              "batch taken: (k - 1) / coordl_batches_per_epoch after k batches?)",
+                              (unsigned long long)sample_idx, (unsigned long long)count,
+                              (unsigned long long)shard_idx, (unsigned long long)epoch);
     const uint64_t batch = first + sample_idx;
     *out_epoch = batch < M->total ? epoch : epoch + 1;
     *out_batch = batch < M->total ? batch : 0;
@@ -430,7 +452,13 @@ coordl_status coordl_from_llmc(const coordl *L, uint64_t epoch, uint64_t shard_i
 
 coordl_status coordl_to_llmc(const coordl *L, uint64_t epoch, uint64_t batch, uint64_t *shard_idx,
                              uint64_t *sample_idx) {
-    if (!L || !L->sampler.llmc || !shard_idx || !sample_idx || batch >= L->sampler.llmc->total) return COORDL_ERR_INVALID;
+    if (!L) return COORDL_ERR_INVALID;
+    if (!L->sampler.llmc)
+        return cdl__llmc_fail(L, "coordl_to_llmc: llm.c positions need token_order = COORDL_TOKENS_LLMC");
+    if (!shard_idx || !sample_idx) return cdl__llmc_fail(L, "coordl_to_llmc: shard_idx and sample_idx must not be NULL");
+    if (batch >= L->sampler.llmc->total)
+        return cdl__llmc_fail(L, "coordl_to_llmc: batch %llu is not below coordl_batches_per_epoch (%llu)",
+                              (unsigned long long)batch, (unsigned long long)L->sampler.llmc->total);
     uint32_t shard;
     cdl__llmc_locate(L, epoch, batch, shard_idx, sample_idx, &shard);
     return COORDL_OK;
@@ -438,7 +466,7 @@ coordl_status coordl_to_llmc(const coordl *L, uint64_t epoch, uint64_t batch, ui
 
 /* coordl_set's checks: the new (w, h, B) for parameter p, or an error. */
 static coordl_status cdl__set_sizes(coordl *L, coordl_param p, int64_t value, uint32_t *w, uint32_t *h, uint32_t *B) {
-    const int image = L->cfg.pipeline == COORDL_PIPE_TRAIN || L->cfg.pipeline == COORDL_PIPE_EVAL;
+    const int image = cdl__pipeline_is_image(L->cfg.pipeline);
     switch (p) {
     case COORDL_PARAM_OUT_W:
     case COORDL_PARAM_OUT_H:

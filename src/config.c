@@ -16,14 +16,14 @@
 #include "lock_state.h"
 #include "handle.h"
 
-/* Shape of one row: images c x h x w; tokens 1 x 1 x seq_len; audio
+/* Shape of one row: images c x h x w (c = channels); tokens 1 x 1 x seq_len; audio
  * 1 x 1 x audio_samples. */
 CDL_PRIVATE void cdl__row_shape(const coordl *L, uint32_t out_w, uint32_t out_h, uint32_t *c, uint32_t *h,
                            uint32_t *w) {
     switch (L->cfg.pipeline) {
     case COORDL_PIPE_TOKENS: *c = 1; *h = 1; *w = L->cfg.seq_len; break;
     case COORDL_PIPE_AUDIO: *c = 1; *h = 1; *w = L->cfg.audio_samples; break;
-    default: *c = 3; *h = out_h; *w = out_w; break;
+    default: *c = L->cfg.channels; *h = out_h; *w = out_w; break;
     }
 }
 
@@ -81,6 +81,7 @@ CDL_PRIVATE coordl_config cdl__config_default(void) {
 CDL_PRIVATE void cdl__output_setup(coordl *L) {
     if (L->cfg.pipeline == COORDL_PIPE_TOKENS) L->cfg.layout = COORDL_I32;
     if (L->cfg.pipeline == COORDL_PIPE_AUDIO) L->cfg.layout = COORDL_F32;
+    if (L->cfg.channels == 0) L->cfg.channels = 3; /* the default: RGB (image rows only read it) */
     L->geom.elem_bytes = (L->cfg.layout == COORDL_U8_NHWC || L->cfg.layout == COORDL_U8_NCHW) ? 1 : 4;
     L->geom.row_bytes = cdl__row_bytes_at(L, L->cfg.out_w, L->cfg.out_h);
     L->geom.target_row_bytes = L->cfg.pipeline == COORDL_PIPE_TOKENS ? (size_t)L->cfg.seq_len * sizeof(int32_t) : 0;
@@ -99,7 +100,7 @@ CDL_PRIVATE void cdl__output_setup(coordl *L) {
 CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
 #define CDL_BAD(...) return cdl__open_fail(COORDL_ERR_INVALID, __VA_ARGS__)
     if (!c->source || !c->source[0]) CDL_BAD("source: not set; give an ImageFolder root or a list file");
-    if (c->pipeline < COORDL_PIPE_TRAIN || c->pipeline > COORDL_PIPE_AUDIO)
+    if (c->pipeline < COORDL_PIPE_TRAIN || c->pipeline > COORDL_PIPE_EXACT)
         CDL_BAD("pipeline: %d is not a known pipeline", (int)c->pipeline);
     if (c->pipeline == COORDL_PIPE_TOKENS && (c->seq_len == 0 || c->seq_len > (1u << 24)))
         CDL_BAD("seq_len: %u is out of range (1..16777216)", c->seq_len);
@@ -109,7 +110,7 @@ CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
         CDL_BAD("token_order: COORDL_TOKENS_LLMC orders token windows; set pipeline = COORDL_PIPE_TOKENS");
     if (c->pipeline == COORDL_PIPE_AUDIO && (c->audio_samples == 0 || c->audio_samples > (1u << 28)))
         CDL_BAD("audio_samples: %u is out of range (1..2^28)", c->audio_samples);
-    if (c->pipeline <= COORDL_PIPE_EVAL && c->layout > COORDL_U8_NCHW)
+    if (cdl__pipeline_is_image(c->pipeline) && c->layout > COORDL_U8_NCHW)
         CDL_BAD("layout: %d is not an image layout", (int)c->layout);
     if (c->batch_size == 0) CDL_BAD("batch_size: must be at least 1");
     if (c->out_w == 0 || c->out_h == 0) CDL_BAD("out_w/out_h: output size %ux%u must be at least 1x1", c->out_w, c->out_h);
@@ -176,6 +177,11 @@ CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
     if (c->readahead_threads > 4096) CDL_BAD("readahead_threads: %u is out of range (0 = the depth, at most 4096)", c->readahead_threads);
     if (c->io && (!c->io->open || !c->io->read_at || !c->io->close))
         CDL_BAD("io: set all of open, read_at and close (or io = NULL for the built-in POSIX reader)");
+    /* channels: a row's colour planes (image pipelines) */
+    if (c->channels != 0 && c->channels != 1 && c->channels != 3)
+        CDL_BAD("channels: %u is not 1 (grey), 3 (RGB) or 0 (the default, 3)", c->channels);
+    if (c->channels != 0 && !cdl__pipeline_is_image(c->pipeline))
+        CDL_BAD("channels: %u is for image pipelines; leave it 0 for tokens and audio", c->channels);
 #undef CDL_BAD
     return COORDL_OK;
 }

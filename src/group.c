@@ -115,6 +115,7 @@ static uint32_t cdl__group_fields(const coordl *L, cdl__group_field *f) {
     CDL_F("token_order", c->token_order); CDL_F("train_crop", c->train_crop);
     CDL_F("min_crop", c->min_crop); CDL_F("max_crop", c->max_crop);
     CDL_F("jpeg_random_access", c->jpeg_random_access); /* decides the cache's room */
+    CDL_F("channels", c->channels); /* resolved: 0 was made 3 */
     CDL_F("dataset items", L->index.num_items); CDL_F("dataset bytes", L->index.dataset_bytes);
 #undef CDL_F
     return n;

@@ -165,14 +165,21 @@ static void cdl__plan_darknet(const coordl *L, cdl__rng *rng, int W, int H, cdl_
     g->sw = g->clip_x1 - g->clip_x0; g->sh = g->clip_y1 - g->clip_y0;
 }
 
-/* Resize shorter side to S = out * 256 / 224, then center crop; expressed
- * as a fixed source rectangle over the whole (unclipped) image. */
-static void cdl__plan_eval(int W, int H, cdl__geom *g) {
+/* COORDL_PIPE_EVAL: resize the shorter side to S = out * 256 / 224, then
+ * center crop. COORDL_PIPE_EXACT: resize to just cover the output (the
+ * side that binds gets the output's size), then center crop, so an image
+ * of the output size maps pixel for pixel (scale 1, offset 0: the
+ * filter's one non-zero tap has weight 1). Expressed as a fixed source
+ * rectangle over the whole (unclipped) image. */
+static void cdl__plan_eval(int W, int H, int exact, cdl__geom *g) {
     const uint32_t out_w = g->out_w, out_h = g->out_h;
     uint32_t out_max = out_w > out_h ? out_w : out_h;
     double S = floor(out_max * 256.0 / 224.0 + 0.5);
     double rw, rh; /* torchvision Resize(int): long side = int(S * long / short) */
-    if (W <= H) { rw = S; rh = floor(S * H / W); } else { rh = S; rw = floor(S * W / H); }
+    if (exact) { /* integer products: exact in doubles */
+        if ((double)W * out_h >= (double)H * out_w) { rh = out_h; rw = floor((double)W * out_h / H); }
+        else { rw = out_w; rh = floor((double)H * out_w / W); }
+    } else if (W <= H) { rw = S; rh = floor(S * H / W); } else { rh = S; rw = floor(S * W / H); }
     if (rw < out_w) rw = out_w;
     if (rh < out_h) rh = out_h;
     double top = nearbyint((rh - out_h) / 2.0), left = nearbyint((rw - out_w) / 2.0);
@@ -193,8 +200,8 @@ CDL_PRIVATE void cdl__plan(const coordl *L, uint32_t out_w, uint32_t out_h, uint
     memset(g, 0, sizeof *g);
     g->out_w = out_w;
     g->out_h = out_h;
-    if (L->cfg.pipeline == COORDL_PIPE_EVAL) {
-        cdl__plan_eval(W, H, g);
+    if (L->cfg.pipeline == COORDL_PIPE_EVAL || L->cfg.pipeline == COORDL_PIPE_EXACT) {
+        cdl__plan_eval(W, H, L->cfg.pipeline == COORDL_PIPE_EXACT, g);
     } else {
         cdl__rng rng = cdl__rng_for(L->cfg.seed, CDL_STREAM_CROP, epoch, id);
         if (L->cfg.train_crop == COORDL_CROP_DARKNET) cdl__plan_darknet(L, &rng, W, H, g);

@@ -111,6 +111,11 @@ static inline size_t cdl__page_size(void) {
 }
 
 static inline size_t cdl__round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+/* Whether a pipeline's items are images (decoded, cropped, resampled):
+ * every pipeline but tokens and audio. */
+static inline int cdl__pipeline_is_image(coordl_pipeline p) {
+    return p == COORDL_PIPE_TRAIN || p == COORDL_PIPE_EVAL || p == COORDL_PIPE_EXACT;
+}
 
 /* little-endian fields (WAV headers, BMP palettes) */
 #if !defined(COORDL_NO_STB) || !defined(COORDL_NO_AUDIO)

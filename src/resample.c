@@ -313,11 +313,40 @@ static void cdl__vpass_row(const float *const *rows, const float *w, int K, size
 }
 #undef CDL_VPASS_BODY
 
+/* A float in 0..255 as the 8-bit value a U8 layout stores: rounded half
+ * up, clamped. */
+static cdl__u8 cdl__to_u8(float v) {
+    float f = v + 0.5f;
+    f = f < 0.0f ? 0.0f : f > 255.0f ? 255.0f : f;
+    return (cdl__u8)f;
+}
+
+/* channels = 1: one plane of BT.601 luma, Y = (299 R + 587 G + 114 B +
+ * 500) / 1000 over the 8-bit R, G, B the RGB layouts would store. Integer
+ * arithmetic on the stored values, so a grey row is the luma of the RGB
+ * row of the same run byte for byte (and a grey source, R = G = B, keeps
+ * its values); float layouts normalize Y with mean[0] and std[0]. */
+static void cdl__store_row_grey(const coordl *L, const cdl__geom *g, const float *v, size_t plane, int j, void *dst) {
+    const int out_w = (int)g->out_w;
+    const size_t at = (size_t)j * out_w;
+    const int u8 = L->cfg.layout == COORDL_U8_NHWC || L->cfg.layout == COORDL_U8_NCHW;
+    for (int i = 0; i < out_w; i++) {
+        const unsigned y = (299u * cdl__to_u8(v[i]) + 587u * cdl__to_u8(v[plane + i]) +
+                            114u * cdl__to_u8(v[2 * plane + i]) + 500u) / 1000u;
+        if (u8) ((cdl__u8 *)dst)[at + i] = (cdl__u8)y;
+        else ((float *)dst)[at + i] = (float)y * L->geom.norm_scale[0] + L->geom.norm_bias[0];
+    }
+}
+
 /* Writes one output row from planar R, G, B floats in 0..255 (`plane`
  * floats apart) in the configured layout. */
 static void cdl__store_row(const coordl *L, const cdl__geom *g, const float *v, size_t plane, int j, void *dst) {
     const int out_w = (int)g->out_w;
     const size_t oplane = (size_t)out_w * g->out_h;
+    if (L->cfg.channels == 1) {
+        cdl__store_row_grey(L, g, v, plane, j, dst);
+        return;
+    }
     switch (L->cfg.layout) {
     case COORDL_F32_NCHW:
         for (int c = 0; c < 3; c++) {
@@ -346,10 +375,8 @@ static void cdl__store_row(const coordl *L, const cdl__geom *g, const float *v, 
         cdl__u8 *d = (cdl__u8 *)dst;
         for (int c = 0; c < 3; c++)
             for (int i = 0; i < out_w; i++) {
-                float f = v[(size_t)c * plane + i] + 0.5f;
-                f = f < 0.0f ? 0.0f : f > 255.0f ? 255.0f : f;
                 size_t at = nhwc ? ((size_t)j * out_w + i) * 3 + c : (size_t)c * oplane + (size_t)j * out_w + i;
-                d[at] = (cdl__u8)f;
+                d[at] = cdl__to_u8(v[(size_t)c * plane + i]);
             }
         break;
     }

@@ -21,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../examples/darknet/coordl_darknet.h"
 
@@ -114,16 +116,25 @@ static void test_config_from_network_by_value(void **state)
 static void test_config_refusals(void **state)
 {
     (void)state;
-    coordl_config cfg = coordl_config_default(), before;
+    coordl_config cfg = coordl_config_default(), before = cfg;
     coordl_dn_net n = darknet19();
-    n.center = 1;
-    before = cfg;
-    assert_int_equal(coordl_dn_config(&cfg, &n), COORDL_ERR_UNSUPPORTED);
-    assert_memory_equal(&cfg, &before, sizeof cfg);
-    n = darknet19();
     n.batch = 0;
     assert_int_equal(coordl_dn_config(&cfg, &n), COORDL_ERR_INVALID);
+    assert_memory_equal(&cfg, &before, sizeof cfg);
     assert_int_equal(coordl_dn_config(NULL, &n), COORDL_ERR_INVALID);
+}
+
+/* center = 1 trains under stock Darknet (train_classifier never passes it
+ * to its loader): the config is the one without it. */
+static void test_center_is_ignored_in_training_as_darknet_does(void **state)
+{
+    (void)state;
+    coordl_config with = coordl_config_default(), without = coordl_config_default();
+    coordl_dn_net n = darknet19();
+    assert_int_equal(coordl_dn_config(&without, &n), COORDL_OK);
+    n.center = 1;
+    assert_int_equal(coordl_dn_config(&with, &n), COORDL_OK);
+    assert_memory_equal(&with, &without, sizeof with);
 }
 
 /* a list file of JPEGs labelled by path, one of them cut short */
@@ -254,6 +265,137 @@ static void test_bad_item_substituted_under_policy(void **state)
     free(list);
 }
 
+/* Resuming from weights that saw `seen` images: the next load is the one
+ * an unbroken run with the same seed loads after seen / imgs loads, across
+ * an epoch boundary too; two seeds give two orders (a run's seed is its
+ * own, not epoch 0's order every time). */
+static void test_resume_continues_where_the_weights_left_off(void **state)
+{
+    (void)state;
+    char *list = make_list("resume", 24, -1);
+    coordl_config cfg = small_config(list, COORDL_BAD_FAIL);
+    cfg.shuffle = 1;
+    cfg.seed = 1234;
+    const int imgs = (int)cfg.batch_size; /* 8: 3 loads per epoch */
+    const int seen_loads[3] = {2, 3, 4};   /* mid epoch 0, exactly epoch 1, inside epoch 1 */
+    coordl_dn run;
+    assert_int_equal(coordl_dn_open(&run, &cfg), COORDL_OK);
+    for (int k = 0; k < 6; k++) { /* 3 loads per epoch: load k is (k / 3, k % 3) */
+        data d;
+        assert_int_equal(coordl_dn_load(&run, 2, &d, COORDL_DN_COPY), COORDL_OK);
+        coordl_dn_free(&d);
+        assert_int_equal(run.epoch, (uint64_t)(k / 3));
+        assert_int_equal(run.index, (uint64_t)(k % 3));
+    }
+    coordl_dn_close(&run);
+    for (int t = 0; t < 3; t++) {
+        const int k = seen_loads[t];
+        coordl_dn a, z;
+        assert_int_equal(coordl_dn_open(&a, &cfg), COORDL_OK);
+        assert_int_equal(coordl_dn_open(&z, &cfg), COORDL_OK);
+        assert_int_equal(coordl_dn_resume(&a, (uint64_t)k * imgs + 3), COORDL_OK); /* + a part batch */
+        data d, w;
+        for (int j = 0; j < k; j++) {
+            assert_int_equal(coordl_dn_load(&z, 2, &w, COORDL_DN_COPY), COORDL_OK);
+            coordl_dn_free(&w);
+        }
+        assert_int_equal(coordl_dn_load(&a, 2, &d, COORDL_DN_COPY), COORDL_OK);
+        assert_int_equal(coordl_dn_load(&z, 2, &w, COORDL_DN_COPY), COORDL_OK);
+        assert_int_equal(a.epoch, (uint64_t)(k / 3));
+        assert_int_equal(a.index, (uint64_t)(k % 3));
+        assert_int_equal(a.epoch, z.epoch);
+        assert_int_equal(a.index, z.index);
+        for (int i = 0; i < d.X.rows; i++) assert_memory_equal(d.X.vals[i], w.X.vals[i], (size_t)d.X.cols * sizeof(float));
+        coordl_dn_free(&d);
+        coordl_dn_free(&w);
+        coordl_dn_close(&a);
+        coordl_dn_close(&z);
+    }
+    /* another seed, another order of epoch 0 */
+    coordl_dn a, z;
+    assert_int_equal(coordl_dn_open(&a, &cfg), COORDL_OK);
+    cfg.seed = 4321;
+    assert_int_equal(coordl_dn_open(&z, &cfg), COORDL_OK);
+    int same = 1;
+    for (int j = 0; j < 3; j++) {
+        coordl_batch x, y;
+        assert_int_equal(coordl_next(a.L, &x), COORDL_OK);
+        assert_int_equal(coordl_next(z.L, &y), COORDL_OK);
+        same &= memcmp(x.ids, y.ids, x.n * sizeof(uint64_t)) == 0;
+        coordl_release(a.L, &x);
+        coordl_release(z.L, &y);
+    }
+    assert_false(same);
+    coordl_dn_close(&a);
+    coordl_dn_close(&z);
+    free(list);
+}
+
+/* The list goes to a fresh file in $TMPDIR with absolute paths: two lists
+ * from one working directory do not collide, a read-only working directory
+ * does not matter, and a loader opened from it reads every item after the
+ * file is unlinked. */
+static void test_temp_list_is_private_absolute_and_read_at_open(void **state)
+{
+    (void)state;
+    char *dir = tu_join(g_dir, "tmplist");
+    tu_mkdirs(dir);
+    char *tmp = tu_join(dir, "tmp");
+    tu_mkdirs(tmp);
+    char *src = make_list("tmpsrc", 16, -1);
+    char *src_dir = tu_join(g_dir, "tmpsrc");
+    char old_cwd[4096];
+    assert_non_null(getcwd(old_cwd, sizeof old_cwd));
+    const char *old_tmpdir = getenv("TMPDIR");
+    char *saved_tmpdir = old_tmpdir ? strdup(old_tmpdir) : NULL;
+    setenv("TMPDIR", tmp, 1);
+    assert_int_equal(chdir(src_dir), 0);
+    assert_int_equal(chmod(src_dir, 0555), 0); /* read-only working directory */
+    char *paths[16], *labels[2] = {"cat", "dog"};
+    for (int i = 0; i < 16; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "img_%03d_%s.jpg", i, i % 2 ? "dog" : "cat");
+        paths[i] = strdup(name);
+    }
+    char l1[512], l2[512];
+    int unl = -1, amb = -1;
+    assert_int_equal(coordl_dn_write_temp_list(l1, sizeof l1, paths, 16, labels, 2, &unl, &amb), 16);
+    assert_int_equal(coordl_dn_write_temp_list(l2, sizeof l2, paths, 16, labels, 2, NULL, NULL), 16);
+    assert_int_equal(unl, 0);
+    assert_int_equal(amb, 0);
+    assert_string_not_equal(l1, l2);
+    assert_true(strncmp(l1, tmp, strlen(tmp)) == 0);
+    size_t n;
+    char *text = (char *)tu_read_file(l1, &n);
+    char *first_line = tu_join(src_dir, "img_000_cat.jpg\t0\n");
+    assert_true(strncmp(text, first_line, strlen(first_line)) == 0);
+    free(text);
+    free(first_line);
+    assert_int_equal(chmod(src_dir, 0755), 0);
+    assert_int_equal(chdir(old_cwd), 0);
+    if (saved_tmpdir) setenv("TMPDIR", saved_tmpdir, 1);
+    else unsetenv("TMPDIR");
+    free(saved_tmpdir);
+
+    coordl_config cfg = small_config(l1, COORDL_BAD_FAIL);
+    coordl_dn dn;
+    assert_int_equal(coordl_dn_open(&dn, &cfg), COORDL_OK);
+    assert_int_equal(unlink(l1), 0);
+    assert_int_equal(unlink(l2), 0);
+    data d;
+    for (int k = 0; k < 4; k++) { /* two epochs of 16 */
+        assert_int_equal(coordl_dn_load(&dn, 2, &d, COORDL_DN_SHALLOW), COORDL_OK);
+        assert_int_equal(d.X.rows, 8);
+        coordl_dn_free(&d);
+    }
+    coordl_dn_close(&dn);
+    for (int i = 0; i < 16; i++) free(paths[i]);
+    free(src);
+    free(src_dir);
+    free(tmp);
+    free(dir);
+}
+
 /* The ring is sized from the network: with random_max 40 a resize to 40
  * needs no bigger ring while two loads are held; 48 would (refused while
  * held). */
@@ -286,6 +428,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_from_network_by_value),
         cmocka_unit_test(test_config_refusals),
+        cmocka_unit_test(test_center_is_ignored_in_training_as_darknet_does),
+        cmocka_unit_test(test_resume_continues_where_the_weights_left_off),
+        cmocka_unit_test(test_temp_list_is_private_absolute_and_read_at_open),
         cmocka_unit_test(test_bad_batch_is_reported_not_trained_on),
         cmocka_unit_test(test_bad_item_substituted_under_policy),
         cmocka_unit_test(test_ring_sized_from_network),

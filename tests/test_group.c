@@ -848,6 +848,9 @@ static void test_config_mismatch_is_refused_by_field(void **state)
     c = cfg;
     c.layout = COORDL_F32_NCHW;
     expect_open_fails(&c, COORDL_ERR_GROUP, "layout differs");
+    c = cfg;
+    c.channels = 1; /* grey rows: another row size */
+    expect_open_fails(&c, COORDL_ERR_GROUP, "channels differs");
     /* a failed member leaves the object to the group */
     assert_true(shm_exists(g));
 

@@ -372,6 +372,85 @@ static void test_llmc_position_resumes_where_llmc_would(void **state)
     ref_free(&R);
 }
 
+/* docs/integrations.md's resume recipe, after k batches taken (k = step x
+ * grad_accum_steps): llm.c's place is that after the last batch taken, in
+ * that batch's epoch, and so is the epoch coordl_from_llmc is given. */
+static uint64_t position_epoch(uint64_t k, uint64_t bpe) { return k ? (k - 1) / bpe : 0; }
+
+static void save_position(coordl *L, uint64_t k, uint64_t bpe, uint64_t *shard_idx, uint64_t *sample_idx)
+{
+    *shard_idx = *sample_idx = 0;
+    if (k == 0) return;
+    assert_int_equal(coordl_to_llmc(L, (k - 1) / bpe, (k - 1) % bpe, shard_idx, sample_idx), COORDL_OK);
+    *sample_idx += 1; /* llm.c counts the batch it just loaded */
+}
+
+/* Resuming at exactly an epoch boundary (k = bpe, 2 bpe), and around it,
+ * with shuffle on and off: the saved pair is llm.c's own (shuffle = 0: the
+ * reference loader's after k batches), and coordl_from_llmc with the
+ * documented epoch gives (k / bpe, k % bpe), the batch an unbroken run
+ * takes next, byte for byte; never an error, never an epoch skipped. A
+ * refused position says why in coordl_errmsg. */
+static void test_resume_at_an_epoch_boundary_with_the_documented_recipe(void **state)
+{
+    (void)state;
+    for (int shuffle = 0; shuffle < 2; shuffle++) {
+        coordl_config cfg = llmc_config(1, 0, shuffle);
+        coordl *L = tu_open(&cfg), *run = tu_open(&cfg);
+        const uint64_t bpe = coordl_batches_per_epoch(L);
+        ref_loader R;
+        ref_init(&R, 1, 0);
+        int32_t in[B * T], tg[B * T], ri[B * T], rt[B * T];
+        const uint64_t ks[] = {0, 1, bpe - 1, bpe, bpe + 1, 2 * bpe, 2 * bpe + 1};
+        uint64_t taken = 0;
+        for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+            const uint64_t k = ks[i];
+            for (; taken < k; taken++) { /* the unbroken run, and llm.c's reference */
+                coordl_status rc = coordl_next_into(run, in, sizeof in, tg, sizeof tg);
+                if (rc == COORDL_END_OF_EPOCH) rc = coordl_next_into(run, in, sizeof in, tg, sizeof tg);
+                assert_int_equal(rc, COORDL_OK);
+                ref_next_batch(&R, ri, rt);
+            }
+            uint64_t si, sj, e, b;
+            save_position(L, k, bpe, &si, &sj);
+            if (!shuffle) {
+                assert_int_equal(si, R.shard_idx);
+                assert_int_equal(sj, R.sample_idx);
+            }
+            coordl_status rc = coordl_from_llmc(L, position_epoch(k, bpe), si, sj, &e, &b);
+            if (rc != COORDL_OK)
+                fail_msg("shuffle %d, k = %llu (bpe %llu): coordl_from_llmc: %s", shuffle, (unsigned long long)k,
+                         (unsigned long long)bpe, coordl_errmsg(L));
+            if (e != k / bpe || b != k % bpe)
+                fail_msg("shuffle %d, k = %llu (bpe %llu): resumed at (%llu, %llu), the run is at (%llu, %llu)",
+                         shuffle, (unsigned long long)k, (unsigned long long)bpe, (unsigned long long)e,
+                         (unsigned long long)b, (unsigned long long)(k / bpe), (unsigned long long)(k % bpe));
+            assert_int_equal(coordl_seek(L, e, b), COORDL_OK);
+            int32_t want_in[B * T], want_tg[B * T];
+            coordl_status rr = coordl_next_into(run, want_in, sizeof want_in, want_tg, sizeof want_tg);
+            if (rr == COORDL_END_OF_EPOCH) rr = coordl_next_into(run, want_in, sizeof want_in, want_tg, sizeof want_tg);
+            assert_int_equal(rr, COORDL_OK);
+            ref_next_batch(&R, ri, rt);
+            taken++;
+            assert_int_equal(coordl_next_into(L, in, sizeof in, tg, sizeof tg), COORDL_OK);
+            assert_memory_equal(in, want_in, sizeof in);
+            assert_memory_equal(tg, want_tg, sizeof tg);
+            if (!shuffle) assert_memory_equal(in, ri, sizeof in);
+        }
+        /* a refused position says why */
+        uint64_t e, b;
+        assert_int_equal(coordl_from_llmc(L, 0, 0, 1000, &e, &b), COORDL_ERR_INVALID);
+        assert_non_null(strstr(coordl_errmsg(L), "sample_idx 1000"));
+        assert_int_equal(coordl_from_llmc(L, 0, NSHARDS, 0, &e, &b), COORDL_ERR_INVALID);
+        assert_non_null(strstr(coordl_errmsg(L), "shard_idx"));
+        assert_int_equal(coordl_to_llmc(L, 0, bpe, &e, &b), COORDL_ERR_INVALID);
+        assert_non_null(strstr(coordl_errmsg(L), "coordl_to_llmc: batch"));
+        ref_free(&R);
+        coordl_close(L);
+        coordl_close(run);
+    }
+}
+
 /* coordl_to_llmc and coordl_from_llmc are inverse over a shuffled epoch;
  * the shard position names the batch's shard in that epoch's order, the
  * sample position counts the earlier batches of that shard; the end of a
@@ -549,6 +628,7 @@ int main(void)
         cmocka_unit_test(test_shuffle_permutes_shards_and_samples_like_llmc),
         cmocka_unit_test(test_llmc_position_resumes_where_llmc_would),
         cmocka_unit_test(test_positions_round_trip_and_resume_shuffled),
+        cmocka_unit_test(test_resume_at_an_epoch_boundary_with_the_documented_recipe),
         cmocka_unit_test(test_validation_reset_is_seek_to_batch_zero),
         cmocka_unit_test(test_llmc_order_refusals),
         cmocka_unit_test(test_token_pipelines_default_to_no_worker),

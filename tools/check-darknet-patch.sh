@@ -4,8 +4,10 @@
 # coordl_darknet.h into darknet/src/, apply the patch with patch -p1, build
 # with Darknet's stock Makefile, train a small classifier for a few batches
 # through coordl (checking the losses are finite numbers and the batches
-# advance), then again with one corrupt JPEG (checking the adapter names the
-# file and stops instead of training on NaN).
+# advance) on the small set examples/darknet/small_set.sh generates, resume
+# from its weights (with center=1 in the cfg), then train with one corrupt
+# JPEG (the adapter names the file, the run saves <base>_stopped.weights and
+# exits 1 instead of training on NaN).
 #
 #   tools/check-darknet-patch.sh [DARKNET_SRC]
 #
@@ -43,77 +45,64 @@ make -j"$(nproc)" > "$work/build.log" 2>&1 || { tail -30 "$work/build.log"; fail
 grep -q "src/coordl.c" "$work/build.log" || fail "the Makefile did not compile src/coordl.c"
 echo "check-darknet-patch: patch applied, stock Makefile built ./darknet with coordl.o"
 
-# 3. a small dataset in Darknet's layout: labels by path, a train list
-cc -O2 -std=c11 -D_GNU_SOURCE "$here/examples/gen_dataset.c" -ljpeg -lm -o "$work/gen_dataset"
-"$work/gen_dataset" --out "$work/data" --classes 4 --per-class 24 --seed 3 --min-side 40 --max-side 64 > /dev/null
-find "$work/data" -name '*.jpg' | sort > "$work/train.list"
-printf 'class_000\nclass_001\nclass_002\nclass_003\n' > "$work/labels.list"
-printf 'classes=4\ntrain=%s\nlabels=%s\nbackup=%s\n' "$work/train.list" "$work/labels.list" "$work/backup" > "$work/small.data"
-mkdir -p "$work/backup"
-cat > "$work/small.cfg" <<'CFG'
-[net]
-batch=16
-subdivisions=2
-height=32
-width=32
-channels=3
-min_crop=32
-max_crop=48
-angle=7
-aspect=.75
-hue=.1
-saturation=.75
-exposure=.75
-learning_rate=0.05
-policy=poly
-power=4
-max_batches=12
-momentum=0.9
-decay=0.0005
+# 3. the small generated set of docs/integrations.md (examples/darknet/small_set.sh)
+bash "$here/examples/darknet/small_set.sh" "$work/set" > /dev/null
+data="$work/set/small.data" cfg="$work/set/small.cfg"
+mkdir -p "$work/tmp" "$work/run"
+steps_of() { grep -cE '^[0-9]+, [0-9.]+: [0-9.]+, [0-9.]+ avg' "$1" || true; }
+nan_of() { grep -ciE '^[0-9]+, [0-9.]+: .*(nan|inf)' "$1" || true; }
 
-[convolutional]
-filters=8
-size=3
-stride=2
-pad=1
-activation=leaky
-
-[convolutional]
-filters=4
-size=1
-stride=1
-pad=1
-activation=leaky
-
-[avgpool]
-
-[softmax]
-groups=1
-CFG
-
-# 4. train through coordl: every batch's loss a number, the batch count advances
-./darknet classifier train "$work/small.data" "$work/small.cfg" > "$work/train.out" 2> "$work/train.err" \
+# 4. train through coordl, from a working directory of its own with TMPDIR
+# set: every batch's loss a number, the batch count advances, the list file
+# goes to TMPDIR and is gone after the run, nothing is written to the cwd
+(cd "$work/run" && TMPDIR="$work/tmp" "$work/darknet/darknet" classifier train "$data" "$cfg") \
+    > "$work/train.out" 2> "$work/train.err" \
     || { tail -20 "$work/train.out" "$work/train.err"; fail "training exited with an error"; }
 grep -q "^coordl: 32 x 32, 16 images per batch, crop 32..48" "$work/train.out" \
     || { cat "$work/train.out"; fail "the [net] section did not reach coordl's config"; }
-steps=$(grep -cE '^[0-9]+, [0-9.]+: [0-9.]+, [0-9.]+ avg' "$work/train.out" || true)
-nan=$(grep -ciE '^[0-9]+, [0-9.]+: .*(nan|inf)' "$work/train.out" || true)
+grep -qE "^coordl: seed [0-9]+, starting at epoch 0 batch 0 \(0 images seen\)" "$work/train.out" \
+    || { grep coordl "$work/train.out"; fail "no seed line, or a fresh run did not start at epoch 0"; }
+steps=$(steps_of "$work/train.out")
 [ "$steps" -eq 12 ] || { cat "$work/train.out"; fail "$steps training steps printed a finite loss, expected 12"; }
-[ "$nan" -eq 0 ] || fail "$nan steps printed a NaN/inf loss"
+[ "$(nan_of "$work/train.out")" -eq 0 ] || fail "steps printed a NaN/inf loss"
 last=$(grep -E '^[0-9]+, ' "$work/train.out" | tail -1 | cut -d, -f1)
 [ "$last" = 12 ] || fail "the batch counter ended at $last, expected 12"
-[ -s "$work/backup/small.weights" ] || fail "no final weights written"
-echo "check-darknet-patch: trained 12 batches through coordl, every loss finite, final weights written"
+[ -s "$work/set/backup/small.weights" ] || fail "no final weights written"
+[ -z "$(ls -A "$work/run")" ] || fail "the run wrote into its working directory: $(ls -A "$work/run")"
+[ -z "$(ls -A "$work/tmp")" ] || fail "the temporary list file was left in TMPDIR: $(ls -A "$work/tmp")"
+echo "check-darknet-patch: trained 12 batches through coordl, every loss finite, final weights written, no list file left"
 
-# 5. a corrupt image: the adapter prints the file and the reason and the run stops
-bad=$(sed -n 5p "$work/train.list")
+# 5. resume from those weights (192 images seen: 12 loads, 6 per epoch of
+# 96) with center=1 in the cfg: it trains (ignored, with a log line, as stock
+# Darknet ignores it in training) and continues at epoch 2, batch 0
+sed -e 's/^max_batches=12/max_batches=18/' -e 's/^\[net\]/[net]\ncenter=1/' "$cfg" > "$work/set/resume.cfg"
+(cd "$work/run" && TMPDIR="$work/tmp" "$work/darknet/darknet" classifier train "$data" "$work/set/resume.cfg" \
+    "$work/set/backup/small.weights") > "$work/resume.out" 2> "$work/resume.err" \
+    || { tail -20 "$work/resume.out" "$work/resume.err"; fail "the resumed run (center=1) exited with an error"; }
+grep -q "^coordl: center=1 is ignored in training" "$work/resume.out" || fail "no log line for center=1"
+grep -qE "^coordl: seed [0-9]+, starting at epoch 2 batch 0 \(192 images seen\)" "$work/resume.out" \
+    || { grep coordl "$work/resume.out"; fail "the resumed run did not start at *net->seen (epoch 2, batch 0)"; }
+first=$(grep -E '^[0-9]+, ' "$work/resume.out" | head -1 | cut -d, -f1)
+[ "$first" = 13 ] && [ "$(steps_of "$work/resume.out")" -eq 6 ] || fail "the resumed run did not train batches 13..18"
+echo "check-darknet-patch: center=1 trains (ignored, logged); resumed at epoch 2 batch 0 from 192 images seen"
+
+# 6. a corrupt image: the adapter prints the file and the reason, the run
+# stops, saves <base>_stopped.weights (not the finished run's name) and
+# exits 1
+bad=$(sed -n 5p "$work/set/train.list")
 head -c 300 "$bad" > "$bad.cut" && mv "$bad.cut" "$bad"
-sed -i 's/^max_batches=12/max_batches=40/' "$work/small.cfg"
-./darknet classifier train "$work/small.data" "$work/small.cfg" > "$work/bad.out" 2> "$work/bad.err" \
-    || { tail -20 "$work/bad.out" "$work/bad.err"; fail "the run with a corrupt image crashed"; }
+mkdir -p "$work/bad-backup"
+sed "s|^backup=.*|backup=$work/bad-backup|" "$data" > "$work/set/bad.data"
+sed 's/^max_batches=12/max_batches=40/' "$cfg" > "$work/set/small_bad.cfg"
+cp "$work/set/small_bad.cfg" "$work/set/small.cfg"
+rc=0
+(cd "$work/run" && TMPDIR="$work/tmp" "$work/darknet/darknet" classifier train "$work/set/bad.data" "$work/set/small.cfg") \
+    > "$work/bad.out" 2> "$work/bad.err" || rc=$?
+[ "$rc" -eq 1 ] || { tail -20 "$work/bad.out" "$work/bad.err"; fail "the run stopped by a corrupt image exited $rc, expected 1"; }
 grep -q "coordl_dn_load: .*$(basename "$bad")" "$work/bad.err" \
     || { cat "$work/bad.err"; fail "the adapter did not name $(basename "$bad")"; }
-nan=$(grep -ciE '^[0-9]+, [0-9.]+: .*(nan|inf)' "$work/bad.out" || true)
-[ "$nan" -eq 0 ] || fail "$nan steps trained on a NaN batch"
-echo "check-darknet-patch: corrupt $(basename "$bad"): $(grep -m1 'coordl_dn_load' "$work/bad.err")"
+[ "$(nan_of "$work/bad.out")" -eq 0 ] || fail "steps trained on a NaN batch"
+[ -s "$work/bad-backup/small_stopped.weights" ] || fail "no small_stopped.weights written"
+[ ! -e "$work/bad-backup/small.weights" ] || fail "a stopped run wrote the finished run's small.weights"
+echo "check-darknet-patch: corrupt $(basename "$bad"): $(grep -m1 'coordl_dn_load' "$work/bad.err"); exit 1, small_stopped.weights"
 echo "check-darknet-patch: PASSED"

@@ -9,8 +9,11 @@
  *     coordl_config cfg = coordl_config_default();
  *     coordl_dn_net n = coordl_dn_net_of(net, ngpus);   // Darknet's [net] section
  *     coordl_dn_config(&cfg, &n);     // size, imgs, crop, angle, aspect, hue, ...
- *     cfg.source = "coordl_train.list";                 // see coordl_dn_write_list
+ *     coordl_dn_write_temp_list(list, sizeof list, paths, N, labels, classes, NULL, NULL);
+ *     cfg.source = list;   cfg.seed = seed;             // a fresh list file; the run's seed
  *     if (coordl_dn_open(&dn, &cfg) != COORDL_OK) { fprintf(stderr, ...); exit(1); }
+ *     unlink(list);                   // read at open
+ *     coordl_dn_resume(&dn, *net->seen);                // resumed weights: where they left off
  *     while (get_current_batch(net) < net->max_batches) {
  *         if (coordl_dn_load(&dn, classes, &train, COORDL_DN_SHALLOW) != COORDL_OK)
  *             break;                  // the adapter printed the file and the reason
@@ -86,11 +89,14 @@
 #ifndef COORDL_DARKNET_H
 #define COORDL_DARKNET_H
 
+#include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "coordl.h"
 
@@ -135,8 +141,9 @@ typedef struct coordl_dn_net {
     int random_max;         /* the largest side that resize draws: (rand() %
                                11 + 4) * 32 = 448 in train_classifier; 0
                                means that                                   */
-    int center;             /* net->center: Darknet's center_crop_image
-                               instead of the random crop (not offered)     */
+    int center;             /* net->center: ignored, as train_classifier
+                               ignores it (its load_args never set center:
+                               only Darknet's validation crops centred)    */
 } coordl_dn_net;
 
 #if defined(DARKNET_API) || defined(COORDL_DN_HAVE_DARKNET)
@@ -180,14 +187,15 @@ static inline coordl_dn_net coordl_dn_net_of(const network *net, int ngpus)
  *   prefetch_batches = 3: the adapter holds two loads, so one batch is
  *     prepared ahead, as Darknet's loader thread keeps one.
  * Everything else (source, threads, cache_bytes, seed, on_bad_sample, ...)
- * is left as it is. Returns COORDL_OK; COORDL_ERR_INVALID for a size or
- * batch below 1; COORDL_ERR_UNSUPPORTED for center = 1 (no counterpart),
- * *cfg untouched then. */
+ * is left as it is. center = 1 changes nothing: stock train_classifier
+ * trains such a cfg with the random crop (it never passes center to its
+ * loader), so the caller may say so in a log line and go on. Returns
+ * COORDL_OK; COORDL_ERR_INVALID for a size or batch below 1, *cfg
+ * untouched then. */
 static inline coordl_status coordl_dn_config(coordl_config *cfg, const coordl_dn_net *n)
 {
     if (!cfg || !n || n->w < 1 || n->h < 1 || n->batch < 1 || n->subdivisions < 1 || n->ngpus < 0)
         return COORDL_ERR_INVALID;
-    if (n->center) return COORDL_ERR_UNSUPPORTED;
     cfg->out_w = (uint32_t)n->w;
     cfg->out_h = (uint32_t)n->h;
     cfg->batch_size = (uint32_t)n->batch * (uint32_t)n->subdivisions * (uint32_t)(n->ngpus ? n->ngpus : 1);
@@ -431,9 +439,9 @@ static inline coordl_status coordl_dn_resize(coordl_dn *dn, int w, int h)
  * train.list paths and labels.list names, labelling each path as Darknet's
  * fill_truth does: label j when labels[j] occurs in the path. coordl reads
  * list paths relative to the list file's folder (absolute ones as they
- * are), so write the list into the folder Darknet's paths are relative to
- * (its working directory: out = "coordl_train.list" there), or give
- * absolute paths. Paths with no matching label are left out, paths with
+ * are), so write the list into the folder Darknet's paths are relative to,
+ * or give absolute paths; coordl_dn_write_temp_list does the latter into a
+ * fresh temporary file (what train_classifier.patch uses). Paths with no matching label are left out, paths with
  * several take the first; both are counted in *unlabelled / *ambiguous
  * (either may be NULL). Returns the number of lines written, or -1 (with
  * errno) when the file cannot be written. */
@@ -459,6 +467,92 @@ static inline long coordl_dn_write_list(const char *out, char **paths, int n, ch
     }
     int bad = ferror(f);
     if (fclose(f) != 0 || bad) return -1;
+    if (unlabelled) *unlabelled = none;
+    if (ambiguous) *ambiguous = many;
+    return lines;
+}
+
+/* Resuming from Darknet's weights: *net->seen (images trained on, saved
+ * in the weights file) as a stream position. The next load is the batch
+ * an unbroken run would load after images_seen / batch_size loads:
+ * coordl_seek to (k / bpe, k % bpe) with k = images_seen / batch_size and
+ * bpe = coordl_batches_per_epoch. With the same seed the batches are that
+ * run's; call it right after coordl_dn_open. Returns coordl_seek's
+ * status. */
+static inline coordl_status coordl_dn_resume(coordl_dn *dn, uint64_t images_seen)
+{
+    dn->err_[0] = '\0';
+    if (!dn->L) return COORDL_ERR_INVALID;
+    coordl_config c;
+    coordl_status rc = coordl_get_config(dn->L, &c);
+    const uint64_t bpe = coordl_batches_per_epoch(dn->L);
+    if (rc != COORDL_OK || bpe == 0 || c.batch_size == 0) {
+        coordl_dn_seterr_(dn, "coordl_dn_resume: the loader has no full batch");
+        return COORDL_ERR_INVALID;
+    }
+    const uint64_t k = images_seen / c.batch_size;
+    rc = coordl_seek(dn->L, k / bpe, k % bpe);
+    if (rc != COORDL_OK) coordl_dn_seterr_(dn, "coordl_dn_resume: %s", coordl_errmsg(dn->L));
+    else {
+        dn->epoch = k / bpe;
+        dn->index = k % bpe;
+    }
+    return rc;
+}
+
+/* coordl_dn_write_list into a file of its own: a fresh name made by
+ * mkstemp in $TMPDIR (else /tmp), so runs sharing a working directory do
+ * not overwrite each other's list and a read-only working directory does
+ * not matter. Darknet's relative paths are made absolute against the
+ * working directory (coordl reads list paths relative to the list's
+ * folder). The name is written to path (cap bytes). coordl reads the list
+ * at open only: unlink(path) once coordl_dn_open has returned. Returns the
+ * number of lines written, or -1 (with errno; nothing is left behind). */
+static inline long coordl_dn_write_temp_list(char *path, size_t cap, char **paths, int n, char **labels,
+                                             int classes, int *unlabelled, int *ambiguous)
+{
+    const char *dir = getenv("TMPDIR");
+    if (!dir || !dir[0]) dir = "/tmp";
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd)) return -1;
+    if (snprintf(path, cap, "%s/coordl_train.XXXXXX", dir) >= (int)cap) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = mkstemp(path);
+    if (fd < 0) return -1;
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        unlink(path);
+        errno = e;
+        return -1;
+    }
+    long lines = 0;
+    int none = 0, many = 0, bad = 0;
+    for (int i = 0; i < n && !bad; i++) {
+        int label = -1, count = 0;
+        for (int j = 0; j < classes; j++)
+            if (strstr(paths[i], labels[j])) {
+                if (label < 0) label = j;
+                count++;
+            }
+        none += count == 0;
+        many += count > 1;
+        if (label < 0) continue;
+        if (fprintf(f, "%s%s%s\t%d\n", paths[i][0] == '/' ? "" : cwd, paths[i][0] == '/' ? "" : "/", paths[i],
+                    label) < 0)
+            bad = 1;
+        lines++;
+    }
+    bad |= ferror(f);
+    int e = errno;
+    if (fclose(f) != 0 || bad) {
+        unlink(path);
+        errno = e ? e : EIO;
+        return -1;
+    }
     if (unlabelled) *unlabelled = none;
     if (ambiguous) *ambiguous = many;
     return lines;
