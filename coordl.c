@@ -166,6 +166,20 @@ static inline int cdl__pipeline_is_image(coordl_pipeline p) {
 static inline uint32_t cdl__le32(const cdl__u8 *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
 static inline uint16_t cdl__le16(const cdl__u8 *p) { return (uint16_t)(p[0] | p[1] << 8); }
 #endif
+
+/* A token shard one reading thread keeps open between its reads:
+ * consecutive windows of one shard then cost one read call each, not open + stat + read + close (issue 23: four system calls a
+ * token window). Owned by that thread (a worker, the consumer's helper, an
+ * I/O thread); opened by source.c, closed by io.c's cdl__kept_close when
+ * the thread reads another file, after a failed read (the next one opens
+ * again) and when the thread ends. path is the index's
+ * string, compared by address. */
+typedef struct cdl__kept_file {
+    const char *path;
+    void *f;
+    uint64_t size; /* as at open */
+} cdl__kept_file;
+
 #endif /* CDL_PLATFORM_H */
 /* ---- src/status_state.h ------------------------------------------------ */
 /* SPDX-License-Identifier: MIT */
@@ -474,6 +488,7 @@ struct cdl__worker {
     int index;
     int pu;            /* PU this worker is bound to (planned), or -1     */
     cdl__u8 *readbuf;  size_t readcap;
+    cdl__kept_file kept; /* the shard this worker read last, still open */
     cdl__u8 *pix;      size_t pixcap;   /* decoded region, RGB           */
     cdl__u8 *row4;     size_t row4cap;  /* one CMYK row                  */
     float *tmp;        size_t tmpcap;   /* resampling window + one row   */
@@ -1217,6 +1232,7 @@ CDL_PRIVATE int cdl__budget_allows(const cdl__worker *W, double f);
 
 /* ---- interface ---- */
 CDL_PRIVATE void cdl__io_close(const coordl *L, void *file);
+CDL_PRIVATE void cdl__kept_close(const coordl *L, cdl__kept_file *k);
 CDL_PRIVATE coordl_status cdl__io_open(const coordl *L, const char *path, void **file, uint64_t *size, char *why, size_t cap);
 CDL_PRIVATE coordl_status cdl__io_read(const coordl *L, void *file, const char *path, void *buf, uint64_t len, uint64_t off, uint64_t *got, char *err, size_t cap);
 CDL_PRIVATE int cdl__list_next(const char *text, size_t len, size_t *pos, cdl__list_line *out);
@@ -1261,7 +1277,7 @@ CDL_PRIVATE int cdl__is_tar_name(const char *p);
 #define CDL_SOURCE_H
 
 /* ---- interface ---- */
-CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 **buf, size_t *cap, int grow, int *too_big, uint64_t *len, uint64_t *storage_bytes, char *err, size_t errcap);
+CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, uint64_t id, cdl__u8 **buf, size_t *cap, int grow, int *too_big, uint64_t *len, uint64_t *storage_bytes, char *err, size_t errcap);
 CDL_PRIVATE coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes *out);
 CDL_PRIVATE coordl_status cdl__index_source(coordl *L);
 #endif /* CDL_SOURCE_H */
@@ -2558,6 +2574,13 @@ CDL_PRIVATE coordl_status cdl__io_read(const coordl *L, void *file, const char *
     return COORDL_OK;
 }
 
+CDL_PRIVATE void cdl__kept_close(const coordl *L, cdl__kept_file *k) {
+    if (k->f) cdl__io_close(L, k->f);
+    k->f = NULL;
+    k->path = NULL;
+    k->size = 0;
+}
+
 /* A whole (text) file through the reader, NUL-terminated, into memory from
  * the allocator (list files). Open-time errors go to cdl__open_fail. */
 CDL_PRIVATE coordl_status cdl__io_slurp(coordl *L, const char *path, const char *what, char **out, size_t *len) {
@@ -3827,7 +3850,7 @@ CDL_PRIVATE coordl_status cdl__index_source(coordl *L) {
 
 /* The shard holding token window `id` (the last shard whose first id is
  * <= id and that has windows). */
-CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 **buf, size_t *cap, int grow,
+CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, uint64_t id, cdl__u8 **buf, size_t *cap, int grow,
                                     int *too_big, uint64_t *len, uint64_t *storage_bytes, char *err, size_t errcap) {
     const char *path = cdl__item_path(L, id), *file = path;
     uint64_t off = 0, want = 0;
@@ -3858,21 +3881,41 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 *
     }
     void *f;
     uint64_t size, got = 0;
-    coordl_status rc = cdl__io_open(L, file, &f, &size, why, sizeof why);
-    if (rc != COORDL_OK) {
-        snprintf(err, errcap, "%s: cannot open%s: %s", path, kind == MEMBER ? " the shard" : "", why);
-        return rc;
+    coordl_status rc = COORDL_OK;
+    /* a token shard stays open for this thread's next window of it
+     * (kept); a plain file or a tar shard is opened and closed each time,
+     * so a file replaced or deleted after open is seen at the next read */
+    const int keep = kept && kind == WINDOW;
+    if (keep && kept->f && kept->path == file) {
+        f = kept->f;
+        size = kept->size;
+    } else {
+        if (keep) cdl__kept_close(L, kept);
+        rc = cdl__io_open(L, file, &f, &size, why, sizeof why);
+        if (rc != COORDL_OK) {
+            snprintf(err, errcap, "%s: cannot open%s: %s", path, kind == MEMBER ? " the shard" : "", why);
+            return rc;
+        }
+        if (keep) {
+            kept->f = f;
+            kept->path = file;
+            kept->size = size;
+        }
     }
+/* done with f: closed unless kept; kept after a failure is closed too,
+ * so the next read opens the file again */
+#define CDL_DONE_WITH(failed) \
+    do { if (!keep) cdl__io_close(L, f); else if (failed) cdl__kept_close(L, kept); } while (0)
     if (whole) {
         if (size > L->cfg.max_item_bytes) {
-            cdl__io_close(L, f);
+            CDL_DONE_WITH(1);
             snprintf(err, errcap, "%s: %llu bytes exceeds max_item_bytes (%llu)", path, (unsigned long long)size,
                      (unsigned long long)L->cfg.max_item_bytes);
             return COORDL_ERR_CORRUPT;
         }
         want = size;
     } else if (kind == MEMBER && (off > size || want > size - off)) {
-        cdl__io_close(L, f);
+        CDL_DONE_WITH(1);
         snprintf(err, errcap, "%s: the shard has %llu bytes now; the member's %llu bytes at offset %llu are past its "
                  "end (it shrank since indexing)", path, (unsigned long long)size, (unsigned long long)want,
                  (unsigned long long)off);
@@ -3882,7 +3925,7 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 *
         void *p = *buf;
         size_t c = *cap;
         if (!grow || want > SIZE_MAX / 2 || !cdl__reserve(L, &p, &c, (size_t)want + 16)) {
-            cdl__io_close(L, f);
+            CDL_DONE_WITH(0);
             if (!grow) {
                 *too_big = 1;
                 snprintf(err, errcap, "%s: %llu bytes do not fit the read-ahead's %zu", path,
@@ -3896,7 +3939,8 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 *
         *cap = c;
     }
     rc = cdl__io_read(L, f, file, *buf, want, off, &got, why, sizeof why);
-    cdl__io_close(L, f);
+    CDL_DONE_WITH(rc != COORDL_OK || got != want);
+#undef CDL_DONE_WITH
     *storage_bytes += got;
     if (rc != COORDL_OK) {
         if (kind == MEMBER) snprintf(err, errcap, "%s: %s", path, why); /* why names the shard */
@@ -3928,7 +3972,7 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 *
 CDL_PRIVATE coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes *out) {
     uint64_t len = 0;
     int too_big = 0;
-    coordl_status rc = cdl__read_item(W->L, id, &W->readbuf, &W->readcap, 1, &too_big, &len, &W->row.storage_bytes,
+    coordl_status rc = cdl__read_item(W->L, &W->kept, id, &W->readbuf, &W->readcap, 1, &too_big, &len, &W->row.storage_bytes,
                                       W->err, sizeof W->err);
     if (rc != COORDL_OK) return rc;
     out->p = W->readbuf;
@@ -5196,7 +5240,7 @@ CDL_PRIVATE void cdl__peer_close(coordl *L) {
  *        they read ahead of the workers
  * Lock:  its own mutex (R->mu); lock order: the stream's lock, then this
  *        one; the I/O threads never take the stream's lock
- * Calls: status, placement, index, source, sampler, cache, peers (lower
+ * Calls: status, placement, io, index, source, sampler, cache, peers (lower
  *        layers only: src/modules.txt; tools/check-layers.py checks this
  *        line).
  */
@@ -5308,6 +5352,7 @@ static void *cdl__ra_main(void *arg) {
     cdl__readahead *R = arg;
     coordl *L = R->L;
     cdl__perm perm;
+    cdl__kept_file kept = {NULL, NULL, 0}; /* this thread's open shard */
     uint64_t perm_epoch = UINT64_MAX;
     char name[16];
     snprintf(name, sizeof name, "coordl-io");
@@ -5391,7 +5436,7 @@ static void *cdl__ra_main(void *arg) {
         uint64_t len = 0, sbytes = 0;
         int too_big = 0;
         const uint64_t t0 = cdl__now_ns();
-        coordl_status rc = cdl__read_item(L, id, &dst, &cap, 0, &too_big, &len, &sbytes, x->err, sizeof x->err);
+        coordl_status rc = cdl__read_item(L, &kept, id, &dst, &cap, 0, &too_big, &len, &sbytes, x->err, sizeof x->err);
         const uint64_t t1 = cdl__now_ns();
         pthread_mutex_lock(&R->mu);
         R->reading--;
@@ -5412,6 +5457,7 @@ static void *cdl__ra_main(void *arg) {
         if (x->stale) cdl__ra_trim(R);
     }
     pthread_mutex_unlock(&R->mu);
+    cdl__kept_close(L, &kept);
     return NULL;
 }
 
@@ -8885,7 +8931,7 @@ CDL_PRIVATE coordl_status cdl__stream_init(cdl__stream *S, int pshared) {
  *        the stop flag
  * Lock:  the stream's lock for claims and stop; each worker's scratch is
  *        its own
- * Calls: status, rand, placement, lock, index, sampler, cache, readahead,
+ * Calls: status, rand, placement, lock, io, index, sampler, cache, readahead,
  *        decode, stream (lower layers only: src/modules.txt;
  *        tools/check-layers.py checks this line).
  */
@@ -9033,6 +9079,7 @@ static void *cdl__worker_main(void *arg) {
 }
 
 static void cdl__worker_free(coordl *L, cdl__worker *W) {
+    cdl__kept_close(L, &W->kept);
     cdl__free(L, W->readbuf);
     cdl__free(L, W->pix);
     cdl__free(L, W->row4);
@@ -10211,6 +10258,12 @@ static coordl_status cdl__open_geometry(coordl *L) {
     L->ring.nslots = L->cfg.prefetch_batches;
     /* read-ahead as it will run (coordl_get_config reports it) */
     if (L->cfg.group) L->cfg.readahead_items = 0;
+    /* token windows read by the trainer's thread (no workers): a window is
+     * a read call on a shard kept open, and the kernel's file read-ahead
+     * keeps a shard's pages ahead; I/O threads would only add a wake-up
+     * per half window (issue 23: context switches per run within 2x of
+     * llm.c's own loader) */
+    if (L->cfg.pipeline == COORDL_PIPE_TOKENS && L->cfg.threads == 0) L->cfg.readahead_items = 0;
     if (L->cfg.readahead_items == 0) {
         L->cfg.readahead_threads = 0;
         L->cfg.readahead_bytes = 0;

@@ -617,7 +617,11 @@ typedef struct coordl_config {
      * serves are not read ahead. Not used in a coordinated group (each
      * member would read every item). */
     uint32_t readahead_items;   /* depth; 0 = off (workers read as they
-                                   claim); default 32; at most 4096       */
+                                   claim); default 32; at most 4096. Off
+                                   for COORDL_PIPE_TOKENS with threads 0
+                                   (the trainer's thread reads each window
+                                   from a shard it keeps open; the kernel
+                                   reads the shard's pages ahead)        */
     uint32_t readahead_threads; /* I/O threads at most (one per read in
                                    flight, started while every one is
                                    inside the reader and the window has

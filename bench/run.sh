@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # coordl benchmarks. Run from anywhere; `make bench` runs all of them.
 #
-#   bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|ready|darknet|dataset]
+#   bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|darknet|dataset]
 #
 #   dataset  make the bench dataset if missing (the other parts do it too)
 #   prep     image-prep throughput: coordl train/eval vs the libjpeg-turbo
@@ -38,6 +38,9 @@
 #            checkout at bench time (LLMC_SRC, default the mirror
 #            /work/.mirror/karpathy+llm.c/repo, cloned into build/bench/);
 #            without one only coordl is measured. Table in build/bench/llmc.txt
+#   llmc-train  llm.c's train_gpt2.c itself, its DataLoader against coordl
+#            (examples/llmc/train_gpt2.patch) on a tiny random GPT-2: step
+#            time and context switches per run; build/bench/llmc-train.txt
 #   ready    a ready batch's cost: next + release with the trainer asleep
 #            20 ms per step, alone and in a group, and the trainer thread's
 #            system calls per pair under strace -f; build/bench/ready.txt
@@ -67,8 +70,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MODE=${1:-all}
-case "$MODE" in all|prep|jpeg|index|cache|placement|mpi|group|llmc|ready|darknet|storage|dataset) ;;
-  *) echo "usage: bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|ready|darknet|storage|dataset]" >&2; exit 2 ;;
+case "$MODE" in all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|darknet|storage|dataset) ;;
+  *) echo "usage: bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|darknet|storage|dataset]" >&2; exit 2 ;;
 esac
 BENCH_DATA=${BENCH_DATA:-build/bench-data}
 BENCH_INDEX=${BENCH_INDEX:-build/bench-index}
@@ -670,6 +673,74 @@ CFG
     cat "$OUT/darknet.txt"
 }
 
+# llmc-train: llm.c's own train_gpt2.c, unchanged but for its step count,
+# against the same file with examples/llmc/train_gpt2.patch applied (its
+# DataLoader replaced by coordl), on a tiny random GPT-2 and token shards
+# made by bench/llmc_tiny.py (no download); the two run alternately,
+# LLMC_TRAIN_ROUNDS times each, LLMC_TRAIN_STEPS steps a run. Prints each
+# run's mean and median step time (train_gpt2's own "took ... ms", step 0
+# left out) and its voluntary and involuntary context switches, then the
+# medians side by side and coordl/native ratios. Table in
+# build/bench/llmc-train.txt
+run_llmc_train() {
+    ensure_lib
+    local src=${LLMC_SRC:-/work/.mirror/karpathy+llm.c/repo} steps=${LLMC_TRAIN_STEPS:-500}
+    local rounds=${LLMC_TRAIN_ROUNDS:-3} base=$OUT/llmc-train here=$PWD
+    log "llmc-train: llm.c's train_gpt2.c, native DataLoader vs coordl (examples/llmc/train_gpt2.patch)"
+    if [ ! -e "$src" ]; then
+        echo "llmc-train: skipped: no llm.c source at $src (LLMC_SRC: a checkout or bare git dir)" | tee "$OUT/llmc-train.txt"
+        return 0
+    fi
+    rm -rf "$base" && mkdir -p "$base"
+    git clone -q "$src" "$base/native"
+    sed -i "s/step <= 40; step++/step <= $steps; step++/" "$base/native/train_gpt2.c"
+    grep -q "step <= $steps; step++" "$base/native/train_gpt2.c" || { echo "llmc-train: train_gpt2.c's step loop not found"; return 1; }
+    cp -r "$base/native" "$base/coordl"
+    (cd "$base/coordl" && git apply "$here/examples/llmc/train_gpt2.patch")
+    cp coordl.h coordl.c "$base/coordl/"
+    $CC -O2 -c "$base/coordl/coordl.c" -o "$base/coordl/coordl.o"
+    for v in native coordl; do
+        python3 bench/llmc_tiny.py "$base/$v"
+        if [ $v = coordl ]; then
+            make -s -C "$base/$v" train_gpt2 LDLIBS="-lm coordl.o -ljpeg $HWLOC_LIB -lpthread" > "$base/$v.build.log" 2>&1
+        else
+            make -s -C "$base/$v" train_gpt2 > "$base/$v.build.log" 2>&1
+        fi || { tail -20 "$base/$v.build.log"; echo "llmc-train: building the $v train_gpt2 failed"; return 1; }
+    done
+    echo "llm.c $(git -C "$base/native" log -1 --format='%h %cd' --date=short); train_gpt2.c as shipped but for $steps steps (B=4, T=64), OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}, tiny random GPT-2 (2 layers, 64 channels, V 512)" > "$OUT/llmc-train.log"
+    local r v
+    for r in $(seq 1 "$rounds"); do
+        for v in native coordl; do
+            (cd "$base/$v" && OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} /usr/bin/time -f "RUSAGE %w %c %e" ./train_gpt2 > out.txt 2> time.txt) ||
+                { tail -5 "$base/$v/out.txt" "$base/$v/time.txt"; echo "llmc-train: the $v run failed"; return 1; }
+            python3 - "$v" "$r" "$base/$v/out.txt" "$base/$v/time.txt" >> "$OUT/llmc-train.log" <<'PY'
+import re, statistics, sys
+v, r, out, tm = sys.argv[1:5]
+steps = [(int(m.group(1)), float(m.group(2)), float(m.group(3))) for m in
+         re.finditer(r"^step (\d+): train loss ([-0-9.e]+) \(took ([0-9.]+) ms\)", open(out).read(), re.M)]
+t = [ms for s, _, ms in steps if s > 0]
+vol, invol, wall = open(tm).read().split("RUSAGE")[1].split()[:3]
+print("RUN", v, r, "%.4f %.4f %.4f" % (statistics.mean(t), statistics.median(t), steps[-1][1]), vol, invol, wall)
+PY
+        done
+    done
+    {
+        head -1 "$OUT/llmc-train.log"
+        python3 - "$OUT/llmc-train.log" <<'PY'
+import statistics, sys
+runs = [l.split() for l in open(sys.argv[1]) if l.startswith("RUN ")]
+print("%-8s %5s %14s %12s %10s %12s %14s %8s" % ("run", "round", "mean step ms", "median ms", "last loss",
+                                                 "vol. switch", "invol. switch", "wall s"))
+for _, v, r, mean, med, loss, vol, invol, wall in runs:
+    print("%-8s %5s %14s %12s %10s %12s %14s %8s" % (v, r, mean, med, loss, vol, invol, wall))
+def m(v, i): return statistics.median(float(x[i]) for x in runs if x[1] == v)
+sn, sc, wn, wc = m("native", 3), m("coordl", 3), m("native", 6), m("coordl", 6)
+print("medians: mean step %.4f ms native, %.4f ms coordl (coordl/native %.3f); voluntary context switches "
+      "per run %d native, %d coordl (coordl/native %.2f)" % (sn, sc, sc / sn, wn, wc, wc / max(wn, 1)))
+PY
+    } | tee "$OUT/llmc-train.txt"
+}
+
 # ready: the trainer's cost of a ready batch (issue 23): next + release with
 # the trainer sleeping 20 ms per step (its batch always ready), alone and in
 # a coordinated group; then the same under strace -f, with a marker write
@@ -704,6 +775,7 @@ case "$MODE" in
     group) run_group ;;
     llmc) run_llmc ;;
     ready) run_ready ;;
+    llmc-train) run_llmc_train ;;
     darknet) run_darknet ;;
     storage) run_storage ;;
     prep) run_prep ;;
@@ -711,7 +783,7 @@ case "$MODE" in
     index) run_index ;;
     cache) run_cache ;;
     placement) run_placement ;;
-    all) run_prep; run_jpeg; run_index; run_cache; run_placement; run_group; run_llmc; run_ready; run_darknet; run_storage
+    all) run_prep; run_jpeg; run_index; run_cache; run_placement; run_group; run_llmc; run_llmc_train; run_ready; run_darknet; run_storage
          if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then run_mpi
          else log "mpi: skipped (no mpicc/mpirun; bash bench/run.sh mpi installs OpenMPI)"; fi ;;
 esac

@@ -109,6 +109,12 @@ static coordl_status cdl__open_geometry(coordl *L) {
     L->ring.nslots = L->cfg.prefetch_batches;
     /* read-ahead as it will run (coordl_get_config reports it) */
     if (L->cfg.group) L->cfg.readahead_items = 0;
+    /* token windows read by the trainer's thread (no workers): a window is
+     * a read call on a shard kept open, and the kernel's file read-ahead
+     * keeps a shard's pages ahead; I/O threads would only add a wake-up
+     * per half window (issue 23: context switches per run within 2x of
+     * llm.c's own loader) */
+    if (L->cfg.pipeline == COORDL_PIPE_TOKENS && L->cfg.threads == 0) L->cfg.readahead_items = 0;
     if (L->cfg.readahead_items == 0) {
         L->cfg.readahead_threads = 0;
         L->cfg.readahead_bytes = 0;

@@ -156,6 +156,13 @@ CDL_PRIVATE coordl_status cdl__io_read(const coordl *L, void *file, const char *
     return COORDL_OK;
 }
 
+CDL_PRIVATE void cdl__kept_close(const coordl *L, cdl__kept_file *k) {
+    if (k->f) cdl__io_close(L, k->f);
+    k->f = NULL;
+    k->path = NULL;
+    k->size = 0;
+}
+
 /* A whole (text) file through the reader, NUL-terminated, into memory from
  * the allocator (list files). Open-time errors go to cdl__open_fail. */
 CDL_PRIVATE coordl_status cdl__io_slurp(coordl *L, const char *path, const char *what, char **out, size_t *len) {

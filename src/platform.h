@@ -122,4 +122,18 @@ static inline int cdl__pipeline_is_image(coordl_pipeline p) {
 static inline uint32_t cdl__le32(const cdl__u8 *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
 static inline uint16_t cdl__le16(const cdl__u8 *p) { return (uint16_t)(p[0] | p[1] << 8); }
 #endif
+
+/* A token shard one reading thread keeps open between its reads:
+ * consecutive windows of one shard then cost one read call each, not open + stat + read + close (issue 23: four system calls a
+ * token window). Owned by that thread (a worker, the consumer's helper, an
+ * I/O thread); opened by source.c, closed by io.c's cdl__kept_close when
+ * the thread reads another file, after a failed read (the next one opens
+ * again) and when the thread ends. path is the index's
+ * string, compared by address. */
+typedef struct cdl__kept_file {
+    const char *path;
+    void *f;
+    uint64_t size; /* as at open */
+} cdl__kept_file;
+
 #endif /* CDL_PLATFORM_H */

@@ -6,7 +6,7 @@
  *        the stop flag
  * Lock:  the stream's lock for claims and stop; each worker's scratch is
  *        its own
- * Calls: status, rand, placement, lock, index, sampler, cache, readahead,
+ * Calls: status, rand, placement, lock, io, index, sampler, cache, readahead,
  *        decode, stream (lower layers only: src/modules.txt;
  *        tools/check-layers.py checks this line).
  */
@@ -25,6 +25,7 @@
 #include "sampler.h"
 #include "sampler_state.h"
 #include "cache.h"
+#include "io.h"
 #include "readahead.h"
 #include "decode.h"
 #include "stream.h"
@@ -174,6 +175,7 @@ static void *cdl__worker_main(void *arg) {
 }
 
 static void cdl__worker_free(coordl *L, cdl__worker *W) {
+    cdl__kept_close(L, &W->kept);
     cdl__free(L, W->readbuf);
     cdl__free(L, W->pix);
     cdl__free(L, W->row4);

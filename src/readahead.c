@@ -6,7 +6,7 @@
  *        they read ahead of the workers
  * Lock:  its own mutex (R->mu); lock order: the stream's lock, then this
  *        one; the I/O threads never take the stream's lock
- * Calls: status, placement, index, source, sampler, cache, peers (lower
+ * Calls: status, placement, io, index, source, sampler, cache, peers (lower
  *        layers only: src/modules.txt; tools/check-layers.py checks this
  *        line).
  */
@@ -17,6 +17,7 @@
 #include "placement.h"
 #include "worker_state.h"
 #include "index.h"
+#include "io.h"
 #include "source.h"
 #include "sampler.h"
 #include "sampler_state.h"
@@ -131,6 +132,7 @@ static void *cdl__ra_main(void *arg) {
     cdl__readahead *R = arg;
     coordl *L = R->L;
     cdl__perm perm;
+    cdl__kept_file kept = {NULL, NULL, 0}; /* this thread's open shard */
     uint64_t perm_epoch = UINT64_MAX;
     char name[16];
     snprintf(name, sizeof name, "coordl-io");
@@ -214,7 +216,7 @@ static void *cdl__ra_main(void *arg) {
         uint64_t len = 0, sbytes = 0;
         int too_big = 0;
         const uint64_t t0 = cdl__now_ns();
-        coordl_status rc = cdl__read_item(L, id, &dst, &cap, 0, &too_big, &len, &sbytes, x->err, sizeof x->err);
+        coordl_status rc = cdl__read_item(L, &kept, id, &dst, &cap, 0, &too_big, &len, &sbytes, x->err, sizeof x->err);
         const uint64_t t1 = cdl__now_ns();
         pthread_mutex_lock(&R->mu);
         R->reading--;
@@ -235,6 +237,7 @@ static void *cdl__ra_main(void *arg) {
         if (x->stale) cdl__ra_trim(R);
     }
     pthread_mutex_unlock(&R->mu);
+    cdl__kept_close(L, &kept);
     return NULL;
 }
 

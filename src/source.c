@@ -244,7 +244,7 @@ CDL_PRIVATE coordl_status cdl__index_source(coordl *L) {
 
 /* The shard holding token window `id` (the last shard whose first id is
  * <= id and that has windows). */
-CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 **buf, size_t *cap, int grow,
+CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, uint64_t id, cdl__u8 **buf, size_t *cap, int grow,
                                     int *too_big, uint64_t *len, uint64_t *storage_bytes, char *err, size_t errcap) {
     const char *path = cdl__item_path(L, id), *file = path;
     uint64_t off = 0, want = 0;
@@ -275,21 +275,41 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 *
     }
     void *f;
     uint64_t size, got = 0;
-    coordl_status rc = cdl__io_open(L, file, &f, &size, why, sizeof why);
-    if (rc != COORDL_OK) {
-        snprintf(err, errcap, "%s: cannot open%s: %s", path, kind == MEMBER ? " the shard" : "", why);
-        return rc;
+    coordl_status rc = COORDL_OK;
+    /* a token shard stays open for this thread's next window of it
+     * (kept); a plain file or a tar shard is opened and closed each time,
+     * so a file replaced or deleted after open is seen at the next read */
+    const int keep = kept && kind == WINDOW;
+    if (keep && kept->f && kept->path == file) {
+        f = kept->f;
+        size = kept->size;
+    } else {
+        if (keep) cdl__kept_close(L, kept);
+        rc = cdl__io_open(L, file, &f, &size, why, sizeof why);
+        if (rc != COORDL_OK) {
+            snprintf(err, errcap, "%s: cannot open%s: %s", path, kind == MEMBER ? " the shard" : "", why);
+            return rc;
+        }
+        if (keep) {
+            kept->f = f;
+            kept->path = file;
+            kept->size = size;
+        }
     }
+/* done with f: closed unless kept; kept after a failure is closed too,
+ * so the next read opens the file again */
+#define CDL_DONE_WITH(failed) \
+    do { if (!keep) cdl__io_close(L, f); else if (failed) cdl__kept_close(L, kept); } while (0)
     if (whole) {
         if (size > L->cfg.max_item_bytes) {
-            cdl__io_close(L, f);
+            CDL_DONE_WITH(1);
             snprintf(err, errcap, "%s: %llu bytes exceeds max_item_bytes (%llu)", path, (unsigned long long)size,
                      (unsigned long long)L->cfg.max_item_bytes);
             return COORDL_ERR_CORRUPT;
         }
         want = size;
     } else if (kind == MEMBER && (off > size || want > size - off)) {
-        cdl__io_close(L, f);
+        CDL_DONE_WITH(1);
         snprintf(err, errcap, "%s: the shard has %llu bytes now; the member's %llu bytes at offset %llu are past its "
                  "end (it shrank since indexing)", path, (unsigned long long)size, (unsigned long long)want,
                  (unsigned long long)off);
@@ -299,7 +319,7 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 *
         void *p = *buf;
         size_t c = *cap;
         if (!grow || want > SIZE_MAX / 2 || !cdl__reserve(L, &p, &c, (size_t)want + 16)) {
-            cdl__io_close(L, f);
+            CDL_DONE_WITH(0);
             if (!grow) {
                 *too_big = 1;
                 snprintf(err, errcap, "%s: %llu bytes do not fit the read-ahead's %zu", path,
@@ -313,7 +333,8 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 *
         *cap = c;
     }
     rc = cdl__io_read(L, f, file, *buf, want, off, &got, why, sizeof why);
-    cdl__io_close(L, f);
+    CDL_DONE_WITH(rc != COORDL_OK || got != want);
+#undef CDL_DONE_WITH
     *storage_bytes += got;
     if (rc != COORDL_OK) {
         if (kind == MEMBER) snprintf(err, errcap, "%s: %s", path, why); /* why names the shard */
@@ -345,7 +366,7 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 *
 CDL_PRIVATE coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes *out) {
     uint64_t len = 0;
     int too_big = 0;
-    coordl_status rc = cdl__read_item(W->L, id, &W->readbuf, &W->readcap, 1, &too_big, &len, &W->row.storage_bytes,
+    coordl_status rc = cdl__read_item(W->L, &W->kept, id, &W->readbuf, &W->readcap, 1, &too_big, &len, &W->row.storage_bytes,
                                       W->err, sizeof W->err);
     if (rc != COORDL_OK) return rc;
     out->p = W->readbuf;

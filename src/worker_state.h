@@ -29,6 +29,7 @@ struct cdl__worker {
     int index;
     int pu;            /* PU this worker is bound to (planned), or -1     */
     cdl__u8 *readbuf;  size_t readcap;
+    cdl__kept_file kept; /* the shard this worker read last, still open */
     cdl__u8 *pix;      size_t pixcap;   /* decoded region, RGB           */
     cdl__u8 *row4;     size_t row4cap;  /* one CMYK row                  */
     float *tmp;        size_t tmpcap;   /* resampling window + one row   */

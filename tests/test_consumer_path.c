@@ -11,6 +11,7 @@
  *     wakes them).
  */
 #include "test_util.h"
+#include "tu_io.h"
 
 #include <dirent.h>
 #include <pthread.h>
@@ -106,6 +107,39 @@ static void test_consumer_prepares_rows_while_its_batch_is_not_ready(void **stat
     /* a 100 ms worker claims one row per 100 ms; the consumer did the rest */
     if (w.claimed > N * 4 / 2)
         fail_msg("the worker claimed %d of %d rows: the consumer waited instead of preparing them", w.claimed, N * 4);
+}
+
+
+/* Issue 23: with no workers (threads 0, the default for tokens) the
+ * trainer's thread reads each window itself, from a shard it keeps open:
+ * 160 windows of 2 shards cost 2 opens, not 160 (open + stat + read + close
+ * a window before), and no I/O thread reads ahead (the kernel's file
+ * read-ahead keeps a shard's pages ahead). */
+static void test_token_windows_read_from_a_shard_kept_open(void **state)
+{
+    (void)state;
+    tu_io io;
+    tu_io_init(&io);
+    coordl_config cfg = tokens();
+    cfg.threads = 0;
+    cfg.io = &io.table;
+    coordl *L = tu_open(&cfg);
+    coordl_config got;
+    assert_int_equal(coordl_get_config(L, &got), COORDL_OK);
+    assert_int_equal(got.readahead_items, 0);
+    const long opens_at_open = atomic_load(&io.opens), reads_at_open = atomic_load(&io.reads);
+    uint64_t hash[40];
+    read_batches(L, 40, hash);
+    coordl_stats st;
+    coordl_get_stats(L, &st);
+    const long opens = atomic_load(&io.opens) - opens_at_open, reads = atomic_load(&io.reads) - reads_at_open;
+    coordl_close(L);
+    assert_int_equal(st.threads, 0);
+    assert_int_equal(st.readahead_reads, 0);
+    assert_int_equal(reads, 40 * 4); /* one read a window */
+    if (opens > 2) fail_msg("%ld opens for 160 windows of 2 shards", opens);
+    assert_int_equal(atomic_load(&io.open_now), 0); /* closed at coordl_close */
+    tu_io_destroy(&io);
 }
 
 #ifdef __linux__
@@ -241,6 +275,7 @@ int main(void)
     tu_main_init(120);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_consumer_prepares_rows_while_its_batch_is_not_ready),
+        cmocka_unit_test(test_token_windows_read_from_a_shard_kept_open),
 #ifdef __linux__
         cmocka_unit_test(test_workers_run_sched_batch),
         cmocka_unit_test(test_idle_workers_make_no_wakeups),
