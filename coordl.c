@@ -1057,6 +1057,13 @@ typedef struct cdl__consumer {
     uint64_t stall_tail_epoch;
 } cdl__consumer;
 
+/* The API's one reader record on the MinIO cache (CDL_READER_API): calls
+ * that may run on any thread (coordl_sample_transform) take mu while they
+ * read a cache entry in place, so two of them never share the record. */
+typedef struct cdl__api_reader {
+    pthread_mutex_t mu;
+} cdl__api_reader;
+
 #endif /* CDL_API_STATE_H */
 /* ---- src/handle.h ------------------------------------------------------ */
 /* SPDX-License-Identifier: MIT */
@@ -1086,6 +1093,7 @@ struct coordl {
     cdl__placement place;        /* placement                               */
     cdl__pool pool;              /* pool                                    */
     cdl__consumer consumer;      /* api                                     */
+    cdl__api_reader api_reader;  /* api                                     */
     cdl__stats stats;            /* status                                  */
     char errmsg[CDL_ERRMSG_MAX]; /* status: the last error's detail         */
 };
@@ -9819,6 +9827,7 @@ static coordl_status cdl__open_handle(const coordl_config *cfg, coordl **out) {
     coordl *L = a.malloc_fn(a.user, sizeof *L);
     if (!L) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the handle");
     memset(L, 0, sizeof *L);
+    pthread_mutex_init(&L->api_reader.mu, NULL); /* coordl_close destroys it */
     L->alloc = a;
     L->cfg = *cfg;
     L->io = cfg->io ? cfg->io : &cdl__posix_io;
@@ -10396,75 +10405,132 @@ int32_t coordl_item_label(const coordl *L, uint64_t id) {
     return cdl__item_label(L, id);
 }
 
+/* coordl_sample_transform's item bytes: the cache's, where they are cached
+ * (an item deleted from storage since still answers), else storage's. A
+ * MinIO hit is read in place through the API's reader record, held (with
+ * L->api_reader.mu) until cdl__transform_done; nothing is admitted (a
+ * diagnostic call must not change what the cache holds). */
+static coordl_status cdl__transform_bytes(cdl__worker *W, uint64_t id, cdl__bytes *in) {
+    coordl *L = W->L;
+    if (L->cache.entries) {
+        uint32_t len;
+        pthread_mutex_lock(&L->api_reader.mu);
+        _Atomic uint32_t *reader = cdl__cache_reader(L, CDL_READER_API);
+        const cdl__u8 *p = cdl__cache_acquire_minio(L, reader, id, &len, NULL, NULL);
+        if (p) {
+            W->reader = reader;
+            W->held = id + 1;
+            in->p = p;
+            in->len = len;
+            return COORDL_OK;
+        }
+        pthread_mutex_unlock(&L->api_reader.mu);
+    } else if (L->cache.lru) {
+        uint32_t len;
+        const size_t need = cdl__item_bytes(L, id) + 16;
+        if (cdl__reserve(L, (void **)&W->readbuf, &W->readcap, need) &&
+            cdl__cache_lookup_lru(L, id, W->readbuf, W->readcap, &len)) {
+            in->p = W->readbuf;
+            in->len = len;
+            return COORDL_OK;
+        }
+    }
+    return cdl__read_file(W, id, in);
+}
+
+static void cdl__transform_done(cdl__worker *W) {
+    if (W->held) {
+        cdl__cache_release_minio(W->reader);
+        pthread_mutex_unlock(&W->L->api_reader.mu);
+        W->held = 0;
+    }
+    cdl__free(W->L, W->readbuf);
+}
+
+/* The transform of item id in epoch from the item's header bytes in. */
+static coordl_status cdl__transform_of(cdl__worker *W, uint64_t epoch, uint64_t id, const cdl__bytes *in,
+                                       coordl_transform *out) {
+    coordl *L = W->L;
+    if (L->cfg.pipeline == COORDL_PIPE_AUDIO) {
+        /* audio: the crop window in (resampled) samples, from the header */
+        cdl__wav wav;
+        uint64_t n = 0;
+        coordl_status rc = cdl__wav_open(W, cdl__item_path(L, id), in, &wav, &n);
+        if (rc != COORDL_OK) return rc;
+        out->image_w = (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n);
+        out->image_h = 1;
+        out->x = (double)cdl__audio_offset(L, epoch, id, n);
+        out->w = L->cfg.audio_samples;
+        out->h = 1;
+        return COORDL_OK;
+    }
+    if (L->cfg.pipeline == COORDL_PIPE_TOKENS) {
+        out->image_w = L->cfg.seq_len + 1;
+        out->image_h = 1;
+        out->w = L->cfg.seq_len + 1;
+        out->h = 1;
+        return COORDL_OK;
+    }
+    int iw = 0, ih = 0;
+    coordl_status rc = cdl__image_size(W, cdl__item_path(L, id), in, &iw, &ih);
+    if (rc != COORDL_OK) return rc;
+    cdl__geom g;
+    cdl__lock(L); /* the plan reads the output size coordl_set writes */
+    cdl__plan(L, L->cfg.out_w, L->cfg.out_h, epoch, id, iw, ih, &g);
+    cdl__unlock(L);
+    out->image_w = (uint32_t)iw;
+    out->image_h = (uint32_t)ih;
+    out->x = g.x0; out->y = g.y0; out->w = g.sw; out->h = g.sh;
+    if (g.darknet) { /* the window's footprint, centred where the row's centre reads */
+        const double cx = g.out_w / 2.0, cy = g.out_h / 2.0;
+        const double fw = g.out_w * sqrt(g.m[0] * g.m[0] + g.m[3] * g.m[3]);
+        const double fh = g.out_h * sqrt(g.m[1] * g.m[1] + g.m[4] * g.m[4]);
+        out->x = g.m[0] * cx + g.m[1] * cy + g.m[2] - fw / 2.0;
+        out->y = g.m[3] * cx + g.m[4] * cy + g.m[5] - fh / 2.0;
+        out->w = fw;
+        out->h = fh;
+    }
+    out->flip = g.flip;
+    out->angle = g.angle * 180.0 / 3.14159265358979;
+    out->aspect = g.daspect;
+    out->saturation = g.dsat;
+    out->exposure = g.dexp;
+    out->hue = g.dhue;
+    return COORDL_OK;
+}
+
+/* Any thread: the item is read through the cache like a worker's (the
+ * API's own reader record), and a failure's detail goes to L->errmsg
+ * under the stream's lock (the consumer's calls write it under that lock). */
 CDL_PRIVATE coordl_status cdl__sample_transform(coordl *L, uint64_t epoch, uint64_t id, coordl_transform *out) {
-    if (!L || !out || id >= L->index.num_items) return COORDL_ERR_INVALID;
+    if (!L) return COORDL_ERR_INVALID;
+    if (!out || id >= L->index.num_items) {
+        cdl__lock(L);
+        if (!out) snprintf(L->errmsg, sizeof L->errmsg, "coordl_sample_transform: out must not be NULL");
+        else snprintf(L->errmsg, sizeof L->errmsg, "coordl_sample_transform: item %llu is not below num_items "
+                      "(%llu)", (unsigned long long)id, (unsigned long long)L->index.num_items);
+        cdl__unlock(L);
+        return COORDL_ERR_INVALID;
+    }
     memset(out, 0, sizeof *out);
     /* A throwaway worker: this is a diagnostic call, not the hot path. */
     cdl__worker W;
     memset(&W, 0, sizeof W);
     W.L = L;
     cdl__bytes in = {NULL, 0};
-    coordl_status rc = cdl__read_file(&W, id, &in);
-    if (rc == COORDL_OK && L->cfg.pipeline == COORDL_PIPE_AUDIO) {
-        /* audio: the crop window in (resampled) samples, from the header */
-        cdl__wav wav;
-        uint64_t n = 0;
-        rc = cdl__wav_open(&W, cdl__item_path(L, id), &in, &wav, &n);
-        if (rc == COORDL_OK) {
-            out->image_w = (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n);
-            out->image_h = 1;
-            out->x = (double)cdl__audio_offset(L, epoch, id, n);
-            out->w = L->cfg.audio_samples;
-            out->h = 1;
-        }
-        cdl__free(L, W.readbuf);
-        return rc;
-    }
-    if (rc == COORDL_OK && L->cfg.pipeline == COORDL_PIPE_TOKENS) {
-        out->image_w = L->cfg.seq_len + 1;
-        out->image_h = 1;
-        out->w = L->cfg.seq_len + 1;
-        out->h = 1;
-        cdl__free(L, W.readbuf);
-        return rc;
-    }
+    coordl_status rc = cdl__transform_bytes(&W, id, &in);
+    if (rc == COORDL_OK) rc = cdl__transform_of(&W, epoch, id, &in, out);
+    cdl__transform_done(&W);
     if (rc != COORDL_OK) {
-        cdl__free(L, W.readbuf);
-        return rc;
-    }
-    int iw = 0, ih = 0;
-    rc = cdl__image_size(&W, cdl__item_path(L, id), &in, &iw, &ih);
-    if (rc != COORDL_OK) {
-        cdl__free(L, W.readbuf);
-        return rc;
-    }
-    if (rc == COORDL_OK) {
-        cdl__geom g;
-        cdl__lock(L); /* the plan reads the output size coordl_set writes */
-        cdl__plan(L, L->cfg.out_w, L->cfg.out_h, epoch, id, iw, ih, &g);
+        if (!W.err[0]) snprintf(W.err, sizeof W.err, "%.400s: %s", cdl__item_path(L, id), coordl_strerror(rc));
+        cdl__lock(L);
+        snprintf(L->errmsg, sizeof L->errmsg, "coordl_sample_transform: %.480s", W.err);
         cdl__unlock(L);
-        out->image_w = (uint32_t)iw;
-        out->image_h = (uint32_t)ih;
-        out->x = g.x0; out->y = g.y0; out->w = g.sw; out->h = g.sh;
-        if (g.darknet) { /* the window's footprint, centred where the row's centre reads */
-            const double cx = g.out_w / 2.0, cy = g.out_h / 2.0;
-            const double fw = g.out_w * sqrt(g.m[0] * g.m[0] + g.m[3] * g.m[3]);
-            const double fh = g.out_h * sqrt(g.m[1] * g.m[1] + g.m[4] * g.m[4]);
-            out->x = g.m[0] * cx + g.m[1] * cy + g.m[2] - fw / 2.0;
-            out->y = g.m[3] * cx + g.m[4] * cy + g.m[5] - fh / 2.0;
-            out->w = fw;
-            out->h = fh;
-        }
-        out->flip = g.flip;
-        out->angle = g.angle * 180.0 / 3.14159265358979;
-        out->aspect = g.daspect;
-        out->saturation = g.dsat;
-        out->exposure = g.dexp;
-        out->hue = g.dhue;
+        memset(out, 0, sizeof *out);
     }
-    cdl__free(L, W.readbuf);
     return rc;
 }
+
 
 const char *coordl_errmsg(const coordl *L) { return L ? L->errmsg : cdl__open_errmsg; }
 
@@ -10505,6 +10571,7 @@ void coordl_close(coordl *L) {
     cdl__free(L, L->conf.group_copy);
     cdl__free(L, L->conf.topology_copy);
     cdl__placement_free(L, &L->place);
+    pthread_mutex_destroy(&L->api_reader.mu);
     coordl_allocator a = L->alloc;
     a.free_fn(a.user, L);
 }

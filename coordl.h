@@ -944,9 +944,16 @@ typedef struct coordl_transform {
 
 /* Computes the transform that item `id` gets in `epoch` (the same pure
  * function of (seed, epoch, id) the workers use). Reads the item's header
- * from the cache or storage. Returns COORDL_OK, COORDL_ERR_INVALID for a
- * bad id, or COORDL_ERR_IO / COORDL_ERR_CORRUPT for an unreadable item.
- * Thread safety: any thread; uses no worker state. */
+ * from the cache where the item is cached (so an item removed from storage
+ * since it was cached still answers), else from storage; it admits nothing
+ * into the cache. Returns COORDL_OK, COORDL_ERR_INVALID for a bad id or a
+ * NULL out, or COORDL_ERR_IO / COORDL_ERR_CORRUPT for an unreadable item;
+ * on every failure *out is zeroed and coordl_errmsg(L) names the item (or
+ * the bad argument) and the reason.
+ * Thread safety: any thread; uses no worker state. Calls on several threads
+ * take turns on the cache (one reader record per handle). The error detail
+ * is the handle's one coordl_errmsg: read it on the calling thread before
+ * another call on L (a concurrent call on another thread may replace it). */
 COORDL_API coordl_status coordl_sample_transform_sized(coordl *L, uint64_t epoch, uint64_t id,
                                                        coordl_transform *out, size_t out_size);
 #define coordl_sample_transform(L, epoch, id, out)                            \
