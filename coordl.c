@@ -1485,6 +1485,7 @@ CDL_PRIVATE coordl_status cdl__ring_alloc(coordl *L, uint32_t rows_cap, size_t d
 CDL_PRIVATE void cdl__ring_free(coordl *L);
 CDL_PRIVATE int cdl__stream_find(const coordl *L);
 CDL_PRIVATE void cdl__stream_pause(coordl *L);
+CDL_PRIVATE int cdl__stream_holds(const coordl *L, const coordl_batch *b);
 CDL_PRIVATE int cdl__stream_release(coordl *L, const coordl_batch *b);
 CDL_PRIVATE void cdl__stream_restart(coordl *L);
 CDL_PRIVATE coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *out);
@@ -8859,6 +8860,18 @@ CDL_PRIVATE coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *
     return rc;
 }
 
+/* Whether this member still holds batch b: its generation still in the
+ * group, the slot READY with b's generation, taken and not yet released
+ * by it. What coordl_next_into checks after copying with the lock
+ * released: a member dropped meanwhile lost the slot, which may have been
+ * refilled while it was copied. Under mu. */
+CDL_PRIVATE int cdl__stream_holds(const coordl *L, const coordl_batch *b) {
+    if (b->slot_ == 0 || b->slot_ > L->ring.nslots) return 0;
+    const cdl__slot *sl = &L->ring.slots[b->slot_ - 1];
+    return cdl__member_current(L) && sl->state == CDL_SLOT_READY && (uint32_t)sl->gen == b->gen_ &&
+           (sl->taken_mask & L->member.bit) && !(sl->done_mask & L->member.bit);
+}
+
 /* release: only the batch the handle names, slot and generation; a stale
  * copy of a released batch (the slot has moved on), a batch of a dropped
  * member generation, or a second release is a no-op. Returns 1 when it
@@ -8867,9 +8880,7 @@ CDL_PRIVATE coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *
 CDL_PRIVATE int cdl__stream_release(coordl *L, const coordl_batch *b) {
     if (b->slot_ == 0 || b->slot_ > L->ring.nslots) return 0;
     cdl__slot *sl = &L->ring.slots[b->slot_ - 1];
-    if (!cdl__member_current(L) || sl->state != CDL_SLOT_READY || (uint32_t)sl->gen != b->gen_ ||
-        !(sl->taken_mask & L->member.bit) || (sl->done_mask & L->member.bit))
-        return 0;
+    if (!cdl__stream_holds(L, b)) return 0;
     sl->done_mask |= L->member.bit;
     L->consumer.held--;
     const int freed = cdl__slot_free_if_done(L, sl, 0);
@@ -10519,20 +10530,38 @@ coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes, void *l
         cdl__consumer_done(L, counted, epoch);
         return rc;
     }
-    /* the batch is held: its slot cannot be reused while it is copied,
-     * and the workers need not wait for the copy */
+    /* The batch is held, so the workers need not wait for the copy: its
+     * slot is not reused while this member holds it. But a group may drop
+     * this member meanwhile (silent past group_timeout_ms: stopped,
+     * descheduled), and then the slot goes back to the ring and may be
+     * refilled under the copy. So, as a seqlock's reader: copy, then check
+     * under the lock that the batch is still this member's (generation,
+     * slot generation, its taken bit); the check and the release are one
+     * critical section, so nothing can reuse the slot between them. */
     cdl__unlock(L);
+    cdl__test_hook(L, "copying");
+    const size_t label_copy = labels_or_targets ? (b.targets ? (size_t)b.n * L->geom.target_row_bytes
+                                                             : (size_t)b.n * sizeof(int32_t)) : 0;
     memcpy(data, b.data, b.data_bytes);
-    if (labels_or_targets) {
-        if (b.targets) memcpy(labels_or_targets, b.targets, (size_t)b.n * L->geom.target_row_bytes);
-        else memcpy(labels_or_targets, b.labels, (size_t)b.n * sizeof(int32_t));
-    }
+    if (label_copy) memcpy(labels_or_targets, b.targets ? (const void *)b.targets : (const void *)b.labels, label_copy);
     cdl__lock(L);
-    const int freed = cdl__stream_release(L, &b);
+    const int held = cdl__stream_holds(L, &b);
+    const int freed = held ? cdl__stream_release(L, &b) : 0;
+    if (!held) {
+        L->consumer.held--; /* the drop took the slot; this handle's count is its own */
+        snprintf(L->errmsg, sizeof L->errmsg, "group %s: this member was dropped from the group while "
+                 "coordl_next_into copied a batch (no heartbeat within group_timeout_ms); the copy is void "
+                 "(zeroed); close and reopen", L->cfg.group ? L->cfg.group : "");
+    }
     const uint64_t counted = cdl__consumer_time(L, t0, epoch);
     cdl__unlock(L);
     if (freed) cdl__signal_unlocked(L, &L->S->work_cv);
     cdl__consumer_done(L, counted, epoch);
+    if (!held) { /* never hand out rows that may mix two batches */
+        memset(data, 0, b.data_bytes);
+        if (label_copy) memset(labels_or_targets, 0, label_copy);
+        return COORDL_ERR_GROUP;
+    }
     return COORDL_OK;
 }
 

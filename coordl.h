@@ -483,7 +483,9 @@ typedef struct coordl_config {
                              thread holding the group's lock ("joined"),
                              by a group's member thread each round
                              ("heartbeat"), by the consumer on entering
-                             coordl_release ("release") and by the MPI
+                             coordl_release ("release") and in
+                             coordl_next_into after taking the batch,
+                             before copying it ("copying"), and by the MPI
                              peer thread before it serves a request
                              ("peer_serve"); NULL                          */
     void *test_hook_user;
@@ -776,7 +778,12 @@ COORDL_API void coordl_release(coordl *L, coordl_batch *b);
  *     COORDL_PIPE_TOKENS n x seq_len int32 targets; may be NULL with 0.
  * Returns as coordl_next. Buffers too small for the next batch give
  * COORDL_ERR_INVALID and nothing is written or consumed. The batch's slot is
- * released before returning. Thread safety: the consumer thread of L. */
+ * released before returning. The copy runs without the stream's lock; in a
+ * coordinated group a member dropped while it copies (silent past
+ * group_timeout_ms) may have lost the slot to a refill, so the batch is
+ * checked to be still this member's after the copy: if not, the call
+ * returns COORDL_ERR_GROUP with both buffers zeroed (never rows of two
+ * batches). Thread safety: the consumer thread of L. */
 COORDL_API coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes,
                                           void *labels_or_targets, size_t label_bytes);
 

@@ -535,6 +535,18 @@ CDL_PRIVATE coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *
     return rc;
 }
 
+/* Whether this member still holds batch b: its generation still in the
+ * group, the slot READY with b's generation, taken and not yet released
+ * by it. What coordl_next_into checks after copying with the lock
+ * released: a member dropped meanwhile lost the slot, which may have been
+ * refilled while it was copied. Under mu. */
+CDL_PRIVATE int cdl__stream_holds(const coordl *L, const coordl_batch *b) {
+    if (b->slot_ == 0 || b->slot_ > L->ring.nslots) return 0;
+    const cdl__slot *sl = &L->ring.slots[b->slot_ - 1];
+    return cdl__member_current(L) && sl->state == CDL_SLOT_READY && (uint32_t)sl->gen == b->gen_ &&
+           (sl->taken_mask & L->member.bit) && !(sl->done_mask & L->member.bit);
+}
+
 /* release: only the batch the handle names, slot and generation; a stale
  * copy of a released batch (the slot has moved on), a batch of a dropped
  * member generation, or a second release is a no-op. Returns 1 when it
@@ -543,9 +555,7 @@ CDL_PRIVATE coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *
 CDL_PRIVATE int cdl__stream_release(coordl *L, const coordl_batch *b) {
     if (b->slot_ == 0 || b->slot_ > L->ring.nslots) return 0;
     cdl__slot *sl = &L->ring.slots[b->slot_ - 1];
-    if (!cdl__member_current(L) || sl->state != CDL_SLOT_READY || (uint32_t)sl->gen != b->gen_ ||
-        !(sl->taken_mask & L->member.bit) || (sl->done_mask & L->member.bit))
-        return 0;
+    if (!cdl__stream_holds(L, b)) return 0;
     sl->done_mask |= L->member.bit;
     L->consumer.held--;
     const int freed = cdl__slot_free_if_done(L, sl, 0);
