@@ -1348,7 +1348,7 @@ CDL_PRIVATE coordl_status cdl__peer_start(coordl *L);
 /* ---- interface ---- */
 CDL_PRIVATE int cdl__ra_wait(cdl__worker *W, cdl__ra_entry *x, cdl__bytes *out, coordl_status *rc);
 CDL_PRIVATE void cdl__ra_pause(coordl *L);
-CDL_PRIVATE void cdl__ra_restart(coordl *L);
+CDL_PRIVATE void cdl__ra_restart(coordl *L, int keep);
 CDL_PRIVATE void cdl__ra_release(coordl *L, cdl__ra_entry *x);
 CDL_PRIVATE void cdl__ra_stop(coordl *L);
 CDL_PRIVATE cdl__ra_entry *cdl__ra_take(coordl *L, uint64_t epoch, uint64_t pos, uint64_t id);
@@ -1487,7 +1487,7 @@ CDL_PRIVATE int cdl__stream_find(const coordl *L);
 CDL_PRIVATE void cdl__stream_pause(coordl *L);
 CDL_PRIVATE int cdl__stream_holds(const coordl *L, const coordl_batch *b);
 CDL_PRIVATE int cdl__stream_release(coordl *L, const coordl_batch *b);
-CDL_PRIVATE void cdl__stream_restart(coordl *L);
+CDL_PRIVATE void cdl__stream_restart(coordl *L, int same_order);
 CDL_PRIVATE coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *out);
 CDL_PRIVATE int cdl__stream_try_claim(coordl *L, cdl__claim *c);
 #endif /* CDL_STREAM_H */
@@ -5490,7 +5490,9 @@ CDL_PRIVATE void cdl__peer_close(coordl *L) {
  * then it reads as before. Entries and arena space are handed out in
  * position order and freed in that order once their rows are prepared.
  * A seek or coordl_set restarts it at the new position (a new generation:
- * reads still in flight finish into their own space and are dropped).
+ * reads still in flight finish into their own space and are dropped); a
+ * coordl_set of the output size alone keeps what it has read (the items at
+ * each position are the same).
  * Private loaders only: in a coordinated group the rows are claimed by
  * every member's workers, and each member reading ahead would read every
  * item k times. Lock order: the stream's lock, then this one; the I/O
@@ -5663,13 +5665,35 @@ CDL_PRIVATE void cdl__ra_pause(coordl *L) {
 
 /* Restarts at the stream's claim position, with the stream's geometry:
  * entries not taken are dropped (those still being read when their read
- * ends). Called under the stream's lock, when no row is in flight. */
-CDL_PRIVATE void cdl__ra_restart(coordl *L) {
+ * ends). With keep (the positions ahead hold the same items as before: an
+ * output-size change), and the snapshot the epoch ends come from
+ * unchanged, what was read ahead of the claim position stays: a Darknet
+ * resize every 10 batches would otherwise read up to readahead_items items
+ * again each time. Called under the stream's lock, when no row is in
+ * flight. */
+CDL_PRIVATE void cdl__ra_restart(coordl *L, int keep) {
     cdl__readahead *R = L->pool.ra;
     if (!R) return;
     pthread_mutex_lock(&R->mu);
-    R->gen++;
+    keep = keep && R->batch_size == L->cfg.batch_size && R->drop_last == L->cfg.drop_last &&
+           R->share == L->sampler.share && R->cut_epoch == L->S->cut_epoch && R->cut_pos == L->S->cut_pos;
     R->paused = 0;
+    if (keep) {
+        /* the claims go back to the consumer's position: entries there and
+         * beyond are taken as they are claimed again; any before it could
+         * never be */
+        for (uint64_t i = R->tail; i < R->head; i++) {
+            cdl__ra_entry *x = &R->e[i % R->depth];
+            if (cdl__pos_before(x->epoch, x->pos, L->S->claim_epoch, L->S->claim_pos)) x->stale = 1;
+        }
+        cdl__ra_trim(R);
+        R->front_epoch = L->S->claim_epoch; /* the next read stays after the kept entries */
+        R->front_pos = L->S->claim_pos;
+        pthread_cond_broadcast(&R->room_cv);
+        pthread_mutex_unlock(&R->mu);
+        return;
+    }
+    R->gen++;
     for (uint64_t i = R->tail; i < R->head; i++) R->e[i % R->depth].stale = 1;
     cdl__ra_trim(R);
     R->next_epoch = R->front_epoch = L->S->claim_epoch;
@@ -8965,9 +8989,11 @@ CDL_PRIVATE void cdl__stream_pause(coordl *L) {
 }
 
 /* restart: frees every slot not held by the caller (a new generation for
- * each) and restarts the claims at the consumer's position. Under mu,
+ * each) and restarts the claims at the consumer's position. same_order: the
+ * positions from there on hold the items they held before (only the output
+ * size changed), so the read-ahead keeps what it has read. Under mu,
  * paused. */
-CDL_PRIVATE void cdl__stream_restart(coordl *L) {
+CDL_PRIVATE void cdl__stream_restart(coordl *L, int same_order) {
     for (uint32_t s = 0; s < L->ring.nslots; s++) {
         cdl__slot *sl = &L->ring.slots[s];
         const int held = sl->state == CDL_SLOT_READY && (sl->taken_mask & ~sl->done_mask & L->member.bit);
@@ -8980,7 +9006,7 @@ CDL_PRIVATE void cdl__stream_restart(coordl *L) {
     L->S->claim_pos = L->consumer.cur_pos;
     L->S->claim_index = L->consumer.cur_index;
     L->S->paused = 0;
-    cdl__ra_restart(L); /* the read-ahead follows the claims */
+    cdl__ra_restart(L, same_order); /* the read-ahead follows the claims */
     cdl__broadcast(L, &L->S->work_cv);
     cdl__stream_check(L, "restart");
 }
@@ -10587,7 +10613,7 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
     L->S->cut_epoch = UINT64_MAX; /* whole epochs of the current size again */
     L->S->cut_pos = 0;
     cdl__peer_seek(L, epoch, batch);
-    cdl__stream_restart(L);
+    cdl__stream_restart(L, 0);
     const uint64_t counted = cdl__consumer_time(L, t0, epoch);
     cdl__unlock(L);
     cdl__consumer_done(L, counted, epoch);
@@ -10696,6 +10722,7 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
         return COORDL_ERR_INVALID;
     }
     cdl__stream_pause(L);
+    const uint32_t old_B = L->cfg.batch_size;
     if (grow) rc = cdl__set_grow_ring(L, B, row_bytes);
     if (rc == COORDL_OK) {
         L->cfg.out_w = w;
@@ -10708,8 +10735,10 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
         L->geom.row_bytes = row_bytes;
         L->sampler.bpe = cdl__batches_for(L, B);
     }
-    /* a broken handle stays paused and every later coordl_next reports it */
-    if (!L->S->broken) cdl__stream_restart(L);
+    /* a broken handle stays paused and every later coordl_next reports it;
+     * a new output size alone leaves every position's item as it was, so
+     * what was read ahead stays */
+    if (!L->S->broken) cdl__stream_restart(L, L->cfg.batch_size == old_B);
     const uint64_t epoch = L->consumer.cur_epoch, counted = cdl__consumer_time(L, t0, epoch);
     cdl__unlock(L);
     cdl__consumer_done(L, counted, epoch);
@@ -11365,7 +11394,7 @@ static coordl_status cdl__analyze_cold(const coordl_config *cfg, cdl__stepper *s
     cdl__progress(o, "cold: dropping the page cache for %llu items", (unsigned long long)L->index.num_items);
     cdl__drop_page_cache(L);
     cdl__lock(L);
-    cdl__stream_restart(L);
+    cdl__stream_restart(L, 0); /* nothing read before the drop is kept */
     cdl__unlock(L);
     coordl_stats s0, s1;
     coordl_get_stats(L, &s0);

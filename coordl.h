@@ -807,7 +807,9 @@ typedef enum {
  * bigger ring: it is reallocated when no batch is held, otherwise
  * COORDL_ERR_INVALID (release the held batches, or set the max_* fields).
  * Random crops and flips do not change with the output size: they are drawn
- * from (seed, epoch, item) in source pixels.
+ * from (seed, epoch, item) in source pixels. A change of the output size
+ * alone keeps the items read ahead (readahead_items): only the dropped
+ * batches' items are read again; a new batch size restarts the read-ahead.
  * Returns COORDL_OK, or COORDL_ERR_INVALID for an unknown parameter, a value
  * out of range, or a pipeline without that parameter.
  * Thread safety: the consumer thread of L. */

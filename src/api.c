@@ -426,7 +426,7 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
     L->S->cut_epoch = UINT64_MAX; /* whole epochs of the current size again */
     L->S->cut_pos = 0;
     cdl__peer_seek(L, epoch, batch);
-    cdl__stream_restart(L);
+    cdl__stream_restart(L, 0);
     const uint64_t counted = cdl__consumer_time(L, t0, epoch);
     cdl__unlock(L);
     cdl__consumer_done(L, counted, epoch);
@@ -535,6 +535,7 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
         return COORDL_ERR_INVALID;
     }
     cdl__stream_pause(L);
+    const uint32_t old_B = L->cfg.batch_size;
     if (grow) rc = cdl__set_grow_ring(L, B, row_bytes);
     if (rc == COORDL_OK) {
         L->cfg.out_w = w;
@@ -547,8 +548,10 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
         L->geom.row_bytes = row_bytes;
         L->sampler.bpe = cdl__batches_for(L, B);
     }
-    /* a broken handle stays paused and every later coordl_next reports it */
-    if (!L->S->broken) cdl__stream_restart(L);
+    /* a broken handle stays paused and every later coordl_next reports it;
+     * a new output size alone leaves every position's item as it was, so
+     * what was read ahead stays */
+    if (!L->S->broken) cdl__stream_restart(L, L->cfg.batch_size == old_B);
     const uint64_t epoch = L->consumer.cur_epoch, counted = cdl__consumer_time(L, t0, epoch);
     cdl__unlock(L);
     cdl__consumer_done(L, counted, epoch);

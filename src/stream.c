@@ -640,9 +640,11 @@ CDL_PRIVATE void cdl__stream_pause(coordl *L) {
 }
 
 /* restart: frees every slot not held by the caller (a new generation for
- * each) and restarts the claims at the consumer's position. Under mu,
+ * each) and restarts the claims at the consumer's position. same_order: the
+ * positions from there on hold the items they held before (only the output
+ * size changed), so the read-ahead keeps what it has read. Under mu,
  * paused. */
-CDL_PRIVATE void cdl__stream_restart(coordl *L) {
+CDL_PRIVATE void cdl__stream_restart(coordl *L, int same_order) {
     for (uint32_t s = 0; s < L->ring.nslots; s++) {
         cdl__slot *sl = &L->ring.slots[s];
         const int held = sl->state == CDL_SLOT_READY && (sl->taken_mask & ~sl->done_mask & L->member.bit);
@@ -655,7 +657,7 @@ CDL_PRIVATE void cdl__stream_restart(coordl *L) {
     L->S->claim_pos = L->consumer.cur_pos;
     L->S->claim_index = L->consumer.cur_index;
     L->S->paused = 0;
-    cdl__ra_restart(L); /* the read-ahead follows the claims */
+    cdl__ra_restart(L, same_order); /* the read-ahead follows the claims */
     cdl__broadcast(L, &L->S->work_cv);
     cdl__stream_check(L, "restart");
 }
