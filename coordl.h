@@ -513,7 +513,9 @@ typedef struct coordl_config {
                              thread holding the group's lock ("joined"),
                              by a group's member thread each round
                              ("heartbeat"), by the consumer on entering
-                             coordl_release ("release") and by the MPI
+                             coordl_release ("release") and in
+                             coordl_next_into after taking the batch,
+                             before copying it ("copying"), and by the MPI
                              peer thread before it serves a request
                              ("peer_serve"); NULL                          */
     void *test_hook_user;
@@ -845,7 +847,12 @@ COORDL_API void coordl_release(coordl *L, coordl_batch *b);
  *     COORDL_PIPE_TOKENS n x seq_len int32 targets; may be NULL with 0.
  * Returns as coordl_next. Buffers too small for the next batch give
  * COORDL_ERR_INVALID and nothing is written or consumed. The batch's slot is
- * released before returning. Thread safety: the consumer thread of L. */
+ * released before returning. The copy runs without the stream's lock; in a
+ * coordinated group a member dropped while it copies (silent past
+ * group_timeout_ms) may have lost the slot to a refill, so the batch is
+ * checked to be still this member's after the copy: if not, the call
+ * returns COORDL_ERR_GROUP with both buffers zeroed (never rows of two
+ * batches). Thread safety: the consumer thread of L. */
 COORDL_API coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes,
                                           void *labels_or_targets, size_t label_bytes);
 
@@ -869,7 +876,9 @@ typedef enum {
  * bigger ring: it is reallocated when no batch is held, otherwise
  * COORDL_ERR_INVALID (release the held batches, or set the max_* fields).
  * Random crops and flips do not change with the output size: they are drawn
- * from (seed, epoch, item) in source pixels.
+ * from (seed, epoch, item) in source pixels. A change of the output size
+ * alone keeps the items read ahead (readahead_items): only the dropped
+ * batches' items are read again; a new batch size restarts the read-ahead.
  * Returns COORDL_OK, or COORDL_ERR_INVALID for an unknown parameter, a value
  * out of range, or a pipeline without that parameter.
  * Thread safety: the consumer thread of L. */
@@ -1022,9 +1031,16 @@ typedef struct coordl_transform {
 
 /* Computes the transform that item `id` gets in `epoch` (the same pure
  * function of (seed, epoch, id) the workers use). Reads the item's header
- * from the cache or storage. Returns COORDL_OK, COORDL_ERR_INVALID for a
- * bad id, or COORDL_ERR_IO / COORDL_ERR_CORRUPT for an unreadable item.
- * Thread safety: any thread; uses no worker state. */
+ * from the cache where the item is cached (so an item removed from storage
+ * since it was cached still answers), else from storage; it admits nothing
+ * into the cache. Returns COORDL_OK, COORDL_ERR_INVALID for a bad id or a
+ * NULL out, or COORDL_ERR_IO / COORDL_ERR_CORRUPT for an unreadable item;
+ * on every failure *out is zeroed and coordl_errmsg(L) names the item (or
+ * the bad argument) and the reason.
+ * Thread safety: any thread; uses no worker state. Calls on several threads
+ * take turns on the cache (one reader record per handle). The error detail
+ * is the handle's one coordl_errmsg: read it on the calling thread before
+ * another call on L (a concurrent call on another thread may replace it). */
 COORDL_API coordl_status coordl_sample_transform_sized(coordl *L, uint64_t epoch, uint64_t id,
                                                        coordl_transform *out, size_t out_size);
 #define coordl_sample_transform(L, epoch, id, out)                            \

@@ -403,7 +403,7 @@ static coordl_status cdl__analyze_cold(const coordl_config *cfg, cdl__stepper *s
     cdl__progress(o, "cold: dropping the page cache for %llu items", (unsigned long long)L->index.num_items);
     cdl__drop_page_cache(L);
     cdl__lock(L);
-    cdl__stream_restart(L);
+    cdl__stream_restart(L, 0); /* nothing read before the drop is kept */
     cdl__unlock(L);
     coordl_stats s0, s1;
     coordl_get_stats(L, &s0);

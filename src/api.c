@@ -51,6 +51,7 @@ static coordl_status cdl__open_handle(const coordl_config *cfg, coordl **out) {
     coordl *L = a.malloc_fn(a.user, sizeof *L);
     if (!L) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the handle");
     memset(L, 0, sizeof *L);
+    pthread_mutex_init(&L->api_reader.mu, NULL); /* coordl_close destroys it */
     L->alloc = a;
     L->cfg = *cfg;
     L->io = cfg->io ? cfg->io : &cdl__posix_io;
@@ -376,20 +377,38 @@ coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes, void *l
         cdl__consumer_done(L, counted, epoch);
         return rc;
     }
-    /* the batch is held: its slot cannot be reused while it is copied,
-     * and the workers need not wait for the copy */
+    /* The batch is held, so the workers need not wait for the copy: its
+     * slot is not reused while this member holds it. But a group may drop
+     * this member meanwhile (silent past group_timeout_ms: stopped,
+     * descheduled), and then the slot goes back to the ring and may be
+     * refilled under the copy. So, as a seqlock's reader: copy, then check
+     * under the lock that the batch is still this member's (generation,
+     * slot generation, its taken bit); the check and the release are one
+     * critical section, so nothing can reuse the slot between them. */
     cdl__unlock(L);
+    cdl__test_hook(L, "copying");
+    const size_t label_copy = labels_or_targets ? (b.targets ? (size_t)b.n * L->geom.target_row_bytes
+                                                             : (size_t)b.n * sizeof(int32_t)) : 0;
     memcpy(data, b.data, b.data_bytes);
-    if (labels_or_targets) {
-        if (b.targets) memcpy(labels_or_targets, b.targets, (size_t)b.n * L->geom.target_row_bytes);
-        else memcpy(labels_or_targets, b.labels, (size_t)b.n * sizeof(int32_t));
-    }
+    if (label_copy) memcpy(labels_or_targets, b.targets ? (const void *)b.targets : (const void *)b.labels, label_copy);
     cdl__lock(L);
-    const int freed = cdl__stream_release(L, &b);
+    const int held = cdl__stream_holds(L, &b);
+    const int freed = held ? cdl__stream_release(L, &b) : 0;
+    if (!held) {
+        L->consumer.held--; /* the drop took the slot; this handle's count is its own */
+        snprintf(L->errmsg, sizeof L->errmsg, "group %s: this member was dropped from the group while "
+                 "coordl_next_into copied a batch (no heartbeat within group_timeout_ms); the copy is void "
+                 "(zeroed); close and reopen", L->cfg.group ? L->cfg.group : "");
+    }
     const uint64_t counted = cdl__consumer_time(L, t0, epoch);
     cdl__unlock(L);
     if (freed) cdl__signal_unlocked(L, &L->S->work_cv);
     cdl__consumer_done(L, counted, epoch);
+    if (!held) { /* never hand out rows that may mix two batches */
+        memset(data, 0, b.data_bytes);
+        if (label_copy) memset(labels_or_targets, 0, label_copy);
+        return COORDL_ERR_GROUP;
+    }
     return COORDL_OK;
 }
 
@@ -414,7 +433,7 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
     L->S->cut_epoch = UINT64_MAX; /* whole epochs of the current size again */
     L->S->cut_pos = 0;
     cdl__peer_seek(L, epoch, batch);
-    cdl__stream_restart(L);
+    cdl__stream_restart(L, 0);
     cdl__unlock(L);
     return COORDL_OK;
 }
@@ -548,6 +567,7 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
         return COORDL_ERR_INVALID;
     }
     cdl__stream_pause(L);
+    const uint32_t old_B = L->cfg.batch_size;
     if (grow) rc = cdl__set_grow_ring(L, B, row_bytes);
     if (rc == COORDL_OK) {
         L->cfg.out_w = w;
@@ -560,8 +580,10 @@ coordl_status coordl_set(coordl *L, coordl_param p, int64_t value) {
         L->geom.row_bytes = row_bytes;
         L->sampler.bpe = cdl__batches_for(L, B);
     }
-    /* a broken handle stays paused and every later coordl_next reports it */
-    if (!L->S->broken) cdl__stream_restart(L);
+    /* a broken handle stays paused and every later coordl_next reports it;
+     * a new output size alone leaves every position's item as it was, so
+     * what was read ahead stays */
+    if (!L->S->broken) cdl__stream_restart(L, L->cfg.batch_size == old_B);
     cdl__unlock(L);
     return rc;
 }
@@ -661,75 +683,132 @@ int32_t coordl_item_label(const coordl *L, uint64_t id) {
     return cdl__item_label(L, id);
 }
 
+/* coordl_sample_transform's item bytes: the cache's, where they are cached
+ * (an item deleted from storage since still answers), else storage's. A
+ * MinIO hit is read in place through the API's reader record, held (with
+ * L->api_reader.mu) until cdl__transform_done; nothing is admitted (a
+ * diagnostic call must not change what the cache holds). */
+static coordl_status cdl__transform_bytes(cdl__worker *W, uint64_t id, cdl__bytes *in) {
+    coordl *L = W->L;
+    if (L->cache.entries) {
+        uint32_t len;
+        pthread_mutex_lock(&L->api_reader.mu);
+        _Atomic uint32_t *reader = cdl__cache_reader(L, CDL_READER_API);
+        const cdl__u8 *p = cdl__cache_acquire_minio(L, reader, id, &len, NULL, NULL);
+        if (p) {
+            W->reader = reader;
+            W->held = id + 1;
+            in->p = p;
+            in->len = len;
+            return COORDL_OK;
+        }
+        pthread_mutex_unlock(&L->api_reader.mu);
+    } else if (L->cache.lru) {
+        uint32_t len;
+        const size_t need = cdl__item_bytes(L, id) + 16;
+        if (cdl__reserve(L, (void **)&W->readbuf, &W->readcap, need) &&
+            cdl__cache_lookup_lru(L, id, W->readbuf, W->readcap, &len)) {
+            in->p = W->readbuf;
+            in->len = len;
+            return COORDL_OK;
+        }
+    }
+    return cdl__read_file(W, id, in);
+}
+
+static void cdl__transform_done(cdl__worker *W) {
+    if (W->held) {
+        cdl__cache_release_minio(W->reader);
+        pthread_mutex_unlock(&W->L->api_reader.mu);
+        W->held = 0;
+    }
+    cdl__free(W->L, W->readbuf);
+}
+
+/* The transform of item id in epoch from the item's header bytes in. */
+static coordl_status cdl__transform_of(cdl__worker *W, uint64_t epoch, uint64_t id, const cdl__bytes *in,
+                                       coordl_transform *out) {
+    coordl *L = W->L;
+    if (L->cfg.pipeline == COORDL_PIPE_AUDIO) {
+        /* audio: the crop window in (resampled) samples, from the header */
+        cdl__wav wav;
+        uint64_t n = 0;
+        coordl_status rc = cdl__wav_open(W, cdl__item_path(L, id), in, &wav, &n);
+        if (rc != COORDL_OK) return rc;
+        out->image_w = (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n);
+        out->image_h = 1;
+        out->x = (double)cdl__audio_offset(L, epoch, id, n);
+        out->w = L->cfg.audio_samples;
+        out->h = 1;
+        return COORDL_OK;
+    }
+    if (L->cfg.pipeline == COORDL_PIPE_TOKENS) {
+        out->image_w = L->cfg.seq_len + 1;
+        out->image_h = 1;
+        out->w = L->cfg.seq_len + 1;
+        out->h = 1;
+        return COORDL_OK;
+    }
+    int iw = 0, ih = 0;
+    coordl_status rc = cdl__image_size(W, cdl__item_path(L, id), in, &iw, &ih);
+    if (rc != COORDL_OK) return rc;
+    cdl__geom g;
+    cdl__lock(L); /* the plan reads the output size coordl_set writes */
+    cdl__plan(L, L->cfg.out_w, L->cfg.out_h, epoch, id, iw, ih, &g);
+    cdl__unlock(L);
+    out->image_w = (uint32_t)iw;
+    out->image_h = (uint32_t)ih;
+    out->x = g.x0; out->y = g.y0; out->w = g.sw; out->h = g.sh;
+    if (g.darknet) { /* the window's footprint, centred where the row's centre reads */
+        const double cx = g.out_w / 2.0, cy = g.out_h / 2.0;
+        const double fw = g.out_w * sqrt(g.m[0] * g.m[0] + g.m[3] * g.m[3]);
+        const double fh = g.out_h * sqrt(g.m[1] * g.m[1] + g.m[4] * g.m[4]);
+        out->x = g.m[0] * cx + g.m[1] * cy + g.m[2] - fw / 2.0;
+        out->y = g.m[3] * cx + g.m[4] * cy + g.m[5] - fh / 2.0;
+        out->w = fw;
+        out->h = fh;
+    }
+    out->flip = g.flip;
+    out->angle = g.angle * 180.0 / 3.14159265358979;
+    out->aspect = g.daspect;
+    out->saturation = g.dsat;
+    out->exposure = g.dexp;
+    out->hue = g.dhue;
+    return COORDL_OK;
+}
+
+/* Any thread: the item is read through the cache like a worker's (the
+ * API's own reader record), and a failure's detail goes to L->errmsg
+ * under the stream's lock (the consumer's calls write it under that lock). */
 CDL_PRIVATE coordl_status cdl__sample_transform(coordl *L, uint64_t epoch, uint64_t id, coordl_transform *out) {
-    if (!L || !out || id >= L->index.num_items) return COORDL_ERR_INVALID;
+    if (!L) return COORDL_ERR_INVALID;
+    if (!out || id >= L->index.num_items) {
+        cdl__lock(L);
+        if (!out) snprintf(L->errmsg, sizeof L->errmsg, "coordl_sample_transform: out must not be NULL");
+        else snprintf(L->errmsg, sizeof L->errmsg, "coordl_sample_transform: item %llu is not below num_items "
+                      "(%llu)", (unsigned long long)id, (unsigned long long)L->index.num_items);
+        cdl__unlock(L);
+        return COORDL_ERR_INVALID;
+    }
     memset(out, 0, sizeof *out);
     /* A throwaway worker: this is a diagnostic call, not the hot path. */
     cdl__worker W;
     memset(&W, 0, sizeof W);
     W.L = L;
     cdl__bytes in = {NULL, 0};
-    coordl_status rc = cdl__read_file(&W, id, &in);
-    if (rc == COORDL_OK && L->cfg.pipeline == COORDL_PIPE_AUDIO) {
-        /* audio: the crop window in (resampled) samples, from the header */
-        cdl__wav wav;
-        uint64_t n = 0;
-        rc = cdl__wav_open(&W, cdl__item_path(L, id), &in, &wav, &n);
-        if (rc == COORDL_OK) {
-            out->image_w = (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n);
-            out->image_h = 1;
-            out->x = (double)cdl__audio_offset(L, epoch, id, n);
-            out->w = L->cfg.audio_samples;
-            out->h = 1;
-        }
-        cdl__free(L, W.readbuf);
-        return rc;
-    }
-    if (rc == COORDL_OK && L->cfg.pipeline == COORDL_PIPE_TOKENS) {
-        out->image_w = L->cfg.seq_len + 1;
-        out->image_h = 1;
-        out->w = L->cfg.seq_len + 1;
-        out->h = 1;
-        cdl__free(L, W.readbuf);
-        return rc;
-    }
+    coordl_status rc = cdl__transform_bytes(&W, id, &in);
+    if (rc == COORDL_OK) rc = cdl__transform_of(&W, epoch, id, &in, out);
+    cdl__transform_done(&W);
     if (rc != COORDL_OK) {
-        cdl__free(L, W.readbuf);
-        return rc;
-    }
-    int iw = 0, ih = 0;
-    rc = cdl__image_size(&W, cdl__item_path(L, id), &in, &iw, &ih);
-    if (rc != COORDL_OK) {
-        cdl__free(L, W.readbuf);
-        return rc;
-    }
-    if (rc == COORDL_OK) {
-        cdl__geom g;
-        cdl__lock(L); /* the plan reads the output size coordl_set writes */
-        cdl__plan(L, L->cfg.out_w, L->cfg.out_h, epoch, id, iw, ih, &g);
+        if (!W.err[0]) snprintf(W.err, sizeof W.err, "%.400s: %s", cdl__item_path(L, id), coordl_strerror(rc));
+        cdl__lock(L);
+        snprintf(L->errmsg, sizeof L->errmsg, "coordl_sample_transform: %.480s", W.err);
         cdl__unlock(L);
-        out->image_w = (uint32_t)iw;
-        out->image_h = (uint32_t)ih;
-        out->x = g.x0; out->y = g.y0; out->w = g.sw; out->h = g.sh;
-        if (g.darknet) { /* the window's footprint, centred where the row's centre reads */
-            const double cx = g.out_w / 2.0, cy = g.out_h / 2.0;
-            const double fw = g.out_w * sqrt(g.m[0] * g.m[0] + g.m[3] * g.m[3]);
-            const double fh = g.out_h * sqrt(g.m[1] * g.m[1] + g.m[4] * g.m[4]);
-            out->x = g.m[0] * cx + g.m[1] * cy + g.m[2] - fw / 2.0;
-            out->y = g.m[3] * cx + g.m[4] * cy + g.m[5] - fh / 2.0;
-            out->w = fw;
-            out->h = fh;
-        }
-        out->flip = g.flip;
-        out->angle = g.angle * 180.0 / 3.14159265358979;
-        out->aspect = g.daspect;
-        out->saturation = g.dsat;
-        out->exposure = g.dexp;
-        out->hue = g.dhue;
+        memset(out, 0, sizeof *out);
     }
-    cdl__free(L, W.readbuf);
     return rc;
 }
+
 
 const char *coordl_errmsg(const coordl *L) { return L ? L->errmsg : cdl__open_errmsg; }
 
@@ -770,6 +849,7 @@ void coordl_close(coordl *L) {
     cdl__free(L, L->conf.group_copy);
     cdl__free(L, L->conf.topology_copy);
     cdl__placement_free(L, &L->place);
+    pthread_mutex_destroy(&L->api_reader.mu);
     coordl_allocator a = L->alloc;
     a.free_fn(a.user, L);
 }

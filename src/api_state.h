@@ -16,4 +16,11 @@ typedef struct cdl__consumer {
     uint64_t stall_tail_epoch;
 } cdl__consumer;
 
+/* The API's one reader record on the MinIO cache (CDL_READER_API): calls
+ * that may run on any thread (coordl_sample_transform) take mu while they
+ * read a cache entry in place, so two of them never share the record. */
+typedef struct cdl__api_reader {
+    pthread_mutex_t mu;
+} cdl__api_reader;
+
 #endif /* CDL_API_STATE_H */

@@ -38,6 +38,7 @@ struct coordl {
     cdl__placement place;        /* placement                               */
     cdl__pool pool;              /* pool                                    */
     cdl__consumer consumer;      /* api                                     */
+    cdl__api_reader api_reader;  /* api                                     */
     cdl__stats stats;            /* status                                  */
     char errmsg[CDL_ERRMSG_MAX]; /* status: the last error's detail         */
 };

@@ -100,7 +100,10 @@ static coordl_status cdl__index_class_dir(cdl__indexer *ix, char *path, size_t p
         int is_dir = e->d_type == DT_DIR, is_reg = e->d_type == DT_REG;
         int want_file = !is_dir && cdl__wanted_file(L, name);
         if (e->d_type == DT_UNKNOWN || e->d_type == DT_LNK || want_file) {
-            if (fstatat(dfd, name, &sb, 0) != 0) continue; /* dangling link */
+            if (fstatat(dfd, name, &sb, 0) != 0) { /* a dangling link: the tree does not hold the file */
+                cdl__log(L, COORDL_LOG_WARN, "source: %s/%s skipped: %s", path, name, strerror(errno));
+                continue;
+            }
             is_dir = S_ISDIR(sb.st_mode);
             is_reg = S_ISREG(sb.st_mode);
         }

@@ -37,7 +37,9 @@
  * then it reads as before. Entries and arena space are handed out in
  * position order and freed in that order once their rows are prepared.
  * A seek or coordl_set restarts it at the new position (a new generation:
- * reads still in flight finish into their own space and are dropped).
+ * reads still in flight finish into their own space and are dropped); a
+ * coordl_set of the output size alone keeps what it has read (the items at
+ * each position are the same).
  * Private loaders only: in a coordinated group the rows are claimed by
  * every member's workers, and each member reading ahead would read every
  * item k times. Lock order: the stream's lock, then this one; the I/O
@@ -253,13 +255,35 @@ CDL_PRIVATE void cdl__ra_pause(coordl *L) {
 
 /* Restarts at the stream's claim position, with the stream's geometry:
  * entries not taken are dropped (those still being read when their read
- * ends). Called under the stream's lock, when no row is in flight. */
-CDL_PRIVATE void cdl__ra_restart(coordl *L) {
+ * ends). With keep (the positions ahead hold the same items as before: an
+ * output-size change), and the snapshot the epoch ends come from
+ * unchanged, what was read ahead of the claim position stays: a Darknet
+ * resize every 10 batches would otherwise read up to readahead_items items
+ * again each time. Called under the stream's lock, when no row is in
+ * flight. */
+CDL_PRIVATE void cdl__ra_restart(coordl *L, int keep) {
     cdl__readahead *R = L->pool.ra;
     if (!R) return;
     pthread_mutex_lock(&R->mu);
-    R->gen++;
+    keep = keep && R->batch_size == L->cfg.batch_size && R->drop_last == L->cfg.drop_last &&
+           R->share == L->sampler.share && R->cut_epoch == L->S->cut_epoch && R->cut_pos == L->S->cut_pos;
     R->paused = 0;
+    if (keep) {
+        /* the claims go back to the consumer's position: entries there and
+         * beyond are taken as they are claimed again; any before it could
+         * never be */
+        for (uint64_t i = R->tail; i < R->head; i++) {
+            cdl__ra_entry *x = &R->e[i % R->depth];
+            if (cdl__pos_before(x->epoch, x->pos, L->S->claim_epoch, L->S->claim_pos)) x->stale = 1;
+        }
+        cdl__ra_trim(R);
+        R->front_epoch = L->S->claim_epoch; /* the next read stays after the kept entries */
+        R->front_pos = L->S->claim_pos;
+        pthread_cond_broadcast(&R->room_cv);
+        pthread_mutex_unlock(&R->mu);
+        return;
+    }
+    R->gen++;
     for (uint64_t i = R->tail; i < R->head; i++) R->e[i % R->depth].stale = 1;
     cdl__ra_trim(R);
     R->next_epoch = R->front_epoch = L->S->claim_epoch;

@@ -537,6 +537,18 @@ CDL_PRIVATE coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *
     return rc;
 }
 
+/* Whether this member still holds batch b: its generation still in the
+ * group, the slot READY with b's generation, taken and not yet released
+ * by it. What coordl_next_into checks after copying with the lock
+ * released: a member dropped meanwhile lost the slot, which may have been
+ * refilled while it was copied. Under mu. */
+CDL_PRIVATE int cdl__stream_holds(const coordl *L, const coordl_batch *b) {
+    if (b->slot_ == 0 || b->slot_ > L->ring.nslots) return 0;
+    const cdl__slot *sl = &L->ring.slots[b->slot_ - 1];
+    return cdl__member_current(L) && sl->state == CDL_SLOT_READY && (uint32_t)sl->gen == b->gen_ &&
+           (sl->taken_mask & L->member.bit) && !(sl->done_mask & L->member.bit);
+}
+
 /* release: only the batch the handle names, slot and generation; a stale
  * copy of a released batch (the slot has moved on), a batch of a dropped
  * member generation, or a second release is a no-op. Returns 1 when it
@@ -545,9 +557,7 @@ CDL_PRIVATE coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *
 CDL_PRIVATE int cdl__stream_release(coordl *L, const coordl_batch *b) {
     if (b->slot_ == 0 || b->slot_ > L->ring.nslots) return 0;
     cdl__slot *sl = &L->ring.slots[b->slot_ - 1];
-    if (!cdl__member_current(L) || sl->state != CDL_SLOT_READY || (uint32_t)sl->gen != b->gen_ ||
-        !(sl->taken_mask & L->member.bit) || (sl->done_mask & L->member.bit))
-        return 0;
+    if (!cdl__stream_holds(L, b)) return 0;
     sl->done_mask |= L->member.bit;
     L->consumer.held--;
     const int freed = cdl__slot_free_if_done(L, sl, 0);
@@ -632,9 +642,11 @@ CDL_PRIVATE void cdl__stream_pause(coordl *L) {
 }
 
 /* restart: frees every slot not held by the caller (a new generation for
- * each) and restarts the claims at the consumer's position. Under mu,
+ * each) and restarts the claims at the consumer's position. same_order: the
+ * positions from there on hold the items they held before (only the output
+ * size changed), so the read-ahead keeps what it has read. Under mu,
  * paused. */
-CDL_PRIVATE void cdl__stream_restart(coordl *L) {
+CDL_PRIVATE void cdl__stream_restart(coordl *L, int same_order) {
     for (uint32_t s = 0; s < L->ring.nslots; s++) {
         cdl__slot *sl = &L->ring.slots[s];
         const int held = sl->state == CDL_SLOT_READY && (sl->taken_mask & ~sl->done_mask & L->member.bit);
@@ -647,7 +659,7 @@ CDL_PRIVATE void cdl__stream_restart(coordl *L) {
     L->S->claim_pos = L->consumer.cur_pos;
     L->S->claim_index = L->consumer.cur_index;
     L->S->paused = 0;
-    cdl__ra_restart(L); /* the read-ahead follows the claims */
+    cdl__ra_restart(L, same_order); /* the read-ahead follows the claims */
     cdl__broadcast(L, &L->S->work_cv);
     cdl__stream_check(L, "restart");
 }

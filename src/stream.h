@@ -27,8 +27,9 @@ CDL_PRIVATE coordl_status cdl__ring_alloc(coordl *L, uint32_t rows_cap, size_t d
 CDL_PRIVATE void cdl__ring_free(coordl *L);
 CDL_PRIVATE int cdl__stream_find(const coordl *L);
 CDL_PRIVATE void cdl__stream_pause(coordl *L);
+CDL_PRIVATE int cdl__stream_holds(const coordl *L, const coordl_batch *b);
 CDL_PRIVATE int cdl__stream_release(coordl *L, const coordl_batch *b);
-CDL_PRIVATE void cdl__stream_restart(coordl *L);
+CDL_PRIVATE void cdl__stream_restart(coordl *L, int same_order);
 CDL_PRIVATE coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *out);
 CDL_PRIVATE int cdl__stream_try_claim(coordl *L, cdl__claim *c);
 #endif /* CDL_STREAM_H */

@@ -31,12 +31,38 @@
  * an ImageFolder of the same tree orders its files (by class, then path),
  * so a tar of a tree gives the tree's batches. With .cls labels, items are
  * in shard order, then in member order. Hidden members (a path component
- * starting with '.') are skipped, as ImageFolder skips hidden files. */
+ * starting with '.') are skipped, as ImageFolder skips hidden files.
+ * Links are members like any other (a tar of a tree holds a file's second
+ * hard link, and every symbolic link, as a link, not as data): once the
+ * shard's headers are all read (a symbolic link may point forward), each
+ * link is followed to the regular member it leads to, inside the same
+ * shard, and the item reads that member's bytes under the link's name. A
+ * hard link names an earlier member; a symbolic link's relative target is
+ * taken from the link's folder, folders on its way may be links too. A
+ * link that leads nowhere in the shard (an absolute target, one climbing
+ * out of it, a missing member, a folder, a loop) is skipped with a warning
+ * in the log, as are sparse members (their data is not the file). */
 #define CDL_TAR_BLOCK 512u
 #define CDL_TAR_WINDOW 4096u     /* largest small-member read (its data and the next header) */
 #define CDL_TAR_NAME_MAX 4096u   /* longest member name accepted */
 #define CDL_TAR_PAX_MAX (1u << 20) /* largest pax extended header accepted */
 #define CDL_TAR_CLS_MAX 64u      /* a .cls member longer than this is not a class number */
+#define CDL_TAR_LINK_HOPS 40u    /* links followed for one, as Linux's MAXSYMLINKS: more is a loop */
+#define CDL_TAR_SKIPS_LOGGED 8u  /* skipped members named one by one; the rest are counted */
+#define CDL_TAR_NONE UINT32_MAX
+
+/* What a member is, for link resolution. */
+enum { CDL_TAR_FILE = 'f', CDL_TAR_HARD = 'h', CDL_TAR_SYM = 's', CDL_TAR_DIR = 'd', CDL_TAR_OTHER = 'o' };
+
+/* A member of the shard being scanned, kept until its links are resolved. */
+typedef struct cdl__tar_entry {
+    uint64_t name_off;   /* its path, normalized, in t->names             */
+    uint64_t target_off; /* a link's target as stored, in t->names        */
+    uint64_t hdr, data, size; /* its header; a regular member's data      */
+    uint32_t order;      /* its position in the shard                      */
+    uint32_t leads_to;   /* a link's regular member once resolved, or CDL_TAR_NONE */
+    char kind;           /* CDL_TAR_*                                      */
+} cdl__tar_entry;
 
 /* A sample while the shards are scanned (the items are built from these
  * once every shard is indexed and the labels are known). */
@@ -47,6 +73,8 @@ typedef struct cdl__tar_sample {
     uint32_t shard;
     uint32_t member_off; /* the member's name: path + member_off       */
     int32_t label;       /* the .cls label, or -1                      */
+    uint32_t image_link, cls_link; /* while its shard is scanned: the link
+                            entry the image (or .cls) is, or CDL_TAR_NONE */
 } cdl__tar_sample;
 
 typedef struct cdl__tar_index {
@@ -62,13 +90,22 @@ typedef struct cdl__tar_index {
     char *pending_name; size_t pending_cap; int have_pending_name; /* GNU 'L' or pax path */
     uint64_t pending_size; int have_pending_size;                 /* pax size            */
     int pending_sparse;                                           /* pax GNU.sparse.*    */
+    char *pending_link; size_t pending_link_cap; int have_pending_link; /* GNU 'K' or pax linkpath */
     cdl__u8 *pax; size_t pax_cap;
     /* the sample being grouped */
     char *key; size_t key_len, key_cap; int in_sample;
     char *image; size_t image_cap; int has_image;
     uint64_t image_off, image_bytes;
     int32_t cls;
+    uint32_t image_link, cls_link; /* the image (.cls) is a link entry   */
     char *path; size_t path_cap; /* "shard:member" being built */
+    /* the shard's members by name, for its links */
+    cdl__tar_entry *entries; size_t nentries, entries_cap;
+    char *names; size_t names_len, names_cap;
+    uint32_t *by_name; size_t by_name_cap; /* entries sorted by (name, order) */
+    char *link_path, *link_work; size_t link_path_cap, link_work_cap;
+    size_t nlinks, first_sample; /* in this shard */
+    size_t skipped; /* links and sparse members skipped (the first few logged) */
     /* every shard's samples so far */
     cdl__tar_sample *samples; size_t nsamples, samples_cap;
     /* class folders seen (first components of member paths), NUL-separated */
@@ -212,13 +249,15 @@ static coordl_status cdl__tar_flush(cdl__tar_index *t) {
     s->shard = t->shard_index;
     s->member_off = (uint32_t)(slen + 1);
     s->label = t->cls;
+    s->image_link = t->image_link;
+    s->cls_link = t->cls_link;
     t->nsamples++;
     return COORDL_OK;
 }
 
 /* A .cls member: decimal digits, optionally surrounded by white space. */
 static coordl_status cdl__tar_read_cls(cdl__tar_index *t, const char *name, uint64_t hdr, uint64_t data,
-                                       uint64_t size) {
+                                       uint64_t size, int32_t *label) {
     char text[CDL_TAR_CLS_MAX + 1];
     if (size > CDL_TAR_CLS_MAX)
         return cdl__open_fail(COORDL_ERR_CORRUPT, "source: tar shard %s: .cls member \"%s\" at offset %llu has "
@@ -240,24 +279,124 @@ static coordl_status cdl__tar_read_cls(cdl__tar_index *t, const char *name, uint
                               "\"%s\" is not a class number (0..2147483646)", t->shard, name,
                               (unsigned long long)hdr, text + a);
     }
-    t->cls = (int32_t)v;
+    *label = (int32_t)v;
     return COORDL_OK;
 }
 
-/* One member: class folders are noted; a regular file joins (or starts)
- * the sample of its key. */
-static coordl_status cdl__tar_member(cdl__tar_index *t, char *name, int regular, int dir, uint64_t hdr,
-                                     uint64_t data, uint64_t size) {
+/* A skipped member, in the log: the first few by name, the rest counted
+ * (cdl__index_tar logs how many). */
+static void cdl__tar_skip(cdl__tar_index *t, const char *fmt, ...) {
+    char msg[CDL_ERRMSG_MAX];
+    va_list ap;
+    if (t->skipped++ >= CDL_TAR_SKIPS_LOGGED) return;
+    va_start(ap, fmt);
+    cdl__vformat(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    cdl__log(t->L, COORDL_LOG_WARN, "source: tar shard %s: %s", t->shard, msg);
+}
+
+/* A path with its empty and "." components dropped and each ".." taking
+ * the component before it away: into out (cap bytes), its length in *len.
+ * 0 when a ".." climbs above the shard's root, or out is too small. */
+static int cdl__tar_normalize(const char *in, size_t n, char *out, size_t cap, size_t *len) {
+    size_t o = 0, i = 0;
+    while (i < n) {
+        while (i < n && in[i] == '/') i++;
+        size_t j = i;
+        while (j < n && in[j] != '/') j++;
+        const size_t c = j - i;
+        if (c == 2 && in[i] == '.' && in[i + 1] == '.') {
+            if (o == 0) return 0;
+            while (o > 0 && out[o - 1] != '/') o--;
+            if (o > 0) o--; /* the slash before it */
+        } else if (c > 0 && !(c == 1 && in[i] == '.')) {
+            if (o + 1 + c + 1 > cap) return 0;
+            if (o) out[o++] = '/';
+            memcpy(out + o, in + i, c);
+            o += c;
+        }
+        i = j;
+    }
+    if (o + 1 > cap) return 0;
+    out[o] = '\0';
+    *len = o;
+    return 1;
+}
+
+/* Adds s (n bytes) to the shard's name arena; its offset in *off. */
+static int cdl__tar_name_add(cdl__tar_index *t, const char *s, size_t n, uint64_t *off) {
+    if (!cdl__reserve(t->L, (void **)&t->names, &t->names_cap, t->names_len + n + 1)) return 0;
+    memcpy(t->names + t->names_len, s, n);
+    t->names[t->names_len + n] = '\0';
+    *off = t->names_len;
+    t->names_len += n + 1;
+    return 1;
+}
+
+/* Records a member for link resolution: its normalized name, and a link's
+ * target as stored. Returns its entry, or CDL_TAR_NONE when its name
+ * cannot be a target (it climbs out of the shard) or memory ran out
+ * (*nomem). */
+static uint32_t cdl__tar_entry_add(cdl__tar_index *t, const char *name, int kind, const char *target, uint64_t hdr,
+                                   uint64_t data, uint64_t size, int *nomem) {
     coordl *L = t->L;
+    const size_t n = strlen(name);
+    size_t len;
+    *nomem = 0;
+    if (t->nentries >= CDL_TAR_NONE) return CDL_TAR_NONE;
+    if (!cdl__reserve(L, (void **)&t->link_path, &t->link_path_cap, n + 1) ||
+        !cdl__reserve(L, (void **)&t->entries, &t->entries_cap, (t->nentries + 1) * sizeof *t->entries)) {
+        *nomem = 1;
+        return CDL_TAR_NONE;
+    }
+    if (!cdl__tar_normalize(name, n, t->link_path, t->link_path_cap, &len)) return CDL_TAR_NONE;
+    cdl__tar_entry *e = &t->entries[t->nentries];
+    memset(e, 0, sizeof *e);
+    if (!cdl__tar_name_add(t, t->link_path, len, &e->name_off) ||
+        (target && !cdl__tar_name_add(t, target, strlen(target), &e->target_off))) {
+        *nomem = 1;
+        return CDL_TAR_NONE;
+    }
+    e->kind = (char)kind;
+    e->hdr = hdr;
+    e->data = data;
+    e->leads_to = CDL_TAR_NONE;
+    e->size = size;
+    e->order = (uint32_t)t->nentries;
+    if (kind == CDL_TAR_HARD || kind == CDL_TAR_SYM) t->nlinks++;
+    return (uint32_t)t->nentries++;
+}
+
+/* One member: class folders are noted; a file (regular, or a link to be
+ * resolved once the shard is read) joins (or starts) the sample of its
+ * key. kind: CDL_TAR_*; target: a link's target; sparse: a sparse member
+ * (skipped, logged). */
+static coordl_status cdl__tar_member(cdl__tar_index *t, char *name, int kind, const char *target, int sparse,
+                                     uint64_t hdr, uint64_t data, uint64_t size) {
+    coordl *L = t->L;
+    int nomem;
+    const uint32_t entry = cdl__tar_entry_add(t, name, sparse ? CDL_TAR_OTHER : kind, target, hdr, data, size, &nomem);
+    if (nomem) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory while indexing %s", t->shard);
     while (name[0] == '.' && name[1] == '/') name += 2;
     while (name[0] == '/') name++;
     size_t n = strlen(name);
     while (n > 0 && name[n - 1] == '/') name[--n] = '\0';
     if (n == 0 || name[0] == '.' || strstr(name, "/.")) return COORDL_OK; /* hidden, as in an ImageFolder */
     const char *slash = strchr(name, '/');
-    if ((slash || dir) && !cdl__tar_note_class(t, name, slash ? (size_t)(slash - name) : n))
+    if ((slash || kind == CDL_TAR_DIR) && !cdl__tar_note_class(t, name, slash ? (size_t)(slash - name) : n))
         return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory while indexing %s", t->shard);
-    if (!regular) return COORDL_OK;
+    if (sparse) {
+        cdl__tar_skip(t, "sparse member \"%s\" at offset %llu skipped (coordl reads regular members only; "
+                      "archive it without --sparse)", name, (unsigned long long)hdr);
+        return COORDL_OK;
+    }
+    const int link = kind == CDL_TAR_HARD || kind == CDL_TAR_SYM;
+    if (kind != CDL_TAR_FILE && !link) return COORDL_OK;
+    if (link && entry == CDL_TAR_NONE) {
+        cdl__tar_skip(t, "link \"%s\" at offset %llu skipped: its name climbs out of the shard", name,
+                      (unsigned long long)hdr);
+        return COORDL_OK;
+    }
     const char *base = strrchr(name, '/');
     base = base ? base + 1 : name;
     const char *dot = strchr(base, '.');
@@ -273,6 +412,7 @@ static coordl_status cdl__tar_member(cdl__tar_index *t, char *name, int regular,
         t->in_sample = 1;
         t->has_image = 0;
         t->cls = -1;
+        t->image_link = t->cls_link = CDL_TAR_NONE;
     }
     if (!t->has_image && cdl__wanted_file(L, base)) {
         if (!cdl__reserve(L, (void **)&t->image, &t->image_cap, n + 1))
@@ -281,14 +421,185 @@ static coordl_status cdl__tar_member(cdl__tar_index *t, char *name, int regular,
         t->has_image = 1;
         t->image_off = data;
         t->image_bytes = size;
-    } else if (dot && strcasecmp(dot + 1, "cls") == 0 && t->cls < 0) {
-        return cdl__tar_read_cls(t, name, hdr, data, size);
+        t->image_link = link ? entry : CDL_TAR_NONE;
+    } else if (dot && strcasecmp(dot + 1, "cls") == 0 && t->cls < 0 && t->cls_link == CDL_TAR_NONE) {
+        if (link) t->cls_link = entry; /* read once the link is resolved */
+        else return cdl__tar_read_cls(t, name, hdr, data, size, &t->cls);
     }
     return COORDL_OK;
 }
 
-/* A pax extended header: records "<len> <key>=<value>\n"; path and size
- * apply to the next member; GNU sparse members are refused (skipped). */
+/* Entries by (name, order), for cdl__tar_lookup. */
+static _Thread_local const cdl__tar_index *cdl__tar_entries_tls;
+static int cdl__cmp_tar_entry(const void *a, const void *b) {
+    const cdl__tar_index *t = cdl__tar_entries_tls;
+    const cdl__tar_entry *x = &t->entries[*(const uint32_t *)a], *y = &t->entries[*(const uint32_t *)b];
+    const int c = strcmp(t->names + x->name_off, t->names + y->name_off);
+    if (c) return c;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* The last member named path before position `before` (a hard link names
+ * a member archived before it; anything else sees the shard's last one,
+ * as extracting it would leave), or CDL_TAR_NONE. */
+static uint32_t cdl__tar_lookup(const cdl__tar_index *t, const char *path, uint32_t before) {
+    size_t lo = 0, hi = t->nentries; /* first entry after (path, before) */
+    while (lo < hi) {
+        const size_t mid = (lo + hi) / 2;
+        const cdl__tar_entry *m = &t->entries[t->by_name[mid]];
+        const int c = strcmp(t->names + m->name_off, path);
+        if (c < 0 || (c == 0 && m->order < before)) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == 0) return CDL_TAR_NONE;
+    const uint32_t e = t->by_name[lo - 1];
+    return strcmp(t->names + t->entries[e].name_off, path) == 0 ? e : CDL_TAR_NONE;
+}
+
+/* t->link_path = the folder of `from` (a normalized member path; its
+ * first `from_len` bytes), then target, then tail, normalized. 0 and why
+ * when it cannot be a member of the shard. */
+static int cdl__tar_join(cdl__tar_index *t, const char *from, size_t from_len, const char *target, const char *tail,
+                         const char **why) {
+    size_t dir = from_len;
+    while (dir > 0 && from[dir - 1] != '/') dir--;
+    const size_t tl = strlen(target), rest = strlen(tail), need = dir + tl + rest + 1;
+    if (target[0] == '/') { *why = "its target is an absolute path (outside the shard)"; return 0; }
+    if (tl == 0) { *why = "its target is empty"; return 0; }
+    if (!cdl__reserve(t->L, (void **)&t->link_work, &t->link_work_cap, need)) {
+        *why = "out of memory";
+        return 0;
+    }
+    memcpy(t->link_work, from, dir); /* from and tail may point into link_path: copied before it may move */
+    memcpy(t->link_work + dir, target, tl);
+    memcpy(t->link_work + dir + tl, tail, rest);
+    if (!cdl__reserve(t->L, (void **)&t->link_path, &t->link_path_cap, need)) {
+        *why = "out of memory";
+        return 0;
+    }
+    size_t len;
+    if (!cdl__tar_normalize(t->link_work, dir + tl + rest, t->link_path, t->link_path_cap, &len)) {
+        *why = "its target climbs out of the shard";
+        return 0;
+    }
+    return 1;
+}
+
+/* The regular member link entry e leads to, or CDL_TAR_NONE and why. */
+static uint32_t cdl__tar_follow(cdl__tar_index *t, uint32_t e, const char **why) {
+    uint32_t x = e;
+    unsigned hops = 0;
+    for (;;) {
+        const cdl__tar_entry m = t->entries[x]; /* a copy: the arenas do not move, but x changes */
+        if (m.kind == CDL_TAR_FILE) return x;
+        if (m.kind == CDL_TAR_DIR) {
+            *why = "it leads to a folder (a tar holds the link, not the files under it)";
+            return CDL_TAR_NONE;
+        }
+        if (m.kind != CDL_TAR_HARD && m.kind != CDL_TAR_SYM) {
+            *why = "it leads to a member that is not a regular file";
+            return CDL_TAR_NONE;
+        }
+        if (++hops > CDL_TAR_LINK_HOPS) {
+            *why = "a loop of links (or a chain of more than 40)";
+            return CDL_TAR_NONE;
+        }
+        const char *target = t->names + m.target_off;
+        if (m.kind == CDL_TAR_HARD) { /* an archive path, as stored */
+            size_t len;
+            if (!cdl__reserve(t->L, (void **)&t->link_path, &t->link_path_cap, strlen(target) + 1)) {
+                *why = "out of memory";
+                return CDL_TAR_NONE;
+            }
+            if (!cdl__tar_normalize(target, strlen(target), t->link_path, t->link_path_cap, &len)) {
+                *why = "its target climbs out of the shard";
+                return CDL_TAR_NONE;
+            }
+        } else {
+            const char *name = t->names + m.name_off;
+            if (!cdl__tar_join(t, name, strlen(name), target, "", why)) return CDL_TAR_NONE;
+        }
+        /* a folder on the way may itself be a symbolic link */
+        size_t i = 0;
+        while (t->link_path[i]) {
+            if (t->link_path[i] != '/') { i++; continue; }
+            t->link_path[i] = '\0';
+            const uint32_t y = cdl__tar_lookup(t, t->link_path, CDL_TAR_NONE);
+            t->link_path[i] = '/';
+            const int ykind = y == CDL_TAR_NONE ? CDL_TAR_DIR : t->entries[y].kind; /* folders need no member */
+            if (ykind == CDL_TAR_DIR) {
+                i++;
+                continue;
+            }
+            if (ykind != CDL_TAR_SYM) {
+                *why = "a folder on its way is a file";
+                return CDL_TAR_NONE;
+            }
+            if (++hops > CDL_TAR_LINK_HOPS) {
+                *why = "a loop of links (or a chain of more than 40)";
+                return CDL_TAR_NONE;
+            }
+            if (!cdl__tar_join(t, t->link_path, i, t->names + t->entries[y].target_off, t->link_path + i, why))
+                return CDL_TAR_NONE;
+            i = 0;
+        }
+        x = cdl__tar_lookup(t, t->link_path, m.kind == CDL_TAR_HARD ? m.order : CDL_TAR_NONE);
+        if (x == CDL_TAR_NONE) {
+            *why = "no member of the shard has its target's name";
+            return CDL_TAR_NONE;
+        }
+    }
+}
+
+/* Once the shard's headers are read: every link followed to the regular
+ * member it leads to; the shard's samples whose image (or .cls) is a link
+ * take that member's bytes, and those whose image leads nowhere are
+ * dropped, with a warning naming each link that was skipped. */
+static coordl_status cdl__tar_resolve_links(cdl__tar_index *t) {
+    coordl *L = t->L;
+    if (!t->nlinks) return COORDL_OK;
+    if (!cdl__reserve(L, (void **)&t->by_name, &t->by_name_cap, t->nentries * sizeof *t->by_name))
+        return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory while indexing %s", t->shard);
+    for (size_t i = 0; i < t->nentries; i++) t->by_name[i] = (uint32_t)i;
+    cdl__tar_entries_tls = t;
+    qsort(t->by_name, t->nentries, sizeof *t->by_name, cdl__cmp_tar_entry);
+    cdl__tar_entries_tls = NULL;
+    for (size_t i = 0; i < t->nentries; i++) {
+        cdl__tar_entry *e = &t->entries[i];
+        if (e->kind != CDL_TAR_HARD && e->kind != CDL_TAR_SYM) continue;
+        const char *why = "";
+        e->leads_to = cdl__tar_follow(t, (uint32_t)i, &why);
+        if (e->leads_to != CDL_TAR_NONE) continue;
+        if (strcmp(why, "out of memory") == 0)
+            return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory while indexing %s", t->shard);
+        const char *name = t->names + e->name_off;
+        if (name[0] == '.' || strstr(name, "/.")) continue; /* hidden: skipped anyway, quietly */
+        cdl__tar_skip(t, "%s link \"%s\" -> \"%s\" skipped: %s", e->kind == CDL_TAR_HARD ? "hard" : "symbolic", name,
+                      t->names + e->target_off, why);
+    }
+    size_t kept = t->first_sample;
+    for (size_t i = t->first_sample; i < t->nsamples; i++) {
+        cdl__tar_sample s = t->samples[i];
+        if (s.image_link != CDL_TAR_NONE) {
+            const uint32_t to = t->entries[s.image_link].leads_to;
+            if (to == CDL_TAR_NONE) continue; /* its image leads nowhere: logged above */
+            s.offset = t->entries[to].data;
+            s.bytes = t->entries[to].size;
+        }
+        if (s.cls_link != CDL_TAR_NONE && t->entries[s.cls_link].leads_to != CDL_TAR_NONE) {
+            const cdl__tar_entry *link = &t->entries[s.cls_link], *c = &t->entries[link->leads_to];
+            coordl_status rc = cdl__tar_read_cls(t, t->names + link->name_off, link->hdr, c->data, c->size, &s.label);
+            if (rc != COORDL_OK) return rc;
+        }
+        s.image_link = s.cls_link = CDL_TAR_NONE;
+        t->samples[kept++] = s;
+    }
+    t->nsamples = kept;
+    return COORDL_OK;
+}
+
+/* A pax extended header: records "<len> <key>=<value>\n"; path, linkpath
+ * and size apply to the next member; GNU sparse members are skipped. */
 static coordl_status cdl__tar_pax(cdl__tar_index *t, uint64_t hdr, const cdl__u8 *p, size_t n) {
     size_t at = 0;
     while (at < n) {
@@ -323,8 +634,27 @@ static coordl_status cdl__tar_pax(cdl__tar_index *t, uint64_t hdr, const cdl__u8
                                       "header at offset %llu", t->shard, (unsigned long long)hdr);
             t->pending_size = v;
             t->have_pending_size = 1;
+        } else if (klen == 8 && memcmp(kv, "linkpath", 8) == 0) {
+            if (vlen >= CDL_TAR_NAME_MAX || memchr(eq + 1, '\0', vlen))
+                return cdl__open_fail(COORDL_ERR_CORRUPT, "source: tar shard %s: pax linkpath of %zu bytes at "
+                                      "offset %llu", t->shard, vlen, (unsigned long long)hdr);
+            if (!cdl__reserve(t->L, (void **)&t->pending_link, &t->pending_link_cap, vlen + 1))
+                return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory while indexing %s", t->shard);
+            memcpy(t->pending_link, eq + 1, vlen);
+            t->pending_link[vlen] = '\0';
+            t->have_pending_link = 1;
         } else if (klen > 11 && memcmp(kv, "GNU.sparse.", 11) == 0) {
             t->pending_sparse = 1;
+            /* format 1.0 stores the member as GNUSparseFile.<pid>/<name>: the
+             * real name names it in the log and notes its class folder */
+            if (klen == 15 && memcmp(kv + 11, "name", 4) == 0 && vlen > 0 && vlen < CDL_TAR_NAME_MAX &&
+                !memchr(eq + 1, '\0', vlen)) {
+                if (!cdl__reserve(t->L, (void **)&t->pending_name, &t->pending_cap, vlen + 1))
+                    return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory while indexing %s", t->shard);
+                memcpy(t->pending_name, eq + 1, vlen);
+                t->pending_name[vlen] = '\0';
+                t->have_pending_name = 1;
+            }
         }
         at += len;
     }
@@ -339,9 +669,11 @@ static coordl_status cdl__tar_scan(cdl__tar_index *t) {
     coordl_status rc = COORDL_OK;
     t->win_off = 0;
     t->win_len = 0;
-    t->have_pending_name = t->have_pending_size = t->pending_sparse = 0;
+    t->have_pending_name = t->have_pending_size = t->pending_sparse = t->have_pending_link = 0;
     t->in_sample = 0;
     t->have_last_class = 0;
+    t->nentries = t->names_len = t->nlinks = 0;
+    t->first_sample = t->nsamples;
     for (;;) {
         if (t->size - off < CDL_TAR_BLOCK) {
             if (off == t->size)
@@ -365,7 +697,18 @@ static coordl_status cdl__tar_scan(cdl__tar_index *t) {
         const int type = h[156];
         const int meta = type == 'L' || type == 'K' || type == 'x' || type == 'g';
         if (!meta && t->have_pending_size) size = t->pending_size;
-        const uint64_t data = off + CDL_TAR_BLOCK;
+        uint64_t data = off + CDL_TAR_BLOCK;
+        if (type == 'S' && h[482]) { /* old GNU sparse: extension headers (a flag each at 504) precede the data */
+            cdl__u8 ext[CDL_TAR_BLOCK];
+            do {
+                if (t->size - data < CDL_TAR_BLOCK)
+                    return cdl__open_fail(COORDL_ERR_CORRUPT, "source: tar shard %s: the sparse member at offset %llu "
+                                          "has extension headers past the end of the shard (truncated?)", t->shard,
+                                          (unsigned long long)off);
+                if ((rc = cdl__tar_get(t, data, CDL_TAR_BLOCK, ext)) != COORDL_OK) return rc;
+                data += CDL_TAR_BLOCK;
+            } while (ext[504]);
+        }
         if (size > t->size - data)
             return cdl__open_fail(COORDL_ERR_CORRUPT, "source: tar shard %s: the member at offset %llu has %llu "
                                   "data bytes, past the end of the shard (%llu bytes; truncated?)", t->shard,
@@ -380,6 +723,15 @@ static coordl_status cdl__tar_scan(cdl__tar_index *t) {
             if ((rc = cdl__tar_get_data(t, data, (size_t)size, t->pending_name)) != COORDL_OK) return rc;
             t->pending_name[size] = '\0'; /* the name ends at its first NUL */
             t->have_pending_name = 1;
+        } else if (type == 'K') { /* GNU long link target of the next member */
+            if (size == 0 || size >= CDL_TAR_NAME_MAX)
+                return cdl__open_fail(COORDL_ERR_CORRUPT, "source: tar shard %s: GNU long link name of %llu bytes at "
+                                      "offset %llu", t->shard, (unsigned long long)size, (unsigned long long)off);
+            if (!cdl__reserve(t->L, (void **)&t->pending_link, &t->pending_link_cap, (size_t)size + 1))
+                return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory while indexing %s", t->shard);
+            if ((rc = cdl__tar_get_data(t, data, (size_t)size, t->pending_link)) != COORDL_OK) return rc;
+            t->pending_link[size] = '\0';
+            t->have_pending_link = 1;
         } else if (type == 'x') { /* pax extended header of the next member */
             if (size > CDL_TAR_PAX_MAX)
                 return cdl__open_fail(COORDL_ERR_CORRUPT, "source: tar shard %s: pax extended header of %llu bytes "
@@ -388,8 +740,8 @@ static coordl_status cdl__tar_scan(cdl__tar_index *t) {
                 return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory while indexing %s", t->shard);
             if ((rc = cdl__tar_get_data(t, data, (size_t)size, t->pax)) != COORDL_OK) return rc;
             if ((rc = cdl__tar_pax(t, off, t->pax, (size_t)size)) != COORDL_OK) return rc;
-        } else if (!meta) { /* 'K' (long link name) and 'g' (pax global) change nothing we use */
-            char name[CDL_TAR_BLOCK];
+        } else if (!meta) { /* 'g' (pax global) changes nothing we use */
+            char name[CDL_TAR_BLOCK], target[101];
             char *nm = name;
             if (t->have_pending_name) {
                 nm = t->pending_name;
@@ -403,14 +755,24 @@ static coordl_status cdl__tar_scan(cdl__tar_index *t) {
                 memcpy(name + pn, h, nn);
                 name[pn + nn] = '\0';
             }
-            const int regular = (type == '0' || type == '\0' || type == '7') && !t->pending_sparse;
-            rc = cdl__tar_member(t, nm, regular, type == '5', off, data, size);
+            const int kind = type == '0' || type == '\0' || type == '7' ? CDL_TAR_FILE
+                             : type == '1' ? CDL_TAR_HARD : type == '2' ? CDL_TAR_SYM : type == '5' ? CDL_TAR_DIR
+                             : CDL_TAR_OTHER;
+            const char *tg = NULL;
+            if (kind == CDL_TAR_HARD || kind == CDL_TAR_SYM) {
+                const size_t tn = strnlen((const char *)h + 157, 100);
+                memcpy(target, h + 157, tn);
+                target[tn] = '\0';
+                tg = t->have_pending_link ? t->pending_link : target;
+            }
+            rc = cdl__tar_member(t, nm, kind, tg, type == 'S' || t->pending_sparse, off, data, size);
             if (rc != COORDL_OK) return rc;
-            t->have_pending_name = t->have_pending_size = t->pending_sparse = 0;
+            t->have_pending_name = t->have_pending_size = t->pending_sparse = t->have_pending_link = 0;
         }
         off = next;
     }
-    return cdl__tar_flush(t);
+    if ((rc = cdl__tar_flush(t)) != COORDL_OK) return rc;
+    return cdl__tar_resolve_links(t);
 }
 
 static int cdl__cmp_cstr(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
@@ -639,7 +1001,16 @@ CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, const char *list_t
     }
     if (rc == COORDL_OK) rc = cdl__tar_finish(&t);
     cdl__free(L, t.win);
+    if (rc == COORDL_OK && t.skipped > CDL_TAR_SKIPS_LOGGED)
+        cdl__log(L, COORDL_LOG_WARN, "source: %s: %zu more link or sparse members skipped (the first %u are named "
+                 "above)", L->cfg.source, t.skipped - CDL_TAR_SKIPS_LOGGED, CDL_TAR_SKIPS_LOGGED);
     cdl__free(L, t.pending_name);
+    cdl__free(L, t.pending_link);
+    cdl__free(L, t.entries);
+    cdl__free(L, t.names);
+    cdl__free(L, t.by_name);
+    cdl__free(L, t.link_path);
+    cdl__free(L, t.link_work);
     cdl__free(L, t.pax);
     cdl__free(L, t.key);
     cdl__free(L, t.image);

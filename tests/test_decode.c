@@ -701,6 +701,74 @@ static void test_sample_transform_reports_the_crop_seen_in_pixels(void **state)
     free(list);
 }
 
+/* Runs one whole epoch on L, releasing every batch. */
+static void run_one_epoch(coordl *L)
+{
+    for (;;) {
+        coordl_batch b;
+        coordl_status rc = coordl_next(L, &b);
+        if (rc == COORDL_END_OF_EPOCH) return;
+        assert_int_equal(rc, COORDL_OK);
+        coordl_release(L, &b);
+    }
+}
+
+static void test_sample_transform_reads_a_cached_item_deleted_from_storage(void **state)
+{
+    (void)state;
+    /* coordl_sample_transform reads "from the cache or storage": once an
+     * epoch has cached every item (MinIO, and the LRU alternative), an item
+     * deleted from disk still answers with the size its header gives; a
+     * handle without a cache fails it with COORDL_ERR_IO and says which
+     * file, and a bad id says why too */
+    char *root = tu_join(g_dir, "transform_cached");
+    tu_folder_spec spec = {2, 4, 40, 30, 24, TU_PAT_TEXTURED, TU_FMT_JPEG, 90, 5};
+    const uint64_t bytes = tu_make_image_folder(root, &spec);
+    const coordl_cache_policy policies[2] = {COORDL_CACHE_MINIO, COORDL_CACHE_LRU};
+    for (int k = 0; k < 2; k++) {
+        char *victim = tu_folder_file(root, &spec, 1, 2 + k); /* a different file each round */
+        coordl_config cfg = tu_config(root);
+        cfg.cache_policy = policies[k];
+        cfg.cache_bytes = 2 * bytes;
+        coordl *L = tu_open(&cfg);
+        cfg.cache_bytes = 0;
+        coordl *uncached = tu_open(&cfg);
+        uint64_t id = UINT64_MAX;
+        for (uint64_t i = 0; i < coordl_num_items(L); i++)
+            if (strcmp(coordl_item_path(L, i), victim) == 0) id = i;
+        assert_true(id != UINT64_MAX);
+        coordl_transform before, after;
+        assert_int_equal(coordl_sample_transform(L, 0, id, &before), COORDL_OK);
+        assert_true(before.image_w >= 40 && before.image_w <= 64);
+        run_one_epoch(L);
+        coordl_stats st;
+        coordl_get_stats(L, &st);
+        assert_int_equal(st.cache_items, coordl_num_items(L));
+        assert_int_equal(remove(victim), 0);
+        coordl_status rc = coordl_sample_transform(L, 0, id, &after);
+        if (rc != COORDL_OK)
+            fail_msg("%s cache: coordl_sample_transform of a cached item deleted from storage = %d (%s)",
+                     k ? "LRU" : "MinIO", (int)rc, coordl_errmsg(L));
+        assert_int_equal(after.image_w, before.image_w);
+        assert_int_equal(after.image_h, before.image_h);
+        assert_true(after.x == before.x && after.y == before.y && after.w == before.w && after.h == before.h);
+        assert_int_equal(after.flip, before.flip);
+        /* no cache: storage only, and the error names the file */
+        assert_int_equal(coordl_sample_transform(uncached, 0, id, &after), COORDL_ERR_IO);
+        if (!strstr(coordl_errmsg(uncached), victim))
+            fail_msg("errmsg \"%s\" does not name %s", coordl_errmsg(uncached), victim);
+        assert_int_equal(after.image_w, 0);
+        assert_int_equal(coordl_sample_transform(uncached, 0, coordl_num_items(L), &after), COORDL_ERR_INVALID);
+        if (!strstr(coordl_errmsg(uncached), "num_items"))
+            fail_msg("errmsg \"%s\" for a bad id does not say why", coordl_errmsg(uncached));
+        coordl_close(uncached);
+        coordl_close(L);
+        free(victim);
+    }
+    tu_rmtree(root);
+    free(root);
+}
+
 static void test_eval_center_crop_after_shorter_side_resize(void **state)
 {
     (void)state;
@@ -779,6 +847,7 @@ int main(void)
         cmocka_unit_test(test_fixed_scale_and_ratio_give_that_crop_size),
         cmocka_unit_test(test_train_crops_differ_by_epoch_and_item),
         cmocka_unit_test(test_sample_transform_reports_the_crop_seen_in_pixels),
+        cmocka_unit_test(test_sample_transform_reads_a_cached_item_deleted_from_storage),
         cmocka_unit_test(test_eval_center_crop_after_shorter_side_resize),
         cmocka_unit_test(test_eval_resizes_shorter_side_of_wide_image),
     };

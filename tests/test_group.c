@@ -280,6 +280,8 @@ typedef struct {
                             message that a member is gone, notes the
                             thread that logged it, writes 'M' to
                             pause_fd, and closes                          */
+    int next_into;       /* consume with coordl_next_into (hash: the data
+                            copied, FNV-1a) instead of coordl_next        */
     char report[512];    /* where the child writes its report             */
 } member_spec;
 
@@ -304,6 +306,7 @@ typedef struct {
     char gone_thread[32]; /* ... by the thread of this name            */
     char gone_msg[256];   /* ... saying this                             */
     uint64_t cache_item_bytes;
+    int into_zeroed;     /* next_into failed: its buffers were all zero */
 } member_report;
 
 static void member_write_report(const char *path, const member_report *R)
@@ -422,7 +425,28 @@ static void member_main(member_spec *ms)
         _exit(0);
     }
     int consumed = 0;
-    while (R.ends < ms->epochs) {
+    while (ms->next_into && R.ends < ms->epochs) {
+        static uint8_t data[BATCH * 16 * 16 * 3];
+        static int32_t labels[BATCH];
+        memset(data, 0xEE, sizeof data);
+        memset(labels, 0xEE, sizeof labels);
+        coordl_status rc = coordl_next_into(L, data, sizeof data, labels, sizeof labels);
+        if (rc == COORDL_END_OF_EPOCH) {
+            R.ends++;
+            continue;
+        }
+        if (rc != COORDL_OK) {
+            R.run_rc = rc;
+            snprintf(R.run_errmsg, sizeof R.run_errmsg, "%s", coordl_errmsg(L));
+            R.into_zeroed = 1;
+            for (size_t i = 0; i < sizeof data; i++) R.into_zeroed &= data[i] == 0;
+            for (size_t i = 0; i < BATCH; i++) R.into_zeroed &= labels[i] == 0;
+            break;
+        }
+        if (R.nbatches < MAXB) R.hash[R.nbatches] = tu_fnv1a(TU_FNV_OFFSET, data, sizeof data);
+        R.nbatches++;
+    }
+    while (!ms->next_into && R.ends < ms->epochs) {
         coordl_batch b;
         coordl_status rc = coordl_next(L, &b);
         if (rc == COORDL_END_OF_EPOCH) {
@@ -1186,6 +1210,74 @@ static void test_silent_member_is_dropped_and_cannot_corrupt(void **state)
     assert_matches_ref(&R2, "survivor 2", 0, 3);
     assert_false(shm_exists(g));
     for (int i = 0; i < 9; i++) {
+        close(fds[i][0]);
+        close(fds[i][1]);
+    }
+}
+
+/* coordl_next_into copies with the stream's lock released. A member
+ * dropped during its copy (here: stopped at the "copying" hook, after
+ * taking batch 0 and before copying it, for longer than
+ * group_timeout_ms) has lost the slot: the survivor releases it, and by
+ * the time the victim continues the slot has been refilled with another
+ * batch (the survivor has finished two epochs). The victim's copy must be
+ * reported as COORDL_ERR_GROUP with zeroed buffers, never returned as
+ * batch 0's rows; the survivor still sees the single loader's batches. */
+static void test_next_into_of_a_member_dropped_during_its_copy_is_a_group_error(void **state)
+{
+    (void)state;
+    flags_reset();
+    const char *g = group_name("into");
+    int js[2], hv[2], pz[2], go[2];
+    int *fds[] = {js, hv, pz, go};
+    for (int i = 0; i < 4; i++)
+        make_pipe(fds[i]);
+    const int T = 500;
+    member_spec s, v;
+    spec_init(&s, g, 2, T, 3, "into-s");
+    spec_init(&v, g, 2, T, 1, "into-v");
+    spec_hook(&s, "joined", 1, 'J', 0, js[1]);
+    s.pause_after = 2 * BPE;
+    s.pause_fd = pz[1];
+    s.go_fd = go[0];
+    v.next_into = 1;
+    spec_hook(&v, "copying", 1, 'C', 1, hv[1]); /* then SIGSTOP: its member thread falls silent too */
+    pid_t ps = spawn(&s);
+    expect_byte(js[0], 'J', "the survivor joined");
+    pid_t pv = spawn(&v);
+    expect_byte(hv[0], 'C', "the victim took batch 0 and stopped before copying it");
+    expect_byte(pz[0], 'P', "the survivor finished 2 epochs without the victim");
+    sleep_ms(200); /* the ring fills with epoch 2 */
+    assert_int_equal(kill(pv, SIGCONT), 0);
+    reap_within(pv, "the member dropped during its copy", 20000);
+    member_report RV;
+    read_report(&v, &RV);
+    assert_int_equal(RV.open_rc, COORDL_OK);
+    /* batch 0's rows as copied by a single loader */
+    coordl_config cfg = base_config();
+    coordl *L = tu_open(&cfg);
+    coordl_batch b;
+    assert_int_equal(coordl_next(L, &b), COORDL_OK);
+    const uint64_t batch0 = tu_fnv1a(TU_FNV_OFFSET, b.data, b.data_bytes);
+    coordl_release(L, &b);
+    coordl_close(L);
+    if (RV.nbatches > 0)
+        fail_msg("coordl_next_into of the member dropped during its copy returned COORDL_OK with %s "
+                 "(then %d: %s)", RV.hash[0] == batch0 ? "batch 0's rows" : "rows that are not batch 0's",
+                 RV.run_rc, RV.run_errmsg);
+    if (RV.run_rc != COORDL_ERR_GROUP)
+        fail_msg("the dropped member's coordl_next_into = %d (%s), expected COORDL_ERR_GROUP", RV.run_rc,
+                 RV.run_errmsg);
+    assert_non_null(strstr(RV.run_errmsg, "while coordl_next_into copied"));
+    assert_true(RV.into_zeroed);
+    char ch = 'G';
+    assert_int_equal(write(go[1], &ch, 1), 1);
+    reap_within(ps, "the survivor", 20000);
+    member_report RS;
+    read_report(&s, &RS);
+    assert_matches_ref(&RS, "the survivor", 0, 3);
+    assert_false(shm_exists(g));
+    for (int i = 0; i < 4; i++) {
         close(fds[i][0]);
         close(fds[i][1]);
     }
@@ -2104,6 +2196,7 @@ int main(int argc, char **argv)
         T(test_member_killed_holding_the_lock_at_join),
         T(test_creator_killed_holding_the_lock_at_join),
         T(test_silent_member_is_dropped_and_cannot_corrupt),
+        T(test_next_into_of_a_member_dropped_during_its_copy_is_a_group_error),
         T(test_stale_object_after_exit_without_close_is_replaced),
         T(test_stale_object_after_sigkill_is_replaced),
         T(test_stale_object_with_other_config_is_replaced),

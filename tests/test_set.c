@@ -12,12 +12,15 @@
  *     the epoch ends once, coordl_batches_per_epoch reports the new count;
  *   unknown parameters and values out of range are COORDL_ERR_INVALID;
  *   coordl_next_into: the same bytes coordl_next gives, nothing written or
- *     consumed on a too-small buffer, END_OF_EPOCH at the end.
+ *     consumed on a too-small buffer, END_OF_EPOCH at the end;
+ *   a size-only coordl_set keeps what the read-ahead has read (storage
+ *     reads counted through a coordl_io).
  *
  * Dataset: 3 classes x 12 textured JPEGs of 40..64 px: 36 items, batch 4
  * (9 batches), made once for the group.
  */
 #include "test_util.h"
+#include "tu_io.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -256,6 +259,83 @@ static void test_set_out_size_keeps_position_and_matches_direct_open(void **stat
     assert_int_equal(coordl_batches_per_epoch(L), 9);
     coordl_close(L);
     free_ref(&r32);
+    free_ref(&r48);
+}
+
+/* Waits (10 s at most) until the loader has prepared `rows` rows and the
+ * reader has opened items `opens` times or more, then until the opens stay
+ * put for 300 ms (the workers and the read-ahead idle: the ring and the
+ * read-ahead window full). Returns the opens then. */
+static long settle(coordl *L, tu_io *io, uint64_t rows, long opens)
+{
+    long last = -1;
+    int still = 0;
+    for (int waited = 0; waited < 10000; waited += 10) {
+        coordl_stats st;
+        coordl_get_stats(L, &st);
+        const long now = atomic_load(&io->opens);
+        if (st.items_prepared == rows && now >= opens) {
+            still = now == last ? still + 10 : 0;
+            if (still >= 300) return now;
+        }
+        last = now;
+        tu_io__sleep_us(10000);
+    }
+    coordl_stats st;
+    coordl_get_stats(L, &st);
+    fail_msg("the loader did not settle: %llu rows prepared (expected %llu), %ld opens (expected %ld or more)",
+             (unsigned long long)st.items_prepared, (unsigned long long)rows, atomic_load(&io->opens), opens);
+    return -1;
+}
+
+/* Darknet changes the output size every 10 batches. Such a coordl_set
+ * drops the prepared batches (they have the old size) but not what the
+ * read-ahead has read: the items at every position are the same. 36
+ * items, batch 4, 2 slots, read-ahead depth 16, one worker, no cache:
+ * with batch 0 consumed, batches 1 and 2 (positions 4..11) are prepared
+ * and positions 12..23 (or 27: the read-ahead refills by half windows)
+ * read ahead: 24 or 28 opens (each position read once). After the set,
+ * batches 1 and 2 are prepared again (8 items read again), the window may
+ * be topped up to position 27, and nothing else: 36 opens at most, not 48
+ * or more (the window read a second time). The rest of the epoch is
+ * byte for byte a loader opened at the new size. */
+static void test_set_out_size_keeps_what_readahead_read(void **state)
+{
+    (void)state;
+    coordl_config c48 = base_config(48, 48);
+    ref_run r48;
+    make_ref(&c48, 1, &r48);
+    tu_io io;
+    tu_io_init(&io);
+    coordl_config cfg = base_config(32, 24);
+    cfg.max_out_w = cfg.max_out_h = 64;
+    cfg.threads = 1;
+    cfg.prefetch_batches = 2;
+    cfg.readahead_items = 16;
+    cfg.io = &io.table;
+    coordl *L = tu_open(&cfg);
+    coordl_batch b;
+    assert_int_equal(coordl_next(L, &b), COORDL_OK);
+    coordl_release(L, &b);
+    /* the read-ahead refills by half windows: positions up to 23 or 27 */
+    const long before = settle(L, &io, 12, 24);
+    assert_true(before == 24 || before == 28);
+    coordl_stats st;
+    coordl_get_stats(L, &st);
+    assert_true(st.readahead_reads >= 12); /* the window ahead was read by the read-ahead */
+    assert_int_equal(coordl_set(L, COORDL_PARAM_OUT_SIZE, 48), COORDL_OK);
+    /* positions 0..27 at most once each (the window may be topped up to
+     * 16 ahead of position 12), and batches 1 and 2's 8 items again: 36 at
+     * most; reading the window again would be 48 or more */
+    const long after = settle(L, &io, 12 + 8, before + 8);
+    if (after > 36)
+        fail_msg("a size-only coordl_set: %ld storage reads in all, at most 36 expected (%ld before, batches 1 and 2 "
+                 "prepared again, the window topped up); the read-ahead's items were read again", after, before);
+    for (uint64_t i = 1; i < 9; i++)
+        expect_ref_batch(L, &r48, 0, i, 48, 48);
+    assert_int_equal(coordl_next(L, &b), COORDL_END_OF_EPOCH);
+    coordl_close(L);
+    tu_io_destroy(&io);
     free_ref(&r48);
 }
 
@@ -703,6 +783,7 @@ int main(void)
     tu_main_init(120);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_set_out_size_keeps_position_and_matches_direct_open),
+        cmocka_unit_test(test_set_out_size_keeps_what_readahead_read),
         cmocka_unit_test(test_set_out_size_beyond_max_needs_no_held_batch),
         cmocka_unit_test(test_set_rejects_unknown_params_and_bad_values),
         cmocka_unit_test(test_set_out_size_square_at_once),

@@ -214,7 +214,7 @@ static void test_invariants_hold_through_every_transition(void **state)
     }
     cdl__lock(L);
     cdl__stream_pause(L);
-    cdl__stream_restart(L);
+    cdl__stream_restart(L, 0);
     cdl__unlock(L);
     assert_invariants(L, "pause and restart");
     fake_close(L);

@@ -862,6 +862,242 @@ static void test_tar_source_in_a_coordinated_group(void **state)
     free(tar);
 }
 
+/* ---- links and sparse members -------------------------------------- */
+
+/* A tree whose items include hard and symbolic links, as trees made with
+ * cp -l or ln -s are: 34 files, 6 of them links (a second hard link, a
+ * link to a link, one to a file archived after it, one in another class
+ * folder, one through a parent folder), and a dangling link. A tar stores
+ * each link as a link member, not its data; the tar's items must still be
+ * the tree's. */
+static void make_link_tree(const char *root)
+{
+    uint8_t base[3];
+    for (int k = 0; k < 2; k++) {
+        tu_class_colour(k, base);
+        for (int j = 0; j < 14; j++) {
+            char *p = tu_join(root, "class_%c/img_%02d.jpg", 'a' + k, j);
+            uint8_t *pix = tu_textured_rgb(20 + j, 18 + k, base, (uint64_t)(40 * k + j));
+            tu_write_jpeg(p, pix, 20 + j, 18 + k, 3, NULL);
+            free(pix);
+            free(p);
+        }
+    }
+    static const struct { const char *from, *to; int hard; } links[] = {
+        {"class_a/img_00.jpg", "class_a/hard_00.jpg", 1},       /* a second hard link, same folder   */
+        {"class_b/img_03.jpg", "class_a/hard_b03.jpg", 1},      /* hard, across class folders         */
+        {"img_01.jpg", "class_a/sym_01.jpg", 0},                /* symbolic, beside its target       */
+        {"../class_b/img_02.jpg", "class_a/sym_b02.jpg", 0},    /* symbolic, into the other class    */
+        {"sym_01.jpg", "class_a/zz_chain.jpg", 0},              /* a link to a link                  */
+        {"../class_a/zz_chain.jpg", "class_b/aa_chain.jpg", 0}, /* before what it leads to (sorted)  */
+        {"nowhere.jpg", "class_b/dangling.jpg", 0},             /* leads nowhere: skipped, logged    */
+    };
+    for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
+        char *to = tu_join(root, "%s", links[i].to);
+        if (links[i].hard) {
+            char *from = tu_join(root, "%s", links[i].from);
+            assert_int_equal(link(from, to), 0);
+            free(from);
+        } else {
+            assert_int_equal(symlink(links[i].from, to), 0);
+        }
+        free(to);
+    }
+}
+
+/* system tar in each format, sorted and not: the same 34 items, labels and
+ * batches as the tree; the dangling link, and only it, is named in the
+ * log as skipped, by the tree and by the tar. */
+static void test_tar_of_a_tree_with_links_gives_the_trees_batches(void **state)
+{
+    (void)state;
+    char *tree = tu_join(g_dir, "link-tree");
+    make_link_tree(tree);
+    coordl_config cfg = tar_config(tree);
+    tu_log_record *tree_log = tu_log_record_new();
+    cfg.log = tu_log_record_fn;
+    cfg.log_user = tree_log;
+    coordl *L = tu_open(&cfg);
+    assert_int_equal(coordl_num_items(L), 34);
+    coordl_close(L);
+    assert_true(tu_log_contains(tree_log, "class_b/dangling.jpg skipped"));
+    tu_log_record_free(tree_log);
+    cfg.log = tu_log_quiet;
+    tu_run want = run_of(&cfg, 2);
+    static const char *formats[] = {"ustar", "gnu", "pax"};
+    for (int f = 0; f < 3; f++)
+        for (int sorted = 0; sorted < 2; sorted++) {
+            char *tar = tu_join(g_dir, "link-tree-%s-%d.tar", formats[f], sorted);
+            sh(tree, "tar --format=%s %s -cf %s .", formats[f], sorted ? "--sort=name" : "", tar);
+            tu_log_record *log = tu_log_record_new();
+            cfg = tar_config(tar);
+            cfg.log = tu_log_record_fn;
+            cfg.log_user = log;
+            L = tu_open(&cfg);
+            if (coordl_num_items(L) != 34)
+                fail_msg("tar --format=%s%s of 34 files: %llu items", formats[f], sorted ? " --sort=name" : "",
+                         (unsigned long long)coordl_num_items(L));
+            assert_int_equal(coordl_num_classes(L), 2);
+            coordl_close(L);
+            assert_true(tu_log_contains(log, "link \"class_b/dangling.jpg\" -> \"nowhere.jpg\" skipped"));
+            assert_false(tu_log_contains(log, "_chain.jpg\" ->") || tu_log_contains(log, "sym_") ||
+                         tu_log_contains(log, "hard_"));
+            tu_log_record_free(log);
+            cfg.log = tu_log_quiet;
+            tu_run got = run_of(&cfg, 2);
+            char what[256];
+            snprintf(what, sizeof what, "links, tar --format=%s%s", formats[f], sorted ? " --sort=name" : "");
+            assert_same_run(&want, &got, what);
+            tu_run_free(&got);
+            free(tar);
+        }
+    tu_run_free(&want);
+    free(tree);
+}
+
+/* Links written by hand, every way a tar names a target (the header's
+ * link field, a GNU 'K' record, a pax linkpath; forward, through a folder
+ * that is itself a link): the items are those of a tar holding a copy of
+ * each target under the link's name. Links that lead nowhere in the shard
+ * are skipped, each named in the log with the reason. */
+static void test_tar_links_resolve_inside_the_shard_or_are_skipped_with_a_warning(void **state)
+{
+    (void)state;
+    char *tar = tu_join(g_dir, "links.tar"), *ref = tu_join(g_dir, "links-ref.tar");
+    size_t n0, n1, n2;
+    uint8_t *j0 = small_jpeg(0, 21, &n0), *j1 = small_jpeg(1, 22, &n1), *j2 = small_jpeg(2, 23, &n2);
+    const char *long_target =
+        "class_a/a_target_path_longer_than_the_hundred_bytes_of_a_ustar_link_field_0123456789_abcdefghij/img.jpg";
+    tu_tar t, r;
+    tu_tar_open(&t, tar);
+    tu_tar_open(&r, ref);
+    tu_tar_dir(&t, "class_a/");
+    tu_tar_file(&t, "class_a/img_0.jpg", j0, n0);
+    tu_tar_file(&t, "./class_a/img_1.jpg", j1, n1);
+    tu_tar_gnu_long_name(&t, long_target);
+    tu_tar_file(&t, long_target, j2, n2);
+    tu_tar_dir(&r, "class_a/");
+    tu_tar_file(&r, "class_a/img_0.jpg", j0, n0);
+    tu_tar_file(&r, "class_a/img_1.jpg", j1, n1);
+    tu_tar_gnu_long_name(&r, long_target);
+    tu_tar_file(&r, long_target, j2, n2);
+    /* skipped: each leads nowhere in the shard */
+    tu_tar_link(&t, "class_a/abs.jpg", '2', "/etc/img_0.jpg");
+    tu_tar_link(&t, "class_a/esc.jpg", '2', "../../class_a/img_0.jpg");
+    tu_tar_link(&t, "class_a/loop1.jpg", '2', "loop2.jpg");
+    tu_tar_link(&t, "class_a/loop2.jpg", '2', "./loop1.jpg");
+    tu_tar_link(&t, "class_a/missing.jpg", '2', "nothing.jpg");
+    tu_tar_link(&t, "class_a/hard_missing.jpg", '1', "class_a/img_9.jpg");
+    tu_tar_link(&t, "class_c", '2', "class_a"); /* a folder: the tar holds no files under class_c */
+    /* resolved */
+    tu_tar_dir(&t, "class_b/");
+    tu_tar_dir(&r, "class_b/");
+    tu_tar_link(&t, "class_b/hard.jpg", '1', "./class_a/img_0.jpg");
+    tu_tar_file(&r, "class_b/hard.jpg", j0, n0);
+    tu_tar_link(&t, "class_b/via.jpg", '2', "../class_c/img_1.jpg"); /* class_c is a link to class_a */
+    tu_tar_file(&r, "class_b/via.jpg", j1, n1);
+    tu_tar_gnu_long_link(&t, long_target);
+    tu_tar_link(&t, "class_b/long_hard.jpg", '1', "truncated-by-the-K-record");
+    tu_tar_file(&r, "class_b/long_hard.jpg", j2, n2);
+    tu_tar_pax(&t, "linkpath", "../class_a/.//img_1.jpg", NULL, NULL);
+    tu_tar_link(&t, "class_b/pax.jpg", '2', "ignored-for-the-pax-linkpath");
+    tu_tar_file(&r, "class_b/pax.jpg", j1, n1);
+    tu_tar_link(&t, "class_b/fwd.jpg", '2', "../class_a/late.jpg"); /* archived after the link */
+    tu_tar_file(&r, "class_b/fwd.jpg", j2, n2);
+    tu_tar_file(&t, "class_a/late.jpg", j2, n2);
+    tu_tar_file(&r, "class_a/late.jpg", j2, n2);
+    tu_tar_close(&t, 1);
+    tu_tar_close(&r, 1);
+
+    tu_log_record *log = tu_log_record_new();
+    coordl_config cfg = tar_config(tar);
+    cfg.log = tu_log_record_fn;
+    cfg.log_user = log;
+    coordl *L = tu_open(&cfg);
+    if (coordl_num_items(L) != 9) {
+        char items[4096] = "";
+        for (uint64_t id = 0; id < coordl_num_items(L); id++) {
+            strncat(items, strchr(coordl_item_path(L, id), ':'), sizeof items - strlen(items) - 2);
+            strcat(items, " ");
+        }
+        fail_msg("%llu items, expected 9: %s", (unsigned long long)coordl_num_items(L), items);
+    }
+    assert_int_equal(coordl_num_classes(L), 2);
+    coordl_stats st;
+    coordl_get_stats(L, &st);
+    assert_int_equal(st.dataset_bytes, 2 * n0 + 3 * n1 + 4 * n2);
+    coordl_close(L);
+    static const char *const skipped[][2] = {
+        {"\"class_a/abs.jpg\" -> \"/etc/img_0.jpg\"", "absolute"},
+        {"\"class_a/esc.jpg\"", "climbs out of the shard"},
+        {"\"class_a/loop1.jpg\"", "loop"},
+        {"\"class_a/loop2.jpg\"", "loop"},
+        {"\"class_a/missing.jpg\"", "no member"},
+        {"hard link \"class_a/hard_missing.jpg\"", "no member"},
+        {"\"class_c\" -> \"class_a\"", "folder"},
+    };
+    for (size_t i = 0; i < sizeof skipped / sizeof skipped[0]; i++)
+        if (!tu_log_contains(log, skipped[i][0]) || !tu_log_contains(log, skipped[i][1]))
+            fail_msg("the log does not name %s as skipped (%s)", skipped[i][0], skipped[i][1]);
+    assert_false(tu_log_contains(log, "class_b/")); /* every link there resolved */
+    tu_log_record_free(log);
+    cfg.log = tu_log_quiet;
+    /* the items are the reference tar's, byte for byte */
+    coordl_config rcfg = tar_config(ref);
+    tu_run a = run_of(&rcfg, 2), b = run_of(&cfg, 2);
+    assert_same_run(&a, &b, "links resolved");
+    coordl *R = tu_open(&rcfg);
+    L = tu_open(&cfg);
+    for (uint64_t id = 0; id < coordl_num_items(R); id++) {
+        const char *rp = strchr(coordl_item_path(R, id), ':'), *lp = strchr(coordl_item_path(L, id), ':');
+        assert_string_equal(rp, lp);
+    }
+    coordl_close(R);
+    coordl_close(L);
+    tu_run_free(&a);
+    tu_run_free(&b);
+    free(j0); free(j1); free(j2); free(tar); free(ref);
+}
+
+/* Sparse members (old GNU 'S' with extension headers before its data, as
+ * GNU tar writes a file of more than 4 data regions; pax GNU.sparse 1.0)
+ * are skipped with a log line naming them; the rest of the shard is
+ * indexed (the 'S' member's extension headers made the scan fail). */
+static void test_sparse_members_are_skipped_with_a_log_line(void **state)
+{
+    (void)state;
+    char *tar = tu_join(g_dir, "sparse.tar");
+    size_t n0, n1;
+    uint8_t *j0 = small_jpeg(0, 31, &n0), *j1 = small_jpeg(1, 32, &n1);
+    uint8_t holes[1500];
+    memset(holes, 'x', sizeof holes);
+    tu_tar t;
+    tu_tar_open(&t, tar);
+    tu_tar_file(&t, "class_a/img_0.jpg", j0, n0);
+    tu_tar_gnu_sparse(&t, "class_a/holes.jpg", holes, sizeof holes, 2);
+    tu_tar_pax(&t, "GNU.sparse.major", "1", "GNU.sparse.name", "class_b/holes_pax.jpg");
+    tu_tar_file(&t, "class_b/GNUSparseFile.0/holes_pax.jpg", holes, sizeof holes);
+    tu_tar_file(&t, "class_b/img_1.jpg", j1, n1);
+    tu_tar_close(&t, 1);
+    tu_log_record *log = tu_log_record_new();
+    coordl_config cfg = tar_config(tar);
+    cfg.log = tu_log_record_fn;
+    cfg.log_user = log;
+    coordl *L = NULL;
+    coordl_status rc = coordl_open(&cfg, &L);
+    if (rc != COORDL_OK) fail_msg("a shard with sparse members: open = %d: %s", (int)rc, coordl_errmsg(NULL));
+    assert_int_equal(coordl_num_items(L), 2);
+    assert_int_equal(coordl_num_classes(L), 2); /* class_a, class_b: no GNUSparseFile.0 */
+    char want[4096];
+    snprintf(want, sizeof want, "%s:class_b/img_1.jpg", tar);
+    assert_string_equal(coordl_item_path(L, 1), want);
+    assert_true(tu_log_contains(log, "sparse member \"class_a/holes.jpg\""));
+    assert_true(tu_log_contains(log, "sparse member \"class_b/holes_pax.jpg\""));
+    coordl_close(L);
+    tu_log_record_free(log);
+    free(j0); free(j1); free(tar);
+}
+
 int main(void)
 {
     tu_main_init(180);
@@ -881,6 +1117,9 @@ int main(void)
         cmocka_unit_test(test_tar_items_are_cached_and_batches_unchanged),
         cmocka_unit_test(test_tar_source_in_a_coordinated_group),
         cmocka_unit_test(test_mutated_shards_fail_cleanly),
+        cmocka_unit_test(test_tar_of_a_tree_with_links_gives_the_trees_batches),
+        cmocka_unit_test(test_tar_links_resolve_inside_the_shard_or_are_skipped_with_a_warning),
+        cmocka_unit_test(test_sparse_members_are_skipped_with_a_log_line),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -129,6 +129,65 @@ static inline void tu_tar_gnu_long_name(tu_tar *t, const char *name)
     tu_tar__pad(t);
 }
 
+/* A GNU 'K' record: the link target of the next member. */
+static inline void tu_tar_gnu_long_link(tu_tar *t, const char *target)
+{
+    const size_t n = strlen(target) + 1;
+    tu_tar_header(t, "././@LongLink", 'K', n, TU_TAR_SIZE_OCTAL, 1);
+    tu_tar__write(t, target, n);
+    tu_tar__pad(t);
+}
+
+/* The header's checksum again, after a field was changed. */
+static inline void tu_tar__checksum(uint8_t h[512])
+{
+    memset(h + 148, ' ', 8);
+    unsigned sum = 0;
+    for (int i = 0; i < 512; i++) sum += h[i];
+    snprintf((char *)h + 148, 8, "%06o", sum);
+    h[155] = ' ';
+}
+
+/* A link member: type '1' (hard: target is an archived member's path) or
+ * '2' (symbolic: target as the link holds it). At most 100 bytes of the
+ * target are stored (a GNU 'K' record or a pax linkpath carries longer
+ * ones). Returns the offset of its header. */
+static inline uint64_t tu_tar_link(tu_tar *t, const char *name, char type, const char *target)
+{
+    uint8_t h[512];
+    tu_tar_make_header(h, name, NULL, type, 0, TU_TAR_SIZE_OCTAL, 0);
+    const size_t n = strlen(target);
+    memcpy(h + 157, target, n < 100 ? n : 100);
+    tu_tar__checksum(h);
+    const uint64_t at = t->off;
+    tu_tar__write(t, h, sizeof h);
+    return at;
+}
+
+/* An old-GNU sparse member ('S', GNU magic) whose header says it has
+ * `ext_blocks` extension headers (written after it, before the n bytes of
+ * data, as GNU tar writes a file of more than 4 data regions). The sparse
+ * map itself is left empty: a reader that does not expand sparse files
+ * needs only where the member ends. Returns the offset of its header. */
+static inline uint64_t tu_tar_gnu_sparse(tu_tar *t, const char *name, const void *data, size_t n, int ext_blocks)
+{
+    uint8_t h[512];
+    tu_tar_make_header(h, name, NULL, 'S', n, TU_TAR_SIZE_OCTAL, 1);
+    h[482] = ext_blocks > 0;
+    tu_tar__checksum(h);
+    const uint64_t at = t->off;
+    tu_tar__write(t, h, sizeof h);
+    for (int i = 0; i < ext_blocks; i++) {
+        uint8_t ext[512];
+        memset(ext, 0, sizeof ext);
+        ext[504] = i + 1 < ext_blocks; /* another extension header follows */
+        tu_tar__write(t, ext, sizeof ext);
+    }
+    tu_tar__write(t, data, n);
+    tu_tar__pad(t);
+    return at;
+}
+
 /* A pax 'x' header with records key=value (pass pairs; NULL ends). */
 static inline void tu_tar_pax(tu_tar *t, const char *key, const char *value, const char *key2,
                               const char *value2)

@@ -656,6 +656,44 @@ static void tars(void)
         tu_tar_close(&t, 1);
     }
 
+    /* links: hard, symbolic (beside, across folders, through a folder
+     * that is a link, forward, to a link), a GNU 'K' and a pax linkpath
+     * target; and links that lead nowhere (absolute, climbing out, a loop,
+     * missing, a folder) */
+    const uint8_t link_modes[][2] = {{T_ONE | T_API, 0}, {T_SPLIT | T_API, 0}, {T_TWICE | T_EVAL, 0}};
+    for (size_t i = 0; i < sizeof link_modes / sizeof link_modes[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "links-%zu", i);
+        tar_begin(&t, name, link_modes[i][0], 0, 0, (uint8_t)(2 + i * 5));
+        tu_tar_dir(&t, "class_a/");
+        tu_tar_file(&t, "class_a/img_0.jpg", jpg, nj);
+        tu_tar_file(&t, "./class_a/img_1.png", png.p, np);
+        tu_tar_link(&t, "class_a/hard.jpg", '1', "class_a/img_0.jpg");
+        tu_tar_link(&t, "class_a/sym.png", '2', "img_1.png");
+        tu_tar_link(&t, "class_a/chain.png", '2', "./sym.png");
+        if ((link_modes[i][0] & 3) == T_SPLIT) /* split between a link and its target */
+            tar_param(&t, 1, (uint8_t)(t.off / 512));
+        tu_tar_link(&t, "class_b/fwd.jpg", '2', "../class_a/late.jpg");
+        tu_tar_link(&t, "alias", '2', "class_a");
+        tu_tar_link(&t, "class_b/via.jpg", '2', "../alias/img_0.jpg");
+        tu_tar_gnu_long_link(&t, "class_a/img_0.jpg");
+        tu_tar_link(&t, "class_b/k.jpg", '1', "cut");
+        tu_tar_pax(&t, "linkpath", "../class_a/img_1.png", NULL, NULL);
+        tu_tar_link(&t, "class_b/pax.png", '2', "cut");
+        tu_tar_link(&t, "class_b/abs.jpg", '2', "/etc/x.jpg");
+        tu_tar_link(&t, "class_b/out.jpg", '2', "../../x.jpg");
+        tu_tar_link(&t, "class_b/loop.jpg", '2', "loop.jpg");
+        tu_tar_link(&t, "class_b/gone.jpg", '1', "class_b/none.jpg");
+        tu_tar_file(&t, "class_a/late.jpg", jpg, nj);
+        tu_tar_close(&t, 1);
+    }
+    /* an old GNU sparse member with extension headers before its data */
+    tar_begin(&t, "gnu-sparse", T_ONE | T_API, 0, 0, 0);
+    tu_tar_file(&t, "c/a.jpg", jpg, nj);
+    tu_tar_gnu_sparse(&t, "c/sparse.jpg", jpg, nj, 2);
+    tu_tar_file(&t, "c/b.jpg", jpg, nj);
+    tu_tar_close(&t, 1);
+
     /* audio samples with labels */
     tar_begin(&t, "audio-cls", T_ONE | T_AUDIO | T_API, 0, 0, 0);
     tu_tar_file(&t, "a.wav", wv, nw);
