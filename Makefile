@@ -31,7 +31,10 @@ CPPFLAGS += -D_GNU_SOURCE
 STD     := -std=c11
 BUILD   ?= build
 HWLOC_LIB ?= -lhwloc
-LIBS    := -ljpeg $(HWLOC_LIB) -lpthread -lm
+# libcurl for the remote sources (docs/remote.md); COORDL_NO_REMOTE leaves
+# them and the library out
+CURL_LIB ?= $(if $(findstring COORDL_NO_REMOTE,$(EXTRA_CFLAGS) $(CPPFLAGS)),,-lcurl)
+LIBS    := -ljpeg $(HWLOC_LIB) $(CURL_LIB) -lpthread -lm
 TESTLIBS := -lcmocka
 OMPFLAG := -fopenmp
 
