@@ -619,6 +619,13 @@ typedef struct coordl_config {
                                    worker. 0 (default) = 2 x depth x the
                                    mean item size, within 4..64 MiB (and
                                    at most the dataset + 1 MiB)           */
+    /* --- appended after 0.4.0: remote sources (docs/remote.md) --------- */
+    uint32_t io_timeout_ms;     /* bounds each request to an http(s)://
+                                   source: no complete answer within it is
+                                   an error naming the URL (5xx and dropped
+                                   connections are retried, at most 5
+                                   times, each attempt so bounded); 0 =
+                                   the default, 30000                      */
 } coordl_config;
 
 /* A ready batch: a view into a ring slot, valid until coordl_release(). */

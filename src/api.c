@@ -6,10 +6,10 @@
  *        coordl_open, next, release, seek, set, stats, close
  * Lock:  the stream's lock for everything shared; the consumer fields are
  *        the calling thread's (the API is single-consumer)
- * Calls: status, placement, lock, io, index, source, sampler, cache, peers,
- *        readahead, plan, resample, audio, decode, config, stream, pool,
- *        group (lower layers only: src/modules.txt; tools/check-layers.py
- *        checks this line).
+ * Calls: status, placement, lock, remote, io, index, source, sampler,
+ *        cache, peers, readahead, plan, resample, audio, decode, config,
+ *        stream, pool, group (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
  */
 #include "platform.h"
 #include "api.h"
@@ -19,6 +19,7 @@
 #include "lock.h"
 #include "lock_state.h"
 #include "worker_state.h"
+#include "remote.h"
 #include "io.h"
 #include "index.h"
 #include "source.h"
@@ -714,6 +715,7 @@ void coordl_close(coordl *L) {
 #ifdef COORDL_MPI
     cdl__peer_close(L);
 #endif
+    cdl__remote_destroy(L); /* after the workers and the read-ahead: no reader is left */
     cdl__cache_destroy(L);
     cdl__ring_free(L); /* before the group is left: it knows which arrays are shared */
     if (L->member.shm_base) {
