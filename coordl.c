@@ -551,7 +551,8 @@ typedef struct cdl__rloop cdl__rloop;
 /* A finished asynchronous read (cdl__remote_submit): its status, the bytes
  * it delivered, and on failure the message naming the URL. Runs on the
  * event-loop thread: it must not block, nor submit and wait. */
-typedef void (*cdl__remote_done_fn)(void *arg, coordl_status status, uint64_t got, const char *err);
+typedef void (*cdl__remote_done_ptr)(void *arg, coordl_status status, uint64_t got, const char *err);
+typedef cdl__remote_done_ptr cdl__remote_done_fn; /* (a plain name: tools/check-layers.py finds its owner) */
 
 /* Counters of a handle's event loop (coordl_stats remote_*). */
 typedef struct cdl__remote_counters {
@@ -849,6 +850,8 @@ typedef struct cdl__peers {
 enum { CDL_RA_FREE = 0, CDL_RA_READING, CDL_RA_DONE, CDL_RA_FAILED, CDL_RA_SKIPPED, CDL_RA_TAKEN };
 
 typedef struct cdl__ra_entry {
+    struct cdl__readahead *ra; /* its read-ahead (an asynchronous read's completion finds it) */
+    uint64_t t0;               /* when its read started                   */
     int state;
     int stale;              /* its generation was restarted: free it when done */
     uint64_t gen;
@@ -887,6 +890,7 @@ struct cdl__readahead {
     int max_threads;        /* readahead_threads: reads in flight at most */
     int reading;            /* I/O threads inside the reader now          */
     int room_waiters; /* I/O threads waiting for entries or arena space   */
+    uint64_t async_reads; /* reads in flight on the remote event loop     */
     /* counters of the I/O threads (coordl_stats readahead_*) */
     uint64_t reads, read_ns, skips;
 };
@@ -1311,6 +1315,7 @@ CDL_PRIVATE int cdl__is_tar_name(const char *p);
 
 /* ---- interface ---- */
 CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 **buf, size_t *cap, int grow, int *too_big, uint64_t *len, uint64_t *storage_bytes, char *err, size_t errcap);
+CDL_PRIVATE int cdl__read_item_async(const coordl *L, uint64_t id, cdl__u8 *dst, size_t cap, const void *owner, cdl__remote_done_fn done, void *arg);
 CDL_PRIVATE coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes *out);
 CDL_PRIVATE coordl_status cdl__index_source(coordl *L);
 #endif /* CDL_SOURCE_H */
@@ -5018,6 +5023,24 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 *
     return COORDL_OK;
 }
 
+/* Starts item id's storage read without a thread: a member of a remote
+ * shard goes to the event loop (remote.c), which calls done(arg, ...) on
+ * its thread once the bytes are in dst (cap bytes; 16 past the item stay
+ * free, as cdl__read_item leaves them). 1: submitted; 0: read it with
+ * cdl__read_item (a local or caller-read file, or a check that must
+ * name the item: that read says why). */
+CDL_PRIVATE int cdl__read_item_async(const coordl *L, uint64_t id, cdl__u8 *dst, size_t cap, const void *owner,
+                                     cdl__remote_done_fn done, void *arg) {
+    if (!L->index.tar_items || L->index.shards) return 0;
+    const cdl__tar_item *ti = &L->index.tar_items[id];
+    const char *file = L->index.strings + L->index.tar_shards[ti->shard];
+    const uint64_t want = L->index.items[id].bytes;
+    if (L->io != &cdl__posix_io || !cdl__remote_is_url(file) || want == 0 || want > L->cfg.max_item_bytes ||
+        want + 16 > cap)
+        return 0;
+    return cdl__remote_submit(L, file, ti->offset, want, dst, owner, done, arg);
+}
+
 /* An item's bytes from storage into the worker's buffer. */
 CDL_PRIVATE coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes *out) {
     uint64_t len = 0;
@@ -6290,9 +6313,9 @@ CDL_PRIVATE void cdl__peer_close(coordl *L) {
  *        they read ahead of the workers
  * Lock:  its own mutex (R->mu); lock order: the stream's lock, then this
  *        one; the I/O threads never take the stream's lock
- * Calls: status, placement, index, source, sampler, cache, peers (lower
- *        layers only: src/modules.txt; tools/check-layers.py checks this
- *        line).
+ * Calls: status, placement, remote, index, source, sampler, cache, peers
+ *        (lower layers only: src/modules.txt; tools/check-layers.py checks
+ *        this line).
  */
 
 /* ---- read-ahead in the known order ----------------------------------------
@@ -6370,6 +6393,25 @@ static int cdl__ra_not_from_storage(const coordl *L, uint64_t id) {
 }
 
 static void *cdl__ra_main(void *arg);
+
+/* An asynchronous read ended (remote.c's event-loop thread): the entry is
+ * done as a synchronous read's would be. */
+static void cdl__ra_read_done(void *arg, coordl_status status, uint64_t got, const char *err) {
+    cdl__ra_entry *x = arg;
+    cdl__readahead *R = x->ra;
+    pthread_mutex_lock(&R->mu);
+    R->async_reads--;
+    R->reads++;
+    R->read_ns += cdl__now_ns() - x->t0;
+    x->len = got;
+    x->storage_bytes = got;
+    x->status = status;
+    if (status != COORDL_OK) snprintf(x->err, sizeof x->err, "%s: %s", cdl__item_path(R->L, x->id), err);
+    x->state = status == COORDL_OK ? CDL_RA_DONE : CDL_RA_FAILED;
+    pthread_cond_broadcast(&R->done_cv);
+    if (x->stale) cdl__ra_trim(R);
+    pthread_mutex_unlock(&R->mu);
+}
 
 /* readahead_items is the number of reads in flight (issue 24): with a
  * synchronous reader that takes one thread per read, so the I/O threads
@@ -6478,6 +6520,14 @@ static void *cdl__ra_main(void *arg) {
             continue;
         }
         x->state = CDL_RA_READING;
+        x->ra = R;
+        x->t0 = cdl__now_ns();
+        /* a remote item: a transfer on the event loop, not a thread; this
+         * thread goes on to the next position (depth 512 = 512 transfers) */
+        if (cdl__read_item_async(L, id, R->base + start % R->bytes, (size_t)(end - start), R, cdl__ra_read_done, x)) {
+            R->async_reads++;
+            continue;
+        }
         if (++R->reading == R->nthreads && R->head - R->tail < R->depth) (void)cdl__ra_grow(R);
         pthread_mutex_unlock(&R->mu);
         cdl__u8 *dst = R->base + start % R->bytes;
@@ -6656,6 +6706,8 @@ CDL_PRIVATE void cdl__ra_stop(coordl *L) {
         pthread_cond_broadcast(&R->room_cv);
         pthread_mutex_unlock(&R->mu);
         for (int i = 0; i < R->nthreads; i++) pthread_join(R->threads[i], NULL);
+        /* transfers still in flight write into the arena: ended first */
+        cdl__remote_cancel(L, R);
         pthread_mutex_destroy(&R->mu);
         pthread_cond_destroy(&R->room_cv);
         pthread_cond_destroy(&R->done_cv);
@@ -11649,8 +11701,15 @@ CDL_PRIVATE void cdl__get_stats(const coordl *L, coordl_stats *out) {
         out->readahead_reads = L->pool.ra->reads;
         out->readahead_read_ns = L->pool.ra->read_ns;
         out->readahead_skips = L->pool.ra->skips;
+        out->readahead_io_threads = (uint32_t)L->pool.ra->nthreads;
         pthread_mutex_unlock(&L->pool.ra->mu);
     }
+    cdl__remote_counters rc;
+    cdl__remote_counters_get(L, &rc);
+    out->remote_requests = rc.requests;
+    out->remote_retries = rc.retries;
+    out->remote_bytes = rc.bytes;
+    out->remote_max_in_flight = rc.max_in_flight;
     if (out->stall_ns + out->compute_ns) out->stall_fraction = (double)out->stall_ns / (double)(out->stall_ns + out->compute_ns);
     if (out->read_storage_ns) out->storage_mb_per_s = out->storage_bytes / 1e6 / (out->read_storage_ns / 1e9);
     if (out->items) {

@@ -737,6 +737,15 @@ typedef struct coordl_stats {
     double stall_fraction;      /* stall_ns / (stall_ns + compute_ns): the
                                    share of the trainer's time spent waiting
                                    in coordl_next (0 before the first call)  */
+    /* --- appended after 0.4.0: remote sources (docs/remote.md) -------- */
+    uint64_t remote_requests;   /* HTTP requests sent, retries included     */
+    uint64_t remote_retries;    /* of them, retries (5xx, 429, dropped or
+                                   cut-short connections)                   */
+    uint64_t remote_bytes;      /* body bytes received                      */
+    uint64_t remote_max_in_flight; /* most requests in flight at once, on
+                                   the one event-loop thread                */
+    uint32_t readahead_io_threads; /* I/O threads the read-ahead started    */
+    uint32_t pad2_;             /* zero                                      */
 } coordl_stats;
 
 /* Per-epoch counters (the last 16 epochs are kept). */

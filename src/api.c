@@ -20,6 +20,7 @@
 #include "lock_state.h"
 #include "worker_state.h"
 #include "remote.h"
+#include "remote_state.h"
 #include "io.h"
 #include "index.h"
 #include "source.h"
@@ -562,8 +563,15 @@ CDL_PRIVATE void cdl__get_stats(const coordl *L, coordl_stats *out) {
         out->readahead_reads = L->pool.ra->reads;
         out->readahead_read_ns = L->pool.ra->read_ns;
         out->readahead_skips = L->pool.ra->skips;
+        out->readahead_io_threads = (uint32_t)L->pool.ra->nthreads;
         pthread_mutex_unlock(&L->pool.ra->mu);
     }
+    cdl__remote_counters rc;
+    cdl__remote_counters_get(L, &rc);
+    out->remote_requests = rc.requests;
+    out->remote_retries = rc.retries;
+    out->remote_bytes = rc.bytes;
+    out->remote_max_in_flight = rc.max_in_flight;
     if (out->stall_ns + out->compute_ns) out->stall_fraction = (double)out->stall_ns / (double)(out->stall_ns + out->compute_ns);
     if (out->read_storage_ns) out->storage_mb_per_s = out->storage_bytes / 1e6 / (out->read_storage_ns / 1e9);
     if (out->items) {

@@ -13,7 +13,8 @@ typedef struct cdl__rloop cdl__rloop;
 /* A finished asynchronous read (cdl__remote_submit): its status, the bytes
  * it delivered, and on failure the message naming the URL. Runs on the
  * event-loop thread: it must not block, nor submit and wait. */
-typedef void (*cdl__remote_done_fn)(void *arg, coordl_status status, uint64_t got, const char *err);
+typedef void (*cdl__remote_done_ptr)(void *arg, coordl_status status, uint64_t got, const char *err);
+typedef cdl__remote_done_ptr cdl__remote_done_fn; /* (a plain name: tools/check-layers.py finds its owner) */
 
 /* Counters of a handle's event loop (coordl_stats remote_*). */
 typedef struct cdl__remote_counters {

@@ -15,6 +15,7 @@
 #include "status.h"
 #include "worker_state.h"
 #include "remote.h"
+#include "remote_state.h"
 #include "io.h"
 #include "io_state.h"
 #include "index.h"
@@ -433,6 +434,24 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, uint64_t id, cdl__u8 *
     }
     *len = got;
     return COORDL_OK;
+}
+
+/* Starts item id's storage read without a thread: a member of a remote
+ * shard goes to the event loop (remote.c), which calls done(arg, ...) on
+ * its thread once the bytes are in dst (cap bytes; 16 past the item stay
+ * free, as cdl__read_item leaves them). 1: submitted; 0: read it with
+ * cdl__read_item (a local or caller-read file, or a check that must
+ * name the item: that read says why). */
+CDL_PRIVATE int cdl__read_item_async(const coordl *L, uint64_t id, cdl__u8 *dst, size_t cap, const void *owner,
+                                     cdl__remote_done_fn done, void *arg) {
+    if (!L->index.tar_items || L->index.shards) return 0;
+    const cdl__tar_item *ti = &L->index.tar_items[id];
+    const char *file = L->index.strings + L->index.tar_shards[ti->shard];
+    const uint64_t want = L->index.items[id].bytes;
+    if (L->io != &cdl__posix_io || !cdl__remote_is_url(file) || want == 0 || want > L->cfg.max_item_bytes ||
+        want + 16 > cap)
+        return 0;
+    return cdl__remote_submit(L, file, ti->offset, want, dst, owner, done, arg);
 }
 
 /* An item's bytes from storage into the worker's buffer. */

@@ -349,6 +349,39 @@ static void test_503_slowdown_is_retried_and_batches_are_unchanged(void **state)
     tu_run_free(&http);
 }
 
+/* readahead_items is the number of reads in flight without a thread each:
+ * with 40 ms added per request, depth 64 puts dozens of transfers in
+ * flight on the one event-loop thread, and the read-ahead starts at most
+ * 2 I/O threads. Counts, not times. */
+static void test_depth_is_transfers_in_flight_not_threads(void **state)
+{
+    (void)state;
+    char url[256], body[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/lat40/shard-{000000..%06d}.tar", g_faults_port, NSHARDS - 1);
+    fault_get("reset", body);
+    coordl_config cfg = remote_config(url);
+    cfg.cache_bytes = 0;
+    cfg.readahead_items = 64;
+    cfg.batch_size = 4;
+    cfg.prefetch_batches = 2;
+    cfg.threads = 1;
+    coordl *L = tu_open(&cfg);
+    tu_run r;
+    memset(&r, 0, sizeof r);
+    if (tu_run_epochs(L, 1, &r) != COORDL_OK) fail_msg("%s", coordl_errmsg(L));
+    coordl_stats st;
+    coordl_get_stats(L, &st);
+    fault_get("stats", body);
+    printf("depth 64 at 40 ms: %llu requests, at most %llu in flight (server saw: %s), %u I/O threads, %llu read ahead\n",
+           (unsigned long long)st.remote_requests, (unsigned long long)st.remote_max_in_flight, body,
+           st.readahead_io_threads, (unsigned long long)st.readahead_reads);
+    assert_true(st.remote_max_in_flight >= 32);
+    assert_true(st.readahead_io_threads <= 2);
+    assert_true(st.readahead_reads >= NSHARDS * PER_SHARD / 2);
+    coordl_close(L);
+    tu_run_free(&r);
+}
+
 /* Opens source and expects the open to fail with status and a message
  * holding each of the needles. */
 static void expect_open_fails(const char *source, uint32_t timeout_ms, coordl_status status, const char *n1,
@@ -440,6 +473,7 @@ int main(void)
         cmocka_unit_test(test_list_file_mixes_urls_and_local_paths),
         cmocka_unit_test(test_index_reads_headers_in_large_ranges),
         cmocka_unit_test(test_503_slowdown_is_retried_and_batches_are_unchanged),
+        cmocka_unit_test(test_depth_is_transfers_in_flight_not_threads),
         cmocka_unit_test(test_faults_are_errors_naming_the_url),
         cmocka_unit_test(test_shard_gone_or_changed_after_indexing),
     };
