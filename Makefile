@@ -31,7 +31,10 @@ CPPFLAGS += -D_GNU_SOURCE
 STD     := -std=c11
 BUILD   ?= build
 HWLOC_LIB ?= -lhwloc
-LIBS    := -ljpeg $(HWLOC_LIB) -lpthread -lm
+# libcurl for the remote sources (docs/remote.md); COORDL_NO_REMOTE leaves
+# them and the library out
+CURL_LIB ?= $(if $(findstring COORDL_NO_REMOTE,$(EXTRA_CFLAGS) $(CPPFLAGS)),,-lcurl)
+LIBS    := -ljpeg $(HWLOC_LIB) $(CURL_LIB) -lpthread -lm
 TESTLIBS := -lcmocka
 OMPFLAG := -fopenmp
 
@@ -187,7 +190,7 @@ test-sanitize:
 # ThreadSanitizer (clang) over the tests that drive the stream from several
 # threads and processes: consumer, workers, member threads, queries from
 # another thread, coordl_set/seek under load, coordinated groups.
-TSAN_TESTS := test_api test_set test_determinism test_stream test_stream_internals test_group test_consumer_path test_readahead test_faults
+TSAN_TESTS := test_api test_set test_determinism test_stream test_stream_internals test_group test_consumer_path test_readahead test_faults test_remote
 test-tsan: deps
 	$(MAKE) BUILD=build-tsan CC=clang OPT=-O1 EXTRA_CFLAGS="$(EXTRA_CFLAGS) -fsanitize=thread -fno-omit-frame-pointer" run-tsan
 run-tsan: $(patsubst %,$(BUILD)/tests/%,$(TSAN_TESTS))

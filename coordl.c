@@ -15,6 +15,7 @@
  *   arena        offset-addressed mmap regions (cache slab, ring)
  *   lock         the stream's shared state types and its robust lock, waits, wakes
  *   worker       a worker's scratch (per-thread buffers every stage reuses)
+ *   remote       http(s):// and s3:// reads: one libcurl event loop per handle
  *   io           the coordl_io seam: the POSIX reader, reads through the handle's reader
  *   index        the item table: ImageFolder and list sources, item accessors
  *   tar          WebDataset tar shards: scan and index
@@ -108,8 +109,9 @@
  *                        on the include path) instead of Debian's
  *                        <stb/stb_image.h>; COORDL_STB_IMAGE_H="path" names
  *                        any other
+ *   COORDL_NO_REMOTE     no http(s):// or s3:// sources (no libcurl)
  *   COORDL_MPI           the partitioned cache over MPI
- * With COORDL_NO_HWLOC and COORDL_NO_STB, coordl.c needs no header beyond
+ * With COORDL_NO_HWLOC, COORDL_NO_STB and COORDL_NO_REMOTE, coordl.c needs no header beyond
  * the C library's and libjpeg's. */
 #if defined(COORDL_NO_STB) && defined(COORDL_NO_JPEGTURBO)
 #error "coordl: COORDL_NO_STB and COORDL_NO_JPEGTURBO together leave no image decoder"
@@ -121,6 +123,13 @@
 
 #ifdef COORDL_MPI
 #include <mpi.h>
+#endif
+
+#ifndef COORDL_NO_REMOTE
+#include <curl/curl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 #endif
 
 #ifndef COORDL_NO_JPEGTURBO
@@ -549,6 +558,34 @@ typedef struct cdl__bytes {
 } cdl__bytes;
 
 #endif /* CDL_WORKER_STATE_H */
+/* ---- src/remote_state.h ------------------------------------------------ */
+/* SPDX-License-Identifier: MIT */
+/* remote_state.h - http(s):// and s3:// reads: the types remote.c owns (its
+ * state, and the data it shares with other modules). handle.h composes the
+ * states; remote.h declares the functions. The event loop's state is
+ * private to remote.c (it holds libcurl's types, which no other module
+ * sees). */
+#ifndef CDL_REMOTE_STATE_H
+#define CDL_REMOTE_STATE_H
+
+typedef struct cdl__rloop cdl__rloop;
+
+/* A finished asynchronous read (cdl__remote_submit): its status, the bytes
+ * it delivered, and on failure the message naming the URL. Runs on the
+ * event-loop thread: it must not block, nor submit and wait. */
+typedef void (*cdl__remote_done_ptr)(void *arg, coordl_status status, uint64_t got, const char *err);
+typedef cdl__remote_done_ptr cdl__remote_done_fn; /* (a plain name: tools/check-layers.py finds its owner) */
+
+/* Counters of a handle's event loop (coordl_stats remote_*). */
+typedef struct cdl__remote_counters {
+    uint64_t requests;      /* HTTP requests sent (retries included)      */
+    uint64_t retries;       /* of them, retries after a 5xx or a dropped
+                               connection                                 */
+    uint64_t bytes;         /* body bytes received into callers' buffers  */
+    uint64_t max_in_flight; /* most requests in flight at once            */
+} cdl__remote_counters;
+
+#endif /* CDL_REMOTE_STATE_H */
 /* ---- src/io_state.h ---------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
 /* io_state.h - the storage seam (coordl_io): the types io.c owns (its state, and the data it
@@ -835,6 +872,8 @@ typedef struct cdl__peers {
 enum { CDL_RA_FREE = 0, CDL_RA_READING, CDL_RA_DONE, CDL_RA_FAILED, CDL_RA_SKIPPED, CDL_RA_TAKEN };
 
 typedef struct cdl__ra_entry {
+    struct cdl__readahead *ra; /* its read-ahead (an asynchronous read's completion finds it) */
+    uint64_t t0;               /* when its read started                   */
     int state;
     int stale;              /* its generation was restarted: free it when done */
     uint64_t gen;
@@ -873,6 +912,7 @@ struct cdl__readahead {
     int max_threads;        /* readahead_threads: reads in flight at most */
     int reading;            /* I/O threads inside the reader now          */
     int room_waiters; /* I/O threads waiting for entries or arena space   */
+    uint64_t async_reads; /* reads in flight on the remote event loop     */
     /* counters of the I/O threads (coordl_stats readahead_*) */
     uint64_t reads, read_ns, skips;
 };
@@ -1110,6 +1150,8 @@ struct coordl {
     cdl__config_strings conf;    /* config: the strings cfg points into     */
     coordl_allocator alloc;      /* status: the allocator hooks             */
     const coordl_io *io;         /* io: cfg.io, or the built-in POSIX reader */
+    cdl__rloop *_Atomic rloop;  /* remote: the event loop, made at the
+                                    first URL the built-in reader opens    */
     cdl__index index;            /* index, tar, source                      */
     cdl__sampler sampler;        /* sampler                                 */
     cdl__geometry geom;          /* config: output geometry                 */
@@ -1232,6 +1274,23 @@ CDL_PRIVATE void cdl__budget_decode(cdl__worker *W, int spliced, uint64_t ns);
 CDL_PRIVATE int cdl__budget_allows(const cdl__worker *W, double f);
 #endif
 #endif /* CDL_WORKER_H */
+/* ---- src/remote.h ------------------------------------------------------ */
+/* SPDX-License-Identifier: MIT */
+/* remote.h - http(s):// and s3:// reads: the functions other modules use (see remote.c). */
+#ifndef CDL_REMOTE_H
+#define CDL_REMOTE_H
+
+/* ---- interface ---- */
+CDL_PRIVATE int cdl__remote_is_url(const char *path);
+CDL_PRIVATE coordl_status cdl__remote_open(const coordl *L, const char *url, void **file, uint64_t *size, char *why, size_t cap);
+CDL_PRIVATE coordl_status cdl__remote_read(const coordl *L, void *file, void *buf, uint64_t len, uint64_t off, uint64_t *got, char *err, size_t cap);
+CDL_PRIVATE void cdl__remote_close(const coordl *L, void *file);
+CDL_PRIVATE void cdl__remote_sequential(void *file);
+CDL_PRIVATE int cdl__remote_submit(const coordl *L, const char *url, uint64_t off, uint64_t len, void *dst, const void *owner, cdl__remote_done_fn done, void *arg);
+CDL_PRIVATE void cdl__remote_cancel(const coordl *L, const void *owner);
+CDL_PRIVATE void cdl__remote_counters_get(const coordl *L, cdl__remote_counters *out);
+CDL_PRIVATE void cdl__remote_destroy(coordl *L);
+#endif /* CDL_REMOTE_H */
 /* ---- src/io.h ---------------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
 /* io.h - the storage seam (coordl_io): the types and functions other modules use (see io.c). */
@@ -1241,6 +1300,7 @@ CDL_PRIVATE int cdl__budget_allows(const cdl__worker *W, double f);
 /* ---- interface ---- */
 CDL_PRIVATE void cdl__io_close(const coordl *L, void *file);
 CDL_PRIVATE void cdl__kept_close(const coordl *L, cdl__kept_file *k);
+CDL_PRIVATE void cdl__io_sequential(const coordl *L, void *file);
 CDL_PRIVATE coordl_status cdl__io_open(const coordl *L, const char *path, void **file, uint64_t *size, char *why, size_t cap);
 CDL_PRIVATE coordl_status cdl__io_read(const coordl *L, void *file, const char *path, void *buf, uint64_t len, uint64_t off, uint64_t *got, char *err, size_t cap);
 CDL_PRIVATE int cdl__list_next(const char *text, size_t len, size_t *pos, cdl__list_line *out);
@@ -1286,6 +1346,7 @@ CDL_PRIVATE int cdl__is_tar_name(const char *p);
 
 /* ---- interface ---- */
 CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, uint64_t id, cdl__u8 **buf, size_t *cap, int grow, int *too_big, uint64_t *len, uint64_t *storage_bytes, char *err, size_t errcap);
+CDL_PRIVATE int cdl__read_item_async(const coordl *L, uint64_t id, cdl__u8 *dst, size_t cap, const void *owner, cdl__remote_done_fn done, void *arg);
 CDL_PRIVATE coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes *out);
 CDL_PRIVATE coordl_status cdl__index_source(coordl *L);
 #endif /* CDL_SOURCE_H */
@@ -2429,6 +2490,932 @@ CDL_PRIVATE int cdl__budget_allows(const cdl__worker *W, double f) {
     return (double)b->rewrite_cpu <= f * (double)(b->busy_cpu + b->rewrite_cpu) + saved;
 }
 #endif /* COORDL_NO_JPEGTURBO */
+/* ---- src/remote.c ------------------------------------------------------ */
+/* SPDX-License-Identifier: MIT */
+/*
+ * remote.c - http(s):// and s3:// reads: one libcurl event loop per handle.
+ *
+ * Owns:  L->rloop: the handle's event-loop thread, libcurl's multi handle
+ *        and its keep-alive connections, the table of objects opened so far
+ *        (URL -> size, ETag), and every request in flight
+ * Lock:  its own mutex (R->mu) guards the submission queue, the table and
+ *        the counters; everything else belongs to the event-loop thread.
+ *        Callers of cdl__remote_read wait on their own condition variable
+ *        under R->mu; asynchronous completions run on the event-loop thread
+ *        without R->mu held
+ * Calls: status (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
+ */
+
+/* ---- remote sources ---------------------------------------------------------
+ * The built-in reader reads a path that is an http://, https:// (or s3://)
+ * URL here; io.c dispatches (docs/remote.md). One thread per handle drives
+ * libcurl's multi interface with curl_multi_socket_action over epoll:
+ * hundreds of ranged GETs in flight on one thread, over a pool of HTTP/1.1
+ * keep-alive connections (cleartext HTTP/2 breaks in curl 7.88 after a
+ * connection's first request; curl_multi_perform cost 112 against 62 us a
+ * request here at 64 in flight). Every request asks for exactly the bytes
+ * it wants (`Range: bytes=a-b`) into the caller's buffer; an object's size
+ * and ETag come from its first ranged GET (no HEAD), and later requests
+ * send `If-Match` with that ETag and check the Content-Range total, so an
+ * object that changed since it was indexed is an error naming it, never
+ * other bytes. Faults: 5xx, 429 and dropped or cut-short connections are
+ * retried with a doubling backoff, CDL_RM_RETRIES times at most; 404, 403,
+ * other 4xx, a name that does not resolve and a request with no complete
+ * answer within io_timeout_ms are errors at once. Nothing waits unbounded:
+ * each attempt is bounded by io_timeout_ms and the attempts are counted. */
+#define CDL_RM_RETRIES 5             /* retries of one request at most          */
+#define CDL_RM_BACKOFF_MS 50         /* first retry's delay; doubles each time  */
+#define CDL_RM_DEFAULT_TIMEOUT_MS 30000u
+#define CDL_RM_SCAN_MIN (64u << 10)  /* a sequential reader's first window      */
+#define CDL_RM_SCAN_MAX (8u << 20)   /* ... doubling while read in order, to    */
+#define CDL_RM_SMALL_READ (64u << 10) /* reads served from the window at most   */
+#define CDL_RM_PROBE 4096u           /* bytes of an object's first ranged GET   */
+
+CDL_PRIVATE int cdl__remote_is_url(const char *p) {
+    return strncasecmp(p, "http://", 7) == 0 || strncasecmp(p, "https://", 8) == 0 || strncasecmp(p, "s3://", 5) == 0;
+}
+
+#ifndef COORDL_NO_REMOTE
+
+/* An object opened once: its size and ETag as first seen. Never freed
+ * before the handle closes, so file handles point at it. */
+typedef struct cdl__rentry {
+    struct cdl__rentry *next; /* hash chain */
+    uint64_t size;
+    struct curl_slist *if_match; /* "If-Match: <etag>", or NULL */
+    char url[];
+} cdl__rentry;
+
+/* An open file: the object, and for a sequential reader (a tar scan) the
+ * window it reads ahead into. */
+typedef struct cdl__rfile {
+    cdl__rentry *e;
+    int sequential;
+    cdl__u8 *win;
+    uint64_t win_off;
+    size_t win_len, win_cap, next_win;
+} cdl__rfile;
+
+enum { CDL_RQ_QUEUED, CDL_RQ_ACTIVE, CDL_RQ_WAITING };
+
+typedef struct cdl__rreq {
+    struct cdl__rreq *next, *prev; /* queue, or the loop's live list */
+    int state;
+    const char *url;
+    const struct curl_slist *headers;
+    uint64_t off, want, got, skipped;
+    uint64_t expect_total; /* 0: unknown (the object's first request) */
+    uint64_t total;        /* from Content-Range, or a 200's Content-Length */
+    cdl__u8 *dst;
+    long code;
+    int overflow, complete_early, attempts;
+    uint64_t due_ns;
+    CURL *easy;
+    char etag[128];
+    char body[160]; size_t body_len; /* an error answer's first bytes */
+    coordl_status status;
+    char err[CDL_ERRMSG_MAX];
+    /* a synchronous caller waits on cv; an asynchronous one is called */
+    pthread_cond_t *cv;
+    int finished;
+    const void *owner;
+    cdl__remote_done_fn done;
+    void *arg;
+} cdl__rreq;
+
+struct cdl__rloop {
+    coordl *L;
+    pthread_mutex_t mu;
+    pthread_t thread;
+    int thread_started;
+    int ep, evfd;
+    CURLM *multi;
+    uint32_t timeout_ms;
+    /* R->mu: submissions, cancellation, stop */
+    cdl__rreq *q_head, *q_tail;
+    int stopping;
+    const void *cancel_owner;
+    int cancel_pending;
+    pthread_cond_t cancel_cv;
+    cdl__rentry **table;
+    size_t table_cap, table_n;
+    cdl__remote_counters counters;
+    /* the loop thread's own */
+    cdl__rreq live; /* sentinel of the requests the loop holds */
+    uint64_t in_flight, waiting;
+    uint64_t timer_due;
+    CURL **easy_pool;
+    size_t easy_n, easy_cap;
+};
+
+static pthread_once_t cdl__curl_once = PTHREAD_ONCE_INIT;
+static CURLcode cdl__curl_init_rc = CURLE_FAILED_INIT;
+/* libcurl's process-wide setup (its TLS library): once, never undone,
+ * since another library in the process may use libcurl too. */
+static void cdl__curl_init_once(void) { cdl__curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+static uint64_t cdl__rm_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    while (*s) h = (h ^ (cdl__u8)*s++) * 1099511628211ull;
+    return h;
+}
+
+/* Under R->mu. */
+static cdl__rentry *cdl__rm_lookup(cdl__rloop *R, const char *url) {
+    if (!R->table_cap) return NULL;
+    for (cdl__rentry *e = R->table[cdl__rm_hash(url) % R->table_cap]; e; e = e->next)
+        if (strcmp(e->url, url) == 0) return e;
+    return NULL;
+}
+
+/* Under R->mu; 0 when memory runs out (e is then the caller's to free). */
+static int cdl__rm_insert(cdl__rloop *R, cdl__rentry *e) {
+    if (R->table_n + 1 > R->table_cap / 2) {
+        const size_t ncap = R->table_cap ? R->table_cap * 2 : 64;
+        cdl__rentry **t = cdl__calloc(R->L, ncap, sizeof *t);
+        if (!t) return 0;
+        for (size_t i = 0; i < R->table_cap; i++)
+            for (cdl__rentry *x = R->table[i], *nx; x; x = nx) {
+                nx = x->next;
+                x->next = t[cdl__rm_hash(x->url) % ncap];
+                t[cdl__rm_hash(x->url) % ncap] = x;
+            }
+        cdl__free(R->L, R->table);
+        R->table = t;
+        R->table_cap = ncap;
+    }
+    e->next = R->table[cdl__rm_hash(e->url) % R->table_cap];
+    R->table[cdl__rm_hash(e->url) % R->table_cap] = e;
+    R->table_n++;
+    return 1;
+}
+
+static void cdl__rm_wake(cdl__rloop *R) {
+    const uint64_t one = 1;
+    ssize_t w;
+    do w = write(R->evfd, &one, sizeof one);
+    while (w < 0 && errno == EINTR);
+}
+
+/* ---- libcurl's callbacks (event-loop thread) ---- */
+static int cdl__rm_socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp) {
+    cdl__rloop *R = userp;
+    (void)easy;
+    if (what == CURL_POLL_REMOVE) {
+        epoll_ctl(R->ep, EPOLL_CTL_DEL, s, NULL);
+        return 0;
+    }
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.events = (what & CURL_POLL_IN ? EPOLLIN : 0u) | (what & CURL_POLL_OUT ? EPOLLOUT : 0u);
+    ev.data.fd = s;
+    if (socketp) {
+        if (epoll_ctl(R->ep, EPOLL_CTL_MOD, s, &ev) != 0 && errno == ENOENT) epoll_ctl(R->ep, EPOLL_CTL_ADD, s, &ev);
+    } else {
+        if (epoll_ctl(R->ep, EPOLL_CTL_ADD, s, &ev) != 0 && errno == EEXIST) epoll_ctl(R->ep, EPOLL_CTL_MOD, s, &ev);
+        curl_multi_assign(R->multi, s, R);
+    }
+    return 0;
+}
+
+static int cdl__rm_timer_cb(CURLM *multi, long timeout_ms, void *userp) {
+    cdl__rloop *R = userp;
+    (void)multi;
+    R->timer_due = timeout_ms < 0 ? UINT64_MAX : cdl__now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    return 0;
+}
+
+static size_t cdl__rm_header_cb(char *line, size_t size, size_t n, void *userp) {
+    cdl__rreq *q = userp;
+    const size_t len = size * n;
+    char buf[256];
+    const size_t k = len < sizeof buf - 1 ? len : sizeof buf - 1;
+    memcpy(buf, line, k);
+    buf[k] = '\0';
+    unsigned long long a, b, t;
+    if (strncmp(buf, "HTTP/", 5) == 0) { /* a new answer (after a redirect): forget the last one's */
+        q->total = 0;
+        q->etag[0] = '\0';
+    } else if (strncasecmp(buf, "content-range:", 14) == 0) {
+        if (sscanf(buf + 14, " bytes %llu-%llu/%llu", &a, &b, &t) == 3) q->total = t;
+    } else if (strncasecmp(buf, "content-length:", 15) == 0) {
+        long code = 0;
+        curl_easy_getinfo(q->easy, CURLINFO_RESPONSE_CODE, &code);
+        if (code == 200 && sscanf(buf + 15, " %llu", &t) == 1) q->total = t;
+    } else if (strncasecmp(buf, "etag:", 5) == 0) {
+        const char *v = buf + 5;
+        while (*v == ' ' || *v == '\t') v++;
+        size_t m = strcspn(v, "\r\n");
+        if (m < sizeof q->etag) {
+            memcpy(q->etag, v, m);
+            q->etag[m] = '\0';
+        }
+    }
+    return len;
+}
+
+/* The body into the caller's buffer: exactly the range asked for. A server
+ * that ignores Range answers 200 with the whole object: the bytes before
+ * the range are skipped and the transfer ends once the range is in. An
+ * error answer's first bytes are kept for the message (S3's <Code>). */
+static size_t cdl__rm_write_cb(char *data, size_t size, size_t n, void *userp) {
+    cdl__rreq *q = userp;
+    size_t len = size * n;
+    if (!q->code) curl_easy_getinfo(q->easy, CURLINFO_RESPONSE_CODE, &q->code);
+    if (q->code != 200 && q->code != 206) {
+        const size_t k = len < sizeof q->body - 1 - q->body_len ? len : sizeof q->body - 1 - q->body_len;
+        memcpy(q->body + q->body_len, data, k);
+        q->body_len += k;
+        q->body[q->body_len] = '\0';
+        return size * n;
+    }
+    if (q->code == 200 && q->skipped < q->off) {
+        const uint64_t s = q->off - q->skipped < len ? q->off - q->skipped : len;
+        q->skipped += s;
+        data += s;
+        len -= (size_t)s;
+    }
+    if (len > q->want - q->got) {
+        if (q->code == 206) { /* more than the range asked for */
+            q->overflow = 1;
+            return 0;
+        }
+        memcpy(q->dst + q->got, data, (size_t)(q->want - q->got));
+        q->got = q->want;
+        q->complete_early = 1;
+        return 0;
+    }
+    memcpy(q->dst + q->got, data, len);
+    q->got += len;
+    if (q->code == 200 && q->got == q->want && q->want > 0) {
+        q->complete_early = 1;
+        return 0;
+    }
+    return size * n;
+}
+
+/* ---- requests (event-loop thread) ---- */
+static void cdl__rm_unlink(cdl__rreq *q) {
+    q->prev->next = q->next;
+    q->next->prev = q->prev;
+    q->next = q->prev = NULL;
+}
+
+static void cdl__rm_link(cdl__rloop *R, cdl__rreq *q) {
+    q->next = &R->live;
+    q->prev = R->live.prev;
+    R->live.prev->next = q;
+    R->live.prev = q;
+}
+
+static void cdl__rm_easy_put(cdl__rloop *R, CURL *e) {
+    if (R->easy_n < R->easy_cap) R->easy_pool[R->easy_n++] = e;
+    else curl_easy_cleanup(e);
+}
+
+/* Ends q: its caller is told (q may be gone on return). */
+static void cdl__rm_complete(cdl__rloop *R, cdl__rreq *q) {
+    if (q->easy) {
+        curl_multi_remove_handle(R->multi, q->easy);
+        cdl__rm_easy_put(R, q->easy);
+        q->easy = NULL;
+        R->in_flight--;
+    }
+    if (q->state == CDL_RQ_WAITING) R->waiting--;
+    if (q->next) cdl__rm_unlink(q);
+    pthread_mutex_lock(&R->mu);
+    R->counters.bytes += q->got;
+    if (q->cv) {
+        q->finished = 1;
+        pthread_cond_signal(q->cv);
+        pthread_mutex_unlock(&R->mu);
+        return;
+    }
+    pthread_mutex_unlock(&R->mu);
+    q->done(q->arg, q->status, q->got, q->err);
+    cdl__free(R->L, q);
+}
+
+static void cdl__rm_fail(cdl__rloop *R, cdl__rreq *q, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    cdl__vformat(q->err, sizeof q->err, fmt, ap);
+    va_end(ap);
+    q->status = COORDL_ERR_IO;
+    cdl__rm_complete(R, q);
+}
+
+static void cdl__rm_start(cdl__rloop *R, cdl__rreq *q) {
+    CURL *e = R->easy_n ? R->easy_pool[--R->easy_n] : curl_easy_init();
+    if (!e) {
+        cdl__rm_fail(R, q, "%s: cannot start a request (out of memory)", q->url);
+        return;
+    }
+    char range[64];
+    q->code = 0;
+    q->overflow = q->complete_early = 0;
+    q->skipped = 0;
+    q->body_len = 0;
+    q->body[0] = '\0';
+    q->total = 0;
+    q->etag[0] = '\0';
+    q->got = 0; /* a retry asks for the whole range again */
+    snprintf(range, sizeof range, "%llu-%llu", (unsigned long long)q->off, (unsigned long long)(q->off + q->want - 1));
+    curl_easy_reset(e);
+    curl_easy_setopt(e, CURLOPT_URL, q->url);
+    curl_easy_setopt(e, CURLOPT_RANGE, range);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, q->headers);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, cdl__rm_write_cb);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, q);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, cdl__rm_header_cb);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, q);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, q);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)R->timeout_ms);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)R->timeout_ms);
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "coordl/" COORDL_VERSION);
+    q->easy = e;
+    q->state = CDL_RQ_ACTIVE;
+    if (curl_multi_add_handle(R->multi, e) != CURLM_OK) {
+        cdl__rm_easy_put(R, e);
+        q->easy = NULL;
+        cdl__rm_fail(R, q, "%s: cannot start a request", q->url);
+        return;
+    }
+    R->in_flight++;
+    pthread_mutex_lock(&R->mu);
+    R->counters.requests++;
+    if (R->in_flight > R->counters.max_in_flight) R->counters.max_in_flight = R->in_flight;
+    pthread_mutex_unlock(&R->mu);
+}
+
+/* A failed attempt worth another: waits (doubling, with a jitter drawn
+ * from the request's address so that retries do not come in step) and
+ * goes again, or fails with why once the retries are spent. */
+static void cdl__rm_retry(cdl__rloop *R, cdl__rreq *q, const char *why) {
+    if (q->attempts >= CDL_RM_RETRIES) {
+        cdl__rm_fail(R, q, "%s: %s (after %d retries)", q->url, why, q->attempts);
+        return;
+    }
+    curl_multi_remove_handle(R->multi, q->easy);
+    cdl__rm_easy_put(R, q->easy);
+    q->easy = NULL;
+    R->in_flight--;
+    const uint64_t base = (uint64_t)CDL_RM_BACKOFF_MS << q->attempts;
+    const uint64_t jitter = ((uintptr_t)q >> 4) * 2654435761u % (base / 2 + 1);
+    q->attempts++;
+    q->due_ns = cdl__now_ns() + (base + jitter) * 1000000ull;
+    q->state = CDL_RQ_WAITING;
+    R->waiting++;
+    pthread_mutex_lock(&R->mu);
+    R->counters.retries++;
+    pthread_mutex_unlock(&R->mu);
+}
+
+/* Judges a finished transfer. */
+static void cdl__rm_judge(cdl__rloop *R, cdl__rreq *q, CURLcode rc) {
+    long code = 0;
+    curl_easy_getinfo(q->easy, CURLINFO_RESPONSE_CODE, &code);
+    const char *url = q->url;
+    if (rc == CURLE_WRITE_ERROR && q->complete_early) rc = CURLE_OK;
+    if (rc == CURLE_WRITE_ERROR && q->overflow) {
+        cdl__rm_fail(R, q, "%s: the server answered bytes %llu-%llu with more bytes than asked for", url,
+                     (unsigned long long)q->off, (unsigned long long)(q->off + q->want - 1));
+        return;
+    }
+    if (rc == CURLE_OK && (code == 200 || code == 206)) {
+        if (q->expect_total && q->total && q->total != q->expect_total) {
+            cdl__rm_fail(R, q, "%s: changed since it was indexed (%llu bytes then, %llu now)", url,
+                         (unsigned long long)q->expect_total, (unsigned long long)q->total);
+            return;
+        }
+        if (q->got < q->want) {
+            const uint64_t total = q->total ? q->total : q->expect_total;
+            if (total && q->off + q->got >= total) { /* the object ends there */
+                if (q->expect_total) {
+                    cdl__rm_fail(R, q, "%s: has %llu bytes, fewer than the %llu its index needs (changed since "
+                                 "it was indexed?)", url, (unsigned long long)total,
+                                 (unsigned long long)(q->off + q->want));
+                    return;
+                }
+            } else {
+                char why[96];
+                snprintf(why, sizeof why, "the body ended after %llu of %llu bytes", (unsigned long long)q->got,
+                         (unsigned long long)q->want);
+                cdl__rm_retry(R, q, why);
+                return;
+            }
+        }
+        q->status = COORDL_OK;
+        cdl__rm_complete(R, q);
+        return;
+    }
+    if (rc == CURLE_OK) {
+        const char *s3 = strstr(q->body, "<Code>");
+        char detail[96] = "";
+        if (s3) {
+            size_t m = strcspn(s3 + 6, "<");
+            if (m > 60) m = 60;
+            snprintf(detail, sizeof detail, " (%.*s)", (int)m, s3 + 6);
+        }
+        if (code >= 500 || code == 429) {
+            char why[128];
+            snprintf(why, sizeof why, "HTTP %ld%s", code, detail);
+            cdl__rm_retry(R, q, why);
+        } else if (code == 404) {
+            cdl__rm_fail(R, q, "%s: HTTP 404 Not Found%s: no such object", url, detail);
+        } else if (code == 403 || code == 401) {
+            cdl__rm_fail(R, q, "%s: HTTP %ld %s%s: access denied", url, code, code == 403 ? "Forbidden" : "Unauthorized",
+                         detail);
+        } else if (code == 412) {
+            cdl__rm_fail(R, q, "%s: changed since it was indexed (its ETag is no longer the one indexed)", url);
+        } else if (code == 416) {
+            cdl__rm_fail(R, q, "%s: HTTP 416: bytes %llu-%llu are past its end (changed since it was indexed?)", url,
+                         (unsigned long long)q->off, (unsigned long long)(q->off + q->want - 1));
+        } else {
+            cdl__rm_fail(R, q, "%s: HTTP %ld%s", url, code, detail);
+        }
+        return;
+    }
+    switch (rc) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+        cdl__rm_fail(R, q, "%s: cannot resolve the host name (%s)", url, curl_easy_strerror(rc));
+        break;
+    case CURLE_OPERATION_TIMEDOUT:
+        cdl__rm_fail(R, q, "%s: no complete answer within io_timeout_ms (%u ms) for bytes %llu-%llu (%llu received)",
+                     url, R->timeout_ms, (unsigned long long)q->off, (unsigned long long)(q->off + q->want - 1),
+                     (unsigned long long)q->got);
+        break;
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_URL_MALFORMAT:
+    case CURLE_TOO_MANY_REDIRECTS:
+        cdl__rm_fail(R, q, "%s: %s", url, curl_easy_strerror(rc));
+        break;
+    case CURLE_PARTIAL_FILE:
+        cdl__rm_retry(R, q, "the body ended before its Content-Length");
+        break;
+    default: {
+        char why[160];
+        snprintf(why, sizeof why, "%s", curl_easy_strerror(rc));
+        cdl__rm_retry(R, q, why);
+    }
+    }
+}
+
+/* Takes the submissions and a cancellation (event-loop thread). */
+static int cdl__rm_take(cdl__rloop *R) {
+    pthread_mutex_lock(&R->mu);
+    cdl__rreq *q = R->q_head;
+    R->q_head = R->q_tail = NULL;
+    const int stopping = R->stopping, cancel = R->cancel_pending;
+    const void *owner = R->cancel_owner;
+    pthread_mutex_unlock(&R->mu);
+    while (q) {
+        cdl__rreq *next = q->next;
+        q->next = NULL;
+        cdl__rm_link(R, q);
+        if (cancel && q->owner == owner && !q->cv) {
+            snprintf(q->err, sizeof q->err, "%s: cancelled", q->url);
+            q->status = COORDL_ERR_IO;
+            cdl__rm_complete(R, q);
+        } else {
+            cdl__rm_start(R, q);
+        }
+        q = next;
+    }
+    if (cancel) {
+        for (cdl__rreq *x = R->live.next, *nx; x != &R->live; x = nx) {
+            nx = x->next;
+            if (x->owner == owner && !x->cv) {
+                snprintf(x->err, sizeof x->err, "%s: cancelled", x->url);
+                x->status = COORDL_ERR_IO;
+                cdl__rm_complete(R, x);
+            }
+        }
+        pthread_mutex_lock(&R->mu);
+        R->cancel_pending = 0;
+        pthread_cond_broadcast(&R->cancel_cv);
+        pthread_mutex_unlock(&R->mu);
+    }
+    return stopping;
+}
+
+static void *cdl__rm_main(void *arg) {
+    cdl__rloop *R = arg;
+    struct epoll_event ev[64];
+    int running = 0;
+    pthread_setname_np(pthread_self(), "coordl-http");
+    for (;;) {
+        const int stopping = cdl__rm_take(R);
+        if (stopping && R->live.next == &R->live) break;
+        uint64_t now = cdl__now_ns(), due = R->timer_due;
+        if (R->waiting)
+            for (cdl__rreq *x = R->live.next; x != &R->live; x = x->next)
+                if (x->state == CDL_RQ_WAITING && x->due_ns < due) due = x->due_ns;
+        int wait_ms = due == UINT64_MAX ? 1000 : due <= now ? 0 : (int)((due - now + 999999) / 1000000);
+        if (wait_ms > 1000) wait_ms = 1000;
+        const int n = epoll_wait(R->ep, ev, 64, wait_ms);
+        for (int i = 0; i < n; i++) {
+            if (ev[i].data.fd == R->evfd) {
+                uint64_t v;
+                ssize_t rd = read(R->evfd, &v, sizeof v);
+                (void)rd;
+                continue;
+            }
+            const int flags = (ev[i].events & EPOLLIN ? CURL_CSELECT_IN : 0) |
+                              (ev[i].events & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
+                              (ev[i].events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0);
+            curl_multi_socket_action(R->multi, ev[i].data.fd, flags, &running);
+        }
+        /* the expired timer is consumed before libcurl is called back in
+         * (it may set a new one); left set, the loop would spin */
+        now = cdl__now_ns();
+        if (R->timer_due <= now) {
+            R->timer_due = UINT64_MAX;
+            curl_multi_socket_action(R->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+        }
+        if (R->waiting)
+            for (cdl__rreq *x = R->live.next, *nx; x != &R->live; x = nx) {
+                nx = x->next;
+                if (x->state == CDL_RQ_WAITING && x->due_ns <= now) {
+                    R->waiting--;
+                    cdl__rm_start(R, x);
+                }
+            }
+        CURLMsg *m;
+        int left;
+        while ((m = curl_multi_info_read(R->multi, &left)) != NULL) {
+            if (m->msg != CURLMSG_DONE) continue;
+            cdl__rreq *q = NULL;
+            curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&q);
+            const CURLcode rc = m->data.result;
+            if (q) cdl__rm_judge(R, q, rc);
+        }
+        if (stopping) /* closing: whatever is left is cancelled */
+            for (cdl__rreq *x = R->live.next, *nx; x != &R->live; x = nx) {
+                nx = x->next;
+                snprintf(x->err, sizeof x->err, "%s: cancelled (the loader is closing)", x->url);
+                x->status = COORDL_ERR_IO;
+                cdl__rm_complete(R, x);
+            }
+    }
+    return NULL;
+}
+
+/* ---- setup ---- */
+static void cdl__rm_free(coordl *L, cdl__rloop *R) {
+    if (!R) return;
+    if (R->thread_started) {
+        pthread_mutex_lock(&R->mu);
+        R->stopping = 1;
+        pthread_mutex_unlock(&R->mu);
+        cdl__rm_wake(R);
+        pthread_join(R->thread, NULL);
+    }
+    for (size_t i = 0; i < R->easy_n; i++) curl_easy_cleanup(R->easy_pool[i]);
+    if (R->multi) curl_multi_cleanup(R->multi);
+    if (R->ep >= 0) close(R->ep);
+    if (R->evfd >= 0) close(R->evfd);
+    for (size_t i = 0; i < R->table_cap; i++)
+        for (cdl__rentry *e = R->table[i], *nx; e; e = nx) {
+            nx = e->next;
+            curl_slist_free_all(e->if_match);
+            cdl__free(L, e);
+        }
+    cdl__free(L, R->table);
+    cdl__free(L, R->easy_pool);
+    pthread_mutex_destroy(&R->mu);
+    pthread_cond_destroy(&R->cancel_cv);
+    cdl__free(L, R);
+}
+
+/* The handle's loop, made by the first URL opened (on the opening thread,
+ * while the source is indexed; a race is settled by a compare-exchange). */
+static cdl__rloop *cdl__rm_get(const coordl *Lc, char *why, size_t cap) {
+    coordl *L = (coordl *)Lc; /* L->rloop is the loop's slot, written once */
+    cdl__rloop *R = atomic_load_explicit(&L->rloop, memory_order_acquire);
+    if (R) return R;
+    pthread_once(&cdl__curl_once, cdl__curl_init_once);
+    if (cdl__curl_init_rc != CURLE_OK) {
+        snprintf(why, cap, "libcurl did not initialise: %s", curl_easy_strerror(cdl__curl_init_rc));
+        return NULL;
+    }
+    R = cdl__calloc(L, 1, sizeof *R);
+    if (!R) {
+        snprintf(why, cap, "out of memory for the remote reader");
+        return NULL;
+    }
+    R->L = L;
+    R->ep = R->evfd = -1;
+    R->live.next = R->live.prev = &R->live;
+    R->timer_due = UINT64_MAX;
+    R->timeout_ms = L->cfg.io_timeout_ms ? L->cfg.io_timeout_ms : CDL_RM_DEFAULT_TIMEOUT_MS;
+    pthread_mutex_init(&R->mu, NULL);
+    pthread_cond_init(&R->cancel_cv, NULL);
+    /* connections: two descriptors' worth of room each under the soft
+     * limit (the process has other files open), 1024 at most */
+    struct rlimit rl;
+    long conns = 1024;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && (long)rl.rlim_cur / 2 - 32 < conns)
+        conns = (long)rl.rlim_cur / 2 - 32;
+    if (conns < 4) conns = 4;
+    R->easy_cap = (size_t)conns;
+    R->easy_pool = cdl__calloc(L, R->easy_cap, sizeof *R->easy_pool);
+    R->ep = epoll_create1(EPOLL_CLOEXEC);
+    R->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    R->multi = curl_multi_init();
+    if (!R->easy_pool || R->ep < 0 || R->evfd < 0 || !R->multi) {
+        snprintf(why, cap, "cannot set up the remote reader's event loop: %s", strerror(errno ? errno : ENOMEM));
+        cdl__rm_free(L, R);
+        return NULL;
+    }
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.events = EPOLLIN;
+    ev.data.fd = R->evfd;
+    epoll_ctl(R->ep, EPOLL_CTL_ADD, R->evfd, &ev);
+    curl_multi_setopt(R->multi, CURLMOPT_SOCKETFUNCTION, cdl__rm_socket_cb);
+    curl_multi_setopt(R->multi, CURLMOPT_SOCKETDATA, R);
+    curl_multi_setopt(R->multi, CURLMOPT_TIMERFUNCTION, cdl__rm_timer_cb);
+    curl_multi_setopt(R->multi, CURLMOPT_TIMERDATA, R);
+    curl_multi_setopt(R->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, conns);
+    curl_multi_setopt(R->multi, CURLMOPT_MAXCONNECTS, conns);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    const int e = pthread_create(&R->thread, &attr, cdl__rm_main, R);
+    pthread_attr_destroy(&attr);
+    if (e != 0) {
+        snprintf(why, cap, "cannot start the remote reader's thread: %s", strerror(e));
+        cdl__rm_free(L, R);
+        return NULL;
+    }
+    R->thread_started = 1;
+    cdl__rloop *expected = NULL;
+    if (!atomic_compare_exchange_strong(&L->rloop, &expected, R)) {
+        cdl__rm_free(L, R);
+        return expected;
+    }
+    return R;
+}
+
+static void cdl__rm_enqueue(cdl__rloop *R, cdl__rreq *q) {
+    q->state = CDL_RQ_QUEUED;
+    q->next = NULL;
+    pthread_mutex_lock(&R->mu);
+    if (R->q_tail) R->q_tail->next = q;
+    else R->q_head = q;
+    R->q_tail = q;
+    pthread_mutex_unlock(&R->mu);
+    cdl__rm_wake(R);
+}
+
+/* One request, waited for on the calling thread. */
+static coordl_status cdl__rm_sync(cdl__rloop *R, cdl__rreq *q, char *err, size_t cap) {
+    pthread_cond_t cv;
+    pthread_cond_init(&cv, NULL);
+    q->cv = &cv;
+    cdl__rm_enqueue(R, q);
+    pthread_mutex_lock(&R->mu);
+    while (!q->finished) pthread_cond_wait(&cv, &R->mu);
+    pthread_mutex_unlock(&R->mu);
+    pthread_cond_destroy(&cv);
+    if (q->status != COORDL_OK) snprintf(err, cap, "%s", q->err);
+    return q->status;
+}
+
+CDL_PRIVATE coordl_status cdl__remote_open(const coordl *L, const char *url, void **file, uint64_t *size, char *why,
+                                           size_t cap) {
+    if (strncasecmp(url, "s3://", 5) == 0) {
+        snprintf(why, cap, "s3:// sources are not supported yet (serve the bucket over http(s):// instead)");
+        return COORDL_ERR_UNSUPPORTED;
+    }
+    cdl__rloop *R = cdl__rm_get(L, why, cap);
+    if (!R) return COORDL_ERR_IO;
+    pthread_mutex_lock(&R->mu);
+    cdl__rentry *e = cdl__rm_lookup(R, url);
+    pthread_mutex_unlock(&R->mu);
+    cdl__u8 probe[CDL_RM_PROBE];
+    uint64_t probe_got = 0;
+    if (!e) {
+        /* the first ranged GET gives the size (Content-Range) and the ETag:
+         * no HEAD; its bytes start the window of a sequential reader */
+        cdl__rreq q;
+        memset(&q, 0, sizeof q);
+        q.url = url;
+        q.want = sizeof probe;
+        q.dst = probe;
+        coordl_status rc = cdl__rm_sync(R, &q, why, cap);
+        if (rc != COORDL_OK) return rc;
+        if (!q.total && q.got < q.want) q.total = q.got;
+        if (!q.total) {
+            snprintf(why, cap, "%s: the server gave no size (no Content-Range total)", url);
+            return COORDL_ERR_IO;
+        }
+        const size_t n = strlen(url);
+        e = cdl__calloc(L, 1, sizeof *e + n + 1);
+        if (!e) {
+            snprintf(why, cap, "out of memory");
+            return COORDL_ERR_NOMEM;
+        }
+        memcpy(e->url, url, n + 1);
+        e->size = q.total;
+        if (q.etag[0]) {
+            char h[160];
+            snprintf(h, sizeof h, "If-Match: %s", q.etag);
+            e->if_match = curl_slist_append(NULL, h);
+        }
+        probe_got = q.got;
+        pthread_mutex_lock(&R->mu);
+        cdl__rentry *other = cdl__rm_lookup(R, url);
+        if (other || !cdl__rm_insert(R, e)) {
+            curl_slist_free_all(e->if_match);
+            cdl__free(L, e);
+            e = other;
+        }
+        pthread_mutex_unlock(&R->mu);
+        if (!e) {
+            snprintf(why, cap, "out of memory");
+            return COORDL_ERR_NOMEM;
+        }
+    }
+    cdl__rfile *f = cdl__calloc(L, 1, sizeof *f);
+    if (!f) {
+        snprintf(why, cap, "out of memory");
+        return COORDL_ERR_NOMEM;
+    }
+    f->e = e;
+    f->next_win = CDL_RM_SCAN_MIN;
+    if (probe_got && (f->win = cdl__malloc(L, sizeof probe))) {
+        memcpy(f->win, probe, (size_t)probe_got);
+        f->win_cap = sizeof probe;
+        f->win_len = (size_t)probe_got;
+    }
+    *file = f;
+    *size = e->size;
+    return COORDL_OK;
+}
+
+CDL_PRIVATE void cdl__remote_sequential(void *file) { ((cdl__rfile *)file)->sequential = 1; }
+
+CDL_PRIVATE void cdl__remote_close(const coordl *L, void *file) {
+    cdl__rfile *f = file;
+    if (!f) return;
+    cdl__free(L, f->win);
+    cdl__free(L, f);
+}
+
+static coordl_status cdl__rm_range(cdl__rloop *R, const cdl__rentry *e, void *buf, uint64_t len, uint64_t off,
+                                   uint64_t *got, char *err, size_t cap) {
+    cdl__rreq q;
+    memset(&q, 0, sizeof q);
+    q.url = e->url;
+    q.headers = e->if_match;
+    q.off = off;
+    q.want = len;
+    q.dst = buf;
+    q.expect_total = e->size;
+    const coordl_status rc = cdl__rm_sync(R, &q, err, cap);
+    *got = q.got;
+    return rc;
+}
+
+/* len bytes at off, clipped at the object's size as indexed. A sequential
+ * reader's small reads (a tar scan's headers) come from a window read
+ * ahead in one ranged GET, doubling while it is read in order
+ * (CDL_RM_SCAN_MIN to CDL_RM_SCAN_MAX) and starting small again after a
+ * jump (past a large member): a shard of small members is read in a few
+ * large requests, one of large members in small ones at its headers. */
+CDL_PRIVATE coordl_status cdl__remote_read(const coordl *L, void *file, void *buf, uint64_t len, uint64_t off,
+                                           uint64_t *got, char *err, size_t cap) {
+    cdl__rfile *f = file;
+    cdl__rloop *R = atomic_load_explicit(&((coordl *)L)->rloop, memory_order_acquire);
+    const uint64_t size = f->e->size;
+    *got = 0;
+    if (off >= size || len == 0) return COORDL_OK;
+    if (len > size - off) len = size - off;
+    if (f->win && off >= f->win_off && off + len <= f->win_off + f->win_len) {
+        memcpy(buf, f->win + (off - f->win_off), (size_t)len);
+        *got = len;
+        return COORDL_OK;
+    }
+    if (!f->sequential || len > CDL_RM_SMALL_READ) return cdl__rm_range(R, f->e, buf, len, off, got, err, cap);
+    if (off == f->win_off + f->win_len && f->win_len) {
+        if (f->next_win < CDL_RM_SCAN_MAX) f->next_win *= 2;
+    } else {
+        f->next_win = CDL_RM_SCAN_MIN;
+    }
+    size_t w = f->next_win;
+    if (w < len) w = (size_t)len;
+    if (w > size - off) w = (size_t)(size - off);
+    if (w > f->win_cap) {
+        void *p = cdl__realloc(L, f->win, w);
+        if (!p) return cdl__rm_range(R, f->e, buf, len, off, got, err, cap);
+        f->win = p;
+        f->win_cap = w;
+    }
+    uint64_t n = 0;
+    f->win_len = 0;
+    const coordl_status rc = cdl__rm_range(R, f->e, f->win, w, off, &n, err, cap);
+    if (rc != COORDL_OK) return rc;
+    f->win_off = off;
+    f->win_len = (size_t)n;
+    *got = n < len ? n : len;
+    memcpy(buf, f->win, (size_t)*got);
+    return COORDL_OK;
+}
+
+CDL_PRIVATE int cdl__remote_submit(const coordl *L, const char *url, uint64_t off, uint64_t len, void *dst,
+                                   const void *owner, cdl__remote_done_fn done, void *arg) {
+    cdl__rloop *R = atomic_load_explicit(&((coordl *)L)->rloop, memory_order_acquire);
+    if (!R) return 0;
+    pthread_mutex_lock(&R->mu);
+    const cdl__rentry *e = cdl__rm_lookup(R, url);
+    pthread_mutex_unlock(&R->mu);
+    if (!e || off > e->size || len > e->size - off || len == 0) return 0; /* read synchronously: it says why */
+    cdl__rreq *q = cdl__calloc(L, 1, sizeof *q);
+    if (!q) return 0;
+    q->url = e->url;
+    q->headers = e->if_match;
+    q->off = off;
+    q->want = len;
+    q->dst = dst;
+    q->expect_total = e->size;
+    q->owner = owner;
+    q->done = done;
+    q->arg = arg;
+    cdl__rm_enqueue(R, q);
+    return 1;
+}
+
+/* Ends every asynchronous request of owner, calling each one's done with
+ * an error, before it returns. Not from the event-loop thread. */
+CDL_PRIVATE void cdl__remote_cancel(const coordl *L, const void *owner) {
+    cdl__rloop *R = atomic_load_explicit(&((coordl *)L)->rloop, memory_order_acquire);
+    if (!R) return;
+    pthread_mutex_lock(&R->mu);
+    while (R->cancel_pending) pthread_cond_wait(&R->cancel_cv, &R->mu);
+    R->cancel_owner = owner;
+    R->cancel_pending = 1;
+    pthread_mutex_unlock(&R->mu);
+    cdl__rm_wake(R);
+    pthread_mutex_lock(&R->mu);
+    while (R->cancel_pending) pthread_cond_wait(&R->cancel_cv, &R->mu);
+    pthread_mutex_unlock(&R->mu);
+}
+
+CDL_PRIVATE void cdl__remote_counters_get(const coordl *L, cdl__remote_counters *out) {
+    cdl__rloop *R = atomic_load_explicit(&((coordl *)L)->rloop, memory_order_acquire);
+    memset(out, 0, sizeof *out);
+    if (!R) return;
+    pthread_mutex_lock(&R->mu);
+    *out = R->counters;
+    pthread_mutex_unlock(&R->mu);
+}
+
+/* Stops the loop and frees everything (after every reader is done). */
+CDL_PRIVATE void cdl__remote_destroy(coordl *L) {
+    cdl__rloop *R = atomic_exchange(&L->rloop, NULL);
+    cdl__rm_free(L, R);
+}
+
+#else /* COORDL_NO_REMOTE */
+
+CDL_PRIVATE coordl_status cdl__remote_open(const coordl *L, const char *url, void **file, uint64_t *size, char *why,
+                                           size_t cap) {
+    (void)L; (void)file; (void)size;
+    snprintf(why, cap, "%s: remote sources are not in this build (coordl.c was compiled with COORDL_NO_REMOTE)", url);
+    return COORDL_ERR_UNSUPPORTED;
+}
+CDL_PRIVATE coordl_status cdl__remote_read(const coordl *L, void *file, void *buf, uint64_t len, uint64_t off,
+                                           uint64_t *got, char *err, size_t cap) {
+    (void)L; (void)file; (void)buf; (void)len; (void)off;
+    *got = 0;
+    snprintf(err, cap, "remote sources are not in this build (COORDL_NO_REMOTE)");
+    return COORDL_ERR_UNSUPPORTED;
+}
+CDL_PRIVATE void cdl__remote_close(const coordl *L, void *file) { (void)L; (void)file; }
+CDL_PRIVATE void cdl__remote_sequential(void *file) { (void)file; }
+CDL_PRIVATE int cdl__remote_submit(const coordl *L, const char *url, uint64_t off, uint64_t len, void *dst,
+                                   const void *owner, cdl__remote_done_fn done, void *arg) {
+    (void)L; (void)url; (void)off; (void)len; (void)dst; (void)owner; (void)done; (void)arg;
+    return 0;
+}
+CDL_PRIVATE void cdl__remote_cancel(const coordl *L, const void *owner) { (void)L; (void)owner; }
+CDL_PRIVATE void cdl__remote_counters_get(const coordl *L, cdl__remote_counters *out) {
+    (void)L;
+    memset(out, 0, sizeof *out);
+}
+CDL_PRIVATE void cdl__remote_destroy(coordl *L) { (void)L; }
+
+#endif /* COORDL_NO_REMOTE */
 /* ---- src/io.c ---------------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
 /*
@@ -2447,7 +3434,7 @@ CDL_PRIVATE int cdl__budget_allows(const cdl__worker *W, double f) {
  *        POSIX one, or the caller's); and the line parser list files share
  * Lock:  none: readers are called concurrently from any thread (coordl.h
  *        documents it); L->io is fixed at open
- * Calls: status (lower layers only: src/modules.txt; tools/check-layers.py
+ * Calls: status, remote (lower layers only: src/modules.txt; tools/check-layers.py
  *        checks this line).
  */
 
@@ -2457,8 +3444,9 @@ CDL_PRIVATE int cdl__budget_allows(const cdl__worker *W, double f) {
  * makes the open itself return at once whatever the path names; fstat then
  * refuses anything but a regular file (reads of a regular file ignore
  * O_NONBLOCK). Symbolic links are followed (datasets are often trees of
- * links); a loop fails the open with ELOOP. A handle is the descriptor + 1
- * (so that descriptor 0 is not NULL): nothing is allocated per open. *why
+ * links); a loop fails the open with ELOOP. A handle is the descriptor
+ * shifted left with the low bit set (never NULL, and never the even address
+ * of a remote file: cdl__io_is_remote): nothing is allocated per open. *why
  * gets a static description when the refusal is ours, not an errno's. */
 CDL_PRIVATE int cdl__posix_open_why(const char *path, void **file, uint64_t *size, const char **why) {
     *why = NULL;
@@ -2481,12 +3469,12 @@ CDL_PRIVATE int cdl__posix_open_why(const char *path, void **file, uint64_t *siz
                                       : "not a regular file";
         return S_ISDIR(sb.st_mode) ? -EISDIR : -EINVAL;
     }
-    *file = (void *)(intptr_t)(fd + 1);
+    *file = (void *)(((uintptr_t)fd << 1) | 1u);
     *size = (uint64_t)sb.st_size;
     return 0;
 }
 
-CDL_PRIVATE int cdl__posix_fd(void *file) { return (int)(intptr_t)file - 1; }
+CDL_PRIVATE int cdl__posix_fd(void *file) { return (int)((uintptr_t)file >> 1); }
 
 static int cdl__posix_open(void *user, const char *path, void **file, uint64_t *size) {
     const char *why;
@@ -2525,8 +3513,23 @@ CDL_PRIVATE const coordl_io cdl__posix_io = {NULL, cdl__posix_open, cdl__posix_r
  * and what it says becomes an error naming the file, never a crash. */
 #define CDL_IO_EINTR_RETRIES 100 /* a reader returning -EINTR forever must not hang us */
 
-/* Opens path. On failure: COORDL_ERR_IO, and the reason (not the path:
- * callers name the file as they need) in why. */
+/* Remote sources: the built-in reader reads a path that is an http(s)://
+ * or s3:// URL through remote.c (docs/remote.md); a caller's reader is
+ * given every path as it is. A remote file is an allocation (even address),
+ * a POSIX one an odd number. */
+static int cdl__io_is_remote(const coordl *L, const void *file) {
+    return L->io == &cdl__posix_io && ((uintptr_t)file & 1u) == 0;
+}
+
+/* Marks a file read in order from start to end in small pieces (a tar
+ * scan): a remote one then reads ahead in large ranged requests. */
+CDL_PRIVATE void cdl__io_sequential(const coordl *L, void *file) {
+    if (cdl__io_is_remote(L, file)) cdl__remote_sequential(file);
+}
+
+/* Opens path. On failure: COORDL_ERR_IO (COORDL_ERR_UNSUPPORTED for a URL
+ * this build cannot read), and the reason in why (not the path: callers
+ * name the file as they need; a URL's reason may name it). */
 CDL_PRIVATE coordl_status cdl__io_open(const coordl *L, const char *path, void **file, uint64_t *size,
                                   char *why, size_t cap) {
     const coordl_io *io = L->io;
@@ -2534,6 +3537,7 @@ CDL_PRIVATE coordl_status cdl__io_open(const coordl *L, const char *path, void *
     void *f = NULL;
     uint64_t sz = 0;
     int r;
+    if (io == &cdl__posix_io && cdl__remote_is_url(path)) return cdl__remote_open(L, path, file, size, why, cap);
     for (int tries = 0;; tries++) {
         r = io == &cdl__posix_io ? cdl__posix_open_why(path, &f, &sz, &ours) : io->open(io->user, path, &f, &sz);
         if (r != -EINTR || tries >= CDL_IO_EINTR_RETRIES) break;
@@ -2549,7 +3553,10 @@ CDL_PRIVATE coordl_status cdl__io_open(const coordl *L, const char *path, void *
     return COORDL_ERR_IO;
 }
 
-CDL_PRIVATE void cdl__io_close(const coordl *L, void *file) { L->io->close(L->io->user, file); }
+CDL_PRIVATE void cdl__io_close(const coordl *L, void *file) {
+    if (cdl__io_is_remote(L, file)) cdl__remote_close(L, file);
+    else L->io->close(L->io->user, file);
+}
 
 /* Reads len bytes at offset off of an open file, looping over short reads
  * and EINTR; *got receives the bytes read (fewer than len: the file ended
@@ -2561,6 +3568,7 @@ CDL_PRIVATE coordl_status cdl__io_read(const coordl *L, void *file, const char *
     uint64_t done = 0;
     int eintr = 0;
     *got = 0;
+    if (cdl__io_is_remote(L, file)) return cdl__remote_read(L, file, buf, len, off, got, err, cap);
     while (done < len) {
         const int64_t r = io->read_at(io->user, file, (cdl__u8 *)buf + done, len - done, off + done);
         if (r == -EINTR && ++eintr <= CDL_IO_EINTR_RETRIES) continue;
@@ -2647,12 +3655,16 @@ CDL_PRIVATE int cdl__list_next(const char *text, size_t len, size_t *pos, cdl__l
 }
 
 /* The path a list line names, NUL-terminated in *buf (grown): relative to
- * the list file's folder unless absolute. Its length in *path_len; 0 when
- * memory runs out. */
+ * the list file's folder (or URL) unless absolute or a URL. Its length in
+ * *path_len; 0 when memory runs out. */
 CDL_PRIVATE int cdl__list_path(const coordl *L, const char *list, const char *name, size_t n, char **buf, size_t *cap,
                                size_t *path_len) {
     const char *slash = strrchr(list, '/');
-    const size_t dir_len = name[0] == '/' || !slash ? 0 : (size_t)(slash - list);
+    char scheme[9];
+    const size_t k = n < sizeof scheme - 1 ? n : sizeof scheme - 1;
+    memcpy(scheme, name, k);
+    scheme[k] = '\0';
+    const size_t dir_len = name[0] == '/' || !slash || cdl__remote_is_url(scheme) ? 0 : (size_t)(slash - list);
     if (!cdl__reserve(L, (void **)buf, cap, dir_len + n + 2)) return 0;
     size_t o = 0;
     if (dir_len > 0) {
@@ -3957,6 +4969,7 @@ CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, const char *list_t
         t.shard_index = (uint32_t)i;
         rc = cdl__io_open(L, t.shard, &t.file, &t.size, err, sizeof err);
         if (rc != COORDL_OK) { rc = cdl__open_fail(rc, "source: cannot open tar shard %s: %s", t.shard, err); break; }
+        cdl__io_sequential(L, t.file); /* a remote shard's headers: in large ranged reads */
         /* the string arena may move while this shard's paths are added */
         char *copy = cdl__malloc(L, strlen(t.shard) + 1);
         if (!copy) {
@@ -4006,8 +5019,8 @@ CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, const char *list_t
  *        member or token window)
  * Lock:  index writes at open only; reads are lock-free (W's buffers are
  *        its own)
- * Calls: status, io, index, tar (lower layers only: src/modules.txt;
- *        tools/check-layers.py checks this line).
+ * Calls: status, remote, io, index, tar (lower layers only:
+ *        src/modules.txt; tools/check-layers.py checks this line).
  */
 
 #define CDL_SHARD_HEADER_BYTES 1024
@@ -4187,19 +5200,112 @@ static const char *cdl__sniff_not_list(const unsigned char *b, size_t n) {
     return NULL;
 }
 
+/* WebDataset's brace notation, as its braceexpand does: each {a..b}
+ * (numbers, zero-padded to the width of a when it has leading zeros or a
+ * and b are as wide) or {x,y,z} group in turn, left to right, expanded
+ * into lines of *out (paths relative to the folder before the first
+ * brace unless URLs, as a list file's lines are). 0 with why set when the
+ * pattern is malformed or names more than CDL_BRACE_MAX paths. */
+#define CDL_BRACE_MAX 10000000u
+static int cdl__brace_expand(const coordl *L, const char *pat, size_t strip, char **out, size_t *len, size_t *cap,
+                             size_t *count, char *why, size_t whycap) {
+    const char *open = strchr(pat, '{');
+    if (!open) {
+        const size_t n = strlen(pat) - strip;
+        if (++*count > CDL_BRACE_MAX) {
+            snprintf(why, whycap, "names more than %u paths", CDL_BRACE_MAX);
+            return 0;
+        }
+        if (!cdl__reserve(L, (void **)out, cap, *len + n + 2)) {
+            snprintf(why, whycap, "out of memory");
+            return 0;
+        }
+        memcpy(*out + *len, pat + strip, n);
+        *len += n;
+        (*out)[(*len)++] = '\n';
+        (*out)[*len] = '\0';
+        return 1;
+    }
+    const char *close = strchr(open, '}');
+    if (!close || memchr(open + 1, '{', (size_t)(close - open - 1))) {
+        snprintf(why, whycap, "unbalanced or nested braces at offset %zu", (size_t)(open - pat));
+        return 0;
+    }
+    const size_t pre = (size_t)(open - pat), body = (size_t)(close - open - 1), rest = strlen(close + 1);
+    char *buf = cdl__malloc(L, pre + body + rest + 32);
+    if (!buf) {
+        snprintf(why, whycap, "out of memory");
+        return 0;
+    }
+    memcpy(buf, pat, pre);
+    int ok = 1;
+    unsigned long long a, b;
+    int na = 0, nb = 0;
+    char dots[3] = "";
+    if (sscanf(open + 1, "%llu%n..%llu%n", &a, &na, &b, &nb) == 2 && (size_t)nb == body &&
+        sscanf(open + 1 + na, "%2[.]", dots) == 1) {
+        const int wa = na, wb = nb - na - 2;
+        const int width = open[1] == '0' || wa == wb ? wa : 0;
+        if (a > b || b - a >= CDL_BRACE_MAX) {
+            snprintf(why, whycap, "the range {%.*s} is empty or too large", (int)body, open + 1);
+            ok = 0;
+        }
+        for (unsigned long long i = a; ok && i <= b; i++) {
+            const int w = snprintf(buf + pre, 32, "%0*llu", width, i);
+            memcpy(buf + pre + w, close + 1, rest + 1);
+            ok = cdl__brace_expand(L, buf, strip, out, len, cap, count, why, whycap);
+        }
+    } else {
+        for (const char *alt = open + 1; ok && alt <= close;) {
+            const char *end = memchr(alt, ',', (size_t)(close - alt));
+            if (!end) end = close;
+            const size_t n = (size_t)(end - alt);
+            char *nb2 = cdl__realloc(L, buf, pre + n + rest + 32);
+            if (!nb2) {
+                snprintf(why, whycap, "out of memory");
+                ok = 0;
+                break;
+            }
+            buf = nb2;
+            memcpy(buf + pre, alt, n);
+            memcpy(buf + pre + n, close + 1, rest + 1);
+            ok = cdl__brace_expand(L, buf, strip, out, len, cap, count, why, whycap);
+            alt = end + 1;
+        }
+    }
+    cdl__free(L, buf);
+    return ok;
+}
+
 CDL_PRIVATE coordl_status cdl__index_source(coordl *L) {
     struct stat sb;
     const char *src = L->cfg.source;
     if (L->cfg.pipeline == COORDL_PIPE_TOKENS) return cdl__index_tokens(L);
     /* A path the local file system does not know may still be one the
      * trainer's reader knows (an object store key): read it as a file. A
-     * glob is a pattern no file is named after. */
+     * glob is a pattern no file is named after; braces are WebDataset's
+     * shard ranges; an http(s):// URL is read by the remote reader
+     * (docs/remote.md). */
     const int local = stat(src, &sb) == 0;
     const int is_dir = local && S_ISDIR(sb.st_mode);
+    const int remote = !local && L->io == &cdl__posix_io && cdl__remote_is_url(src);
     coordl_status rc;
-    if (!local && strpbrk(src, "*?[")) {
+    if (!local && strchr(src, '{') && strchr(src, '}')) {
+        char *text = NULL, why[256];
+        size_t len = 0, cap = 0, count = 0;
+        const char *brace = strchr(src, '{'), *slash = brace;
+        while (slash > src && slash[-1] != '/') slash--;
+        if (!cdl__brace_expand(L, src, cdl__remote_is_url(src) ? 0 : (size_t)(slash - src), &text, &len, &cap, &count,
+                               why, sizeof why))
+            rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s: %s", src, why);
+        else if (!cdl__is_shard_list(text, len))
+            rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s: a brace pattern must name .tar shards", src);
+        else
+            rc = cdl__index_tar(L, 4, text, len);
+        cdl__free(L, text);
+    } else if (!local && !remote && strpbrk(src, "*?[")) {
         rc = cdl__index_tar(L, 3, NULL, 0);
-    } else if (!local && L->io == &cdl__posix_io) {
+    } else if (!local && !remote && L->io == &cdl__posix_io) {
         return cdl__open_fail(COORDL_ERR_INVALID, "source: %s does not exist (%s); set cfg.source to an "
                               "ImageFolder root, a list file or tar shards", src, strerror(errno));
     } else if (!is_dir && cdl__is_tar_name(src)) {
@@ -4349,6 +5455,24 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, 
     }
     *len = got;
     return COORDL_OK;
+}
+
+/* Starts item id's storage read without a thread: a member of a remote
+ * shard goes to the event loop (remote.c), which calls done(arg, ...) on
+ * its thread once the bytes are in dst (cap bytes; 16 past the item stay
+ * free, as cdl__read_item leaves them). 1: submitted; 0: read it with
+ * cdl__read_item (a local or caller-read file, or a check that must
+ * name the item: that read says why). */
+CDL_PRIVATE int cdl__read_item_async(const coordl *L, uint64_t id, cdl__u8 *dst, size_t cap, const void *owner,
+                                     cdl__remote_done_fn done, void *arg) {
+    if (!L->index.tar_items || L->index.shards) return 0;
+    const cdl__tar_item *ti = &L->index.tar_items[id];
+    const char *file = L->index.strings + L->index.tar_shards[ti->shard];
+    const uint64_t want = L->index.items[id].bytes;
+    if (L->io != &cdl__posix_io || !cdl__remote_is_url(file) || want == 0 || want > L->cfg.max_item_bytes ||
+        want + 16 > cap)
+        return 0;
+    return cdl__remote_submit(L, file, ti->offset, want, dst, owner, done, arg);
 }
 
 /* An item's bytes from storage into the worker's buffer. */
@@ -5623,9 +6747,9 @@ CDL_PRIVATE void cdl__peer_close(coordl *L) {
  *        they read ahead of the workers
  * Lock:  its own mutex (R->mu); lock order: the stream's lock, then this
  *        one; the I/O threads never take the stream's lock
- * Calls: status, placement, io, index, source, sampler, cache, peers (lower
- *        layers only: src/modules.txt; tools/check-layers.py checks this
- *        line).
+ * Calls: status, placement, remote, io, index, source, sampler, cache,
+ *        peers (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
  */
 
 /* ---- read-ahead in the known order ----------------------------------------
@@ -5706,12 +6830,32 @@ static int cdl__ra_not_from_storage(const coordl *L, uint64_t id) {
 
 static void *cdl__ra_main(void *arg);
 
+/* An asynchronous read ended (remote.c's event-loop thread): the entry is
+ * done as a synchronous read's would be. */
+static void cdl__ra_read_done(void *arg, coordl_status status, uint64_t got, const char *err) {
+    cdl__ra_entry *x = arg;
+    cdl__readahead *R = x->ra;
+    pthread_mutex_lock(&R->mu);
+    R->async_reads--;
+    R->reads++;
+    R->read_ns += cdl__now_ns() - x->t0;
+    x->len = got;
+    x->storage_bytes = got;
+    x->status = status;
+    if (status != COORDL_OK) snprintf(x->err, sizeof x->err, "%s: %s", cdl__item_path(R->L, x->id), err);
+    x->state = status == COORDL_OK ? CDL_RA_DONE : CDL_RA_FAILED;
+    pthread_cond_broadcast(&R->done_cv);
+    if (x->stale) cdl__ra_trim(R);
+    pthread_mutex_unlock(&R->mu);
+}
+
 /* readahead_items is the number of reads in flight (issue 24): with a
  * synchronous reader that takes one thread per read, so the I/O threads
  * grow, one at a time, while every one of them is inside the reader and
  * the window has room, up to readahead_threads (by default the depth).
- * A fast store keeps one or two threads busy and never grows the pool; a
- * store with 10 ms reads grows it to the depth. Small stacks: a thread
+ * On a fast store reads rarely overlap and the pool stays small; a store
+ * with 10 ms reads grows it to the depth (remote items take no thread:
+ * cdl__read_item_async). Small stacks: a thread
  * only calls the reader. Under R->mu; 0 when a thread could not start
  * (the others go on: fewer reads in flight, nothing lost). */
 enum { CDL_RA_STACK_BYTES = 256 * 1024 };
@@ -5814,6 +6958,14 @@ static void *cdl__ra_main(void *arg) {
             continue;
         }
         x->state = CDL_RA_READING;
+        x->ra = R;
+        x->t0 = cdl__now_ns();
+        /* a remote item: a transfer on the event loop, not a thread; this
+         * thread goes on to the next position (depth 512 = 512 transfers) */
+        if (cdl__read_item_async(L, id, R->base + start % R->bytes, (size_t)(end - start), R, cdl__ra_read_done, x)) {
+            R->async_reads++;
+            continue;
+        }
         if (++R->reading == R->nthreads && R->head - R->tail < R->depth) (void)cdl__ra_grow(R);
         pthread_mutex_unlock(&R->mu);
         cdl__u8 *dst = R->base + start % R->bytes;
@@ -6015,6 +7167,8 @@ CDL_PRIVATE void cdl__ra_stop(coordl *L) {
         pthread_cond_broadcast(&R->room_cv);
         pthread_mutex_unlock(&R->mu);
         for (int i = 0; i < R->nthreads; i++) pthread_join(R->threads[i], NULL);
+        /* transfers still in flight write into the arena: ended first */
+        cdl__remote_cancel(L, R);
         pthread_mutex_destroy(&R->mu);
         pthread_cond_destroy(&R->room_cv);
         pthread_cond_destroy(&R->done_cv);
@@ -8543,6 +9697,7 @@ CDL_PRIVATE coordl_config cdl__config_default(void) {
     c.jpeg_random_access = 1;
     c.jpeg_rewrite_budget = 0.08f;
     c.readahead_items = 32;
+    c.io_timeout_ms = 30000;
     return c;
 }
 
@@ -10603,10 +11758,10 @@ CDL_PRIVATE void cdl__group_leave(coordl *L) {
  *        coordl_open, next, release, seek, set, stats, close
  * Lock:  the stream's lock for everything shared; the consumer fields are
  *        the calling thread's (the API is single-consumer)
- * Calls: status, placement, lock, io, index, source, sampler, cache, peers,
- *        readahead, plan, resample, audio, decode, config, stream, pool,
- *        group (lower layers only: src/modules.txt; tools/check-layers.py
- *        checks this line).
+ * Calls: status, placement, lock, remote, io, index, source, sampler,
+ *        cache, peers, readahead, plan, resample, audio, decode, config,
+ *        stream, pool, group (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
  */
 
 static coordl_status cdl__open_handle(const coordl_config *cfg, coordl **out) {
@@ -11185,8 +12340,15 @@ CDL_PRIVATE void cdl__get_stats(const coordl *L, coordl_stats *out) {
         out->readahead_reads = L->pool.ra->reads;
         out->readahead_read_ns = L->pool.ra->read_ns;
         out->readahead_skips = L->pool.ra->skips;
+        out->readahead_io_threads = (uint32_t)L->pool.ra->nthreads;
         pthread_mutex_unlock(&L->pool.ra->mu);
     }
+    cdl__remote_counters rc;
+    cdl__remote_counters_get(L, &rc);
+    out->remote_requests = rc.requests;
+    out->remote_retries = rc.retries;
+    out->remote_bytes = rc.bytes;
+    out->remote_max_in_flight = rc.max_in_flight;
     if (out->stall_ns + out->compute_ns) out->stall_fraction = (double)out->stall_ns / (double)(out->stall_ns + out->compute_ns);
     if (out->read_storage_ns) out->storage_mb_per_s = out->storage_bytes / 1e6 / (out->read_storage_ns / 1e9);
     if (out->items) {
@@ -11395,6 +12557,7 @@ void coordl_close(coordl *L) {
 #ifdef COORDL_MPI
     cdl__peer_close(L);
 #endif
+    cdl__remote_destroy(L); /* after the workers and the read-ahead: no reader is left */
     cdl__cache_destroy(L);
     cdl__ring_free(L); /* before the group is left: it knows which arrays are shared */
     if (L->member.shm_base) {

@@ -646,6 +646,13 @@ typedef struct coordl_config {
      * either way; a coordinated group's members must agree on it.
      * 0 (default) = 3 (coordl_get_config reports 3). Appended in 0.4. */
     uint32_t channels;
+    /* --- appended after 0.4.0: remote sources (docs/remote.md) --------- */
+    uint32_t io_timeout_ms;     /* bounds each request to an http(s)://
+                                   source: no complete answer within it is
+                                   an error naming the URL (5xx and dropped
+                                   connections are retried, at most 5
+                                   times, each attempt so bounded); 0 =
+                                   the default, 30000                      */
 } coordl_config;
 
 /* A ready batch: a view into a ring slot, valid until coordl_release(). */
@@ -757,6 +764,15 @@ typedef struct coordl_stats {
     double stall_fraction;      /* stall_ns / (stall_ns + compute_ns): the
                                    share of the trainer's time spent waiting
                                    in coordl_next (0 before the first call)  */
+    /* --- appended after 0.4.0: remote sources (docs/remote.md) -------- */
+    uint64_t remote_requests;   /* HTTP requests sent, retries included     */
+    uint64_t remote_retries;    /* of them, retries (5xx, 429, dropped or
+                                   cut-short connections)                   */
+    uint64_t remote_bytes;      /* body bytes received                      */
+    uint64_t remote_max_in_flight; /* most requests in flight at once, on
+                                   the one event-loop thread                */
+    uint32_t readahead_io_threads; /* I/O threads the read-ahead started    */
+    uint32_t pad2_;             /* zero                                      */
 } coordl_stats;
 
 /* Per-epoch counters (the last 16 epochs are kept). */

@@ -82,7 +82,7 @@ PY=/usr/bin/python3
 CC=${CC:-cc}
 CFLAGS=(-O2 -g -std=c11 -Wall -Wextra -Wpedantic -Wshadow -D_GNU_SOURCE -I.)
 HWLOC_LIB=${HWLOC_LIB--lhwloc}
-LIBS=(-ljpeg $HWLOC_LIB -lpthread -lm)
+LIBS=(-ljpeg $HWLOC_LIB -lcurl -lpthread -lm)
 mkdir -p "$OUT"
 
 log() { printf '\n=== %s\n' "$*"; }

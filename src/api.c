@@ -6,10 +6,10 @@
  *        coordl_open, next, release, seek, set, stats, close
  * Lock:  the stream's lock for everything shared; the consumer fields are
  *        the calling thread's (the API is single-consumer)
- * Calls: status, placement, lock, io, index, source, sampler, cache, peers,
- *        readahead, plan, resample, audio, decode, config, stream, pool,
- *        group (lower layers only: src/modules.txt; tools/check-layers.py
- *        checks this line).
+ * Calls: status, placement, lock, remote, io, index, source, sampler,
+ *        cache, peers, readahead, plan, resample, audio, decode, config,
+ *        stream, pool, group (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
  */
 #include "platform.h"
 #include "api.h"
@@ -19,6 +19,8 @@
 #include "lock.h"
 #include "lock_state.h"
 #include "worker_state.h"
+#include "remote.h"
+#include "remote_state.h"
 #include "io.h"
 #include "index.h"
 #include "source.h"
@@ -617,8 +619,15 @@ CDL_PRIVATE void cdl__get_stats(const coordl *L, coordl_stats *out) {
         out->readahead_reads = L->pool.ra->reads;
         out->readahead_read_ns = L->pool.ra->read_ns;
         out->readahead_skips = L->pool.ra->skips;
+        out->readahead_io_threads = (uint32_t)L->pool.ra->nthreads;
         pthread_mutex_unlock(&L->pool.ra->mu);
     }
+    cdl__remote_counters rc;
+    cdl__remote_counters_get(L, &rc);
+    out->remote_requests = rc.requests;
+    out->remote_retries = rc.retries;
+    out->remote_bytes = rc.bytes;
+    out->remote_max_in_flight = rc.max_in_flight;
     if (out->stall_ns + out->compute_ns) out->stall_fraction = (double)out->stall_ns / (double)(out->stall_ns + out->compute_ns);
     if (out->read_storage_ns) out->storage_mb_per_s = out->storage_bytes / 1e6 / (out->read_storage_ns / 1e9);
     if (out->items) {
@@ -827,6 +836,7 @@ void coordl_close(coordl *L) {
 #ifdef COORDL_MPI
     cdl__peer_close(L);
 #endif
+    cdl__remote_destroy(L); /* after the workers and the read-ahead: no reader is left */
     cdl__cache_destroy(L);
     cdl__ring_free(L); /* before the group is left: it knows which arrays are shared */
     if (L->member.shm_base) {

@@ -71,6 +71,7 @@ CDL_PRIVATE coordl_config cdl__config_default(void) {
     c.jpeg_random_access = 1;
     c.jpeg_rewrite_budget = 0.08f;
     c.readahead_items = 32;
+    c.io_timeout_ms = 30000;
     return c;
 }
 

@@ -7,6 +7,7 @@
 #include "status_state.h"
 #include "placement_state.h"
 #include "lock_state.h"
+#include "remote_state.h"
 #include "index_state.h"
 #include "sampler_state.h"
 #include "cache_state.h"
@@ -25,6 +26,8 @@ struct coordl {
     cdl__config_strings conf;    /* config: the strings cfg points into     */
     coordl_allocator alloc;      /* status: the allocator hooks             */
     const coordl_io *io;         /* io: cfg.io, or the built-in POSIX reader */
+    cdl__rloop *_Atomic rloop;  /* remote: the event loop, made at the
+                                    first URL the built-in reader opens    */
     cdl__index index;            /* index, tar, source                      */
     cdl__sampler sampler;        /* sampler                                 */
     cdl__geometry geom;          /* config: output geometry                 */

@@ -15,13 +15,14 @@
  *        POSIX one, or the caller's); and the line parser list files share
  * Lock:  none: readers are called concurrently from any thread (coordl.h
  *        documents it); L->io is fixed at open
- * Calls: status (lower layers only: src/modules.txt; tools/check-layers.py
+ * Calls: status, remote (lower layers only: src/modules.txt; tools/check-layers.py
  *        checks this line).
  */
 #include "platform.h"
 #include "io_state.h"
 #include "io.h"
 #include "status.h"
+#include "remote.h"
 #include "handle.h"
 
 /* ---- the built-in POSIX reader ------------------------------------------
@@ -30,8 +31,9 @@
  * makes the open itself return at once whatever the path names; fstat then
  * refuses anything but a regular file (reads of a regular file ignore
  * O_NONBLOCK). Symbolic links are followed (datasets are often trees of
- * links); a loop fails the open with ELOOP. A handle is the descriptor + 1
- * (so that descriptor 0 is not NULL): nothing is allocated per open. *why
+ * links); a loop fails the open with ELOOP. A handle is the descriptor
+ * shifted left with the low bit set (never NULL, and never the even address
+ * of a remote file: cdl__io_is_remote): nothing is allocated per open. *why
  * gets a static description when the refusal is ours, not an errno's. */
 CDL_PRIVATE int cdl__posix_open_why(const char *path, void **file, uint64_t *size, const char **why) {
     *why = NULL;
@@ -54,12 +56,12 @@ CDL_PRIVATE int cdl__posix_open_why(const char *path, void **file, uint64_t *siz
                                       : "not a regular file";
         return S_ISDIR(sb.st_mode) ? -EISDIR : -EINVAL;
     }
-    *file = (void *)(intptr_t)(fd + 1);
+    *file = (void *)(((uintptr_t)fd << 1) | 1u);
     *size = (uint64_t)sb.st_size;
     return 0;
 }
 
-CDL_PRIVATE int cdl__posix_fd(void *file) { return (int)(intptr_t)file - 1; }
+CDL_PRIVATE int cdl__posix_fd(void *file) { return (int)((uintptr_t)file >> 1); }
 
 static int cdl__posix_open(void *user, const char *path, void **file, uint64_t *size) {
     const char *why;
@@ -98,8 +100,23 @@ CDL_PRIVATE const coordl_io cdl__posix_io = {NULL, cdl__posix_open, cdl__posix_r
  * and what it says becomes an error naming the file, never a crash. */
 #define CDL_IO_EINTR_RETRIES 100 /* a reader returning -EINTR forever must not hang us */
 
-/* Opens path. On failure: COORDL_ERR_IO, and the reason (not the path:
- * callers name the file as they need) in why. */
+/* Remote sources: the built-in reader reads a path that is an http(s)://
+ * or s3:// URL through remote.c (docs/remote.md); a caller's reader is
+ * given every path as it is. A remote file is an allocation (even address),
+ * a POSIX one an odd number. */
+static int cdl__io_is_remote(const coordl *L, const void *file) {
+    return L->io == &cdl__posix_io && ((uintptr_t)file & 1u) == 0;
+}
+
+/* Marks a file read in order from start to end in small pieces (a tar
+ * scan): a remote one then reads ahead in large ranged requests. */
+CDL_PRIVATE void cdl__io_sequential(const coordl *L, void *file) {
+    if (cdl__io_is_remote(L, file)) cdl__remote_sequential(file);
+}
+
+/* Opens path. On failure: COORDL_ERR_IO (COORDL_ERR_UNSUPPORTED for a URL
+ * this build cannot read), and the reason in why (not the path: callers
+ * name the file as they need; a URL's reason may name it). */
 CDL_PRIVATE coordl_status cdl__io_open(const coordl *L, const char *path, void **file, uint64_t *size,
                                   char *why, size_t cap) {
     const coordl_io *io = L->io;
@@ -107,6 +124,7 @@ CDL_PRIVATE coordl_status cdl__io_open(const coordl *L, const char *path, void *
     void *f = NULL;
     uint64_t sz = 0;
     int r;
+    if (io == &cdl__posix_io && cdl__remote_is_url(path)) return cdl__remote_open(L, path, file, size, why, cap);
     for (int tries = 0;; tries++) {
         r = io == &cdl__posix_io ? cdl__posix_open_why(path, &f, &sz, &ours) : io->open(io->user, path, &f, &sz);
         if (r != -EINTR || tries >= CDL_IO_EINTR_RETRIES) break;
@@ -122,7 +140,10 @@ CDL_PRIVATE coordl_status cdl__io_open(const coordl *L, const char *path, void *
     return COORDL_ERR_IO;
 }
 
-CDL_PRIVATE void cdl__io_close(const coordl *L, void *file) { L->io->close(L->io->user, file); }
+CDL_PRIVATE void cdl__io_close(const coordl *L, void *file) {
+    if (cdl__io_is_remote(L, file)) cdl__remote_close(L, file);
+    else L->io->close(L->io->user, file);
+}
 
 /* Reads len bytes at offset off of an open file, looping over short reads
  * and EINTR; *got receives the bytes read (fewer than len: the file ended
@@ -134,6 +155,7 @@ CDL_PRIVATE coordl_status cdl__io_read(const coordl *L, void *file, const char *
     uint64_t done = 0;
     int eintr = 0;
     *got = 0;
+    if (cdl__io_is_remote(L, file)) return cdl__remote_read(L, file, buf, len, off, got, err, cap);
     while (done < len) {
         const int64_t r = io->read_at(io->user, file, (cdl__u8 *)buf + done, len - done, off + done);
         if (r == -EINTR && ++eintr <= CDL_IO_EINTR_RETRIES) continue;
@@ -220,12 +242,16 @@ CDL_PRIVATE int cdl__list_next(const char *text, size_t len, size_t *pos, cdl__l
 }
 
 /* The path a list line names, NUL-terminated in *buf (grown): relative to
- * the list file's folder unless absolute. Its length in *path_len; 0 when
- * memory runs out. */
+ * the list file's folder (or URL) unless absolute or a URL. Its length in
+ * *path_len; 0 when memory runs out. */
 CDL_PRIVATE int cdl__list_path(const coordl *L, const char *list, const char *name, size_t n, char **buf, size_t *cap,
                                size_t *path_len) {
     const char *slash = strrchr(list, '/');
-    const size_t dir_len = name[0] == '/' || !slash ? 0 : (size_t)(slash - list);
+    char scheme[9];
+    const size_t k = n < sizeof scheme - 1 ? n : sizeof scheme - 1;
+    memcpy(scheme, name, k);
+    scheme[k] = '\0';
+    const size_t dir_len = name[0] == '/' || !slash || cdl__remote_is_url(scheme) ? 0 : (size_t)(slash - list);
     if (!cdl__reserve(L, (void **)buf, cap, dir_len + n + 2)) return 0;
     size_t o = 0;
     if (dir_len > 0) {

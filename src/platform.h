@@ -64,8 +64,9 @@
  *                        on the include path) instead of Debian's
  *                        <stb/stb_image.h>; COORDL_STB_IMAGE_H="path" names
  *                        any other
+ *   COORDL_NO_REMOTE     no http(s):// or s3:// sources (no libcurl)
  *   COORDL_MPI           the partitioned cache over MPI
- * With COORDL_NO_HWLOC and COORDL_NO_STB, coordl.c needs no header beyond
+ * With COORDL_NO_HWLOC, COORDL_NO_STB and COORDL_NO_REMOTE, coordl.c needs no header beyond
  * the C library's and libjpeg's. */
 #if defined(COORDL_NO_STB) && defined(COORDL_NO_JPEGTURBO)
 #error "coordl: COORDL_NO_STB and COORDL_NO_JPEGTURBO together leave no image decoder"
@@ -77,6 +78,13 @@
 
 #ifdef COORDL_MPI
 #include <mpi.h>
+#endif
+
+#ifndef COORDL_NO_REMOTE
+#include <curl/curl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 #endif
 
 #ifndef COORDL_NO_JPEGTURBO

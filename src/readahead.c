@@ -6,9 +6,9 @@
  *        they read ahead of the workers
  * Lock:  its own mutex (R->mu); lock order: the stream's lock, then this
  *        one; the I/O threads never take the stream's lock
- * Calls: status, placement, io, index, source, sampler, cache, peers (lower
- *        layers only: src/modules.txt; tools/check-layers.py checks this
- *        line).
+ * Calls: status, placement, remote, io, index, source, sampler, cache,
+ *        peers (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
  */
 #include "platform.h"
 #include "readahead_state.h"
@@ -16,6 +16,7 @@
 #include "status.h"
 #include "placement.h"
 #include "worker_state.h"
+#include "remote.h"
 #include "index.h"
 #include "io.h"
 #include "source.h"
@@ -103,12 +104,32 @@ static int cdl__ra_not_from_storage(const coordl *L, uint64_t id) {
 
 static void *cdl__ra_main(void *arg);
 
+/* An asynchronous read ended (remote.c's event-loop thread): the entry is
+ * done as a synchronous read's would be. */
+static void cdl__ra_read_done(void *arg, coordl_status status, uint64_t got, const char *err) {
+    cdl__ra_entry *x = arg;
+    cdl__readahead *R = x->ra;
+    pthread_mutex_lock(&R->mu);
+    R->async_reads--;
+    R->reads++;
+    R->read_ns += cdl__now_ns() - x->t0;
+    x->len = got;
+    x->storage_bytes = got;
+    x->status = status;
+    if (status != COORDL_OK) snprintf(x->err, sizeof x->err, "%s: %s", cdl__item_path(R->L, x->id), err);
+    x->state = status == COORDL_OK ? CDL_RA_DONE : CDL_RA_FAILED;
+    pthread_cond_broadcast(&R->done_cv);
+    if (x->stale) cdl__ra_trim(R);
+    pthread_mutex_unlock(&R->mu);
+}
+
 /* readahead_items is the number of reads in flight (issue 24): with a
  * synchronous reader that takes one thread per read, so the I/O threads
  * grow, one at a time, while every one of them is inside the reader and
  * the window has room, up to readahead_threads (by default the depth).
- * A fast store keeps one or two threads busy and never grows the pool; a
- * store with 10 ms reads grows it to the depth. Small stacks: a thread
+ * On a fast store reads rarely overlap and the pool stays small; a store
+ * with 10 ms reads grows it to the depth (remote items take no thread:
+ * cdl__read_item_async). Small stacks: a thread
  * only calls the reader. Under R->mu; 0 when a thread could not start
  * (the others go on: fewer reads in flight, nothing lost). */
 enum { CDL_RA_STACK_BYTES = 256 * 1024 };
@@ -211,6 +232,14 @@ static void *cdl__ra_main(void *arg) {
             continue;
         }
         x->state = CDL_RA_READING;
+        x->ra = R;
+        x->t0 = cdl__now_ns();
+        /* a remote item: a transfer on the event loop, not a thread; this
+         * thread goes on to the next position (depth 512 = 512 transfers) */
+        if (cdl__read_item_async(L, id, R->base + start % R->bytes, (size_t)(end - start), R, cdl__ra_read_done, x)) {
+            R->async_reads++;
+            continue;
+        }
         if (++R->reading == R->nthreads && R->head - R->tail < R->depth) (void)cdl__ra_grow(R);
         pthread_mutex_unlock(&R->mu);
         cdl__u8 *dst = R->base + start % R->bytes;
@@ -412,6 +441,8 @@ CDL_PRIVATE void cdl__ra_stop(coordl *L) {
         pthread_cond_broadcast(&R->room_cv);
         pthread_mutex_unlock(&R->mu);
         for (int i = 0; i < R->nthreads; i++) pthread_join(R->threads[i], NULL);
+        /* transfers still in flight write into the arena: ended first */
+        cdl__remote_cancel(L, R);
         pthread_mutex_destroy(&R->mu);
         pthread_cond_destroy(&R->room_cv);
         pthread_cond_destroy(&R->done_cv);

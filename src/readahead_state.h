@@ -9,6 +9,8 @@
 enum { CDL_RA_FREE = 0, CDL_RA_READING, CDL_RA_DONE, CDL_RA_FAILED, CDL_RA_SKIPPED, CDL_RA_TAKEN };
 
 typedef struct cdl__ra_entry {
+    struct cdl__readahead *ra; /* its read-ahead (an asynchronous read's completion finds it) */
+    uint64_t t0;               /* when its read started                   */
     int state;
     int stale;              /* its generation was restarted: free it when done */
     uint64_t gen;
@@ -47,6 +49,7 @@ struct cdl__readahead {
     int max_threads;        /* readahead_threads: reads in flight at most */
     int reading;            /* I/O threads inside the reader now          */
     int room_waiters; /* I/O threads waiting for entries or arena space   */
+    uint64_t async_reads; /* reads in flight on the remote event loop     */
     /* counters of the I/O threads (coordl_stats readahead_*) */
     uint64_t reads, read_ns, skips;
 };

@@ -7,13 +7,15 @@
  *        member or token window)
  * Lock:  index writes at open only; reads are lock-free (W's buffers are
  *        its own)
- * Calls: status, io, index, tar (lower layers only: src/modules.txt;
- *        tools/check-layers.py checks this line).
+ * Calls: status, remote, io, index, tar (lower layers only:
+ *        src/modules.txt; tools/check-layers.py checks this line).
  */
 #include "platform.h"
 #include "source.h"
 #include "status.h"
 #include "worker_state.h"
+#include "remote.h"
+#include "remote_state.h"
 #include "io.h"
 #include "io_state.h"
 #include "index.h"
@@ -198,19 +200,112 @@ static const char *cdl__sniff_not_list(const unsigned char *b, size_t n) {
     return NULL;
 }
 
+/* WebDataset's brace notation, as its braceexpand does: each {a..b}
+ * (numbers, zero-padded to the width of a when it has leading zeros or a
+ * and b are as wide) or {x,y,z} group in turn, left to right, expanded
+ * into lines of *out (paths relative to the folder before the first
+ * brace unless URLs, as a list file's lines are). 0 with why set when the
+ * pattern is malformed or names more than CDL_BRACE_MAX paths. */
+#define CDL_BRACE_MAX 10000000u
+static int cdl__brace_expand(const coordl *L, const char *pat, size_t strip, char **out, size_t *len, size_t *cap,
+                             size_t *count, char *why, size_t whycap) {
+    const char *open = strchr(pat, '{');
+    if (!open) {
+        const size_t n = strlen(pat) - strip;
+        if (++*count > CDL_BRACE_MAX) {
+            snprintf(why, whycap, "names more than %u paths", CDL_BRACE_MAX);
+            return 0;
+        }
+        if (!cdl__reserve(L, (void **)out, cap, *len + n + 2)) {
+            snprintf(why, whycap, "out of memory");
+            return 0;
+        }
+        memcpy(*out + *len, pat + strip, n);
+        *len += n;
+        (*out)[(*len)++] = '\n';
+        (*out)[*len] = '\0';
+        return 1;
+    }
+    const char *close = strchr(open, '}');
+    if (!close || memchr(open + 1, '{', (size_t)(close - open - 1))) {
+        snprintf(why, whycap, "unbalanced or nested braces at offset %zu", (size_t)(open - pat));
+        return 0;
+    }
+    const size_t pre = (size_t)(open - pat), body = (size_t)(close - open - 1), rest = strlen(close + 1);
+    char *buf = cdl__malloc(L, pre + body + rest + 32);
+    if (!buf) {
+        snprintf(why, whycap, "out of memory");
+        return 0;
+    }
+    memcpy(buf, pat, pre);
+    int ok = 1;
+    unsigned long long a, b;
+    int na = 0, nb = 0;
+    char dots[3] = "";
+    if (sscanf(open + 1, "%llu%n..%llu%n", &a, &na, &b, &nb) == 2 && (size_t)nb == body &&
+        sscanf(open + 1 + na, "%2[.]", dots) == 1) {
+        const int wa = na, wb = nb - na - 2;
+        const int width = open[1] == '0' || wa == wb ? wa : 0;
+        if (a > b || b - a >= CDL_BRACE_MAX) {
+            snprintf(why, whycap, "the range {%.*s} is empty or too large", (int)body, open + 1);
+            ok = 0;
+        }
+        for (unsigned long long i = a; ok && i <= b; i++) {
+            const int w = snprintf(buf + pre, 32, "%0*llu", width, i);
+            memcpy(buf + pre + w, close + 1, rest + 1);
+            ok = cdl__brace_expand(L, buf, strip, out, len, cap, count, why, whycap);
+        }
+    } else {
+        for (const char *alt = open + 1; ok && alt <= close;) {
+            const char *end = memchr(alt, ',', (size_t)(close - alt));
+            if (!end) end = close;
+            const size_t n = (size_t)(end - alt);
+            char *nb2 = cdl__realloc(L, buf, pre + n + rest + 32);
+            if (!nb2) {
+                snprintf(why, whycap, "out of memory");
+                ok = 0;
+                break;
+            }
+            buf = nb2;
+            memcpy(buf + pre, alt, n);
+            memcpy(buf + pre + n, close + 1, rest + 1);
+            ok = cdl__brace_expand(L, buf, strip, out, len, cap, count, why, whycap);
+            alt = end + 1;
+        }
+    }
+    cdl__free(L, buf);
+    return ok;
+}
+
 CDL_PRIVATE coordl_status cdl__index_source(coordl *L) {
     struct stat sb;
     const char *src = L->cfg.source;
     if (L->cfg.pipeline == COORDL_PIPE_TOKENS) return cdl__index_tokens(L);
     /* A path the local file system does not know may still be one the
      * trainer's reader knows (an object store key): read it as a file. A
-     * glob is a pattern no file is named after. */
+     * glob is a pattern no file is named after; braces are WebDataset's
+     * shard ranges; an http(s):// URL is read by the remote reader
+     * (docs/remote.md). */
     const int local = stat(src, &sb) == 0;
     const int is_dir = local && S_ISDIR(sb.st_mode);
+    const int remote = !local && L->io == &cdl__posix_io && cdl__remote_is_url(src);
     coordl_status rc;
-    if (!local && strpbrk(src, "*?[")) {
+    if (!local && strchr(src, '{') && strchr(src, '}')) {
+        char *text = NULL, why[256];
+        size_t len = 0, cap = 0, count = 0;
+        const char *brace = strchr(src, '{'), *slash = brace;
+        while (slash > src && slash[-1] != '/') slash--;
+        if (!cdl__brace_expand(L, src, cdl__remote_is_url(src) ? 0 : (size_t)(slash - src), &text, &len, &cap, &count,
+                               why, sizeof why))
+            rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s: %s", src, why);
+        else if (!cdl__is_shard_list(text, len))
+            rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s: a brace pattern must name .tar shards", src);
+        else
+            rc = cdl__index_tar(L, 4, text, len);
+        cdl__free(L, text);
+    } else if (!local && !remote && strpbrk(src, "*?[")) {
         rc = cdl__index_tar(L, 3, NULL, 0);
-    } else if (!local && L->io == &cdl__posix_io) {
+    } else if (!local && !remote && L->io == &cdl__posix_io) {
         return cdl__open_fail(COORDL_ERR_INVALID, "source: %s does not exist (%s); set cfg.source to an "
                               "ImageFolder root, a list file or tar shards", src, strerror(errno));
     } else if (!is_dir && cdl__is_tar_name(src)) {
@@ -360,6 +455,24 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, 
     }
     *len = got;
     return COORDL_OK;
+}
+
+/* Starts item id's storage read without a thread: a member of a remote
+ * shard goes to the event loop (remote.c), which calls done(arg, ...) on
+ * its thread once the bytes are in dst (cap bytes; 16 past the item stay
+ * free, as cdl__read_item leaves them). 1: submitted; 0: read it with
+ * cdl__read_item (a local or caller-read file, or a check that must
+ * name the item: that read says why). */
+CDL_PRIVATE int cdl__read_item_async(const coordl *L, uint64_t id, cdl__u8 *dst, size_t cap, const void *owner,
+                                     cdl__remote_done_fn done, void *arg) {
+    if (!L->index.tar_items || L->index.shards) return 0;
+    const cdl__tar_item *ti = &L->index.tar_items[id];
+    const char *file = L->index.strings + L->index.tar_shards[ti->shard];
+    const uint64_t want = L->index.items[id].bytes;
+    if (L->io != &cdl__posix_io || !cdl__remote_is_url(file) || want == 0 || want > L->cfg.max_item_bytes ||
+        want + 16 > cap)
+        return 0;
+    return cdl__remote_submit(L, file, ti->offset, want, dst, owner, done, arg);
 }
 
 /* An item's bytes from storage into the worker's buffer. */

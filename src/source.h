@@ -4,9 +4,11 @@
 #define CDL_SOURCE_H
 #include "platform.h"
 #include "worker_state.h"
+#include "remote_state.h"
 
 /* ---- interface ---- */
 CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, uint64_t id, cdl__u8 **buf, size_t *cap, int grow, int *too_big, uint64_t *len, uint64_t *storage_bytes, char *err, size_t errcap);
+CDL_PRIVATE int cdl__read_item_async(const coordl *L, uint64_t id, cdl__u8 *dst, size_t cap, const void *owner, cdl__remote_done_fn done, void *arg);
 CDL_PRIVATE coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes *out);
 CDL_PRIVATE coordl_status cdl__index_source(coordl *L);
 #endif /* CDL_SOURCE_H */

@@ -986,6 +986,7 @@ CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, const char *list_t
         t.shard_index = (uint32_t)i;
         rc = cdl__io_open(L, t.shard, &t.file, &t.size, err, sizeof err);
         if (rc != COORDL_OK) { rc = cdl__open_fail(rc, "source: cannot open tar shard %s: %s", t.shard, err); break; }
+        cdl__io_sequential(L, t.file); /* a remote shard's headers: in large ranged reads */
         /* the string arena may move while this shard's paths are added */
         char *copy = cdl__malloc(L, strlen(t.shard) + 1);
         if (!copy) {

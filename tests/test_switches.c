@@ -1,6 +1,6 @@
 /*
  * test_switches.c - the vendoring switches (COORDL_NO_AUDIO,
- * COORDL_NO_TOKENS, COORDL_NO_ANALYZER, COORDL_NO_STB): a part compiled out
+ * COORDL_NO_TOKENS, COORDL_NO_ANALYZER, COORDL_NO_STB, COORDL_NO_REMOTE): a part compiled out
  * answers COORDL_ERR_UNSUPPORTED with a message naming its switch, and a
  * part compiled in works. Built with the same -D switches as the library
  * (make test builds it without any: every part must work; make
@@ -47,7 +47,8 @@ static coordl_status open_and_take_one(const coordl_config *cfg)
     return COORDL_OK;
 }
 
-#if defined(COORDL_NO_AUDIO) || defined(COORDL_NO_TOKENS) || defined(COORDL_NO_ANALYZER) || defined(COORDL_NO_STB)
+#if defined(COORDL_NO_AUDIO) || defined(COORDL_NO_TOKENS) || defined(COORDL_NO_ANALYZER) || defined(COORDL_NO_STB) || \
+    defined(COORDL_NO_REMOTE)
 static void expect_unsupported(coordl_status rc, const char *msg, const char *sw)
 {
     if (rc != COORDL_ERR_UNSUPPORTED)
@@ -176,6 +177,26 @@ static void test_analyzer_or_unsupported(void **state)
     free(dir);
 }
 
+/* A remote source: compiled out, refused naming the switch; compiled in,
+ * read (here a port nothing listens on: an I/O error naming the URL; the
+ * servers are test_remote's). */
+static void test_remote_source_or_unsupported(void **state)
+{
+    (void)state;
+    const char *url = "http://127.0.0.1:9/shard-000000.tar"; /* the discard port: nothing listens */
+    coordl_config cfg = tu_config(url);
+    cfg.io_timeout_ms = 2000;
+    coordl *L = NULL;
+    coordl_status rc = coordl_open(&cfg, &L);
+#ifdef COORDL_NO_REMOTE
+    expect_unsupported(rc, coordl_errmsg(NULL), "COORDL_NO_REMOTE");
+#else
+    if (rc != COORDL_ERR_IO || !strstr(coordl_errmsg(NULL), url))
+        fail_msg("remote: got %s: %s, expected an I/O error naming the URL", coordl_strerror(rc), coordl_errmsg(NULL));
+#endif
+    assert_null(L);
+}
+
 int main(void)
 {
     tu_main_init(120);
@@ -184,6 +205,7 @@ int main(void)
         cmocka_unit_test(test_token_pipeline_or_unsupported),
         cmocka_unit_test(test_png_needs_stb_jpeg_never),
         cmocka_unit_test(test_analyzer_or_unsupported),
+        cmocka_unit_test(test_remote_source_or_unsupported),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
