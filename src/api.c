@@ -359,7 +359,7 @@ coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes, void *l
         if (data_bytes < need_data || (labels_or_targets && label_bytes < need_labels)) {
             snprintf(L->errmsg, sizeof L->errmsg, "coordl_next_into: the next batch needs %zu data bytes "
                      "and %zu %s bytes; got %zu and %zu", need_data, need_labels,
-                     L->geom.target_row_bytes ? "target" : "label", data_bytes, label_bytes);
+                     L->geom.box_rows ? "box" : L->geom.target_row_bytes ? "target" : "label", data_bytes, label_bytes);
             rc = COORDL_ERR_INVALID;
         }
     }
@@ -375,7 +375,12 @@ coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes, void *l
     cdl__unlock(L);
     memcpy(data, b.data, b.data_bytes);
     if (labels_or_targets) {
-        if (b.targets) memcpy(labels_or_targets, b.targets, (size_t)b.n * L->geom.target_row_bytes);
+        if (b.boxes) { /* boxes: Darknet's truth rows, then the counts if they fit */
+            const size_t boxes = (size_t)b.n * L->geom.target_row_bytes;
+            memcpy(labels_or_targets, b.boxes, boxes);
+            if (label_bytes - boxes >= (size_t)b.n * sizeof(uint32_t))
+                memcpy((unsigned char *)labels_or_targets + boxes, b.nboxes, (size_t)b.n * sizeof(uint32_t));
+        } else if (b.targets) memcpy(labels_or_targets, b.targets, (size_t)b.n * L->geom.target_row_bytes);
         else memcpy(labels_or_targets, b.labels, (size_t)b.n * sizeof(int32_t));
     }
     cdl__lock(L);
@@ -584,6 +589,8 @@ CDL_PRIVATE void cdl__get_stats(const coordl *L, coordl_stats *out) {
         pthread_mutex_unlock(&L->cache.lru->mu);
     }
     out->items_prepared = out->items;
+    out->boxes_dropped = L->index.boxes.dropped; /* read-only after open */
+    out->bad_labels = L->index.boxes.bad_items;
     if (L->pool.ra) {
         pthread_mutex_lock(&L->pool.ra->mu);
         out->readahead_reads = L->pool.ra->reads;
@@ -756,6 +763,9 @@ void coordl_close(coordl *L) {
     cdl__member_thread_stop(L); /* a group whose open failed before it was left */
     cdl__free(L, L->index.items);
     cdl__free(L, L->index.tar_items);
+    cdl__free(L, L->index.boxes.box);
+    cdl__free(L, L->index.boxes.first);
+    cdl__free(L, L->index.boxes.bad);
     cdl__free(L, L->index.tar_shards);
     cdl__llmc_free(L);
     cdl__free(L, L->index.shards);

@@ -47,6 +47,8 @@ typedef struct cdl__tar_sample {
     uint32_t shard;
     uint32_t member_off; /* the member's name: path + member_off       */
     int32_t label;       /* the .cls label, or -1                      */
+    uint32_t txt_bytes;  /* the .txt member (box labels); UINT32_MAX: none */
+    uint64_t txt_offset;
 } cdl__tar_sample;
 
 typedef struct cdl__tar_index {
@@ -68,6 +70,7 @@ typedef struct cdl__tar_index {
     char *image; size_t image_cap; int has_image;
     uint64_t image_off, image_bytes;
     int32_t cls;
+    uint64_t txt_off, txt_bytes; int has_txt; /* the key's .txt member (box labels) */
     char *path; size_t path_cap; /* "shard:member" being built */
     /* every shard's samples so far */
     cdl__tar_sample *samples; size_t nsamples, samples_cap;
@@ -212,6 +215,8 @@ static coordl_status cdl__tar_flush(cdl__tar_index *t) {
     s->shard = t->shard_index;
     s->member_off = (uint32_t)(slen + 1);
     s->label = t->cls;
+    s->txt_bytes = t->has_txt ? (uint32_t)t->txt_bytes : UINT32_MAX;
+    s->txt_offset = t->has_txt ? t->txt_off : 0;
     t->nsamples++;
     return COORDL_OK;
 }
@@ -273,6 +278,7 @@ static coordl_status cdl__tar_member(cdl__tar_index *t, char *name, int regular,
         t->in_sample = 1;
         t->has_image = 0;
         t->cls = -1;
+        t->has_txt = 0;
     }
     if (!t->has_image && cdl__wanted_file(L, base)) {
         if (!cdl__reserve(L, (void **)&t->image, &t->image_cap, n + 1))
@@ -283,6 +289,13 @@ static coordl_status cdl__tar_member(cdl__tar_index *t, char *name, int regular,
         t->image_bytes = size;
     } else if (dot && strcasecmp(dot + 1, "cls") == 0 && t->cls < 0) {
         return cdl__tar_read_cls(t, name, hdr, data, size);
+    } else if (dot && strcasecmp(dot + 1, "txt") == 0 && !t->has_txt) {
+        /* box labels (labels = COORDL_LABELS_BOXES): located here, read
+         * at the end of the index (source.c); a size no label file has is
+         * kept as "too large" for that reader to name */
+        t->has_txt = 1;
+        t->txt_off = data;
+        t->txt_bytes = size < UINT32_MAX ? size : UINT32_MAX - 1;
     }
     return COORDL_OK;
 }
@@ -468,6 +481,11 @@ static coordl_status cdl__tar_finish(cdl__tar_index *t) {
             cdl__tar_sample s = t->samples[i];
             const char *member = L->index.strings + s.path_off + s.member_off;
             const char *slash = strchr(member, '/');
+            if (!slash && L->cfg.labels == COORDL_LABELS_BOXES) { /* boxes: the .txt is the label, no class needed */
+                s.label = 0;
+                t->samples[kept++] = s;
+                continue;
+            }
             if (!slash) { skipped++; continue; } /* beside the class folders: an ImageFolder skips it too */
             size_t lo = 0, hi = nclasses, cl = strlen(member) - strlen(slash);
             while (lo < hi) { /* the class name is the member's prefix up to the slash */
@@ -501,6 +519,8 @@ static coordl_status cdl__tar_finish(cdl__tar_index *t) {
         L->index.items[i].label = s->label;
         L->index.tar_items[i].offset = s->offset;
         L->index.tar_items[i].shard = s->shard;
+        L->index.tar_items[i].txt_bytes = s->txt_bytes;
+        L->index.tar_items[i].txt_offset = s->txt_offset;
         L->index.dataset_bytes += s->bytes;
     }
     L->index.num_items = n;
