@@ -138,13 +138,14 @@ static void assert_boxes_cover(const coordl_batch *b, uint32_t max_boxes, cover_
 {
     assert_non_null(b->boxes);
     assert_non_null(b->nboxes);
+    const int ow = (int)b->w, oh = (int)b->h;
     for (uint32_t r = 0; r < b->n; r++) {
-        const uint8_t *row = (const uint8_t *)b->data + (size_t)r * OUT * OUT * 3;
+        const uint8_t *row = (const uint8_t *)b->data + (size_t)r * ow * oh * 3;
         int x0[NCOL], y0[NCOL], x1[NCOL], y1[NCOL], cnt[NCOL] = {0};
         for (int c = 0; c < NCOL; c++) x0[c] = y0[c] = 1 << 20, x1[c] = y1[c] = -1;
-        for (int y = 0; y < OUT; y++)
-            for (int x = 0; x < OUT; x++) {
-                const int c = colour_of(row + ((size_t)y * OUT + x) * 3);
+        for (int y = 0; y < oh; y++)
+            for (int x = 0; x < ow; x++) {
+                const int c = colour_of(row + ((size_t)y * ow + x) * 3);
                 if (c < 0) continue;
                 cnt[c]++;
                 if (x < x0[c]) x0[c] = x;
@@ -164,8 +165,8 @@ static void assert_boxes_cover(const coordl_batch *b, uint32_t max_boxes, cover_
             assert_true(c >= 0 && c < NCOL && bx[4] == (float)c);
             assert_true(bx[2] > 0.0f && bx[3] > 0.0f && bx[0] - bx[2] / 2 >= -1e-5f && bx[0] + bx[2] / 2 <= 1.00001f);
             seen[c] = 1;
-            const double L = (bx[0] - bx[2] / 2) * OUT, R = (bx[0] + bx[2] / 2) * OUT;
-            const double T = (bx[1] - bx[3] / 2) * OUT, B = (bx[1] + bx[3] / 2) * OUT;
+            const double L = (bx[0] - bx[2] / 2) * ow, R = (bx[0] + bx[2] / 2) * ow;
+            const double T = (bx[1] - bx[3] / 2) * oh, B = (bx[1] + bx[3] / 2) * oh;
             if (R - L < 6 || B - T < 6) continue; /* a sliver: a pixel of blending decides its IoU */
             if (cnt[c] == 0) fail_msg("row %u: box of colour %d at (%.1f %.1f %.1f %.1f) covers no pixel of it", r, c, L, T, R, B);
             const double pl = x0[c], pr = x1[c] + 1, pt = y0[c], pb = y1[c] + 1;
@@ -490,6 +491,29 @@ static void test_tar_txt_members_are_box_labels(void **state)
     free(shard);
 }
 
+/* Darknet's random=1: coordl_set changes the output size between batches;
+ * the boxes are normalized, and still cover their pixels at the new size. */
+static void test_boxes_follow_a_size_change(void **state)
+{
+    (void)state;
+    coordl_config cfg = box_config(dataset(0), COORDL_CROP_DARKNET_BOXES);
+    cfg.jitter = 0.2f;
+    cfg.max_out_w = cfg.max_out_h = 96;
+    coordl *L = tu_open(&cfg);
+    coordl_batch b;
+    cover_stats cs = {0, 0};
+    assert_int_equal(coordl_next(L, &b), COORDL_OK);
+    assert_boxes_cover(&b, cfg.max_boxes, &cs);
+    coordl_release(L, &b);
+    assert_int_equal(coordl_set(L, COORDL_PARAM_OUT_SIZE, 96), COORDL_OK);
+    assert_int_equal(coordl_next(L, &b), COORDL_OK);
+    assert_int_equal(b.w, 96);
+    assert_boxes_cover(&b, cfg.max_boxes, &cs);
+    coordl_release(L, &b);
+    coordl_close(L);
+    assert_true(cs.checked >= 4);
+}
+
 /* Settings that cannot work with boxes are refused naming the field. */
 static void test_box_settings_are_checked(void **state)
 {
@@ -532,6 +556,7 @@ int main(void)
         cmocka_unit_test(test_next_into_boxes_layout),
         cmocka_unit_test(test_seek_and_group_give_the_same_boxes),
         cmocka_unit_test(test_tar_txt_members_are_box_labels),
+        cmocka_unit_test(test_boxes_follow_a_size_change),
         cmocka_unit_test(test_box_settings_are_checked),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
