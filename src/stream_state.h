@@ -13,10 +13,10 @@ typedef struct cdl__row_result {
     coordl_status status;
     uint64_t id;                   /* item used (a substitute for a bad one) */
     int32_t label;
-    uint32_t nboxes;               /* labels = COORDL_LABELS_BOXES         */
     const cdl__u8 *staged;         /* group: the row, copied in on complete */
     const int32_t *staged_targets;
     const char *errmsg;
+    uint32_t nboxes;               /* labels = COORDL_LABELS_BOXES: boxes kept */
 } cdl__row_result;
 
 /* The ring: the arena and every per-slot array (CDL_RING_ARRAYS), sized
