@@ -2,19 +2,22 @@
  * detect_demo - object detection batches from coordl: images with YOLO
  * label files in, rows of pixels and their boxes out.
  *
- *   detect_demo [--data LIST] [--size 416] [--batches 2] [--eval]
+ *   detect_demo [--data LIST] [--size 416] [--batches 2] [--eval] [--check]
+ *               [--workdir DIR]
  *
  * LIST is a Darknet train.txt (one image path a line, relative to the
  * list's folder or absolute); each image .../images/.../x.ext has its boxes
  * in .../labels/.../x.txt, one "class cx cy w h" line per box, normalized
  * to the image. Without --data the demo writes a small set of its own (PPM
  * images of coloured rectangles and their label files, in a temporary
- * folder) and reads that.
+ * folder, or DIR) and reads that.
  *
  * coordl applies Darknet's detection augmentation (COORDL_CROP_DARKNET_BOXES:
  * jittered aspect, random scale and placement on a grey canvas, colour,
  * flip) or, with --eval, the letterbox; the boxes move with the pixels.
- * The demo prints each row's boxes in output pixels.
+ * The demo prints each row's boxes in output pixels. --check (make test's
+ * example check) runs the train and the eval geometry over the demo's own
+ * set at 128 x 128 and removes the set afterwards.
  *
  * Exit status: 0 when every box printed lies inside the output image and
  * has a positive size, 1 otherwise or on any error, 2 for bad arguments.
@@ -33,7 +36,7 @@ static int write_item(const char *dir, int k, FILE *list) {
     const int W = 160 + 32 * (k % 3), H = 120 + 24 * (k % 2);
     static const unsigned char col[3][3] = {{220, 30, 30}, {30, 180, 30}, {30, 30, 220}};
     unsigned char *pix = malloc((size_t)W * H * 3);
-    char path[4096];
+    char path[4200];
     if (!pix) return 0;
     memset(pix, 255, (size_t)W * H * 3);
     snprintf(path, sizeof path, "%s/labels/im%03d.txt", dir, k);
@@ -59,10 +62,35 @@ static int write_item(const char *dir, int k, FILE *list) {
     return ok;
 }
 
-static int make_dataset(char *list_path, size_t cap) {
-    static char dir[] = "/tmp/detect_demo-XXXXXX";
-    char sub[4096];
-    if (!mkdtemp(dir)) return 0;
+static char dir[4096] = "/tmp/detect_demo-XXXXXX";
+
+/* Removes the demo's own set. */
+static void remove_dataset(void) {
+    char path[4200];
+    for (int k = 0; k < 16; k++) {
+        snprintf(path, sizeof path, "%s/images/im%03d.ppm", dir, k);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/labels/im%03d.txt", dir, k);
+        unlink(path);
+    }
+    snprintf(path, sizeof path, "%s/images", dir);
+    rmdir(path);
+    snprintf(path, sizeof path, "%s/labels", dir);
+    rmdir(path);
+    snprintf(path, sizeof path, "%s/train.txt", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* The demo's own set, in workdir (made if missing) or a temporary folder. */
+static int make_dataset(const char *workdir, char *list_path, size_t cap) {
+    char sub[4200];
+    if (workdir) {
+        snprintf(dir, sizeof dir, "%s", workdir);
+        mkdir(dir, 0755);
+    } else if (!mkdtemp(dir)) {
+        return 0;
+    }
     snprintf(sub, sizeof sub, "%s/images", dir);
     mkdir(sub, 0755);
     snprintf(sub, sizeof sub, "%s/labels", dir);
@@ -77,31 +105,9 @@ static int make_dataset(char *list_path, size_t cap) {
     return ok;
 }
 
-int main(int argc, char **argv) {
-    const char *data = NULL;
-    int size = 416, batches = 2, eval = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--data") == 0 && i + 1 < argc) data = argv[++i];
-        else if (strcmp(argv[i], "--size") == 0 && i + 1 < argc) size = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--batches") == 0 && i + 1 < argc) batches = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--eval") == 0) eval = 1;
-        else {
-            fprintf(stderr, "usage: %s [--data LIST] [--size 416] [--batches 2] [--eval]\n", argv[0]);
-            return 2;
-        }
-    }
-    if (size < 32 || size > 4096 || batches < 1) {
-        fprintf(stderr, "detect_demo: --size 32..4096, --batches >= 1\n");
-        return 2;
-    }
-    char list[4096];
-    if (!data) {
-        if (!make_dataset(list, sizeof list)) {
-            fprintf(stderr, "detect_demo: cannot write the demo's dataset\n");
-            return 1;
-        }
-        data = list;
-    }
+/* Prints `batches` batches of boxes; returns 0 when every box lies in the
+ * output image with a positive size, 1 otherwise or on an error. */
+static int run(const char *data, int size, int batches, int eval) {
     coordl_config cfg = coordl_config_default();
     cfg.source = data;
     cfg.labels = COORDL_LABELS_BOXES;
@@ -150,4 +156,44 @@ int main(int argc, char **argv) {
     coordl_close(L);
     if (bad) fprintf(stderr, "detect_demo: a box lies outside the output image\n");
     return bad;
+}
+
+int main(int argc, char **argv) {
+    const char *data = NULL, *workdir = NULL;
+    int size = 416, batches = 2, eval = 0, check = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--data") == 0 && i + 1 < argc) data = argv[++i];
+        else if (strcmp(argv[i], "--size") == 0 && i + 1 < argc) size = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--batches") == 0 && i + 1 < argc) batches = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--eval") == 0) eval = 1;
+        else if (strcmp(argv[i], "--check") == 0) check = 1;
+        else if (strcmp(argv[i], "--workdir") == 0 && i + 1 < argc) workdir = argv[++i];
+        else {
+            fprintf(stderr, "usage: %s [--data LIST] [--size 416] [--batches 2] [--eval] [--check] [--workdir DIR]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (size < 32 || size > 4096 || batches < 1) {
+        fprintf(stderr, "detect_demo: --size 32..4096, --batches >= 1\n");
+        return 2;
+    }
+    char list[4200];
+    const int own = data == NULL;
+    if (own) {
+        if (!make_dataset(workdir, list, sizeof list)) {
+            fprintf(stderr, "detect_demo: cannot write the demo's dataset\n");
+            return 1;
+        }
+        data = list;
+    }
+    int rc;
+    if (check) {
+        rc = run(data, 128, 2, 0);
+        if (rc == 0) rc = run(data, 128, 1, 1);
+        if (rc == 0) printf("detect_demo: OK: every box lies inside its row, train and eval geometry\n");
+    } else {
+        rc = run(data, size, batches, eval);
+    }
+    if (own && check) remove_dataset();
+    return rc;
 }
