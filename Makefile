@@ -146,7 +146,7 @@ test-abi: lib examples
 
 # The examples' own checks: each runs small and exits non-zero when its
 # check fails (loss did not go down, a size check failed, ...).
-EXAMPLE_CHECKS := $(filter llm_tokens ggml_loop darknet_train sealed_reader,$(patsubst examples/%.c,%,$(wildcard examples/*.c)))
+EXAMPLE_CHECKS := $(filter llm_tokens ggml_loop darknet_train sealed_reader detect_demo,$(patsubst examples/%.c,%,$(wildcard examples/*.c)))
 # OpenMPI refuses root unless told; CI runs as root. Each mpirun is
 # bounded: a hang fails the suite instead of stalling it (the tests also
 # carry their own watchdogs, which name the step that hung).

@@ -381,6 +381,7 @@ typedef struct cdl__slot {
     uint32_t err_row;
     char errmsg[CDL_ERRMSG_MAX];
     size_t data_off, labels_off, ids_off, targets_off; /* in the ring arena */
+    size_t nboxes_off;      /* boxes: each row's box count (uint32)        */
 } cdl__slot;
 
 /* A claimed row: everything its worker needs, copied under the lock, so
@@ -503,7 +504,9 @@ struct cdl__worker {
     float *tmp;        size_t tmpcap;   /* resampling window + one row   */
     float *rot;        size_t rotcap;   /* whole output image (rotation)  */
     cdl__u8 *stage;    size_t stagecap; /* group: the row before it is copied in */
-    int32_t *targets;  /* tokens: this row's targets in the slot          */
+    int32_t *targets;  /* tokens: this row's targets in the slot; boxes:
+                          its max_boxes x 5 floats (plan.c writes them)   */
+    uint32_t nboxes;   /* boxes: how many plan.c wrote for the row        */
     int32_t *window_row; size_t window_rowcap;
     int32_t *xstart;   size_t xstartcap;
     float *xw;         size_t xwcap;
@@ -621,7 +624,23 @@ typedef struct cdl__item {
 typedef struct cdl__tar_item {
     uint64_t offset; /* of the member's data in its shard               */
     uint32_t shard;  /* index into tar_shards                           */
+    uint32_t txt_bytes;  /* the sample's .txt member (box labels): its  */
+    uint64_t txt_offset; /* size and data offset; UINT32_MAX: none       */
 } cdl__tar_item;
+
+/* Box labels (labels = COORDL_LABELS_BOXES), read and checked at open:
+ * item i's boxes are box[first[i] .. first[i + 1]), each cx, cy, w, h,
+ * class as its label file gives them (normalized to the source image).
+ * Read-only after open. */
+typedef struct cdl__boxes {
+    float (*box)[5];
+    uint64_t *first;    /* num_items + 1                                  */
+    uint64_t *bad;      /* per item: 0, or 1 + the string-arena offset of
+                           why its label is bad (it is a bad sample)      */
+    uint64_t dropped;   /* boxes beyond max_boxes                         */
+    uint64_t bad_items; /* items with a bad label                         */
+    uint64_t hash;      /* of every box and bad mark: group members compare */
+} cdl__boxes;
 /* One llm.c token shard. */
 typedef struct cdl__shard {
     uint64_t path_off;   /* into the string arena                          */
@@ -644,6 +663,7 @@ typedef struct cdl__index {
     uint64_t *tar_shards;  /* tar sources: each shard's path (string arena) */
     size_t ntar_shards;
     cdl__tar_item *tar_items; /* tar sources: per item                    */
+    cdl__boxes boxes;         /* labels = COORDL_LABELS_BOXES only         */
 } cdl__index;
 
 #endif /* CDL_INDEX_STATE_H */
@@ -942,6 +962,12 @@ typedef struct cdl__geom {
      * outside the image; the clip rectangle holds every tap inside it. */
     int darknet;
     double m[6];
+    /* A canvas (COORDL_CROP_DARKNET_BOXES, and COORDL_PIPE_EVAL's letterbox
+     * with boxes; darknet = 1): only output pixels in [px0, px1) x [py0,
+     * py1), before the flip, sample the image; the rest are grey (0.5),
+     * Darknet's fill_image(sized, .5). */
+    int canvas;
+    int px0, py0, px1, py1;
 } cdl__geom;
 
 #endif /* CDL_PLAN_STATE_H */
@@ -1015,7 +1041,10 @@ typedef struct cdl__config_strings {
  * coordl_set (under the stream's lock, with the stream paused). */
 typedef struct cdl__geometry {
     size_t row_bytes;      /* bytes of one output row                       */
-    size_t target_row_bytes; /* tokens: bytes of one targets row; else 0    */
+    size_t target_row_bytes; /* tokens: bytes of one targets row; boxes:
+                              one row's max_boxes x 5 floats; else 0       */
+    int box_rows;          /* labels = COORDL_LABELS_BOXES: the targets are
+                              boxes, and each slot holds per-row counts    */
     size_t slot_data_cap;  /* ring capacity per slot: data bytes, rows      */
     uint32_t slot_rows_cap;
     size_t elem_bytes;
@@ -1043,6 +1072,7 @@ typedef struct cdl__row_result {
     const cdl__u8 *staged;         /* group: the row, copied in on complete */
     const int32_t *staged_targets;
     const char *errmsg;
+    uint32_t nboxes;               /* labels = COORDL_LABELS_BOXES: boxes kept */
 } cdl__row_result;
 
 /* The ring: the arena and every per-slot array (CDL_RING_ARRAYS), sized
@@ -1466,6 +1496,8 @@ CDL_PRIVATE void cdl__fetch_done(cdl__worker *W);
 /* ---- interface ---- */
 CDL_PRIVATE void cdl__plan(const coordl *L, uint32_t out_w, uint32_t out_h, uint64_t epoch, uint64_t id, int W, int H,
                            cdl__geom *g);
+CDL_PRIVATE void cdl__plan_row(cdl__worker *W, uint64_t epoch, uint64_t id, int iw, int ih, cdl__geom *g);
+CDL_PRIVATE uint32_t cdl__boxes_map(const coordl *L, const cdl__geom *g, int iw, int ih, uint64_t id, void *out);
 #ifndef COORDL_NO_JPEGTURBO
 CDL_PRIVATE int cdl__choose_dct_denominator(const cdl__geom *g);
 CDL_PRIVATE void cdl__geom_scale(cdl__geom *g, int d, int scaled_w, int scaled_h);
@@ -3920,15 +3952,16 @@ CDL_PRIVATE coordl_status cdl__index_list_text(coordl *L, const char *list, cons
         const char *tab = NULL;
         for (size_t i = n; i > 0 && !tab; i--)
             if (line[i - 1] == '\t') tab = line + i - 1;
-        if (!tab || tab == line) {
+        const int bare = !tab && L->cfg.labels == COORDL_LABELS_BOXES; /* Darknet's train.txt: paths only */
+        if (!bare && (!tab || tab == line)) {
             cdl__quote_bytes(shown, sizeof shown, line, n);
             rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: expected \"path<TAB>label\", got \"%s\"",
                                 list, (unsigned long long)lineno, shown);
             break;
         }
-        int32_t label;
-        const size_t plen = (size_t)(tab - line), llen = n - plen - 1;
-        if (!cdl__parse_label(tab + 1, llen, &label)) {
+        int32_t label = 0;
+        const size_t plen = bare ? n : (size_t)(tab - line), llen = bare ? 0 : n - plen - 1;
+        if (!bare && !cdl__parse_label(tab + 1, llen, &label)) {
             cdl__quote_bytes(shown, sizeof shown, tab + 1, llen);
             rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: label \"%s\" is not a class index "
                                 "(decimal digits only, 0..%d, after the last TAB)", list,
@@ -4058,6 +4091,8 @@ typedef struct cdl__tar_sample {
     int32_t label;       /* the .cls label, or -1                      */
     uint32_t image_link, cls_link; /* while its shard is scanned: the link
                             entry the image (or .cls) is, or CDL_TAR_NONE */
+    uint32_t txt_bytes;  /* the .txt member (box labels); UINT32_MAX: none */
+    uint64_t txt_offset;
 } cdl__tar_sample;
 
 typedef struct cdl__tar_index {
@@ -4081,6 +4116,7 @@ typedef struct cdl__tar_index {
     uint64_t image_off, image_bytes;
     int32_t cls;
     uint32_t image_link, cls_link; /* the image (.cls) is a link entry   */
+    uint64_t txt_off, txt_bytes; int has_txt; /* the key's .txt member (box labels) */
     char *path; size_t path_cap; /* "shard:member" being built */
     /* the shard's members by name, for its links */
     cdl__tar_entry *entries; size_t nentries, entries_cap;
@@ -4234,6 +4270,8 @@ static coordl_status cdl__tar_flush(cdl__tar_index *t) {
     s->label = t->cls;
     s->image_link = t->image_link;
     s->cls_link = t->cls_link;
+    s->txt_bytes = t->has_txt ? (uint32_t)t->txt_bytes : UINT32_MAX;
+    s->txt_offset = t->has_txt ? t->txt_off : 0;
     t->nsamples++;
     return COORDL_OK;
 }
@@ -4396,6 +4434,7 @@ static coordl_status cdl__tar_member(cdl__tar_index *t, char *name, int kind, co
         t->has_image = 0;
         t->cls = -1;
         t->image_link = t->cls_link = CDL_TAR_NONE;
+        t->has_txt = 0;
     }
     if (!t->has_image && cdl__wanted_file(L, base)) {
         if (!cdl__reserve(L, (void **)&t->image, &t->image_cap, n + 1))
@@ -4408,6 +4447,13 @@ static coordl_status cdl__tar_member(cdl__tar_index *t, char *name, int kind, co
     } else if (dot && strcasecmp(dot + 1, "cls") == 0 && t->cls < 0 && t->cls_link == CDL_TAR_NONE) {
         if (link) t->cls_link = entry; /* read once the link is resolved */
         else return cdl__tar_read_cls(t, name, hdr, data, size, &t->cls);
+    } else if (dot && strcasecmp(dot + 1, "txt") == 0 && !t->has_txt) {
+        /* box labels (labels = COORDL_LABELS_BOXES): located here, read
+         * at the end of the index (source.c); a size no label file has is
+         * kept as "too large" for that reader to name */
+        t->has_txt = 1;
+        t->txt_off = data;
+        t->txt_bytes = size < UINT32_MAX ? size : UINT32_MAX - 1;
     }
     return COORDL_OK;
 }
@@ -4813,6 +4859,11 @@ static coordl_status cdl__tar_finish(cdl__tar_index *t) {
             cdl__tar_sample s = t->samples[i];
             const char *member = L->index.strings + s.path_off + s.member_off;
             const char *slash = strchr(member, '/');
+            if (!slash && L->cfg.labels == COORDL_LABELS_BOXES) { /* boxes: the .txt is the label, no class needed */
+                s.label = 0;
+                t->samples[kept++] = s;
+                continue;
+            }
             if (!slash) { skipped++; continue; } /* beside the class folders: an ImageFolder skips it too */
             size_t lo = 0, hi = nclasses, cl = strlen(member) - strlen(slash);
             while (lo < hi) { /* the class name is the member's prefix up to the slash */
@@ -4846,6 +4897,8 @@ static coordl_status cdl__tar_finish(cdl__tar_index *t) {
         L->index.items[i].label = s->label;
         L->index.tar_items[i].offset = s->offset;
         L->index.tar_items[i].shard = s->shard;
+        L->index.tar_items[i].txt_bytes = s->txt_bytes;
+        L->index.tar_items[i].txt_offset = s->txt_offset;
         L->index.dataset_bytes += s->bytes;
     }
     L->index.num_items = n;
@@ -5277,6 +5330,227 @@ static int cdl__brace_expand(const coordl *L, const char *pat, size_t strip, cha
     return ok;
 }
 
+/* --- box labels (labels = COORDL_LABELS_BOXES) ---------------------------
+ * Read at open, not at fetch: a label file is a few hundred bytes beside
+ * an image of tens of kilobytes, every member of a group, every MPI rank
+ * and every seek needs the same boxes, and a worker then never opens a
+ * second file per row. Held in the index, they need no cache entry, no
+ * peer request and no read-ahead slot of their own; the row's geometry
+ * moves them (plan.c) when its pixels are prepared. */
+
+#define CDL_LABEL_FILE_MAX (1u << 20) /* bytes; a larger label file is a bad label */
+
+/* Darknet's label path for an image: the last folder named "images" or
+ * "JPEGImages" becomes "labels" (Darknet replaces the first occurrence of
+ * the text anywhere, which misfires on ".../myimages/..."), and the
+ * extension ".txt". Without such a folder the .txt sits beside the image. */
+static int cdl__label_path(coordl *L, const char *img, char **buf, size_t *cap) {
+    const size_t n = strlen(img);
+    size_t cut = 0, cut_len = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && img[i - 1] != '/') continue;
+        const char *end = strchr(img + i, '/');
+        if (!end) break;
+        const size_t len = (size_t)(end - (img + i));
+        if ((len == 6 && memcmp(img + i, "images", 6) == 0) || (len == 10 && memcmp(img + i, "JPEGImages", 10) == 0)) {
+            cut = i;
+            cut_len = len;
+        }
+    }
+    const char *base = strrchr(img, '/');
+    base = base ? base + 1 : img;
+    const char *dot = strrchr(base, '.');
+    const size_t stem = dot && dot != base ? (size_t)(dot - img) : n;
+    if (!cdl__reserve(L, (void **)buf, cap, n + 16)) return 0;
+    char *o = *buf;
+    size_t k = 0;
+    if (cut_len) {
+        memcpy(o, img, cut);
+        memcpy(o + cut, "labels", 6);
+        k = cut + 6;
+        memcpy(o + k, img + cut + cut_len, stem - cut - cut_len);
+        k += stem - cut - cut_len;
+    } else {
+        memcpy(o, img, stem);
+        k = stem;
+    }
+    memcpy(o + k, ".txt", 5);
+    return 1;
+}
+
+/* One "class cx cy w h" line (space or tab separated). Returns NULL with
+ * the box in out, or why the line is bad. */
+static const char *cdl__box_line(const char *line, size_t n, int32_t num_classes, float out[5]) {
+    char tmp[256];
+    if (n >= sizeof tmp) return "longer than 255 bytes";
+    memcpy(tmp, line, n);
+    tmp[n] = '\0';
+    char *p = tmp, *end;
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p == '-' && p[1] >= '0' && p[1] <= '9') return "the class is negative";
+    if (*p < '0' || *p > '9') return "expected \"class cx cy w h\" (the class first, an integer)";
+    errno = 0;
+    const long cls = strtol(p, &end, 10);
+    if (*end != ' ' && *end != '\t') return "the class is not an integer, or the line has only one field";
+    if (errno || cls > INT32_MAX - 1) return "the class is out of range";
+    if (num_classes > 0 && cls >= num_classes) return "the class is not below num_classes";
+    out[4] = (float)cls;
+    p = end;
+    for (int k = 0; k < 4; k++) {
+        while (*p == ' ' || *p == '\t') p++;
+        if (!*p) return "expected 5 fields \"class cx cy w h\", got fewer";
+        const float v = strtof(p, &end);
+        if (end == p || (*end && *end != ' ' && *end != '\t')) return "a coordinate is not a number";
+        if (!isfinite(v)) return "a coordinate is not finite";
+        if (v < 0.0f || v > 1.0f) return "a coordinate is outside [0, 1] (boxes are normalized to the image)";
+        out[k] = v;
+        p = end;
+    }
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p) return "more than 5 fields (expected \"class cx cy w h\")";
+    return NULL;
+}
+
+/* Reads [off, off + len) of file (len = UINT64_MAX: the whole file) into
+ * *buf; why says what failed. */
+static int cdl__read_label(coordl *L, const char *file, uint64_t off, uint64_t len, char **buf, size_t *cap,
+                           size_t *got_len, char *why, size_t whycap) {
+    void *f;
+    uint64_t size, got = 0;
+    char err[256];
+    if (cdl__io_open(L, file, &f, &size, err, sizeof err) != COORDL_OK) {
+        snprintf(why, whycap, "missing label file (%s)", err);
+        return 0;
+    }
+    if (len == UINT64_MAX) len = size, off = 0;
+    if (len > CDL_LABEL_FILE_MAX || off > size || len > size - off) {
+        cdl__io_close(L, f);
+        snprintf(why, whycap, "%llu bytes: not a label file (at most %u)", (unsigned long long)len, CDL_LABEL_FILE_MAX);
+        return 0;
+    }
+    if (!cdl__reserve(L, (void **)buf, cap, (size_t)len + 1)) {
+        cdl__io_close(L, f);
+        snprintf(why, whycap, "out of memory");
+        return 0;
+    }
+    const coordl_status rc = cdl__io_read(L, f, file, *buf, len, off, &got, err, sizeof err);
+    cdl__io_close(L, f);
+    if (rc != COORDL_OK || got != len) {
+        snprintf(why, whycap, "cannot read it: %s", rc != COORDL_OK ? err : "cut short");
+        return 0;
+    }
+    (*buf)[got] = '\0';
+    *got_len = (size_t)got;
+    return 1;
+}
+
+static uint64_t cdl__fnv(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Every item's boxes, from its label file (or tar .txt member). A bad
+ * label (missing, empty, malformed, out of range) marks its item bad with
+ * a message naming the file and line: the row is then a bad sample
+ * (on_bad_sample). Fails the open only for lack of memory. */
+static coordl_status cdl__index_boxes(coordl *L) {
+    cdl__boxes *B = &L->index.boxes;
+    const uint64_t n = L->index.num_items;
+    const uint32_t max_boxes = L->cfg.max_boxes;
+    B->first = cdl__malloc(L, (size_t)(n + 1) * sizeof *B->first);
+    B->bad = cdl__malloc(L, (size_t)(n ? n : 1) * sizeof *B->bad);
+    if (!B->first || !B->bad) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the box labels of %llu items",
+                                                    (unsigned long long)n);
+    size_t nbox = 0, boxcap = 0, pathcap = 0, textcap = 0;
+    char *lpath = NULL, *text = NULL, why[CDL_ERRMSG_MAX - 96], first_bad[CDL_ERRMSG_MAX] = "";
+    coordl_status rc = COORDL_OK;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (uint64_t i = 0; i < n && rc == COORDL_OK; i++) {
+        B->first[i] = nbox;
+        B->bad[i] = 0;
+        const char *file;
+        uint64_t off = 0, len = UINT64_MAX;
+        size_t tlen = 0;
+        int ok;
+        if (L->index.tar_items) {
+            const cdl__tar_item *ti = &L->index.tar_items[i];
+            file = L->index.strings + L->index.tar_shards[ti->shard];
+            ok = ti->txt_bytes != UINT32_MAX;
+            if (!ok) snprintf(why, sizeof why, "missing label: the sample has no .txt member");
+            off = ti->offset, len = ti->txt_bytes;
+            if (ok) off = ti->txt_offset;
+        } else {
+            if (!cdl__label_path(L, cdl__item_path(L, i), &lpath, &pathcap)) { rc = COORDL_ERR_NOMEM; break; }
+            file = lpath;
+            ok = 1;
+        }
+        if (ok) ok = cdl__read_label(L, file, off, len, &text, &textcap, &tlen, why, sizeof why);
+        size_t at = 0, kept = 0, lineno = 0;
+        while (ok && at < tlen) {
+            const char *line = text + at, *nl = memchr(line, '\n', tlen - at);
+            size_t ll = nl ? (size_t)(nl - line) : tlen - at;
+            at += ll + (nl ? 1 : 0);
+            lineno++;
+            if (ll && line[ll - 1] == '\r') ll--;
+            size_t b = 0;
+            while (b < ll && (line[b] == ' ' || line[b] == '\t')) b++;
+            if (b == ll) continue; /* blank */
+            if (memchr(line, '\0', ll)) {
+                snprintf(why, sizeof why, "line %zu: holds a NUL byte", lineno);
+                ok = 0;
+                break;
+            }
+            float box[5];
+            const char *bad = cdl__box_line(line, ll, L->cfg.num_classes, box);
+            if (bad) {
+                snprintf(why, sizeof why, "line %zu: %s", lineno, bad);
+                ok = 0;
+                break;
+            }
+            if (kept == max_boxes) { B->dropped++; continue; }
+            if (!cdl__reserve(L, (void **)&B->box, &boxcap, (nbox + 1) * sizeof *B->box)) { rc = COORDL_ERR_NOMEM; break; }
+            memcpy(B->box[nbox++], box, sizeof box);
+            kept++;
+        }
+        if (rc != COORDL_OK) break;
+        if (ok && kept == 0) {
+            snprintf(why, sizeof why, "empty label file (no boxes)");
+            ok = 0;
+        }
+        if (!ok) {
+            char msg[CDL_ERRMSG_MAX];
+            uint64_t soff;
+            if (L->index.tar_items)
+                snprintf(msg, sizeof msg, "%s: bad box label (.txt member): %s", cdl__item_path(L, i), why);
+            else
+                snprintf(msg, sizeof msg, "%s: bad box label %s: %s", cdl__item_path(L, i), file, why);
+            if (!cdl__strings_append(L, msg, strlen(msg), &soff)) { rc = COORDL_ERR_NOMEM; break; }
+            B->bad[i] = soff + 1;
+            nbox = B->first[i]; /* a bad file's boxes are not used */
+            if (B->bad_items++ == 0) snprintf(first_bad, sizeof first_bad, "%s", msg);
+        }
+        const uint64_t cnt = nbox - B->first[i];
+        h = cdl__fnv(h, &cnt, sizeof cnt);
+        const unsigned char is_bad = B->bad[i] != 0;
+        h = cdl__fnv(h, &is_bad, 1);
+        if (cnt) h = cdl__fnv(h, B->box[B->first[i]], (size_t)cnt * sizeof *B->box);
+    }
+    cdl__free(L, lpath);
+    cdl__free(L, text);
+    if (rc != COORDL_OK) return cdl__open_fail(rc, "out of memory while reading box labels");
+    B->first[n] = nbox;
+    B->hash = h;
+    if (B->dropped)
+        cdl__log(L, COORDL_LOG_WARN, "box labels: %llu boxes beyond max_boxes (%u) dropped (coordl_stats.boxes_dropped)",
+                 (unsigned long long)B->dropped, max_boxes);
+    if (B->bad_items)
+        cdl__log(L, COORDL_LOG_WARN, "box labels: %llu of %llu items have a bad label, each a bad sample when "
+                 "its row is prepared (on_bad_sample); the first: %s", (unsigned long long)B->bad_items,
+                 (unsigned long long)n, first_bad);
+    return COORDL_OK;
+}
+
 CDL_PRIVATE coordl_status cdl__index_source(coordl *L) {
     struct stat sb;
     const char *src = L->cfg.source;
@@ -5334,6 +5608,7 @@ CDL_PRIVATE coordl_status cdl__index_source(coordl *L) {
                               : "images (extensions .jpg .jpeg .png .bmp .ppm .pgm .tga)");
     if (L->index.num_items > (uint64_t)INT32_MAX)
         return cdl__open_fail(COORDL_ERR_INVALID, "source: more than 2^31 items");
+    if (L->cfg.labels == COORDL_LABELS_BOXES) return cdl__index_boxes(L);
     return COORDL_OK;
 }
 
@@ -6679,10 +6954,14 @@ CDL_PRIVATE coordl_status cdl__peer_open(coordl *L) {
  * is by item id), then allocates the map and the per-slot bookkeeping and
  * starts the peer thread. */
 CDL_PRIVATE coordl_status cdl__peer_start(coordl *L) {
-    uint64_t mine[2] = {L->index.num_items, L->index.dataset_bytes}, lo[2], hi[2];
-    if (MPI_Allreduce(mine, lo, 2, MPI_UINT64_T, MPI_MIN, L->peers.comm) != MPI_SUCCESS ||
-        MPI_Allreduce(mine, hi, 2, MPI_UINT64_T, MPI_MAX, L->peers.comm) != MPI_SUCCESS)
+    /* box labels are read by each rank at open: their hash too */
+    uint64_t mine[3] = {L->index.num_items, L->index.dataset_bytes, L->index.boxes.hash}, lo[3], hi[3];
+    if (MPI_Allreduce(mine, lo, 3, MPI_UINT64_T, MPI_MIN, L->peers.comm) != MPI_SUCCESS ||
+        MPI_Allreduce(mine, hi, 3, MPI_UINT64_T, MPI_MAX, L->peers.comm) != MPI_SUCCESS)
         return cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: cannot compare the ranks' datasets (MPI_Allreduce failed)");
+    if (lo[2] != hi[2])
+        return cdl__open_fail(COORDL_ERR_PEER, "source: the ranks read different box labels (labels = "
+                              "COORDL_LABELS_BOXES); every rank must see the same label files");
     if (lo[0] != hi[0] || lo[1] != hi[1])
         return cdl__open_fail(COORDL_ERR_PEER, "source: the ranks index different datasets (%llu-%llu items, "
                               "%llu-%llu bytes); every rank must see the same files",
@@ -7366,6 +7645,8 @@ static void cdl__plan_train(const coordl *L, cdl__rng *rng, int W, int H, cdl__g
     g->clip_x0 = cx; g->clip_y0 = cy; g->clip_x1 = cx + cw; g->clip_y1 = cy + ch;
 }
 
+static void cdl__affine_clip(cdl__geom *g, int W, int H, int x0, int y0, int x1, int y1);
+
 /* Darknet's classifier crop: random_augment_args + rotate_crop_image
  * (src/image.c) as train_classifier drives them (min = min_ratio x size,
  * max = max_ratio x size), then the flip and random_distort_image, the
@@ -7400,11 +7681,17 @@ static void cdl__plan_darknet(const coordl *L, cdl__rng *rng, int W, int H, cdl_
     const double c = cos(rad), sn = sin(rad), X0 = (-w / 2.0 + dx) * a / sc, Y0 = (-h / 2.0 + dy) / sc;
     g->m[0] = c * a / sc; g->m[1] = -sn / sc; g->m[2] = c * X0 - sn * Y0 + W / 2.0;
     g->m[3] = sn * a / sc; g->m[4] = c / sc; g->m[5] = sn * X0 + c * Y0 + H / 2.0;
-    /* every tap lies in the box of the four corners' taps (one pixel of
-     * slack for rounding); the part inside the image is decoded */
+    cdl__affine_clip(g, W, H, 0, 0, w, h);
+}
+
+/* The clip rectangle of an affine geometry whose output pixels [x0, x1) x
+ * [y0, y1) sample the image: every tap lies in the box of the four
+ * corners' taps (one pixel of slack for rounding); the part inside the
+ * image is decoded. */
+static void cdl__affine_clip(cdl__geom *g, int W, int H, int x0, int y0, int x1, int y1) {
     double x_min = 1e300, x_max = -1e300, y_min = 1e300, y_max = -1e300;
     for (int k = 0; k < 4; k++) {
-        const double x = k & 1 ? w - 1 : 0, y = k & 2 ? h - 1 : 0;
+        const double x = k & 1 ? x1 - 1 : x0, y = k & 2 ? y1 - 1 : y0;
         const double rx = g->m[0] * x + g->m[1] * y + g->m[2], ry = g->m[3] * x + g->m[4] * y + g->m[5];
         x_min = rx < x_min ? rx : x_min; x_max = rx > x_max ? rx : x_max;
         y_min = ry < y_min ? ry : y_min; y_max = ry > y_max ? ry : y_max;
@@ -7452,18 +7739,147 @@ static void cdl__plan_eval(int W, int H, int exact, cdl__geom *g) {
     g->darknet = 0;
 }
 
+/* A canvas geometry: the image scaled to pw x ph output pixels with its
+ * corner at output pixel (ox, oy), grey around it. Output pixel X samples
+ * source x = (X - ox) W / pw, Darknet's place_image (pixel x at
+ * coordinate x). */
+static void cdl__place(cdl__geom *g, int W, int H, int ox, int oy, int pw, int ph) {
+    const int w = (int)g->out_w, h = (int)g->out_h;
+    if (pw < 1) pw = 1;
+    if (ph < 1) ph = 1;
+    g->darknet = 1;
+    g->canvas = 1;
+    g->px0 = ox; g->py0 = oy; g->px1 = ox + pw; g->py1 = oy + ph;
+    g->m[0] = (double)W / pw; g->m[1] = 0.0; g->m[2] = -(double)ox * W / pw;
+    g->m[3] = 0.0; g->m[4] = (double)H / ph; g->m[5] = -(double)oy * H / ph;
+    const int x0 = ox > 0 ? ox : 0, y0 = oy > 0 ? oy : 0;
+    const int x1 = ox + pw < w ? ox + pw : w, y1 = oy + ph < h ? oy + ph : h;
+    if (x1 > x0 && y1 > y0) cdl__affine_clip(g, W, H, x0, y0, x1, y1);
+    else cdl__affine_clip(g, W, H, 0, 0, 1, 1); /* placed outside: only grey */
+}
+
+/* Darknet's float rand_uniform(lo, hi) (src/utils.c), bounds swapped when
+ * reversed, from coordl's counter-based stream. */
+static double cdl__uniform_between(cdl__rng *rng, double lo, double hi) {
+    if (hi < lo) { const double t = lo; lo = hi; hi = t; }
+    return lo + (hi - lo) * cdl__rng_uniform(rng);
+}
+
+/* COORDL_CROP_DARKNET_BOXES: load_data_detection (pjreddie/darknet
+ * src/data.c), the draws in its order: the jittered aspect, the scale
+ * (coordl's place_scale range; Darknet fixes it at 1), the offset, the
+ * colour (random_distort_image), the flip. place_image takes the size and
+ * offset as ints: those ints place the pixels, and the boxes follow the
+ * same ints (Darknet moves its boxes by the unrounded floats, up to a
+ * pixel away from its pixels). */
+static void cdl__plan_darknet_boxes(const coordl *L, cdl__rng *rng, int W, int H, cdl__geom *g) {
+    const double w = g->out_w, h = g->out_h;
+    const double dw = L->cfg.jitter * W, dh = L->cfg.jitter * H;
+    double new_ar = W / (double)H;
+    if (L->cfg.jitter > 0.0f) {
+        const double aw = W + cdl__uniform_between(rng, -dw, dw);
+        const double ah = H + cdl__uniform_between(rng, -dh, dh);
+        new_ar = aw / ah;
+    }
+    const double smin = L->cfg.place_scale_min > 0.0f ? L->cfg.place_scale_min : 1.0;
+    const double smax = L->cfg.place_scale_max > 0.0f ? L->cfg.place_scale_max : 1.0;
+    const double scale = smin < smax ? cdl__uniform_between(rng, smin, smax) : smin;
+    double nw, nh;
+    if (new_ar < 1) { nh = scale * h; nw = nh * new_ar; }
+    else { nw = scale * w; nh = nw / new_ar; }
+    const double dx = cdl__uniform_between(rng, 0, w - nw), dy = cdl__uniform_between(rng, 0, h - nh);
+    cdl__plan_colour(L, rng, g);
+    g->flip = L->cfg.flip ? (int)(cdl__rng_next(rng) & 1) : 0;
+    g->angle = 0.0f;
+    g->daspect = 1.0;
+    cdl__place(g, W, H, (int)dx, (int)dy, (int)nw, (int)nh);
+}
+
+/* COORDL_PIPE_EVAL with boxes: Darknet's letterbox_image: the image
+ * resized keeping its aspect to fit the output (integer sides), centred,
+ * grey around it; no flip, no colour. */
+static void cdl__plan_letterbox(int W, int H, cdl__geom *g) {
+    const int w = (int)g->out_w, h = (int)g->out_h;
+    int pw, ph;
+    if ((double)w / W < (double)h / H) { pw = w; ph = (int)((double)H * w / W); }
+    else { ph = h; pw = (int)((double)W * h / H); }
+    g->flip = 0;
+    g->dhue = 0.0f;
+    g->dsat = g->dexp = 1.0f;
+    g->angle = 0.0f;
+    g->daspect = 1.0;
+    cdl__place(g, W, H, (w - pw) / 2, (h - ph) / 2, pw, ph);
+}
+
 CDL_PRIVATE void cdl__plan(const coordl *L, uint32_t out_w, uint32_t out_h, uint64_t epoch, uint64_t id, int W, int H,
                            cdl__geom *g) {
     memset(g, 0, sizeof *g);
     g->out_w = out_w;
     g->out_h = out_h;
-    if (L->cfg.pipeline == COORDL_PIPE_EVAL || L->cfg.pipeline == COORDL_PIPE_EXACT) {
+    if (L->cfg.pipeline == COORDL_PIPE_EVAL && L->cfg.labels == COORDL_LABELS_BOXES) {
+        cdl__plan_letterbox(W, H, g);
+    } else if (L->cfg.pipeline == COORDL_PIPE_EVAL || L->cfg.pipeline == COORDL_PIPE_EXACT) {
         cdl__plan_eval(W, H, L->cfg.pipeline == COORDL_PIPE_EXACT, g);
     } else {
         cdl__rng rng = cdl__rng_for(L->cfg.seed, CDL_STREAM_CROP, epoch, id);
         if (L->cfg.train_crop == COORDL_CROP_DARKNET) cdl__plan_darknet(L, &rng, W, H, g);
+        else if (L->cfg.train_crop == COORDL_CROP_DARKNET_BOXES) cdl__plan_darknet_boxes(L, &rng, W, H, g);
         else cdl__plan_train(L, &rng, W, H, g);
     }
+}
+
+/* Where source x (image pixels, continuous: pixel i covers [i, i + 1))
+ * lands in the output, as a fraction of the output width, before the
+ * flip: the inverse of the geometry's map (rotation is refused with
+ * boxes, so the map is an axis-aligned scale and shift). An affine
+ * geometry samples pixel indices (output pixel X reads source index
+ * m0 X + m2), so centre maps to centre: the half pixels on both sides. */
+static double cdl__map_x(const cdl__geom *g, double sx) {
+    return g->darknet ? ((sx - 0.5 - g->m[2]) / g->m[0] + 0.5) / g->out_w : (sx - g->x0) / g->sw;
+}
+static double cdl__map_y(const cdl__geom *g, double sy) {
+    return g->darknet ? ((sy - 0.5 - g->m[5]) / g->m[4] + 0.5) / g->out_h : (sy - g->y0) / g->sh;
+}
+
+static float cdl__unit(double v) { return v < 0.0 ? 0.0f : v > 1.0 ? 1.0f : (float)v; }
+
+/* Item id's boxes through geometry g (drawn for an iw x ih image) into
+ * out (max_boxes x 5 floats, zeroed first): each box's edges mapped,
+ * flipped with the pixels, clipped to the output, and dropped when under
+ * 0.001 of a side (Darknet's fill_truth_detection rule). Returns the
+ * boxes kept. The geometry is the one the pixels use, drawn before
+ * decoding, so the boxes are the same whatever decodes the pixels. */
+CDL_PRIVATE uint32_t cdl__boxes_map(const coordl *L, const cdl__geom *g, int iw, int ih, uint64_t id, void *out) {
+    const cdl__boxes *B = &L->index.boxes;
+    memset(out, 0, (size_t)L->cfg.max_boxes * 5 * sizeof(float));
+    uint32_t kept = 0;
+    for (uint64_t k = B->first[id]; k < B->first[id + 1] && kept < L->cfg.max_boxes; k++) {
+        const float *b = B->box[k];
+        double l = cdl__map_x(g, ((double)b[0] - b[2] / 2.0) * iw), r = cdl__map_x(g, ((double)b[0] + b[2] / 2.0) * iw);
+        const double t = cdl__map_y(g, ((double)b[1] - b[3] / 2.0) * ih), bo = cdl__map_y(g, ((double)b[1] + b[3] / 2.0) * ih);
+        if (g->flip) {
+            const double fl = 1.0 - r;
+            r = 1.0 - l;
+            l = fl;
+        }
+        const float L0 = cdl__unit(l), R0 = cdl__unit(r), T0 = cdl__unit(t), B0 = cdl__unit(bo);
+        const float bw = R0 - L0, bh = B0 - T0;
+        if (bw < 0.001f || bh < 0.001f) continue;
+        const float o[5] = {(L0 + R0) / 2.0f, (T0 + B0) / 2.0f, bw, bh, b[4]};
+        memcpy((unsigned char *)out + (size_t)kept * sizeof o, o, sizeof o); /* the place may be unaligned (U8 rows) */
+        kept++;
+    }
+    return kept;
+}
+
+/* A worker's plan for the row it prepares: the geometry, and with box
+ * labels the row's boxes through it, written into the row's place (a
+ * substitute item's plan writes over a failed one's). */
+CDL_PRIVATE void cdl__plan_row(cdl__worker *W, uint64_t epoch, uint64_t id, int iw, int ih, cdl__geom *g) {
+    const coordl *L = W->L;
+    cdl__plan(L, W->claim->out_w, W->claim->out_h, epoch, id, iw, ih, g);
+    if (!L->geom.box_rows || !W->targets) return;
+    W->nboxes = cdl__boxes_map(L, g, iw, ih, id, W->targets);
 }
 
 #ifndef COORDL_NO_JPEGTURBO /* libjpeg's DCT scaling */
@@ -7951,8 +8367,9 @@ static void cdl__finish_row(const coordl *L, const cdl__geom *g, float *acc, siz
     cdl__store_row(L, g, acc, plane, j, dst);
 }
 
-/* COORDL_CROP_DARKNET: Darknet's rotate_crop_image then flip_image, per
- * output pixel: the source point of the affine map, bilinear over the four
+/* COORDL_CROP_DARKNET: Darknet's rotate_crop_image then flip_image (and
+ * for a canvas, COORDL_CROP_DARKNET_BOXES and the letterbox, place_image
+ * with grey outside the placed image), per output pixel: the source point of the affine map, bilinear over the four
  * pixels around it (floor, floor + 1), a pixel outside the image reading
  * 0. The decoded region is the clip rectangle [ax->lo, ax->hi) x [ay->lo,
  * ay->hi): every tap inside the image lies in it. */
@@ -7970,7 +8387,9 @@ static void cdl__resample_darknet(coordl *L, cdl__worker *W, const cdl__u8 *src,
             const int ix = (int)floorf(rx), iy = (int)floorf(ry);
             const float fx = rx - (float)ix, fy = ry - (float)iy;
             float v0 = 0.0f, v1 = 0.0f, v2 = 0.0f;
-            if (ix >= x_lo && ix + 1 < x_hi && iy >= y_lo && iy + 1 < y_hi) {
+            if (g->canvas && (x < g->px0 || x >= g->px1 || j < g->py0 || j >= g->py1)) {
+                v0 = v1 = v2 = 127.5f; /* the grey canvas around a placed image */
+            } else if (ix >= x_lo && ix + 1 < x_hi && iy >= y_lo && iy + 1 < y_hi) {
                 const cdl__u8 *p = src + (size_t)(iy - sy0) * stride + (size_t)(ix - sx0) * 3, *q = p + stride;
                 const float w00 = (1 - fy) * (1 - fx), w10 = (1 - fy) * fx, w01 = fy * (1 - fx), w11 = fy * fx;
                 v0 = w00 * p[0] + w01 * q[0] + w10 * p[3] + w11 * q[3];
@@ -8566,7 +8985,7 @@ CDL_PRIVATE coordl_status cdl__decode_stb(cdl__worker *W, const char *path, cons
     coordl_status rc = cdl__stb_header(W, path, in, &iw, &ih, &channels);
     if (rc != COORDL_OK) return rc;
     cdl__geom g;
-    cdl__plan(L, W->claim->out_w, W->claim->out_h, epoch, id, iw, ih, &g);
+    cdl__plan_row(W, epoch, id, iw, ih, &g);
     cdl__axis ax, ay;
     rc = cdl__tables_for(W, &g, &ax, &ay);
     if (rc != COORDL_OK) return cdl__name_error(W, path, rc);
@@ -9131,7 +9550,6 @@ static int cdl__jpeg_set_output(struct jpeg_decompress_struct *jd, int d) {
  * size, the DCT scale, then only the crop's region decoded (ROI). */
 static coordl_status cdl__decode_jpeg_plain(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch,
                                             uint64_t id, void *dst) {
-    coordl *L = W->L;
     struct jpeg_decompress_struct *jd = &W->jd;
     const uint64_t t0 = cdl__now_ns(), cpu0 = cdl__thread_cpu_ns();
     W->jerr.fatal_warning = 0;
@@ -9147,7 +9565,7 @@ static coordl_status cdl__decode_jpeg_plain(cdl__worker *W, const char *path, co
         return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: truncated JPEG (no end-of-image marker)", path);
     }
     cdl__geom g;
-    cdl__plan(L, W->claim->out_w, W->claim->out_h, epoch, id, iw, ih, &g);
+    cdl__plan_row(W, epoch, id, iw, ih, &g);
     const int d = cdl__choose_dct_denominator(&g);
     const int cmyk = cdl__jpeg_set_output(jd, d);
     cdl__geom_scale(&g, d, (int)jd->output_width, (int)jd->output_height);
@@ -9166,7 +9584,6 @@ static coordl_status cdl__decode_jpeg_plain(cdl__worker *W, const char *path, co
  * the decode's status in *rc. */
 static int cdl__decode_jpeg_spliced(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch,
                                     uint64_t id, void *dst, const cdl__jpeg_layout *rst, coordl_status *rc) {
-    coordl *L = W->L;
     struct jpeg_decompress_struct *jd = &W->jd;
     const uint64_t t0 = cdl__now_ns(), cpu0 = cdl__thread_cpu_ns();
     W->jerr.fatal_warning = 0;
@@ -9178,7 +9595,7 @@ static int cdl__decode_jpeg_spliced(cdl__worker *W, const char *path, const cdl_
     const int iw = (int)rst->w, ih = (int)rst->h;
     if ((*rc = cdl__jpeg_check_size(W, path, iw, ih)) != COORDL_OK) return 1;
     cdl__geom g;
-    cdl__plan(L, W->claim->out_w, W->claim->out_h, epoch, id, iw, ih, &g);
+    cdl__plan_row(W, epoch, id, iw, ih, &g);
     const int d = cdl__choose_dct_denominator(&g);
     /* libjpeg's scaled size: jdiv_round_up(w, d) */
     cdl__geom_scale(&g, d, (iw + d - 1) / d, (ih + d - 1) / d);
@@ -9622,6 +10039,9 @@ CDL_PRIVATE coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint
     const int budget = 0; /* no rewrites without libjpeg: nothing to account */
 #endif
     const uint64_t cpu0 = budget ? cdl__thread_cpu_ns() : 0, rw0 = W->budget.rewrite_cpu;
+    const uint64_t bad_label = W->L->index.boxes.bad ? W->L->index.boxes.bad[id] : 0;
+    if (bad_label) /* found at open (source.c): a bad sample like a corrupt image, nothing fetched */
+        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s", W->L->index.strings + bad_label - 1);
     coordl_status rc = cdl__fetch(W, id, &in);
     if (rc == COORDL_OK) rc = cdl__prepare_item_bytes(W, epoch, id, dst, &in);
     cdl__fetch_done(W);
@@ -9712,6 +10132,11 @@ CDL_PRIVATE void cdl__output_setup(coordl *L) {
     L->geom.elem_bytes = (L->cfg.layout == COORDL_U8_NHWC || L->cfg.layout == COORDL_U8_NCHW) ? 1 : 4;
     L->geom.row_bytes = cdl__row_bytes_at(L, L->cfg.out_w, L->cfg.out_h);
     L->geom.target_row_bytes = L->cfg.pipeline == COORDL_PIPE_TOKENS ? (size_t)L->cfg.seq_len * sizeof(int32_t) : 0;
+    if (L->cfg.labels == COORDL_LABELS_BOXES) { /* the targets area holds a row's boxes */
+        if (L->cfg.max_boxes == 0) L->cfg.max_boxes = 90;
+        L->geom.box_rows = 1;
+        L->geom.target_row_bytes = (size_t)L->cfg.max_boxes * 5 * sizeof(float);
+    }
     if (L->cfg.train_crop == COORDL_CROP_DARKNET) { /* Darknet's parse_net_options defaults */
         if (L->cfg.min_crop == 0) L->cfg.min_crop = L->cfg.out_w;
         if (L->cfg.max_crop == 0) L->cfg.max_crop = 2 * L->cfg.out_w > L->cfg.min_crop ? 2 * L->cfg.out_w : L->cfg.min_crop;
@@ -9790,8 +10215,26 @@ CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
         CDL_BAD("jpeg_rewrite_budget: %g must be in [0, 1] (a fraction of worker time)", c->jpeg_rewrite_budget);
     if (!(c->aspect == 0.0f || (c->aspect >= 0.01f && c->aspect <= 100.0f)))
         CDL_BAD("aspect: %g must be 0 (off) or in [0.01, 100] (a factor between 1/s and s; 1: off)", c->aspect);
-    if (c->train_crop != COORDL_CROP_RESIZED && c->train_crop != COORDL_CROP_DARKNET)
-        CDL_BAD("train_crop: %d is not a known crop (COORDL_CROP_RESIZED or COORDL_CROP_DARKNET)", c->train_crop);
+    if (c->train_crop != COORDL_CROP_RESIZED && c->train_crop != COORDL_CROP_DARKNET &&
+        c->train_crop != COORDL_CROP_DARKNET_BOXES)
+        CDL_BAD("train_crop: %d is not a known crop (COORDL_CROP_RESIZED, COORDL_CROP_DARKNET or "
+                "COORDL_CROP_DARKNET_BOXES)", c->train_crop);
+    /* object detection */
+    if (c->labels != COORDL_LABELS_CLASS && c->labels != COORDL_LABELS_BOXES)
+        CDL_BAD("labels: %d is not COORDL_LABELS_CLASS or COORDL_LABELS_BOXES", c->labels);
+    if (c->labels == COORDL_LABELS_BOXES && !cdl__pipeline_is_image(c->pipeline))
+        CDL_BAD("labels: COORDL_LABELS_BOXES is for image pipelines (TRAIN, EVAL, EXACT)");
+    if (c->labels == COORDL_LABELS_BOXES && c->rotate_deg != 0.0f)
+        CDL_BAD("rotate_deg: %g with labels = COORDL_LABELS_BOXES: a rotated box is no longer an axis-aligned "
+                "box; set rotate_deg = 0", c->rotate_deg);
+    if (c->max_boxes > 4096) CDL_BAD("max_boxes: %u is out of range (0 = 90, at most 4096)", c->max_boxes);
+    if (!(c->jitter >= 0.0f && c->jitter <= 0.9f)) CDL_BAD("jitter: %g must be in [0, 0.9] (0: off)", c->jitter);
+    if (!(c->place_scale_min == 0.0f || (c->place_scale_min >= 0.05f && c->place_scale_min <= 4.0f)) ||
+        !(c->place_scale_max == 0.0f || (c->place_scale_max >= 0.05f && c->place_scale_max <= 4.0f)) ||
+        (c->place_scale_min ? c->place_scale_min : 1.0f) > (c->place_scale_max ? c->place_scale_max : 1.0f))
+        CDL_BAD("place_scale_min/place_scale_max: need 0 (= 1) or 0.05..4 each, min <= max (got %g, %g)",
+                c->place_scale_min, c->place_scale_max);
+    if (c->num_classes < 0) CDL_BAD("num_classes: %d must not be negative (0: no bound)", (int)c->num_classes);
     if (c->train_crop == COORDL_CROP_DARKNET && (c->min_crop > 65535 || c->max_crop > 65535 ||
                                                 (c->max_crop && c->min_crop > c->max_crop)))
         CDL_BAD("min_crop/max_crop: need min_crop <= max_crop <= 65535 (got %u, %u; 0 = Darknet's defaults out_w "
@@ -9864,14 +10307,16 @@ CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
     CDL_RING_ARRAYS_PEER(X)
 
 /* Bytes of one ring slot holding rows_cap rows in data_cap data bytes:
- * data, labels, ids and (tokens) targets, each 64-byte aligned. */
+ * data, labels, ids, (tokens) targets or (boxes) boxes, and (boxes) the
+ * rows' box counts, each 64-byte aligned. */
 CDL_PRIVATE size_t cdl__ring_slot_bytes(const coordl *L, uint32_t rows_cap, size_t data_cap, size_t *data,
                                    size_t *labels, size_t *ids) {
     const size_t B = rows_cap, align = 64;
     *data = cdl__round_up(data_cap, align);
     *labels = cdl__round_up(B * sizeof(int32_t), align);
     *ids = cdl__round_up(B * sizeof(uint64_t), align);
-    return *data + *labels + *ids + cdl__round_up(B * L->geom.target_row_bytes, align);
+    return *data + *labels + *ids + cdl__round_up(B * L->geom.target_row_bytes, align) +
+           (L->geom.box_rows ? cdl__round_up(B * sizeof(uint32_t), align) : 0);
 }
 
 /* Points every slot at its part of the ring arena, and frees it. */
@@ -9884,6 +10329,7 @@ CDL_PRIVATE void cdl__ring_layout(coordl *L) {
         sl->labels_off = s * per_slot + data;
         sl->ids_off = s * per_slot + data + labels;
         sl->targets_off = s * per_slot + data + labels + ids;
+        sl->nboxes_off = sl->targets_off + cdl__round_up((size_t)L->geom.slot_rows_cap * L->geom.target_row_bytes, 64);
         sl->state = CDL_SLOT_FREE;
         sl->gen++;
     }
@@ -10281,6 +10727,8 @@ CDL_PRIVATE void cdl__stream_complete(coordl *L, const cdl__claim *c, const cdl_
         }
         cdl__slot_ids(L, sl)[c->row] = r->id;
         cdl__slot_labels(L, sl)[c->row] = r->label;
+        if (L->geom.box_rows) /* the counts of a row's boxes (boxes: targets area) */
+            ((uint32_t *)(void *)(L->ring.arena.base + sl->nboxes_off))[c->row] = r->nboxes;
         if (r->status != COORDL_OK && c->row < sl->err_row) {
             sl->err_row = c->row;
             sl->status = r->status;
@@ -10311,7 +10759,10 @@ static void cdl__fill_batch(coordl *L, const cdl__slot *sl, uint32_t slot_index,
     out->data_bytes = (size_t)sl->n * sl->row_bytes;
     out->labels = cdl__slot_labels(L, sl);
     out->ids = cdl__slot_ids(L, sl);
-    out->targets = L->geom.target_row_bytes ? (int32_t *)(void *)(L->ring.arena.base + sl->targets_off) : NULL;
+    out->targets = L->geom.target_row_bytes && !L->geom.box_rows
+        ? (int32_t *)(void *)(L->ring.arena.base + sl->targets_off) : NULL;
+    out->boxes = L->geom.box_rows ? (const float *)(const void *)(L->ring.arena.base + sl->targets_off) : NULL;
+    out->nboxes = L->geom.box_rows ? (const uint32_t *)(const void *)(L->ring.arena.base + sl->nboxes_off) : NULL;
     out->epoch = sl->epoch;
     out->index = sl->index;
     cdl__row_shape(L, sl->out_w, sl->out_h, &out->c, &out->h, &out->w);
@@ -10576,6 +11027,7 @@ CDL_PRIVATE void cdl__worker_prepare(cdl__worker *W, const cdl__claim *c, cdl__r
     memset(&W->row, 0, sizeof W->row);
     W->row.items = 1;
     W->targets = targets;
+    W->nboxes = 0;
     W->claim = c;
     cdl__perm perm = cdl__perm_for(L, c->epoch);
     const uint64_t id = cdl__item_at(L, &perm, c->pos);
@@ -10588,6 +11040,7 @@ CDL_PRIVATE void cdl__worker_prepare(cdl__worker *W, const cdl__claim *c, cdl__r
         if (targets) memset(targets, 0, L->geom.target_row_bytes);
     }
     r->label = cdl__item_label(L, r->id);
+    r->nboxes = r->status == COORDL_OK ? W->nboxes : 0; /* boxes: plan.c wrote them with the geometry */
     r->staged = staged ? dst : NULL;
     r->staged_targets = staged ? targets : NULL;
     r->errmsg = W->err;
@@ -10836,11 +11289,12 @@ CDL_PRIVATE void cdl__pool_stop(coordl *L) {
  */
 
 #define CDL_GROUP_MAGIC 0x636f6f72646c4731ull /* "coordlG1" */
-#define CDL_GROUP_VERSION 5 /* 3: cache entries hold room and JPEG rewrites;
+#define CDL_GROUP_VERSION 6 /* 3: cache entries hold room and JPEG rewrites;
                                4: a holder found dead is flagged, and dropped
                                by the member threads;
                                5: cache readers recorded per member, one
-                               owner per rewrite */
+                               owner per rewrite;
+                               6: slots hold box counts (object detection) */
 #define CDL_GROUP_FIELDS 64
 #define CDL_GROUP_MAX_SLOTS 1024 /* prefetch_batches' bound */
 
@@ -10915,6 +11369,11 @@ static uint32_t cdl__group_fields(const coordl *L, cdl__group_field *f) {
     CDL_F("jpeg_random_access", c->jpeg_random_access); /* decides the cache's room */
     CDL_F("channels", c->channels); /* resolved: 0 was made 3 */
     CDL_F("dataset items", L->index.num_items); CDL_F("dataset bytes", L->index.dataset_bytes);
+    /* object detection: the settings, and the boxes every member read */
+    CDL_F("labels", c->labels); CDL_F("max_boxes", c->max_boxes); CDL_F("jitter", cdl__float_bits(c->jitter));
+    CDL_F("place_scale_min", cdl__float_bits(c->place_scale_min));
+    CDL_F("place_scale_max", cdl__float_bits(c->place_scale_max));
+    CDL_F("num_classes", c->num_classes); CDL_F("box labels", L->index.boxes.hash);
 #undef CDL_F
     return n;
 }
@@ -11002,6 +11461,12 @@ static int cdl__group_field_value(const cdl__group_header *h, const char *name, 
     return 0;
 }
 
+/* Whether the slots hold box counts (labels = COORDL_LABELS_BOXES). */
+static int cdl__group_box_rows(const cdl__group_header *h) {
+    uint64_t v = 0;
+    return cdl__group_field_value(h, "labels", &v) && v == COORDL_LABELS_BOXES;
+}
+
 static int cdl__cstr_ok(const char *s, size_t cap) { return memchr(s, '\0', cap) != NULL; }
 
 /* The layout part: header, geometry and every part of the object. */
@@ -11028,6 +11493,7 @@ static int cdl__group_validate_layout(const cdl__group_header *h, uint64_t size,
     if (__builtin_mul_overflow(h->target_row_bytes, h->rows_cap, &targets_bytes) ||
         __builtin_add_overflow(h->slot_data_cap, targets_bytes, &need) ||
         __builtin_add_overflow(need, h->rows_cap * (sizeof(int32_t) + sizeof(uint64_t)), &need) ||
+        __builtin_add_overflow(need, cdl__group_box_rows(h) ? h->rows_cap * sizeof(uint32_t) : 0, &need) ||
         h->slot_stride < need)
         CDL_REJECT("a ring slot of %llu bytes cannot hold its rows", (unsigned long long)h->slot_stride);
     if (h->timeout_ms < 1 || h->timeout_ms > 3600000) CDL_REJECT("group_timeout_ms of %u ms", h->timeout_ms);
@@ -11068,7 +11534,8 @@ static int cdl__group_validate_contents(const cdl__u8 *b, const cdl__group_heade
         memcpy(&sl, b + h->slots_off + s * sizeof sl, sizeof sl);
         const uint64_t base = s * h->slot_stride;
         if (sl.data_off != base || sl.labels_off != base + data || sl.ids_off != base + data + labels ||
-            sl.targets_off != base + data + labels + ids)
+            sl.targets_off != base + data + labels + ids ||
+            sl.nboxes_off != sl.targets_off + cdl__round_up((size_t)(h->rows_cap * h->target_row_bytes), 64))
             CDL_REJECT("slot %llu points outside its part of the ring", (unsigned long long)s);
         if (sl.state != CDL_SLOT_FREE && sl.state != CDL_SLOT_FILLING && sl.state != CDL_SLOT_READY)
             CDL_REJECT("slot %llu is in state %d", (unsigned long long)s, sl.state);
@@ -12089,7 +12556,7 @@ coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes, void *l
         if (data_bytes < need_data || (labels_or_targets && label_bytes < need_labels)) {
             snprintf(L->errmsg, sizeof L->errmsg, "coordl_next_into: the next batch needs %zu data bytes "
                      "and %zu %s bytes; got %zu and %zu", need_data, need_labels,
-                     L->geom.target_row_bytes ? "target" : "label", data_bytes, label_bytes);
+                     L->geom.box_rows ? "box" : L->geom.target_row_bytes ? "target" : "label", data_bytes, label_bytes);
             rc = COORDL_ERR_INVALID;
         }
     }
@@ -12110,10 +12577,22 @@ coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes, void *l
      * critical section, so nothing can reuse the slot between them. */
     cdl__unlock(L);
     cdl__test_hook(L, "copying");
-    const size_t label_copy = labels_or_targets ? (b.targets ? (size_t)b.n * L->geom.target_row_bytes
-                                                             : (size_t)b.n * sizeof(int32_t)) : 0;
+    /* what goes to labels_or_targets: boxes (Darknet's truth rows, then
+     * the counts if they fit), token targets, or labels */
+    size_t label_copy = 0, counts_copy = 0;
+    if (labels_or_targets) {
+        if (b.boxes) {
+            label_copy = (size_t)b.n * L->geom.target_row_bytes;
+            if (label_bytes - label_copy >= (size_t)b.n * sizeof(uint32_t)) counts_copy = (size_t)b.n * sizeof(uint32_t);
+        } else {
+            label_copy = b.targets ? (size_t)b.n * L->geom.target_row_bytes : (size_t)b.n * sizeof(int32_t);
+        }
+    }
     memcpy(data, b.data, b.data_bytes);
-    if (label_copy) memcpy(labels_or_targets, b.targets ? (const void *)b.targets : (const void *)b.labels, label_copy);
+    if (label_copy)
+        memcpy(labels_or_targets, b.boxes ? (const void *)b.boxes : b.targets ? (const void *)b.targets
+                                                                           : (const void *)b.labels, label_copy);
+    if (counts_copy) memcpy((unsigned char *)labels_or_targets + label_copy, b.nboxes, counts_copy);
     cdl__lock(L);
     const int held = cdl__stream_holds(L, &b);
     const int freed = held ? cdl__stream_release(L, &b) : 0;
@@ -12129,7 +12608,7 @@ coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes, void *l
     cdl__consumer_done(L, counted, epoch);
     if (!held) { /* never hand out rows that may mix two batches */
         memset(data, 0, b.data_bytes);
-        if (label_copy) memset(labels_or_targets, 0, label_copy);
+        if (label_copy) memset(labels_or_targets, 0, label_copy + counts_copy);
         return COORDL_ERR_GROUP;
     }
     return COORDL_OK;
@@ -12335,6 +12814,8 @@ CDL_PRIVATE void cdl__get_stats(const coordl *L, coordl_stats *out) {
         pthread_mutex_unlock(&L->cache.lru->mu);
     }
     out->items_prepared = out->items;
+    out->boxes_dropped = L->index.boxes.dropped; /* read-only after open */
+    out->bad_labels = L->index.boxes.bad_items;
     if (L->pool.ra) {
         pthread_mutex_lock(&L->pool.ra->mu);
         out->readahead_reads = L->pool.ra->reads;
@@ -12572,6 +13053,9 @@ void coordl_close(coordl *L) {
     cdl__member_thread_stop(L); /* a group whose open failed before it was left */
     cdl__free(L, L->index.items);
     cdl__free(L, L->index.tar_items);
+    cdl__free(L, L->index.boxes.box);
+    cdl__free(L, L->index.boxes.first);
+    cdl__free(L, L->index.boxes.bad);
     cdl__free(L, L->index.tar_shards);
     cdl__llmc_free(L);
     cdl__free(L, L->index.shards);
@@ -12658,6 +13142,8 @@ size_t coordl_stats_json(const coordl *L, char *buf, size_t cap) {
     cdl__json_num(&j, "bytes_per_item", s.bytes_per_item, 1);
     cdl__json_num(&j, "prep_us_per_item", s.prep_us_per_item, 1);
     cdl__json_num(&j, "stall_fraction", s.stall_fraction, 1);
+    cdl__jsonf(&j, "\"boxes_dropped\":%llu,\"bad_labels\":%llu,", (unsigned long long)s.boxes_dropped,
+               (unsigned long long)s.bad_labels);
     cdl__jsonf(&j, "\"epochs\":[");
     /* oldest first */
     uint64_t newest = 0;

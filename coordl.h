@@ -232,7 +232,7 @@ typedef enum {
                                 an antialiased filter; `aspect` stretches
                                 the box's width, rotate_deg rotates the row
                                 about its centre with the edges extended   */
-    COORDL_CROP_DARKNET = 1  /* Darknet's classifier crop (random_augment_
+    COORDL_CROP_DARKNET = 1, /* Darknet's classifier crop (random_augment_
                                 image in src/image.c): the shorter side is
                                 scaled to a size uniform in [min_crop,
                                 max_crop] (integers), the image stretched by
@@ -242,7 +242,35 @@ typedef enum {
                                 about the image centre, sampled bilinearly
                                 at full resolution with black (0) outside
                                 the image, as Darknet fills               */
+    COORDL_CROP_DARKNET_BOXES = 2 /* Darknet's detector augmentation
+                                (load_data_detection in src/data.c), for
+                                labels = COORDL_LABELS_BOXES: the image's
+                                aspect jittered by up to +-jitter of each
+                                side, its longer side scaled to the output's
+                                times a factor uniform in [place_scale_min,
+                                place_scale_max] (Darknet: 1), placed at a
+                                random offset on a grey (0.5) out_w x out_h
+                                canvas, colour jitter (hue, saturation,
+                                exposure), flip; boxes moved, scaled,
+                                flipped and clipped with the pixels, and
+                                dropped when under 0.001 of a side. See
+                                docs/detection.md                          */
 } coordl_train_crop;
+
+/* What an item's label is, config field labels. */
+typedef enum {
+    COORDL_LABELS_CLASS = 0, /* default: one int32 class per item (batch.labels) */
+    COORDL_LABELS_BOXES = 1  /* object detection: Darknet/YOLO label files,
+                                "class cx cy w h" per line, normalized to
+                                the image: for .../images/.../x.jpg (or
+                                JPEGImages) the file .../labels/.../x.txt;
+                                in tar shards the sample's .txt member.
+                                Read and checked at coordl_open. Each row's
+                                boxes follow its pixels through the crop:
+                                batch.boxes and batch.nboxes. A list file's
+                                lines may then be bare paths (Darknet's
+                                train.txt). See docs/detection.md          */
+} coordl_labels;
 
 /* Memory layout of batch.data. */
 typedef enum {
@@ -653,6 +681,24 @@ typedef struct coordl_config {
                                    connections are retried, at most 5
                                    times, each attempt so bounded); 0 =
                                    the default, 30000                      */
+    /* --- object detection (docs/detection.md); appended after 0.4 ------ */
+    int labels;         /* a coordl_labels; default COORDL_LABELS_CLASS    */
+    uint32_t max_boxes; /* COORDL_LABELS_BOXES: boxes per row (Darknet's
+                           max_boxes / num_boxes); an item's boxes beyond
+                           it are dropped at open, counted in
+                           coordl_stats.boxes_dropped, logged once; 0 =
+                           90 (Darknet's yolo layer default), at most 4096 */
+    float jitter;       /* COORDL_CROP_DARKNET_BOXES: Darknet's jitter: the
+                           new aspect is (w + u1) / (h + u2), u1, u2
+                           uniform in +-jitter x w, +-jitter x h; 0 (the
+                           default) = off, else up to 0.9              */
+    float place_scale_min, place_scale_max; /* COORDL_CROP_DARKNET_BOXES:
+                           the placed image's binding side is the output's
+                           times a factor uniform in [min, max]; 0 (the
+                           default) = 1 (pjreddie's Darknet); 0.05..4     */
+    int32_t num_classes; /* COORDL_LABELS_BOXES: a box whose class is not
+                           below it is a bad label; 0 (default) = no
+                           bound (only negative classes are bad)         */
 } coordl_config;
 
 /* A ready batch: a view into a ring slot, valid until coordl_release(). */
@@ -674,6 +720,12 @@ typedef struct coordl_batch {
                              out, so a stale copy releases nothing; it
                              fills what was tail padding: the struct keeps
                              its size and every offset                      */
+    /* --- appended after 0.4: labels = COORDL_LABELS_BOXES (else NULL) -- */
+    const float *boxes;     /* n x max_boxes x 5 floats: x, y, w, h, class;
+                               (x, y) the box centre, all normalized to the
+                               output image (0..1, after the crop and flip),
+                               the row's boxes first, the rest zero         */
+    const uint32_t *nboxes; /* n: boxes in each row (0..max_boxes)          */
 } coordl_batch;
 
 /* Counters since open. Times are nanoseconds of monotonic clock. Worker
@@ -773,6 +825,11 @@ typedef struct coordl_stats {
                                    the one event-loop thread                */
     uint32_t readahead_io_threads; /* I/O threads the read-ahead started    */
     uint32_t pad2_;             /* zero                                      */
+    /* --- appended after 0.4: labels = COORDL_LABELS_BOXES ------------- */
+    uint64_t boxes_dropped;     /* boxes beyond max_boxes, dropped at open  */
+    uint64_t bad_labels;        /* items whose label file is missing, empty
+                                   or malformed (found at open; each is a
+                                   bad sample when its row is prepared)     */
 } coordl_stats;
 
 /* Per-epoch counters (the last 16 epochs are kept). */
@@ -860,7 +917,10 @@ COORDL_API void coordl_release(coordl *L, coordl_batch *b);
  * get_batch_host, llama.cpp token buffers) instead of handing out a view.
  *   data, data_bytes: receives n rows (data_bytes >= n x row bytes).
  *   labels_or_targets, label_bytes: receives n int32 labels, or for
- *     COORDL_PIPE_TOKENS n x seq_len int32 targets; may be NULL with 0.
+ *     COORDL_PIPE_TOKENS n x seq_len int32 targets, or for labels =
+ *     COORDL_LABELS_BOXES n x max_boxes x 5 floats (batch.boxes: a
+ *     Darknet truth matrix, d.y) followed, when label_bytes has room for
+ *     them, by n uint32 box counts (batch.nboxes); may be NULL with 0.
  * Returns as coordl_next. Buffers too small for the next batch give
  * COORDL_ERR_INVALID and nothing is written or consumed. The batch's slot is
  * released before returning. The copy runs without the stream's lock; in a

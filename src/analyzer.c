@@ -75,6 +75,8 @@ size_t coordl_stats_json(const coordl *L, char *buf, size_t cap) {
     cdl__json_num(&j, "bytes_per_item", s.bytes_per_item, 1);
     cdl__json_num(&j, "prep_us_per_item", s.prep_us_per_item, 1);
     cdl__json_num(&j, "stall_fraction", s.stall_fraction, 1);
+    cdl__jsonf(&j, "\"boxes_dropped\":%llu,\"bad_labels\":%llu,", (unsigned long long)s.boxes_dropped,
+               (unsigned long long)s.bad_labels);
     cdl__jsonf(&j, "\"epochs\":[");
     /* oldest first */
     uint64_t newest = 0;

@@ -368,7 +368,7 @@ coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes, void *l
         if (data_bytes < need_data || (labels_or_targets && label_bytes < need_labels)) {
             snprintf(L->errmsg, sizeof L->errmsg, "coordl_next_into: the next batch needs %zu data bytes "
                      "and %zu %s bytes; got %zu and %zu", need_data, need_labels,
-                     L->geom.target_row_bytes ? "target" : "label", data_bytes, label_bytes);
+                     L->geom.box_rows ? "box" : L->geom.target_row_bytes ? "target" : "label", data_bytes, label_bytes);
             rc = COORDL_ERR_INVALID;
         }
     }
@@ -389,10 +389,22 @@ coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes, void *l
      * critical section, so nothing can reuse the slot between them. */
     cdl__unlock(L);
     cdl__test_hook(L, "copying");
-    const size_t label_copy = labels_or_targets ? (b.targets ? (size_t)b.n * L->geom.target_row_bytes
-                                                             : (size_t)b.n * sizeof(int32_t)) : 0;
+    /* what goes to labels_or_targets: boxes (Darknet's truth rows, then
+     * the counts if they fit), token targets, or labels */
+    size_t label_copy = 0, counts_copy = 0;
+    if (labels_or_targets) {
+        if (b.boxes) {
+            label_copy = (size_t)b.n * L->geom.target_row_bytes;
+            if (label_bytes - label_copy >= (size_t)b.n * sizeof(uint32_t)) counts_copy = (size_t)b.n * sizeof(uint32_t);
+        } else {
+            label_copy = b.targets ? (size_t)b.n * L->geom.target_row_bytes : (size_t)b.n * sizeof(int32_t);
+        }
+    }
     memcpy(data, b.data, b.data_bytes);
-    if (label_copy) memcpy(labels_or_targets, b.targets ? (const void *)b.targets : (const void *)b.labels, label_copy);
+    if (label_copy)
+        memcpy(labels_or_targets, b.boxes ? (const void *)b.boxes : b.targets ? (const void *)b.targets
+                                                                           : (const void *)b.labels, label_copy);
+    if (counts_copy) memcpy((unsigned char *)labels_or_targets + label_copy, b.nboxes, counts_copy);
     cdl__lock(L);
     const int held = cdl__stream_holds(L, &b);
     const int freed = held ? cdl__stream_release(L, &b) : 0;
@@ -408,7 +420,7 @@ coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes, void *l
     cdl__consumer_done(L, counted, epoch);
     if (!held) { /* never hand out rows that may mix two batches */
         memset(data, 0, b.data_bytes);
-        if (label_copy) memset(labels_or_targets, 0, label_copy);
+        if (label_copy) memset(labels_or_targets, 0, label_copy + counts_copy);
         return COORDL_ERR_GROUP;
     }
     return COORDL_OK;
@@ -614,6 +626,8 @@ CDL_PRIVATE void cdl__get_stats(const coordl *L, coordl_stats *out) {
         pthread_mutex_unlock(&L->cache.lru->mu);
     }
     out->items_prepared = out->items;
+    out->boxes_dropped = L->index.boxes.dropped; /* read-only after open */
+    out->bad_labels = L->index.boxes.bad_items;
     if (L->pool.ra) {
         pthread_mutex_lock(&L->pool.ra->mu);
         out->readahead_reads = L->pool.ra->reads;
@@ -851,6 +865,9 @@ void coordl_close(coordl *L) {
     cdl__member_thread_stop(L); /* a group whose open failed before it was left */
     cdl__free(L, L->index.items);
     cdl__free(L, L->index.tar_items);
+    cdl__free(L, L->index.boxes.box);
+    cdl__free(L, L->index.boxes.first);
+    cdl__free(L, L->index.boxes.bad);
     cdl__free(L, L->index.tar_shards);
     cdl__llmc_free(L);
     cdl__free(L, L->index.shards);

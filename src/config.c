@@ -86,6 +86,11 @@ CDL_PRIVATE void cdl__output_setup(coordl *L) {
     L->geom.elem_bytes = (L->cfg.layout == COORDL_U8_NHWC || L->cfg.layout == COORDL_U8_NCHW) ? 1 : 4;
     L->geom.row_bytes = cdl__row_bytes_at(L, L->cfg.out_w, L->cfg.out_h);
     L->geom.target_row_bytes = L->cfg.pipeline == COORDL_PIPE_TOKENS ? (size_t)L->cfg.seq_len * sizeof(int32_t) : 0;
+    if (L->cfg.labels == COORDL_LABELS_BOXES) { /* the targets area holds a row's boxes */
+        if (L->cfg.max_boxes == 0) L->cfg.max_boxes = 90;
+        L->geom.box_rows = 1;
+        L->geom.target_row_bytes = (size_t)L->cfg.max_boxes * 5 * sizeof(float);
+    }
     if (L->cfg.train_crop == COORDL_CROP_DARKNET) { /* Darknet's parse_net_options defaults */
         if (L->cfg.min_crop == 0) L->cfg.min_crop = L->cfg.out_w;
         if (L->cfg.max_crop == 0) L->cfg.max_crop = 2 * L->cfg.out_w > L->cfg.min_crop ? 2 * L->cfg.out_w : L->cfg.min_crop;
@@ -164,8 +169,26 @@ CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
         CDL_BAD("jpeg_rewrite_budget: %g must be in [0, 1] (a fraction of worker time)", c->jpeg_rewrite_budget);
     if (!(c->aspect == 0.0f || (c->aspect >= 0.01f && c->aspect <= 100.0f)))
         CDL_BAD("aspect: %g must be 0 (off) or in [0.01, 100] (a factor between 1/s and s; 1: off)", c->aspect);
-    if (c->train_crop != COORDL_CROP_RESIZED && c->train_crop != COORDL_CROP_DARKNET)
-        CDL_BAD("train_crop: %d is not a known crop (COORDL_CROP_RESIZED or COORDL_CROP_DARKNET)", c->train_crop);
+    if (c->train_crop != COORDL_CROP_RESIZED && c->train_crop != COORDL_CROP_DARKNET &&
+        c->train_crop != COORDL_CROP_DARKNET_BOXES)
+        CDL_BAD("train_crop: %d is not a known crop (COORDL_CROP_RESIZED, COORDL_CROP_DARKNET or "
+                "COORDL_CROP_DARKNET_BOXES)", c->train_crop);
+    /* object detection */
+    if (c->labels != COORDL_LABELS_CLASS && c->labels != COORDL_LABELS_BOXES)
+        CDL_BAD("labels: %d is not COORDL_LABELS_CLASS or COORDL_LABELS_BOXES", c->labels);
+    if (c->labels == COORDL_LABELS_BOXES && !cdl__pipeline_is_image(c->pipeline))
+        CDL_BAD("labels: COORDL_LABELS_BOXES is for image pipelines (TRAIN, EVAL, EXACT)");
+    if (c->labels == COORDL_LABELS_BOXES && c->rotate_deg != 0.0f)
+        CDL_BAD("rotate_deg: %g with labels = COORDL_LABELS_BOXES: a rotated box is no longer an axis-aligned "
+                "box; set rotate_deg = 0", c->rotate_deg);
+    if (c->max_boxes > 4096) CDL_BAD("max_boxes: %u is out of range (0 = 90, at most 4096)", c->max_boxes);
+    if (!(c->jitter >= 0.0f && c->jitter <= 0.9f)) CDL_BAD("jitter: %g must be in [0, 0.9] (0: off)", c->jitter);
+    if (!(c->place_scale_min == 0.0f || (c->place_scale_min >= 0.05f && c->place_scale_min <= 4.0f)) ||
+        !(c->place_scale_max == 0.0f || (c->place_scale_max >= 0.05f && c->place_scale_max <= 4.0f)) ||
+        (c->place_scale_min ? c->place_scale_min : 1.0f) > (c->place_scale_max ? c->place_scale_max : 1.0f))
+        CDL_BAD("place_scale_min/place_scale_max: need 0 (= 1) or 0.05..4 each, min <= max (got %g, %g)",
+                c->place_scale_min, c->place_scale_max);
+    if (c->num_classes < 0) CDL_BAD("num_classes: %d must not be negative (0: no bound)", (int)c->num_classes);
     if (c->train_crop == COORDL_CROP_DARKNET && (c->min_crop > 65535 || c->max_crop > 65535 ||
                                                 (c->max_crop && c->min_crop > c->max_crop)))
         CDL_BAD("min_crop/max_crop: need min_crop <= max_crop <= 65535 (got %u, %u; 0 = Darknet's defaults out_w "

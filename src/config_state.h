@@ -21,7 +21,10 @@ typedef struct cdl__config_strings {
  * coordl_set (under the stream's lock, with the stream paused). */
 typedef struct cdl__geometry {
     size_t row_bytes;      /* bytes of one output row                       */
-    size_t target_row_bytes; /* tokens: bytes of one targets row; else 0    */
+    size_t target_row_bytes; /* tokens: bytes of one targets row; boxes:
+                              one row's max_boxes x 5 floats; else 0       */
+    int box_rows;          /* labels = COORDL_LABELS_BOXES: the targets are
+                              boxes, and each slot holds per-row counts    */
     size_t slot_data_cap;  /* ring capacity per slot: data bytes, rows      */
     uint32_t slot_rows_cap;
     size_t elem_bytes;

@@ -246,6 +246,9 @@ CDL_PRIVATE coordl_status cdl__prepare_item(cdl__worker *W, uint64_t epoch, uint
     const int budget = 0; /* no rewrites without libjpeg: nothing to account */
 #endif
     const uint64_t cpu0 = budget ? cdl__thread_cpu_ns() : 0, rw0 = W->budget.rewrite_cpu;
+    const uint64_t bad_label = W->L->index.boxes.bad ? W->L->index.boxes.bad[id] : 0;
+    if (bad_label) /* found at open (source.c): a bad sample like a corrupt image, nothing fetched */
+        return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s", W->L->index.strings + bad_label - 1);
     coordl_status rc = cdl__fetch(W, id, &in);
     if (rc == COORDL_OK) rc = cdl__prepare_item_bytes(W, epoch, id, dst, &in);
     cdl__fetch_done(W);

@@ -38,11 +38,12 @@
 #include "handle.h"
 
 #define CDL_GROUP_MAGIC 0x636f6f72646c4731ull /* "coordlG1" */
-#define CDL_GROUP_VERSION 5 /* 3: cache entries hold room and JPEG rewrites;
+#define CDL_GROUP_VERSION 6 /* 3: cache entries hold room and JPEG rewrites;
                                4: a holder found dead is flagged, and dropped
                                by the member threads;
                                5: cache readers recorded per member, one
-                               owner per rewrite */
+                               owner per rewrite;
+                               6: slots hold box counts (object detection) */
 #define CDL_GROUP_FIELDS 64
 #define CDL_GROUP_MAX_SLOTS 1024 /* prefetch_batches' bound */
 
@@ -117,6 +118,11 @@ static uint32_t cdl__group_fields(const coordl *L, cdl__group_field *f) {
     CDL_F("jpeg_random_access", c->jpeg_random_access); /* decides the cache's room */
     CDL_F("channels", c->channels); /* resolved: 0 was made 3 */
     CDL_F("dataset items", L->index.num_items); CDL_F("dataset bytes", L->index.dataset_bytes);
+    /* object detection: the settings, and the boxes every member read */
+    CDL_F("labels", c->labels); CDL_F("max_boxes", c->max_boxes); CDL_F("jitter", cdl__float_bits(c->jitter));
+    CDL_F("place_scale_min", cdl__float_bits(c->place_scale_min));
+    CDL_F("place_scale_max", cdl__float_bits(c->place_scale_max));
+    CDL_F("num_classes", c->num_classes); CDL_F("box labels", L->index.boxes.hash);
 #undef CDL_F
     return n;
 }
@@ -204,6 +210,12 @@ static int cdl__group_field_value(const cdl__group_header *h, const char *name, 
     return 0;
 }
 
+/* Whether the slots hold box counts (labels = COORDL_LABELS_BOXES). */
+static int cdl__group_box_rows(const cdl__group_header *h) {
+    uint64_t v = 0;
+    return cdl__group_field_value(h, "labels", &v) && v == COORDL_LABELS_BOXES;
+}
+
 static int cdl__cstr_ok(const char *s, size_t cap) { return memchr(s, '\0', cap) != NULL; }
 
 /* The layout part: header, geometry and every part of the object. */
@@ -230,6 +242,7 @@ static int cdl__group_validate_layout(const cdl__group_header *h, uint64_t size,
     if (__builtin_mul_overflow(h->target_row_bytes, h->rows_cap, &targets_bytes) ||
         __builtin_add_overflow(h->slot_data_cap, targets_bytes, &need) ||
         __builtin_add_overflow(need, h->rows_cap * (sizeof(int32_t) + sizeof(uint64_t)), &need) ||
+        __builtin_add_overflow(need, cdl__group_box_rows(h) ? h->rows_cap * sizeof(uint32_t) : 0, &need) ||
         h->slot_stride < need)
         CDL_REJECT("a ring slot of %llu bytes cannot hold its rows", (unsigned long long)h->slot_stride);
     if (h->timeout_ms < 1 || h->timeout_ms > 3600000) CDL_REJECT("group_timeout_ms of %u ms", h->timeout_ms);
@@ -270,7 +283,8 @@ static int cdl__group_validate_contents(const cdl__u8 *b, const cdl__group_heade
         memcpy(&sl, b + h->slots_off + s * sizeof sl, sizeof sl);
         const uint64_t base = s * h->slot_stride;
         if (sl.data_off != base || sl.labels_off != base + data || sl.ids_off != base + data + labels ||
-            sl.targets_off != base + data + labels + ids)
+            sl.targets_off != base + data + labels + ids ||
+            sl.nboxes_off != sl.targets_off + cdl__round_up((size_t)(h->rows_cap * h->target_row_bytes), 64))
             CDL_REJECT("slot %llu points outside its part of the ring", (unsigned long long)s);
         if (sl.state != CDL_SLOT_FREE && sl.state != CDL_SLOT_FILLING && sl.state != CDL_SLOT_READY)
             CDL_REJECT("slot %llu is in state %d", (unsigned long long)s, sl.state);

@@ -453,7 +453,7 @@ CDL_PRIVATE coordl_status cdl__decode_stb(cdl__worker *W, const char *path, cons
     coordl_status rc = cdl__stb_header(W, path, in, &iw, &ih, &channels);
     if (rc != COORDL_OK) return rc;
     cdl__geom g;
-    cdl__plan(L, W->claim->out_w, W->claim->out_h, epoch, id, iw, ih, &g);
+    cdl__plan_row(W, epoch, id, iw, ih, &g);
     cdl__axis ax, ay;
     rc = cdl__tables_for(W, &g, &ax, &ay);
     if (rc != COORDL_OK) return cdl__name_error(W, path, rc);

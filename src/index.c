@@ -246,15 +246,16 @@ CDL_PRIVATE coordl_status cdl__index_list_text(coordl *L, const char *list, cons
         const char *tab = NULL;
         for (size_t i = n; i > 0 && !tab; i--)
             if (line[i - 1] == '\t') tab = line + i - 1;
-        if (!tab || tab == line) {
+        const int bare = !tab && L->cfg.labels == COORDL_LABELS_BOXES; /* Darknet's train.txt: paths only */
+        if (!bare && (!tab || tab == line)) {
             cdl__quote_bytes(shown, sizeof shown, line, n);
             rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: expected \"path<TAB>label\", got \"%s\"",
                                 list, (unsigned long long)lineno, shown);
             break;
         }
-        int32_t label;
-        const size_t plen = (size_t)(tab - line), llen = n - plen - 1;
-        if (!cdl__parse_label(tab + 1, llen, &label)) {
+        int32_t label = 0;
+        const size_t plen = bare ? n : (size_t)(tab - line), llen = bare ? 0 : n - plen - 1;
+        if (!bare && !cdl__parse_label(tab + 1, llen, &label)) {
             cdl__quote_bytes(shown, sizeof shown, tab + 1, llen);
             rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s line %llu: label \"%s\" is not a class index "
                                 "(decimal digits only, 0..%d, after the last TAB)", list,

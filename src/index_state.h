@@ -17,7 +17,23 @@ typedef struct cdl__item {
 typedef struct cdl__tar_item {
     uint64_t offset; /* of the member's data in its shard               */
     uint32_t shard;  /* index into tar_shards                           */
+    uint32_t txt_bytes;  /* the sample's .txt member (box labels): its  */
+    uint64_t txt_offset; /* size and data offset; UINT32_MAX: none       */
 } cdl__tar_item;
+
+/* Box labels (labels = COORDL_LABELS_BOXES), read and checked at open:
+ * item i's boxes are box[first[i] .. first[i + 1]), each cx, cy, w, h,
+ * class as its label file gives them (normalized to the source image).
+ * Read-only after open. */
+typedef struct cdl__boxes {
+    float (*box)[5];
+    uint64_t *first;    /* num_items + 1                                  */
+    uint64_t *bad;      /* per item: 0, or 1 + the string-arena offset of
+                           why its label is bad (it is a bad sample)      */
+    uint64_t dropped;   /* boxes beyond max_boxes                         */
+    uint64_t bad_items; /* items with a bad label                         */
+    uint64_t hash;      /* of every box and bad mark: group members compare */
+} cdl__boxes;
 /* One llm.c token shard. */
 typedef struct cdl__shard {
     uint64_t path_off;   /* into the string arena                          */
@@ -40,6 +56,7 @@ typedef struct cdl__index {
     uint64_t *tar_shards;  /* tar sources: each shard's path (string arena) */
     size_t ntar_shards;
     cdl__tar_item *tar_items; /* tar sources: per item                    */
+    cdl__boxes boxes;         /* labels = COORDL_LABELS_BOXES only         */
 } cdl__index;
 
 #endif /* CDL_INDEX_STATE_H */

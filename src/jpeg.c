@@ -526,7 +526,6 @@ static int cdl__jpeg_set_output(struct jpeg_decompress_struct *jd, int d) {
  * size, the DCT scale, then only the crop's region decoded (ROI). */
 static coordl_status cdl__decode_jpeg_plain(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch,
                                             uint64_t id, void *dst) {
-    coordl *L = W->L;
     struct jpeg_decompress_struct *jd = &W->jd;
     const uint64_t t0 = cdl__now_ns(), cpu0 = cdl__thread_cpu_ns();
     W->jerr.fatal_warning = 0;
@@ -542,7 +541,7 @@ static coordl_status cdl__decode_jpeg_plain(cdl__worker *W, const char *path, co
         return cdl__worker_error(W, COORDL_ERR_CORRUPT, "%s: truncated JPEG (no end-of-image marker)", path);
     }
     cdl__geom g;
-    cdl__plan(L, W->claim->out_w, W->claim->out_h, epoch, id, iw, ih, &g);
+    cdl__plan_row(W, epoch, id, iw, ih, &g);
     const int d = cdl__choose_dct_denominator(&g);
     const int cmyk = cdl__jpeg_set_output(jd, d);
     cdl__geom_scale(&g, d, (int)jd->output_width, (int)jd->output_height);
@@ -561,7 +560,6 @@ static coordl_status cdl__decode_jpeg_plain(cdl__worker *W, const char *path, co
  * the decode's status in *rc. */
 static int cdl__decode_jpeg_spliced(cdl__worker *W, const char *path, const cdl__bytes *in, uint64_t epoch,
                                     uint64_t id, void *dst, const cdl__jpeg_layout *rst, coordl_status *rc) {
-    coordl *L = W->L;
     struct jpeg_decompress_struct *jd = &W->jd;
     const uint64_t t0 = cdl__now_ns(), cpu0 = cdl__thread_cpu_ns();
     W->jerr.fatal_warning = 0;
@@ -573,7 +571,7 @@ static int cdl__decode_jpeg_spliced(cdl__worker *W, const char *path, const cdl_
     const int iw = (int)rst->w, ih = (int)rst->h;
     if ((*rc = cdl__jpeg_check_size(W, path, iw, ih)) != COORDL_OK) return 1;
     cdl__geom g;
-    cdl__plan(L, W->claim->out_w, W->claim->out_h, epoch, id, iw, ih, &g);
+    cdl__plan_row(W, epoch, id, iw, ih, &g);
     const int d = cdl__choose_dct_denominator(&g);
     /* libjpeg's scaled size: jdiv_round_up(w, d) */
     cdl__geom_scale(&g, d, (iw + d - 1) / d, (ih + d - 1) / d);

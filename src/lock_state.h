@@ -45,6 +45,7 @@ typedef struct cdl__slot {
     uint32_t err_row;
     char errmsg[CDL_ERRMSG_MAX];
     size_t data_off, labels_off, ids_off, targets_off; /* in the ring arena */
+    size_t nboxes_off;      /* boxes: each row's box count (uint32)        */
 } cdl__slot;
 
 /* A claimed row: everything its worker needs, copied under the lock, so

@@ -496,10 +496,14 @@ CDL_PRIVATE coordl_status cdl__peer_open(coordl *L) {
  * is by item id), then allocates the map and the per-slot bookkeeping and
  * starts the peer thread. */
 CDL_PRIVATE coordl_status cdl__peer_start(coordl *L) {
-    uint64_t mine[2] = {L->index.num_items, L->index.dataset_bytes}, lo[2], hi[2];
-    if (MPI_Allreduce(mine, lo, 2, MPI_UINT64_T, MPI_MIN, L->peers.comm) != MPI_SUCCESS ||
-        MPI_Allreduce(mine, hi, 2, MPI_UINT64_T, MPI_MAX, L->peers.comm) != MPI_SUCCESS)
+    /* box labels are read by each rank at open: their hash too */
+    uint64_t mine[3] = {L->index.num_items, L->index.dataset_bytes, L->index.boxes.hash}, lo[3], hi[3];
+    if (MPI_Allreduce(mine, lo, 3, MPI_UINT64_T, MPI_MIN, L->peers.comm) != MPI_SUCCESS ||
+        MPI_Allreduce(mine, hi, 3, MPI_UINT64_T, MPI_MAX, L->peers.comm) != MPI_SUCCESS)
         return cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: cannot compare the ranks' datasets (MPI_Allreduce failed)");
+    if (lo[2] != hi[2])
+        return cdl__open_fail(COORDL_ERR_PEER, "source: the ranks read different box labels (labels = "
+                              "COORDL_LABELS_BOXES); every rank must see the same label files");
     if (lo[0] != hi[0] || lo[1] != hi[1])
         return cdl__open_fail(COORDL_ERR_PEER, "source: the ranks index different datasets (%llu-%llu items, "
                               "%llu-%llu bytes); every rank must see the same files",

@@ -20,6 +20,8 @@
 #include "plan.h"
 #include "rand.h"
 #include "rand_state.h"
+#include "worker_state.h"
+#include "index_state.h"
 #include "handle.h"
 
 /* Darknet's rand_scale (src/utils.c): a factor uniform between 1 and s,
@@ -109,6 +111,8 @@ static void cdl__plan_train(const coordl *L, cdl__rng *rng, int W, int H, cdl__g
     g->clip_x0 = cx; g->clip_y0 = cy; g->clip_x1 = cx + cw; g->clip_y1 = cy + ch;
 }
 
+static void cdl__affine_clip(cdl__geom *g, int W, int H, int x0, int y0, int x1, int y1);
+
 /* Darknet's classifier crop: random_augment_args + rotate_crop_image
  * (src/image.c) as train_classifier drives them (min = min_ratio x size,
  * max = max_ratio x size), then the flip and random_distort_image, the
@@ -143,11 +147,17 @@ static void cdl__plan_darknet(const coordl *L, cdl__rng *rng, int W, int H, cdl_
     const double c = cos(rad), sn = sin(rad), X0 = (-w / 2.0 + dx) * a / sc, Y0 = (-h / 2.0 + dy) / sc;
     g->m[0] = c * a / sc; g->m[1] = -sn / sc; g->m[2] = c * X0 - sn * Y0 + W / 2.0;
     g->m[3] = sn * a / sc; g->m[4] = c / sc; g->m[5] = sn * X0 + c * Y0 + H / 2.0;
-    /* every tap lies in the box of the four corners' taps (one pixel of
-     * slack for rounding); the part inside the image is decoded */
+    cdl__affine_clip(g, W, H, 0, 0, w, h);
+}
+
+/* The clip rectangle of an affine geometry whose output pixels [x0, x1) x
+ * [y0, y1) sample the image: every tap lies in the box of the four
+ * corners' taps (one pixel of slack for rounding); the part inside the
+ * image is decoded. */
+static void cdl__affine_clip(cdl__geom *g, int W, int H, int x0, int y0, int x1, int y1) {
     double x_min = 1e300, x_max = -1e300, y_min = 1e300, y_max = -1e300;
     for (int k = 0; k < 4; k++) {
-        const double x = k & 1 ? w - 1 : 0, y = k & 2 ? h - 1 : 0;
+        const double x = k & 1 ? x1 - 1 : x0, y = k & 2 ? y1 - 1 : y0;
         const double rx = g->m[0] * x + g->m[1] * y + g->m[2], ry = g->m[3] * x + g->m[4] * y + g->m[5];
         x_min = rx < x_min ? rx : x_min; x_max = rx > x_max ? rx : x_max;
         y_min = ry < y_min ? ry : y_min; y_max = ry > y_max ? ry : y_max;
@@ -195,18 +205,147 @@ static void cdl__plan_eval(int W, int H, int exact, cdl__geom *g) {
     g->darknet = 0;
 }
 
+/* A canvas geometry: the image scaled to pw x ph output pixels with its
+ * corner at output pixel (ox, oy), grey around it. Output pixel X samples
+ * source x = (X - ox) W / pw, Darknet's place_image (pixel x at
+ * coordinate x). */
+static void cdl__place(cdl__geom *g, int W, int H, int ox, int oy, int pw, int ph) {
+    const int w = (int)g->out_w, h = (int)g->out_h;
+    if (pw < 1) pw = 1;
+    if (ph < 1) ph = 1;
+    g->darknet = 1;
+    g->canvas = 1;
+    g->px0 = ox; g->py0 = oy; g->px1 = ox + pw; g->py1 = oy + ph;
+    g->m[0] = (double)W / pw; g->m[1] = 0.0; g->m[2] = -(double)ox * W / pw;
+    g->m[3] = 0.0; g->m[4] = (double)H / ph; g->m[5] = -(double)oy * H / ph;
+    const int x0 = ox > 0 ? ox : 0, y0 = oy > 0 ? oy : 0;
+    const int x1 = ox + pw < w ? ox + pw : w, y1 = oy + ph < h ? oy + ph : h;
+    if (x1 > x0 && y1 > y0) cdl__affine_clip(g, W, H, x0, y0, x1, y1);
+    else cdl__affine_clip(g, W, H, 0, 0, 1, 1); /* placed outside: only grey */
+}
+
+/* Darknet's float rand_uniform(lo, hi) (src/utils.c), bounds swapped when
+ * reversed, from coordl's counter-based stream. */
+static double cdl__uniform_between(cdl__rng *rng, double lo, double hi) {
+    if (hi < lo) { const double t = lo; lo = hi; hi = t; }
+    return lo + (hi - lo) * cdl__rng_uniform(rng);
+}
+
+/* COORDL_CROP_DARKNET_BOXES: load_data_detection (pjreddie/darknet
+ * src/data.c), the draws in its order: the jittered aspect, the scale
+ * (coordl's place_scale range; Darknet fixes it at 1), the offset, the
+ * colour (random_distort_image), the flip. place_image takes the size and
+ * offset as ints: those ints place the pixels, and the boxes follow the
+ * same ints (Darknet moves its boxes by the unrounded floats, up to a
+ * pixel away from its pixels). */
+static void cdl__plan_darknet_boxes(const coordl *L, cdl__rng *rng, int W, int H, cdl__geom *g) {
+    const double w = g->out_w, h = g->out_h;
+    const double dw = L->cfg.jitter * W, dh = L->cfg.jitter * H;
+    double new_ar = W / (double)H;
+    if (L->cfg.jitter > 0.0f) {
+        const double aw = W + cdl__uniform_between(rng, -dw, dw);
+        const double ah = H + cdl__uniform_between(rng, -dh, dh);
+        new_ar = aw / ah;
+    }
+    const double smin = L->cfg.place_scale_min > 0.0f ? L->cfg.place_scale_min : 1.0;
+    const double smax = L->cfg.place_scale_max > 0.0f ? L->cfg.place_scale_max : 1.0;
+    const double scale = smin < smax ? cdl__uniform_between(rng, smin, smax) : smin;
+    double nw, nh;
+    if (new_ar < 1) { nh = scale * h; nw = nh * new_ar; }
+    else { nw = scale * w; nh = nw / new_ar; }
+    const double dx = cdl__uniform_between(rng, 0, w - nw), dy = cdl__uniform_between(rng, 0, h - nh);
+    cdl__plan_colour(L, rng, g);
+    g->flip = L->cfg.flip ? (int)(cdl__rng_next(rng) & 1) : 0;
+    g->angle = 0.0f;
+    g->daspect = 1.0;
+    cdl__place(g, W, H, (int)dx, (int)dy, (int)nw, (int)nh);
+}
+
+/* COORDL_PIPE_EVAL with boxes: Darknet's letterbox_image: the image
+ * resized keeping its aspect to fit the output (integer sides), centred,
+ * grey around it; no flip, no colour. */
+static void cdl__plan_letterbox(int W, int H, cdl__geom *g) {
+    const int w = (int)g->out_w, h = (int)g->out_h;
+    int pw, ph;
+    if ((double)w / W < (double)h / H) { pw = w; ph = (int)((double)H * w / W); }
+    else { ph = h; pw = (int)((double)W * h / H); }
+    g->flip = 0;
+    g->dhue = 0.0f;
+    g->dsat = g->dexp = 1.0f;
+    g->angle = 0.0f;
+    g->daspect = 1.0;
+    cdl__place(g, W, H, (w - pw) / 2, (h - ph) / 2, pw, ph);
+}
+
 CDL_PRIVATE void cdl__plan(const coordl *L, uint32_t out_w, uint32_t out_h, uint64_t epoch, uint64_t id, int W, int H,
                            cdl__geom *g) {
     memset(g, 0, sizeof *g);
     g->out_w = out_w;
     g->out_h = out_h;
-    if (L->cfg.pipeline == COORDL_PIPE_EVAL || L->cfg.pipeline == COORDL_PIPE_EXACT) {
+    if (L->cfg.pipeline == COORDL_PIPE_EVAL && L->cfg.labels == COORDL_LABELS_BOXES) {
+        cdl__plan_letterbox(W, H, g);
+    } else if (L->cfg.pipeline == COORDL_PIPE_EVAL || L->cfg.pipeline == COORDL_PIPE_EXACT) {
         cdl__plan_eval(W, H, L->cfg.pipeline == COORDL_PIPE_EXACT, g);
     } else {
         cdl__rng rng = cdl__rng_for(L->cfg.seed, CDL_STREAM_CROP, epoch, id);
         if (L->cfg.train_crop == COORDL_CROP_DARKNET) cdl__plan_darknet(L, &rng, W, H, g);
+        else if (L->cfg.train_crop == COORDL_CROP_DARKNET_BOXES) cdl__plan_darknet_boxes(L, &rng, W, H, g);
         else cdl__plan_train(L, &rng, W, H, g);
     }
+}
+
+/* Where source x (image pixels, continuous: pixel i covers [i, i + 1))
+ * lands in the output, as a fraction of the output width, before the
+ * flip: the inverse of the geometry's map (rotation is refused with
+ * boxes, so the map is an axis-aligned scale and shift). An affine
+ * geometry samples pixel indices (output pixel X reads source index
+ * m0 X + m2), so centre maps to centre: the half pixels on both sides. */
+static double cdl__map_x(const cdl__geom *g, double sx) {
+    return g->darknet ? ((sx - 0.5 - g->m[2]) / g->m[0] + 0.5) / g->out_w : (sx - g->x0) / g->sw;
+}
+static double cdl__map_y(const cdl__geom *g, double sy) {
+    return g->darknet ? ((sy - 0.5 - g->m[5]) / g->m[4] + 0.5) / g->out_h : (sy - g->y0) / g->sh;
+}
+
+static float cdl__unit(double v) { return v < 0.0 ? 0.0f : v > 1.0 ? 1.0f : (float)v; }
+
+/* Item id's boxes through geometry g (drawn for an iw x ih image) into
+ * out (max_boxes x 5 floats, zeroed first): each box's edges mapped,
+ * flipped with the pixels, clipped to the output, and dropped when under
+ * 0.001 of a side (Darknet's fill_truth_detection rule). Returns the
+ * boxes kept. The geometry is the one the pixels use, drawn before
+ * decoding, so the boxes are the same whatever decodes the pixels. */
+CDL_PRIVATE uint32_t cdl__boxes_map(const coordl *L, const cdl__geom *g, int iw, int ih, uint64_t id, void *out) {
+    const cdl__boxes *B = &L->index.boxes;
+    memset(out, 0, (size_t)L->cfg.max_boxes * 5 * sizeof(float));
+    uint32_t kept = 0;
+    for (uint64_t k = B->first[id]; k < B->first[id + 1] && kept < L->cfg.max_boxes; k++) {
+        const float *b = B->box[k];
+        double l = cdl__map_x(g, ((double)b[0] - b[2] / 2.0) * iw), r = cdl__map_x(g, ((double)b[0] + b[2] / 2.0) * iw);
+        const double t = cdl__map_y(g, ((double)b[1] - b[3] / 2.0) * ih), bo = cdl__map_y(g, ((double)b[1] + b[3] / 2.0) * ih);
+        if (g->flip) {
+            const double fl = 1.0 - r;
+            r = 1.0 - l;
+            l = fl;
+        }
+        const float L0 = cdl__unit(l), R0 = cdl__unit(r), T0 = cdl__unit(t), B0 = cdl__unit(bo);
+        const float bw = R0 - L0, bh = B0 - T0;
+        if (bw < 0.001f || bh < 0.001f) continue;
+        const float o[5] = {(L0 + R0) / 2.0f, (T0 + B0) / 2.0f, bw, bh, b[4]};
+        memcpy((unsigned char *)out + (size_t)kept * sizeof o, o, sizeof o); /* the place may be unaligned (U8 rows) */
+        kept++;
+    }
+    return kept;
+}
+
+/* A worker's plan for the row it prepares: the geometry, and with box
+ * labels the row's boxes through it, written into the row's place (a
+ * substitute item's plan writes over a failed one's). */
+CDL_PRIVATE void cdl__plan_row(cdl__worker *W, uint64_t epoch, uint64_t id, int iw, int ih, cdl__geom *g) {
+    const coordl *L = W->L;
+    cdl__plan(L, W->claim->out_w, W->claim->out_h, epoch, id, iw, ih, g);
+    if (!L->geom.box_rows || !W->targets) return;
+    W->nboxes = cdl__boxes_map(L, g, iw, ih, id, W->targets);
 }
 
 #ifndef COORDL_NO_JPEGTURBO /* libjpeg's DCT scaling */

@@ -22,6 +22,12 @@ typedef struct cdl__geom {
      * outside the image; the clip rectangle holds every tap inside it. */
     int darknet;
     double m[6];
+    /* A canvas (COORDL_CROP_DARKNET_BOXES, and COORDL_PIPE_EVAL's letterbox
+     * with boxes; darknet = 1): only output pixels in [px0, px1) x [py0,
+     * py1), before the flip, sample the image; the rest are grey (0.5),
+     * Darknet's fill_image(sized, .5). */
+    int canvas;
+    int px0, py0, px1, py1;
 } cdl__geom;
 
 #endif /* CDL_PLAN_STATE_H */

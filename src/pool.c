@@ -98,6 +98,7 @@ CDL_PRIVATE void cdl__worker_prepare(cdl__worker *W, const cdl__claim *c, cdl__r
     memset(&W->row, 0, sizeof W->row);
     W->row.items = 1;
     W->targets = targets;
+    W->nboxes = 0;
     W->claim = c;
     cdl__perm perm = cdl__perm_for(L, c->epoch);
     const uint64_t id = cdl__item_at(L, &perm, c->pos);
@@ -110,6 +111,7 @@ CDL_PRIVATE void cdl__worker_prepare(cdl__worker *W, const cdl__claim *c, cdl__r
         if (targets) memset(targets, 0, L->geom.target_row_bytes);
     }
     r->label = cdl__item_label(L, r->id);
+    r->nboxes = r->status == COORDL_OK ? W->nboxes : 0; /* boxes: plan.c wrote them with the geometry */
     r->staged = staged ? dst : NULL;
     r->staged_targets = staged ? targets : NULL;
     r->errmsg = W->err;

@@ -463,8 +463,9 @@ static void cdl__finish_row(const coordl *L, const cdl__geom *g, float *acc, siz
     cdl__store_row(L, g, acc, plane, j, dst);
 }
 
-/* COORDL_CROP_DARKNET: Darknet's rotate_crop_image then flip_image, per
- * output pixel: the source point of the affine map, bilinear over the four
+/* COORDL_CROP_DARKNET: Darknet's rotate_crop_image then flip_image (and
+ * for a canvas, COORDL_CROP_DARKNET_BOXES and the letterbox, place_image
+ * with grey outside the placed image), per output pixel: the source point of the affine map, bilinear over the four
  * pixels around it (floor, floor + 1), a pixel outside the image reading
  * 0. The decoded region is the clip rectangle [ax->lo, ax->hi) x [ay->lo,
  * ay->hi): every tap inside the image lies in it. */
@@ -482,7 +483,9 @@ static void cdl__resample_darknet(coordl *L, cdl__worker *W, const cdl__u8 *src,
             const int ix = (int)floorf(rx), iy = (int)floorf(ry);
             const float fx = rx - (float)ix, fy = ry - (float)iy;
             float v0 = 0.0f, v1 = 0.0f, v2 = 0.0f;
-            if (ix >= x_lo && ix + 1 < x_hi && iy >= y_lo && iy + 1 < y_hi) {
+            if (g->canvas && (x < g->px0 || x >= g->px1 || j < g->py0 || j >= g->py1)) {
+                v0 = v1 = v2 = 127.5f; /* the grey canvas around a placed image */
+            } else if (ix >= x_lo && ix + 1 < x_hi && iy >= y_lo && iy + 1 < y_hi) {
                 const cdl__u8 *p = src + (size_t)(iy - sy0) * stride + (size_t)(ix - sx0) * 3, *q = p + stride;
                 const float w00 = (1 - fy) * (1 - fx), w10 = (1 - fy) * fx, w01 = fy * (1 - fx), w11 = fy * fx;
                 v0 = w00 * p[0] + w01 * q[0] + w10 * p[3] + w11 * q[3];

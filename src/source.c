@@ -277,6 +277,227 @@ static int cdl__brace_expand(const coordl *L, const char *pat, size_t strip, cha
     return ok;
 }
 
+/* --- box labels (labels = COORDL_LABELS_BOXES) ---------------------------
+ * Read at open, not at fetch: a label file is a few hundred bytes beside
+ * an image of tens of kilobytes, every member of a group, every MPI rank
+ * and every seek needs the same boxes, and a worker then never opens a
+ * second file per row. Held in the index, they need no cache entry, no
+ * peer request and no read-ahead slot of their own; the row's geometry
+ * moves them (plan.c) when its pixels are prepared. */
+
+#define CDL_LABEL_FILE_MAX (1u << 20) /* bytes; a larger label file is a bad label */
+
+/* Darknet's label path for an image: the last folder named "images" or
+ * "JPEGImages" becomes "labels" (Darknet replaces the first occurrence of
+ * the text anywhere, which misfires on ".../myimages/..."), and the
+ * extension ".txt". Without such a folder the .txt sits beside the image. */
+static int cdl__label_path(coordl *L, const char *img, char **buf, size_t *cap) {
+    const size_t n = strlen(img);
+    size_t cut = 0, cut_len = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && img[i - 1] != '/') continue;
+        const char *end = strchr(img + i, '/');
+        if (!end) break;
+        const size_t len = (size_t)(end - (img + i));
+        if ((len == 6 && memcmp(img + i, "images", 6) == 0) || (len == 10 && memcmp(img + i, "JPEGImages", 10) == 0)) {
+            cut = i;
+            cut_len = len;
+        }
+    }
+    const char *base = strrchr(img, '/');
+    base = base ? base + 1 : img;
+    const char *dot = strrchr(base, '.');
+    const size_t stem = dot && dot != base ? (size_t)(dot - img) : n;
+    if (!cdl__reserve(L, (void **)buf, cap, n + 16)) return 0;
+    char *o = *buf;
+    size_t k = 0;
+    if (cut_len) {
+        memcpy(o, img, cut);
+        memcpy(o + cut, "labels", 6);
+        k = cut + 6;
+        memcpy(o + k, img + cut + cut_len, stem - cut - cut_len);
+        k += stem - cut - cut_len;
+    } else {
+        memcpy(o, img, stem);
+        k = stem;
+    }
+    memcpy(o + k, ".txt", 5);
+    return 1;
+}
+
+/* One "class cx cy w h" line (space or tab separated). Returns NULL with
+ * the box in out, or why the line is bad. */
+static const char *cdl__box_line(const char *line, size_t n, int32_t num_classes, float out[5]) {
+    char tmp[256];
+    if (n >= sizeof tmp) return "longer than 255 bytes";
+    memcpy(tmp, line, n);
+    tmp[n] = '\0';
+    char *p = tmp, *end;
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p == '-' && p[1] >= '0' && p[1] <= '9') return "the class is negative";
+    if (*p < '0' || *p > '9') return "expected \"class cx cy w h\" (the class first, an integer)";
+    errno = 0;
+    const long cls = strtol(p, &end, 10);
+    if (*end != ' ' && *end != '\t') return "the class is not an integer, or the line has only one field";
+    if (errno || cls > INT32_MAX - 1) return "the class is out of range";
+    if (num_classes > 0 && cls >= num_classes) return "the class is not below num_classes";
+    out[4] = (float)cls;
+    p = end;
+    for (int k = 0; k < 4; k++) {
+        while (*p == ' ' || *p == '\t') p++;
+        if (!*p) return "expected 5 fields \"class cx cy w h\", got fewer";
+        const float v = strtof(p, &end);
+        if (end == p || (*end && *end != ' ' && *end != '\t')) return "a coordinate is not a number";
+        if (!isfinite(v)) return "a coordinate is not finite";
+        if (v < 0.0f || v > 1.0f) return "a coordinate is outside [0, 1] (boxes are normalized to the image)";
+        out[k] = v;
+        p = end;
+    }
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p) return "more than 5 fields (expected \"class cx cy w h\")";
+    return NULL;
+}
+
+/* Reads [off, off + len) of file (len = UINT64_MAX: the whole file) into
+ * *buf; why says what failed. */
+static int cdl__read_label(coordl *L, const char *file, uint64_t off, uint64_t len, char **buf, size_t *cap,
+                           size_t *got_len, char *why, size_t whycap) {
+    void *f;
+    uint64_t size, got = 0;
+    char err[256];
+    if (cdl__io_open(L, file, &f, &size, err, sizeof err) != COORDL_OK) {
+        snprintf(why, whycap, "missing label file (%s)", err);
+        return 0;
+    }
+    if (len == UINT64_MAX) len = size, off = 0;
+    if (len > CDL_LABEL_FILE_MAX || off > size || len > size - off) {
+        cdl__io_close(L, f);
+        snprintf(why, whycap, "%llu bytes: not a label file (at most %u)", (unsigned long long)len, CDL_LABEL_FILE_MAX);
+        return 0;
+    }
+    if (!cdl__reserve(L, (void **)buf, cap, (size_t)len + 1)) {
+        cdl__io_close(L, f);
+        snprintf(why, whycap, "out of memory");
+        return 0;
+    }
+    const coordl_status rc = cdl__io_read(L, f, file, *buf, len, off, &got, err, sizeof err);
+    cdl__io_close(L, f);
+    if (rc != COORDL_OK || got != len) {
+        snprintf(why, whycap, "cannot read it: %s", rc != COORDL_OK ? err : "cut short");
+        return 0;
+    }
+    (*buf)[got] = '\0';
+    *got_len = (size_t)got;
+    return 1;
+}
+
+static uint64_t cdl__fnv(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Every item's boxes, from its label file (or tar .txt member). A bad
+ * label (missing, empty, malformed, out of range) marks its item bad with
+ * a message naming the file and line: the row is then a bad sample
+ * (on_bad_sample). Fails the open only for lack of memory. */
+static coordl_status cdl__index_boxes(coordl *L) {
+    cdl__boxes *B = &L->index.boxes;
+    const uint64_t n = L->index.num_items;
+    const uint32_t max_boxes = L->cfg.max_boxes;
+    B->first = cdl__malloc(L, (size_t)(n + 1) * sizeof *B->first);
+    B->bad = cdl__malloc(L, (size_t)(n ? n : 1) * sizeof *B->bad);
+    if (!B->first || !B->bad) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the box labels of %llu items",
+                                                    (unsigned long long)n);
+    size_t nbox = 0, boxcap = 0, pathcap = 0, textcap = 0;
+    char *lpath = NULL, *text = NULL, why[CDL_ERRMSG_MAX - 96], first_bad[CDL_ERRMSG_MAX] = "";
+    coordl_status rc = COORDL_OK;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (uint64_t i = 0; i < n && rc == COORDL_OK; i++) {
+        B->first[i] = nbox;
+        B->bad[i] = 0;
+        const char *file;
+        uint64_t off = 0, len = UINT64_MAX;
+        size_t tlen = 0;
+        int ok;
+        if (L->index.tar_items) {
+            const cdl__tar_item *ti = &L->index.tar_items[i];
+            file = L->index.strings + L->index.tar_shards[ti->shard];
+            ok = ti->txt_bytes != UINT32_MAX;
+            if (!ok) snprintf(why, sizeof why, "missing label: the sample has no .txt member");
+            off = ti->offset, len = ti->txt_bytes;
+            if (ok) off = ti->txt_offset;
+        } else {
+            if (!cdl__label_path(L, cdl__item_path(L, i), &lpath, &pathcap)) { rc = COORDL_ERR_NOMEM; break; }
+            file = lpath;
+            ok = 1;
+        }
+        if (ok) ok = cdl__read_label(L, file, off, len, &text, &textcap, &tlen, why, sizeof why);
+        size_t at = 0, kept = 0, lineno = 0;
+        while (ok && at < tlen) {
+            const char *line = text + at, *nl = memchr(line, '\n', tlen - at);
+            size_t ll = nl ? (size_t)(nl - line) : tlen - at;
+            at += ll + (nl ? 1 : 0);
+            lineno++;
+            if (ll && line[ll - 1] == '\r') ll--;
+            size_t b = 0;
+            while (b < ll && (line[b] == ' ' || line[b] == '\t')) b++;
+            if (b == ll) continue; /* blank */
+            if (memchr(line, '\0', ll)) {
+                snprintf(why, sizeof why, "line %zu: holds a NUL byte", lineno);
+                ok = 0;
+                break;
+            }
+            float box[5];
+            const char *bad = cdl__box_line(line, ll, L->cfg.num_classes, box);
+            if (bad) {
+                snprintf(why, sizeof why, "line %zu: %s", lineno, bad);
+                ok = 0;
+                break;
+            }
+            if (kept == max_boxes) { B->dropped++; continue; }
+            if (!cdl__reserve(L, (void **)&B->box, &boxcap, (nbox + 1) * sizeof *B->box)) { rc = COORDL_ERR_NOMEM; break; }
+            memcpy(B->box[nbox++], box, sizeof box);
+            kept++;
+        }
+        if (rc != COORDL_OK) break;
+        if (ok && kept == 0) {
+            snprintf(why, sizeof why, "empty label file (no boxes)");
+            ok = 0;
+        }
+        if (!ok) {
+            char msg[CDL_ERRMSG_MAX];
+            uint64_t soff;
+            if (L->index.tar_items)
+                snprintf(msg, sizeof msg, "%s: bad box label (.txt member): %s", cdl__item_path(L, i), why);
+            else
+                snprintf(msg, sizeof msg, "%s: bad box label %s: %s", cdl__item_path(L, i), file, why);
+            if (!cdl__strings_append(L, msg, strlen(msg), &soff)) { rc = COORDL_ERR_NOMEM; break; }
+            B->bad[i] = soff + 1;
+            nbox = B->first[i]; /* a bad file's boxes are not used */
+            if (B->bad_items++ == 0) snprintf(first_bad, sizeof first_bad, "%s", msg);
+        }
+        const uint64_t cnt = nbox - B->first[i];
+        h = cdl__fnv(h, &cnt, sizeof cnt);
+        const unsigned char is_bad = B->bad[i] != 0;
+        h = cdl__fnv(h, &is_bad, 1);
+        if (cnt) h = cdl__fnv(h, B->box[B->first[i]], (size_t)cnt * sizeof *B->box);
+    }
+    cdl__free(L, lpath);
+    cdl__free(L, text);
+    if (rc != COORDL_OK) return cdl__open_fail(rc, "out of memory while reading box labels");
+    B->first[n] = nbox;
+    B->hash = h;
+    if (B->dropped)
+        cdl__log(L, COORDL_LOG_WARN, "box labels: %llu boxes beyond max_boxes (%u) dropped (coordl_stats.boxes_dropped)",
+                 (unsigned long long)B->dropped, max_boxes);
+    if (B->bad_items)
+        cdl__log(L, COORDL_LOG_WARN, "box labels: %llu of %llu items have a bad label, each a bad sample when "
+                 "its row is prepared (on_bad_sample); the first: %s", (unsigned long long)B->bad_items,
+                 (unsigned long long)n, first_bad);
+    return COORDL_OK;
+}
+
 CDL_PRIVATE coordl_status cdl__index_source(coordl *L) {
     struct stat sb;
     const char *src = L->cfg.source;
@@ -334,6 +555,7 @@ CDL_PRIVATE coordl_status cdl__index_source(coordl *L) {
                               : "images (extensions .jpg .jpeg .png .bmp .ppm .pgm .tga)");
     if (L->index.num_items > (uint64_t)INT32_MAX)
         return cdl__open_fail(COORDL_ERR_INVALID, "source: more than 2^31 items");
+    if (L->cfg.labels == COORDL_LABELS_BOXES) return cdl__index_boxes(L);
     return COORDL_OK;
 }
 

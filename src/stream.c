@@ -59,14 +59,16 @@
     CDL_RING_ARRAYS_PEER(X)
 
 /* Bytes of one ring slot holding rows_cap rows in data_cap data bytes:
- * data, labels, ids and (tokens) targets, each 64-byte aligned. */
+ * data, labels, ids, (tokens) targets or (boxes) boxes, and (boxes) the
+ * rows' box counts, each 64-byte aligned. */
 CDL_PRIVATE size_t cdl__ring_slot_bytes(const coordl *L, uint32_t rows_cap, size_t data_cap, size_t *data,
                                    size_t *labels, size_t *ids) {
     const size_t B = rows_cap, align = 64;
     *data = cdl__round_up(data_cap, align);
     *labels = cdl__round_up(B * sizeof(int32_t), align);
     *ids = cdl__round_up(B * sizeof(uint64_t), align);
-    return *data + *labels + *ids + cdl__round_up(B * L->geom.target_row_bytes, align);
+    return *data + *labels + *ids + cdl__round_up(B * L->geom.target_row_bytes, align) +
+           (L->geom.box_rows ? cdl__round_up(B * sizeof(uint32_t), align) : 0);
 }
 
 /* Points every slot at its part of the ring arena, and frees it. */
@@ -79,6 +81,7 @@ CDL_PRIVATE void cdl__ring_layout(coordl *L) {
         sl->labels_off = s * per_slot + data;
         sl->ids_off = s * per_slot + data + labels;
         sl->targets_off = s * per_slot + data + labels + ids;
+        sl->nboxes_off = sl->targets_off + cdl__round_up((size_t)L->geom.slot_rows_cap * L->geom.target_row_bytes, 64);
         sl->state = CDL_SLOT_FREE;
         sl->gen++;
     }
@@ -476,6 +479,8 @@ CDL_PRIVATE void cdl__stream_complete(coordl *L, const cdl__claim *c, const cdl_
         }
         cdl__slot_ids(L, sl)[c->row] = r->id;
         cdl__slot_labels(L, sl)[c->row] = r->label;
+        if (L->geom.box_rows) /* the counts of a row's boxes (boxes: targets area) */
+            ((uint32_t *)(void *)(L->ring.arena.base + sl->nboxes_off))[c->row] = r->nboxes;
         if (r->status != COORDL_OK && c->row < sl->err_row) {
             sl->err_row = c->row;
             sl->status = r->status;
@@ -506,7 +511,10 @@ static void cdl__fill_batch(coordl *L, const cdl__slot *sl, uint32_t slot_index,
     out->data_bytes = (size_t)sl->n * sl->row_bytes;
     out->labels = cdl__slot_labels(L, sl);
     out->ids = cdl__slot_ids(L, sl);
-    out->targets = L->geom.target_row_bytes ? (int32_t *)(void *)(L->ring.arena.base + sl->targets_off) : NULL;
+    out->targets = L->geom.target_row_bytes && !L->geom.box_rows
+        ? (int32_t *)(void *)(L->ring.arena.base + sl->targets_off) : NULL;
+    out->boxes = L->geom.box_rows ? (const float *)(const void *)(L->ring.arena.base + sl->targets_off) : NULL;
+    out->nboxes = L->geom.box_rows ? (const uint32_t *)(const void *)(L->ring.arena.base + sl->nboxes_off) : NULL;
     out->epoch = sl->epoch;
     out->index = sl->index;
     cdl__row_shape(L, sl->out_w, sl->out_h, &out->c, &out->h, &out->w);

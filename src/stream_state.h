@@ -16,6 +16,7 @@ typedef struct cdl__row_result {
     const cdl__u8 *staged;         /* group: the row, copied in on complete */
     const int32_t *staged_targets;
     const char *errmsg;
+    uint32_t nboxes;               /* labels = COORDL_LABELS_BOXES: boxes kept */
 } cdl__row_result;
 
 /* The ring: the arena and every per-slot array (CDL_RING_ARRAYS), sized

@@ -75,6 +75,8 @@ typedef struct cdl__tar_sample {
     int32_t label;       /* the .cls label, or -1                      */
     uint32_t image_link, cls_link; /* while its shard is scanned: the link
                             entry the image (or .cls) is, or CDL_TAR_NONE */
+    uint32_t txt_bytes;  /* the .txt member (box labels); UINT32_MAX: none */
+    uint64_t txt_offset;
 } cdl__tar_sample;
 
 typedef struct cdl__tar_index {
@@ -98,6 +100,7 @@ typedef struct cdl__tar_index {
     uint64_t image_off, image_bytes;
     int32_t cls;
     uint32_t image_link, cls_link; /* the image (.cls) is a link entry   */
+    uint64_t txt_off, txt_bytes; int has_txt; /* the key's .txt member (box labels) */
     char *path; size_t path_cap; /* "shard:member" being built */
     /* the shard's members by name, for its links */
     cdl__tar_entry *entries; size_t nentries, entries_cap;
@@ -251,6 +254,8 @@ static coordl_status cdl__tar_flush(cdl__tar_index *t) {
     s->label = t->cls;
     s->image_link = t->image_link;
     s->cls_link = t->cls_link;
+    s->txt_bytes = t->has_txt ? (uint32_t)t->txt_bytes : UINT32_MAX;
+    s->txt_offset = t->has_txt ? t->txt_off : 0;
     t->nsamples++;
     return COORDL_OK;
 }
@@ -413,6 +418,7 @@ static coordl_status cdl__tar_member(cdl__tar_index *t, char *name, int kind, co
         t->has_image = 0;
         t->cls = -1;
         t->image_link = t->cls_link = CDL_TAR_NONE;
+        t->has_txt = 0;
     }
     if (!t->has_image && cdl__wanted_file(L, base)) {
         if (!cdl__reserve(L, (void **)&t->image, &t->image_cap, n + 1))
@@ -425,6 +431,13 @@ static coordl_status cdl__tar_member(cdl__tar_index *t, char *name, int kind, co
     } else if (dot && strcasecmp(dot + 1, "cls") == 0 && t->cls < 0 && t->cls_link == CDL_TAR_NONE) {
         if (link) t->cls_link = entry; /* read once the link is resolved */
         else return cdl__tar_read_cls(t, name, hdr, data, size, &t->cls);
+    } else if (dot && strcasecmp(dot + 1, "txt") == 0 && !t->has_txt) {
+        /* box labels (labels = COORDL_LABELS_BOXES): located here, read
+         * at the end of the index (source.c); a size no label file has is
+         * kept as "too large" for that reader to name */
+        t->has_txt = 1;
+        t->txt_off = data;
+        t->txt_bytes = size < UINT32_MAX ? size : UINT32_MAX - 1;
     }
     return COORDL_OK;
 }
@@ -830,6 +843,11 @@ static coordl_status cdl__tar_finish(cdl__tar_index *t) {
             cdl__tar_sample s = t->samples[i];
             const char *member = L->index.strings + s.path_off + s.member_off;
             const char *slash = strchr(member, '/');
+            if (!slash && L->cfg.labels == COORDL_LABELS_BOXES) { /* boxes: the .txt is the label, no class needed */
+                s.label = 0;
+                t->samples[kept++] = s;
+                continue;
+            }
             if (!slash) { skipped++; continue; } /* beside the class folders: an ImageFolder skips it too */
             size_t lo = 0, hi = nclasses, cl = strlen(member) - strlen(slash);
             while (lo < hi) { /* the class name is the member's prefix up to the slash */
@@ -863,6 +881,8 @@ static coordl_status cdl__tar_finish(cdl__tar_index *t) {
         L->index.items[i].label = s->label;
         L->index.tar_items[i].offset = s->offset;
         L->index.tar_items[i].shard = s->shard;
+        L->index.tar_items[i].txt_bytes = s->txt_bytes;
+        L->index.tar_items[i].txt_offset = s->txt_offset;
         L->index.dataset_bytes += s->bytes;
     }
     L->index.num_items = n;

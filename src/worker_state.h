@@ -35,7 +35,9 @@ struct cdl__worker {
     float *tmp;        size_t tmpcap;   /* resampling window + one row   */
     float *rot;        size_t rotcap;   /* whole output image (rotation)  */
     cdl__u8 *stage;    size_t stagecap; /* group: the row before it is copied in */
-    int32_t *targets;  /* tokens: this row's targets in the slot          */
+    int32_t *targets;  /* tokens: this row's targets in the slot; boxes:
+                          its max_boxes x 5 floats (plan.c writes them)   */
+    uint32_t nboxes;   /* boxes: how many plan.c wrote for the row        */
     int32_t *window_row; size_t window_rowcap;
     int32_t *xstart;   size_t xstartcap;
     float *xw;         size_t xwcap;

@@ -147,7 +147,7 @@ static void complete(coordl *L, const cdl__claim *c)
     cdl__counters n;
     memset(&n, 0, sizeof n);
     n.items = 1;
-    cdl__row_result r = {COORDL_OK, c->pos, 7, NULL, NULL, ""};
+    cdl__row_result r = {COORDL_OK, c->pos, 7, NULL, NULL, "", 0};
     cdl__lock(L);
     cdl__stream_complete(L, c, &n, &r);
     cdl__unlock(L);
