@@ -187,6 +187,11 @@ typedef struct cdl__kept_file {
     const char *path;
     void *f;
     uint64_t size; /* as at open */
+    /* the last block read from it: windows inside it are copied from
+     * here, no read call (llm.c's batch is B consecutive windows) */
+    cdl__u8 *block;
+    size_t block_cap;
+    uint64_t block_off, block_len;
 } cdl__kept_file;
 
 #endif /* CDL_PLATFORM_H */
@@ -1330,6 +1335,7 @@ CDL_PRIVATE void cdl__remote_destroy(coordl *L);
 /* ---- interface ---- */
 CDL_PRIVATE void cdl__io_close(const coordl *L, void *file);
 CDL_PRIVATE void cdl__kept_close(const coordl *L, cdl__kept_file *k);
+CDL_PRIVATE void cdl__kept_free(const coordl *L, cdl__kept_file *k);
 CDL_PRIVATE void cdl__io_sequential(const coordl *L, void *file);
 CDL_PRIVATE coordl_status cdl__io_open(const coordl *L, const char *path, void **file, uint64_t *size, char *why, size_t cap);
 CDL_PRIVATE coordl_status cdl__io_read(const coordl *L, void *file, const char *path, void *buf, uint64_t len, uint64_t off, uint64_t *got, char *err, size_t cap);
@@ -3623,11 +3629,21 @@ CDL_PRIVATE coordl_status cdl__io_read(const coordl *L, void *file, const char *
     return COORDL_OK;
 }
 
+/* Closes the kept file; the block's memory stays for the next one, unless
+ * free_block (the thread ends). */
 CDL_PRIVATE void cdl__kept_close(const coordl *L, cdl__kept_file *k) {
     if (k->f) cdl__io_close(L, k->f);
     k->f = NULL;
     k->path = NULL;
     k->size = 0;
+    k->block_off = k->block_len = 0;
+}
+
+CDL_PRIVATE void cdl__kept_free(const coordl *L, cdl__kept_file *k) {
+    cdl__kept_close(L, k);
+    cdl__free(L, k->block);
+    k->block = NULL;
+    k->block_cap = 0;
 }
 
 /* A whole (text) file through the reader, NUL-terminated, into memory from
@@ -5614,6 +5630,10 @@ CDL_PRIVATE coordl_status cdl__index_source(coordl *L) {
 
 /* The shard holding token window `id` (the last shard whose first id is
  * <= id and that has windows). */
+/* Bytes a thread reads from a kept token shard at once (a window inside
+ * the last block read is a copy). */
+#define CDL_KEPT_BLOCK ((uint64_t)64 << 10)
+
 CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, uint64_t id, cdl__u8 **buf, size_t *cap, int grow,
                                     int *too_big, uint64_t *len, uint64_t *storage_bytes, char *err, size_t errcap) {
     const char *path = cdl__item_path(L, id), *file = path;
@@ -5702,10 +5722,42 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, 
         *buf = p;
         *cap = c;
     }
-    rc = cdl__io_read(L, f, file, *buf, want, off, &got, why, sizeof why);
+    if (keep) {
+        /* a token window: from the kept block when it holds it, else one
+         * read of a block (64 KiB, or the window) from the window on */
+        if (kept->block_len && off >= kept->block_off && off + want <= kept->block_off + kept->block_len) {
+            memcpy(*buf, kept->block + (off - kept->block_off), (size_t)want);
+            got = want;
+        } else {
+            uint64_t n = want > CDL_KEPT_BLOCK ? want : CDL_KEPT_BLOCK;
+            if (off < size && n > size - off && size - off >= want) n = size - off;
+            kept->block_len = 0;
+            if (n > kept->block_cap) {
+                void *p = kept->block;
+                size_t c = kept->block_cap;
+                if (!cdl__reserve(L, &p, &c, (size_t)n)) {
+                    CDL_DONE_WITH(1);
+                    snprintf(err, errcap, "%s: out of memory for a %llu-byte read block", path, (unsigned long long)n);
+                    return COORDL_ERR_NOMEM;
+                }
+                kept->block = p;
+                kept->block_cap = c;
+            }
+            rc = cdl__io_read(L, f, file, kept->block, n, off, &got, why, sizeof why);
+            if (rc == COORDL_OK) {
+                kept->block_off = off;
+                kept->block_len = got;
+                *storage_bytes += got;
+                if (got > want) got = want;
+                memcpy(*buf, kept->block, (size_t)got);
+            }
+        }
+    } else {
+        rc = cdl__io_read(L, f, file, *buf, want, off, &got, why, sizeof why);
+        *storage_bytes += got;
+    }
     CDL_DONE_WITH(rc != COORDL_OK || got != want);
 #undef CDL_DONE_WITH
-    *storage_bytes += got;
     if (rc != COORDL_OK) {
         if (kind == MEMBER) snprintf(err, errcap, "%s: %s", path, why); /* why names the shard */
         else snprintf(err, errcap, "%s", why);
@@ -7160,7 +7212,8 @@ static void *cdl__ra_main(void *arg) {
     cdl__readahead *R = arg;
     coordl *L = R->L;
     cdl__perm perm;
-    cdl__kept_file kept = {NULL, NULL, 0}; /* this thread's open shard */
+    cdl__kept_file kept; /* this thread's open shard */
+    memset(&kept, 0, sizeof kept);
     uint64_t perm_epoch = UINT64_MAX;
     char name[16];
     snprintf(name, sizeof name, "coordl-io");
@@ -7273,7 +7326,7 @@ static void *cdl__ra_main(void *arg) {
         if (x->stale) cdl__ra_trim(R);
     }
     pthread_mutex_unlock(&R->mu);
-    cdl__kept_close(L, &kept);
+    cdl__kept_free(L, &kept);
     return NULL;
 }
 
@@ -11106,7 +11159,7 @@ static void *cdl__worker_main(void *arg) {
 }
 
 static void cdl__worker_free(coordl *L, cdl__worker *W) {
-    cdl__kept_close(L, &W->kept);
+    cdl__kept_free(L, &W->kept);
     cdl__free(L, W->readbuf);
     cdl__free(L, W->pix);
     cdl__free(L, W->row4);
@@ -12463,17 +12516,45 @@ static void cdl__consumer_done(coordl *L, uint64_t counted_until, uint64_t epoch
  * prepares rows itself, as a worker would (claim, prepare, complete): a
  * window is a copy of a few hundred bytes, so doing it is cheaper than
  * waiting for a worker that the trainer's own threads or other processes
- * keep off the cores. 1 when it prepared a row. Under mu (released while
- * the row is prepared). */
+ * keep off the cores. A private loader claims up to CDL_HELP_ROWS rows of
+ * one slot in one critical section and completes them in another (issue
+ * 23: two lock round trips a row made a B = 128 batch cost 2.3x llm.c's
+ * loader); a group stages each row in the one staging buffer, so it goes
+ * row by row. 1 when it prepared a row. Under mu (released while the rows
+ * are prepared). */
+enum { CDL_HELP_ROWS = 64 };
+
 static int cdl__consumer_help(coordl *L) {
     cdl__worker *H = L->pool.helper;
-    cdl__claim c;
-    cdl__row_result r;
-    if (!H || !cdl__stream_try_claim(L, &c)) return 0;
+    cdl__claim c[CDL_HELP_ROWS];
+    cdl__row_result r[CDL_HELP_ROWS];
+    cdl__counters sum;
+    char first_err[CDL_ERRMSG_MAX];
+    if (!H || !cdl__stream_try_claim(L, &c[0])) return 0;
+    const int most = L->cfg.group ? 1 : CDL_HELP_ROWS;
+    int n = 1;
+    while (n < most) {
+        const cdl__slot *sl = &L->ring.slots[c[0].slot];
+        if (sl->gen != c[0].slot_gen || sl->rows_claimed >= sl->n || !cdl__stream_try_claim(L, &c[n])) break;
+        n++;
+    }
     cdl__unlock(L);
-    cdl__worker_prepare(H, &c, &r);
+    memset(&sum, 0, sizeof sum);
+    first_err[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        cdl__worker_prepare(H, &c[i], &r[i]);
+#define CDL_COUNTER_SUM(name, per_row, in_stats, ep) CDL_IF_##per_row(sum.name += H->row.name;)
+        CDL_COUNTERS(CDL_COUNTER_SUM)
+#undef CDL_COUNTER_SUM
+        /* the worker's message buffer is the next row's: keep the first
+         * failed row's (the slot records only its lowest failed row) */
+        if (r[i].status != COORDL_OK && !first_err[0]) snprintf(first_err, sizeof first_err, "%s", r[i].errmsg);
+        r[i].errmsg = first_err;
+    }
     cdl__lock(L);
-    cdl__stream_complete(L, &c, &H->row, &r);
+    cdl__counters none;
+    memset(&none, 0, sizeof none);
+    for (int i = 0; i < n; i++) cdl__stream_complete(L, &c[i], i == 0 ? &sum : &none, &r[i]);
     return 1;
 }
 

@@ -178,11 +178,21 @@ CDL_PRIVATE coordl_status cdl__io_read(const coordl *L, void *file, const char *
     return COORDL_OK;
 }
 
+/* Closes the kept file; the block's memory stays for the next one, unless
+ * free_block (the thread ends). */
 CDL_PRIVATE void cdl__kept_close(const coordl *L, cdl__kept_file *k) {
     if (k->f) cdl__io_close(L, k->f);
     k->f = NULL;
     k->path = NULL;
     k->size = 0;
+    k->block_off = k->block_len = 0;
+}
+
+CDL_PRIVATE void cdl__kept_free(const coordl *L, cdl__kept_file *k) {
+    cdl__kept_close(L, k);
+    cdl__free(L, k->block);
+    k->block = NULL;
+    k->block_cap = 0;
 }
 
 /* A whole (text) file through the reader, NUL-terminated, into memory from

@@ -142,6 +142,11 @@ typedef struct cdl__kept_file {
     const char *path;
     void *f;
     uint64_t size; /* as at open */
+    /* the last block read from it: windows inside it are copied from
+     * here, no read call (llm.c's batch is B consecutive windows) */
+    cdl__u8 *block;
+    size_t block_cap;
+    uint64_t block_off, block_len;
 } cdl__kept_file;
 
 #endif /* CDL_PLATFORM_H */

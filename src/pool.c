@@ -177,7 +177,7 @@ static void *cdl__worker_main(void *arg) {
 }
 
 static void cdl__worker_free(coordl *L, cdl__worker *W) {
-    cdl__kept_close(L, &W->kept);
+    cdl__kept_free(L, &W->kept);
     cdl__free(L, W->readbuf);
     cdl__free(L, W->pix);
     cdl__free(L, W->row4);

@@ -155,7 +155,8 @@ static void *cdl__ra_main(void *arg) {
     cdl__readahead *R = arg;
     coordl *L = R->L;
     cdl__perm perm;
-    cdl__kept_file kept = {NULL, NULL, 0}; /* this thread's open shard */
+    cdl__kept_file kept; /* this thread's open shard */
+    memset(&kept, 0, sizeof kept);
     uint64_t perm_epoch = UINT64_MAX;
     char name[16];
     snprintf(name, sizeof name, "coordl-io");
@@ -268,7 +269,7 @@ static void *cdl__ra_main(void *arg) {
         if (x->stale) cdl__ra_trim(R);
     }
     pthread_mutex_unlock(&R->mu);
-    cdl__kept_close(L, &kept);
+    cdl__kept_free(L, &kept);
     return NULL;
 }
 

@@ -561,6 +561,10 @@ CDL_PRIVATE coordl_status cdl__index_source(coordl *L) {
 
 /* The shard holding token window `id` (the last shard whose first id is
  * <= id and that has windows). */
+/* Bytes a thread reads from a kept token shard at once (a window inside
+ * the last block read is a copy). */
+#define CDL_KEPT_BLOCK ((uint64_t)64 << 10)
+
 CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, uint64_t id, cdl__u8 **buf, size_t *cap, int grow,
                                     int *too_big, uint64_t *len, uint64_t *storage_bytes, char *err, size_t errcap) {
     const char *path = cdl__item_path(L, id), *file = path;
@@ -649,10 +653,42 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, 
         *buf = p;
         *cap = c;
     }
-    rc = cdl__io_read(L, f, file, *buf, want, off, &got, why, sizeof why);
+    if (keep) {
+        /* a token window: from the kept block when it holds it, else one
+         * read of a block (64 KiB, or the window) from the window on */
+        if (kept->block_len && off >= kept->block_off && off + want <= kept->block_off + kept->block_len) {
+            memcpy(*buf, kept->block + (off - kept->block_off), (size_t)want);
+            got = want;
+        } else {
+            uint64_t n = want > CDL_KEPT_BLOCK ? want : CDL_KEPT_BLOCK;
+            if (off < size && n > size - off && size - off >= want) n = size - off;
+            kept->block_len = 0;
+            if (n > kept->block_cap) {
+                void *p = kept->block;
+                size_t c = kept->block_cap;
+                if (!cdl__reserve(L, &p, &c, (size_t)n)) {
+                    CDL_DONE_WITH(1);
+                    snprintf(err, errcap, "%s: out of memory for a %llu-byte read block", path, (unsigned long long)n);
+                    return COORDL_ERR_NOMEM;
+                }
+                kept->block = p;
+                kept->block_cap = c;
+            }
+            rc = cdl__io_read(L, f, file, kept->block, n, off, &got, why, sizeof why);
+            if (rc == COORDL_OK) {
+                kept->block_off = off;
+                kept->block_len = got;
+                *storage_bytes += got;
+                if (got > want) got = want;
+                memcpy(*buf, kept->block, (size_t)got);
+            }
+        }
+    } else {
+        rc = cdl__io_read(L, f, file, *buf, want, off, &got, why, sizeof why);
+        *storage_bytes += got;
+    }
     CDL_DONE_WITH(rc != COORDL_OK || got != want);
 #undef CDL_DONE_WITH
-    *storage_bytes += got;
     if (rc != COORDL_OK) {
         if (kind == MEMBER) snprintf(err, errcap, "%s: %s", path, why); /* why names the shard */
         else snprintf(err, errcap, "%s", why);
