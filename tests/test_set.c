@@ -293,11 +293,12 @@ static long settle(coordl *L, tu_io *io, uint64_t rows, long opens)
  * read-ahead has read: the items at every position are the same. 36
  * items, batch 4, 2 slots, read-ahead depth 16, one worker, no cache:
  * with batch 0 consumed, batches 1 and 2 (positions 4..11) are prepared
- * and positions 12..23 (or 27: the read-ahead refills by half windows)
- * read ahead: 24 or 28 opens (each position read once). After the set,
+ * and positions from 12 on read ahead, up to 27 at most (the read-ahead
+ * refills by half windows, racing the worker): 16 to 28 opens, each
+ * position read once. After the set,
  * batches 1 and 2 are prepared again (8 items read again), the window may
- * be topped up to position 27, and nothing else: 36 opens at most, not 48
- * or more (the window read a second time). The rest of the epoch is
+ * be topped up to position 27, and nothing else: 36 opens at most (28
+ * positions, 8 of them twice), not 40 or more (the window read again). The rest of the epoch is
  * byte for byte a loader opened at the new size. */
 static void test_set_out_size_keeps_what_readahead_read(void **state)
 {
@@ -317,16 +318,17 @@ static void test_set_out_size_keeps_what_readahead_read(void **state)
     coordl_batch b;
     assert_int_equal(coordl_next(L, &b), COORDL_OK);
     coordl_release(L, &b);
-    /* the read-ahead refills by half windows: positions up to 23 or 27 */
-    const long before = settle(L, &io, 12, 24);
-    assert_true(before == 24 || before == 28);
+    /* the read-ahead refills by half windows, racing the worker: positions
+     * up to somewhere between 15 and 27 were read */
+    const long before = settle(L, &io, 12, 16);
+    assert_true(before >= 16 && before <= 28);
     coordl_stats st;
     coordl_get_stats(L, &st);
     assert_true(st.readahead_reads >= 12); /* the window ahead was read by the read-ahead */
     assert_int_equal(coordl_set(L, COORDL_PARAM_OUT_SIZE, 48), COORDL_OK);
     /* positions 0..27 at most once each (the window may be topped up to
      * 16 ahead of position 12), and batches 1 and 2's 8 items again: 36 at
-     * most; reading the window again would be 48 or more */
+     * most; reading the window again would be 40 or more */
     const long after = settle(L, &io, 12 + 8, before + 8);
     if (after > 36)
         fail_msg("a size-only coordl_set: %ld storage reads in all, at most 36 expected (%ld before, batches 1 and 2 "
