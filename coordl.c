@@ -973,6 +973,9 @@ typedef struct cdl__geom {
      * Darknet's fill_image(sized, .5). */
     int canvas;
     int px0, py0, px1, py1;
+    /* COORDL_CROP_SSD: a box is kept only when its centre lies inside the
+     * crop (SSD's rule), then clipped */
+    int centre_rule;
 } cdl__geom;
 
 #endif /* CDL_PLAN_STATE_H */
@@ -7864,6 +7867,58 @@ static void cdl__plan_letterbox(int W, int H, cdl__geom *g) {
     cdl__place(g, W, H, (w - pw) / 2, (h - ph) / 2, pw, ph);
 }
 
+/* COORDL_CROP_SSD: SSD's data augmentation sampler (Liu et al. 2016;
+ * torchvision's RandomIoUCrop draws the same options), from coordl's
+ * counter-based stream: an option out of {the whole image, a minimum IoU
+ * of 0.1, 0.3, 0.5, 0.7, 0.9, any crop}; for the others up to 50 trials of
+ * a crop of 0.3..1 of each side with aspect w/h in [0.5, 2] at a random
+ * place, kept when the centre of some box lies in it and that box's IoU
+ * with the crop is at least the minimum; the whole image when no trial
+ * passes (or the item has no box). Then colour and flip as the other
+ * crops draw them. The crop is resized to the output, as SSD does. */
+static double cdl__iou(double ax0, double ay0, double ax1, double ay1, double bx0, double by0, double bx1, double by1) {
+    const double iw = (ax1 < bx1 ? ax1 : bx1) - (ax0 > bx0 ? ax0 : bx0);
+    const double ih = (ay1 < by1 ? ay1 : by1) - (ay0 > by0 ? ay0 : by0);
+    if (iw <= 0 || ih <= 0) return 0.0;
+    const double inter = iw * ih;
+    return inter / ((ax1 - ax0) * (ay1 - ay0) + (bx1 - bx0) * (by1 - by0) - inter);
+}
+
+static void cdl__plan_ssd(const coordl *L, cdl__rng *rng, uint64_t id, int W, int H, cdl__geom *g) {
+    static const double min_iou[7] = {-1.0, 0.1, 0.3, 0.5, 0.7, 0.9, 0.0}; /* -1: the whole image */
+    const cdl__boxes *B = &L->index.boxes;
+    const double option = min_iou[cdl__rng_below(rng, 7)];
+    int cx = 0, cy = 0, cw = W, ch = H;
+    if (option >= 0.0 && B->first && B->first[id] < B->first[id + 1]) {
+        for (int trial = 0; trial < 50; trial++) {
+            const int w = cdl__side(W * (0.3 + 0.7 * cdl__rng_uniform(rng)));
+            const int h = cdl__side(H * (0.3 + 0.7 * cdl__rng_uniform(rng)));
+            const double tx = cdl__rng_uniform(rng), ty = cdl__rng_uniform(rng);
+            if (w < 1 || h < 1 || w > W || h > H || (double)w / h < 0.5 || (double)w / h > 2.0) continue;
+            const int x = (int)(tx * (W - w + 1)), y = (int)(ty * (H - h + 1));
+            int ok = 0;
+            for (uint64_t k = B->first[id]; k < B->first[id + 1] && !ok; k++) {
+                const float *b = B->box[k];
+                const double bx = b[0] * W, by = b[1] * H, bw = b[2] * W, bh = b[3] * H;
+                if (bx <= x || bx >= x + w || by <= y || by >= y + h) continue; /* centre outside */
+                ok = cdl__iou(x, y, x + w, y + h, bx - bw / 2, by - bh / 2, bx + bw / 2, by + bh / 2) >= option;
+            }
+            if (ok) {
+                cx = x; cy = y; cw = w; ch = h;
+                break;
+            }
+        }
+    }
+    cdl__plan_colour(L, rng, g);
+    g->flip = L->cfg.flip ? (cdl__rng_uniform(rng) < 0.5) : 0;
+    g->angle = 0.0f;
+    g->daspect = 1.0;
+    g->darknet = 0;
+    g->centre_rule = 1;
+    g->x0 = cx; g->y0 = cy; g->sw = cw; g->sh = ch;
+    g->clip_x0 = cx; g->clip_y0 = cy; g->clip_x1 = cx + cw; g->clip_y1 = cy + ch;
+}
+
 CDL_PRIVATE void cdl__plan(const coordl *L, uint32_t out_w, uint32_t out_h, uint64_t epoch, uint64_t id, int W, int H,
                            cdl__geom *g) {
     memset(g, 0, sizeof *g);
@@ -7877,6 +7932,7 @@ CDL_PRIVATE void cdl__plan(const coordl *L, uint32_t out_w, uint32_t out_h, uint
         cdl__rng rng = cdl__rng_for(L->cfg.seed, CDL_STREAM_CROP, epoch, id);
         if (L->cfg.train_crop == COORDL_CROP_DARKNET) cdl__plan_darknet(L, &rng, W, H, g);
         else if (L->cfg.train_crop == COORDL_CROP_DARKNET_BOXES) cdl__plan_darknet_boxes(L, &rng, W, H, g);
+        else if (L->cfg.train_crop == COORDL_CROP_SSD) cdl__plan_ssd(L, &rng, id, W, H, g);
         else cdl__plan_train(L, &rng, W, H, g);
     }
 }
@@ -7910,6 +7966,10 @@ CDL_PRIVATE uint32_t cdl__boxes_map(const coordl *L, const cdl__geom *g, int iw,
         const float *b = B->box[k];
         double l = cdl__map_x(g, ((double)b[0] - b[2] / 2.0) * iw), r = cdl__map_x(g, ((double)b[0] + b[2] / 2.0) * iw);
         const double t = cdl__map_y(g, ((double)b[1] - b[3] / 2.0) * ih), bo = cdl__map_y(g, ((double)b[1] + b[3] / 2.0) * ih);
+        /* SSD keeps a box only when its centre lies in the crop */
+        if (g->centre_rule && ((l + r) / 2.0 <= 0.0 || (l + r) / 2.0 >= 1.0 || (t + bo) / 2.0 <= 0.0 ||
+                               (t + bo) / 2.0 >= 1.0))
+            continue;
         if (g->flip) {
             const double fl = 1.0 - r;
             r = 1.0 - l;
@@ -10269,14 +10329,17 @@ CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
     if (!(c->aspect == 0.0f || (c->aspect >= 0.01f && c->aspect <= 100.0f)))
         CDL_BAD("aspect: %g must be 0 (off) or in [0.01, 100] (a factor between 1/s and s; 1: off)", c->aspect);
     if (c->train_crop != COORDL_CROP_RESIZED && c->train_crop != COORDL_CROP_DARKNET &&
-        c->train_crop != COORDL_CROP_DARKNET_BOXES)
-        CDL_BAD("train_crop: %d is not a known crop (COORDL_CROP_RESIZED, COORDL_CROP_DARKNET or "
-                "COORDL_CROP_DARKNET_BOXES)", c->train_crop);
+        c->train_crop != COORDL_CROP_DARKNET_BOXES && c->train_crop != COORDL_CROP_SSD)
+        CDL_BAD("train_crop: %d is not a known crop (COORDL_CROP_RESIZED, COORDL_CROP_DARKNET, "
+                "COORDL_CROP_DARKNET_BOXES or COORDL_CROP_SSD)", c->train_crop);
     /* object detection */
     if (c->labels != COORDL_LABELS_CLASS && c->labels != COORDL_LABELS_BOXES)
         CDL_BAD("labels: %d is not COORDL_LABELS_CLASS or COORDL_LABELS_BOXES", c->labels);
     if (c->labels == COORDL_LABELS_BOXES && !cdl__pipeline_is_image(c->pipeline))
         CDL_BAD("labels: COORDL_LABELS_BOXES is for image pipelines (TRAIN, EVAL, EXACT)");
+    if (c->train_crop == COORDL_CROP_SSD && c->labels != COORDL_LABELS_BOXES)
+        CDL_BAD("train_crop: COORDL_CROP_SSD needs labels = COORDL_LABELS_BOXES (its crops are drawn by their "
+                "overlap with the boxes)");
     if (c->labels == COORDL_LABELS_BOXES && c->rotate_deg != 0.0f)
         CDL_BAD("rotate_deg: %g with labels = COORDL_LABELS_BOXES: a rotated box is no longer an axis-aligned "
                 "box; set rotate_deg = 0", c->rotate_deg);

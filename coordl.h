@@ -242,7 +242,7 @@ typedef enum {
                                 about the image centre, sampled bilinearly
                                 at full resolution with black (0) outside
                                 the image, as Darknet fills               */
-    COORDL_CROP_DARKNET_BOXES = 2 /* Darknet's detector augmentation
+    COORDL_CROP_DARKNET_BOXES = 2, /* Darknet's detector augmentation
                                 (load_data_detection in src/data.c), for
                                 labels = COORDL_LABELS_BOXES: the image's
                                 aspect jittered by up to +-jitter of each
@@ -255,6 +255,20 @@ typedef enum {
                                 flipped and clipped with the pixels, and
                                 dropped when under 0.001 of a side. See
                                 docs/detection.md                          */
+    COORDL_CROP_SSD = 3      /* SSD's sampler (Liu et al. 2016; torchvision's
+                                RandomIoUCrop), for labels =
+                                COORDL_LABELS_BOXES: one of {the whole
+                                image, a crop whose IoU with some box is at
+                                least 0.1, 0.3, 0.5, 0.7 or 0.9, any crop}
+                                drawn uniformly; up to 50 trials of a crop
+                                of 0.3..1 of each side, aspect w/h in
+                                [0.5, 2], kept when some box's centre lies
+                                in it and its IoU with such a box meets the
+                                minimum (else the whole image); boxes whose
+                                centre lies outside the crop dropped, the
+                                rest clipped; resized to the output (the
+                                aspect is not kept), colour jitter, flip.
+                                No zoom-out expansion                     */
 } coordl_train_crop;
 
 /* What an item's label is, config field labels. */

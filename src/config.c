@@ -170,14 +170,17 @@ CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
     if (!(c->aspect == 0.0f || (c->aspect >= 0.01f && c->aspect <= 100.0f)))
         CDL_BAD("aspect: %g must be 0 (off) or in [0.01, 100] (a factor between 1/s and s; 1: off)", c->aspect);
     if (c->train_crop != COORDL_CROP_RESIZED && c->train_crop != COORDL_CROP_DARKNET &&
-        c->train_crop != COORDL_CROP_DARKNET_BOXES)
-        CDL_BAD("train_crop: %d is not a known crop (COORDL_CROP_RESIZED, COORDL_CROP_DARKNET or "
-                "COORDL_CROP_DARKNET_BOXES)", c->train_crop);
+        c->train_crop != COORDL_CROP_DARKNET_BOXES && c->train_crop != COORDL_CROP_SSD)
+        CDL_BAD("train_crop: %d is not a known crop (COORDL_CROP_RESIZED, COORDL_CROP_DARKNET, "
+                "COORDL_CROP_DARKNET_BOXES or COORDL_CROP_SSD)", c->train_crop);
     /* object detection */
     if (c->labels != COORDL_LABELS_CLASS && c->labels != COORDL_LABELS_BOXES)
         CDL_BAD("labels: %d is not COORDL_LABELS_CLASS or COORDL_LABELS_BOXES", c->labels);
     if (c->labels == COORDL_LABELS_BOXES && !cdl__pipeline_is_image(c->pipeline))
         CDL_BAD("labels: COORDL_LABELS_BOXES is for image pipelines (TRAIN, EVAL, EXACT)");
+    if (c->train_crop == COORDL_CROP_SSD && c->labels != COORDL_LABELS_BOXES)
+        CDL_BAD("train_crop: COORDL_CROP_SSD needs labels = COORDL_LABELS_BOXES (its crops are drawn by their "
+                "overlap with the boxes)");
     if (c->labels == COORDL_LABELS_BOXES && c->rotate_deg != 0.0f)
         CDL_BAD("rotate_deg: %g with labels = COORDL_LABELS_BOXES: a rotated box is no longer an axis-aligned "
                 "box; set rotate_deg = 0", c->rotate_deg);

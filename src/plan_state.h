@@ -28,6 +28,9 @@ typedef struct cdl__geom {
      * Darknet's fill_image(sized, .5). */
     int canvas;
     int px0, py0, px1, py1;
+    /* COORDL_CROP_SSD: a box is kept only when its centre lies inside the
+     * crop (SSD's rule), then clipped */
+    int centre_rule;
 } cdl__geom;
 
 #endif /* CDL_PLAN_STATE_H */

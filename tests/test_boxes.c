@@ -130,7 +130,13 @@ static int colour_of(const uint8_t *p)
 
 typedef struct {
     unsigned checked, rows;
+    unsigned rows_with_all; /* rows holding a box of every colour */
+    unsigned centre_checked; /* SSD: boxes whose keeping the centre rule decided */
 } cover_stats;
+
+/* COORDL_CROP_SSD drops a box whose centre falls outside the crop though
+ * some of its pixels show: a visible colour may then have no box. */
+static int g_centre_rule;
 
 /* Every box of every row covers its colour's pixels (IoU >= 0.8), and
  * every colour with a visible block has its box. */
@@ -180,8 +186,34 @@ static void assert_boxes_cover(const coordl_batch *b, uint32_t max_boxes, cover_
             cs->checked++;
         }
         for (int c = 0; c < NCOL; c++)
-            if (cnt[c] >= 40 && x1[c] - x0[c] >= 4 && y1[c] - y0[c] >= 4 && !seen[c])
+            if (!g_centre_rule && cnt[c] >= 40 && x1[c] - x0[c] >= 4 && y1[c] - y0[c] >= 4 && !seen[c])
                 fail_msg("row %u: %d pixels of colour %d and no box for it", r, cnt[c], c);
+        if (g_centre_rule) { /* SSD: kept iff the box's centre is in the crop */
+            const int k = (int)b->ids[r];
+            double sx = 0, sy = 0; /* output pixels per source pixel, from a box the crop did not cut */
+            for (int c = 0; c < NCOL; c++)
+                if (cnt[c] && x0[c] > 0 && x1[c] < ow - 1 && y0[c] > 0 && y1[c] < oh - 1) {
+                    sx = (x1[c] - x0[c] + 1) / (double)(18 + 5 * ((k + c) % 4));
+                    sy = (y1[c] - y0[c] + 1) / (double)(16 + 4 * ((k * 7 + c) % 5));
+                }
+            for (int c = 0; sx > 0 && c < NCOL; c++) {
+                if (!cnt[c]) continue;
+                const double fw = (18 + 5 * ((k + c) % 4)) * sx, fh = (16 + 4 * ((k * 7 + c) % 5)) * sy;
+                const double vw = x1[c] - x0[c] + 1, vh = y1[c] - y0[c] + 1;
+                const int cut_x = x0[c] == 0 || x1[c] == ow - 1, cut_y = y0[c] == 0 || y1[c] == oh - 1;
+                /* the visible share of a cut side tells where its centre is */
+                const int centre_in = (!cut_x || vw > fw / 2 + 1.5) && (!cut_y || vh > fh / 2 + 1.5);
+                const int centre_out = (cut_x && vw < fw / 2 - 1.5) || (cut_y && vh < fh / 2 - 1.5);
+                if (centre_in && !seen[c])
+                    fail_msg("row %u (item %d): colour %d shows %.0f x %.0f of %.0f x %.0f pixels, its centre in the "
+                             "crop, and has no box", r, k, c, vw, vh, fw, fh);
+                if (centre_out && seen[c])
+                    fail_msg("row %u (item %d): colour %d shows %.0f x %.0f of %.0f x %.0f pixels, its centre outside "
+                             "the crop, and kept its box", r, k, c, vw, vh, fw, fh);
+                cs->centre_checked += centre_in || centre_out;
+            }
+        }
+        cs->rows_with_all += b->nboxes[r] == NCOL;
         cs->rows++;
     }
 }
@@ -220,7 +252,7 @@ static void check_mode(int crop, coordl_pipeline pipe, int jpeg)
         cfg.place_scale_max = 1.6f; /* > 1: the canvas cuts the image and its boxes */
     }
     uint64_t h[64];
-    cover_stats cs = {0, 0};
+    cover_stats cs = {0, 0, 0, 0};
     run_boxes(&cfg, 2, 1, h, &cs);
     assert_true(cs.rows == 2 * NIMG);
     assert_true(cs.checked >= NIMG); /* not a vacuous pass */
@@ -229,6 +261,28 @@ static void check_mode(int crop, coordl_pipeline pipe, int jpeg)
 static void test_boxes_follow_pixels_resized_crop(void **state) { (void)state; check_mode(COORDL_CROP_RESIZED, COORDL_PIPE_TRAIN, 0); }
 static void test_boxes_follow_pixels_darknet_classifier_crop(void **state) { (void)state; check_mode(COORDL_CROP_DARKNET, COORDL_PIPE_TRAIN, 0); }
 static void test_boxes_follow_pixels_darknet_detection(void **state) { (void)state; check_mode(COORDL_CROP_DARKNET_BOXES, COORDL_PIPE_TRAIN, 0); }
+/* SSD's sampler: every box kept covers its pixels; some rows are crops
+ * that dropped a box (its centre outside), others keep all three. */
+static void test_boxes_follow_pixels_ssd(void **state)
+{
+    (void)state;
+    coordl_config cfg = box_config(dataset(0), COORDL_CROP_SSD);
+    uint64_t h[64];
+    cover_stats cs = {0, 0, 0, 0};
+    g_centre_rule = 1;
+    for (uint64_t seed = 1; seed <= 4; seed++) { /* 4 x 5 epochs: enough crops cut a box past its centre */
+        cfg.seed = seed;
+        run_boxes(&cfg, 5, 1, h, &cs);
+    }
+    g_centre_rule = 0;
+    assert_true(cs.rows == 20 * NIMG);
+    assert_true(cs.checked >= NIMG);
+    assert_true(cs.centre_checked >= NIMG); /* the rule was put to the test */
+    if (cs.rows_with_all == 0 || cs.rows_with_all == cs.rows)
+        fail_msg("%u of %u rows keep every box: SSD's crops should drop boxes in some rows and not in others",
+                 cs.rows_with_all, cs.rows);
+}
+
 static void test_boxes_follow_pixels_letterbox(void **state) { (void)state; check_mode(COORDL_CROP_RESIZED, COORDL_PIPE_EVAL, 0); }
 
 /* Cached JPEGs rewritten for random access: byte-identical batches (pixels
@@ -248,7 +302,7 @@ static void random_access_case(int crop)
         cfg.scale_min = 0.15f; /* small crops: the splice covers part of the image */
     }
     uint64_t on[64], off[64];
-    cover_stats cs = {0, 0};
+    cover_stats cs = {0, 0, 0, 0};
     cfg.jpeg_random_access = 1;
     const size_t n_on = run_boxes(&cfg, 3, 1, on, &cs);
     cfg.jpeg_random_access = 0;
@@ -261,6 +315,13 @@ static void random_access_case(int crop)
 
 static void test_boxes_identical_with_random_access_resized(void **state) { (void)state; random_access_case(COORDL_CROP_RESIZED); }
 static void test_boxes_identical_with_random_access_darknet(void **state) { (void)state; random_access_case(COORDL_CROP_DARKNET_BOXES); }
+static void test_boxes_identical_with_random_access_ssd(void **state)
+{
+    (void)state;
+    g_centre_rule = 1;
+    random_access_case(COORDL_CROP_SSD);
+    g_centre_rule = 0;
+}
 
 /* The flip is the detection crop's last draw: with it on, the rows it
  * mirrors have their boxes mirrored (x -> 1 - x) and every other row is
@@ -425,7 +486,7 @@ static void test_seek_and_group_give_the_same_boxes(void **state)
     coordl_config cfg = box_config(dataset(0), COORDL_CROP_DARKNET_BOXES);
     cfg.jitter = 0.3f;
     uint64_t plain[64], grp[64];
-    cover_stats cs = {0, 0};
+    cover_stats cs = {0, 0, 0, 0};
     const size_t n = run_boxes(&cfg, 2, 0, plain, &cs);
     /* seek to epoch 1, batch 1: the plain run's batch at that place */
     coordl *L = tu_open(&cfg);
@@ -482,7 +543,7 @@ static void test_tar_txt_members_are_box_labels(void **state)
     assert_int_equal(st.bad_labels, 1);
     coordl_batch b;
     assert_int_equal(coordl_next(L, &b), COORDL_OK);
-    cover_stats cs = {0, 0};
+    cover_stats cs = {0, 0, 0, 0};
     assert_boxes_cover(&b, cfg.max_boxes, &cs);
     for (uint32_t r = 0; r < b.n; r++) assert_true(b.ids[r] != 3);
     coordl_release(L, &b);
@@ -501,7 +562,7 @@ static void test_boxes_follow_a_size_change(void **state)
     cfg.max_out_w = cfg.max_out_h = 96;
     coordl *L = tu_open(&cfg);
     coordl_batch b;
-    cover_stats cs = {0, 0};
+    cover_stats cs = {0, 0, 0, 0};
     assert_int_equal(coordl_next(L, &b), COORDL_OK);
     assert_boxes_cover(&b, cfg.max_boxes, &cs);
     coordl_release(L, &b);
@@ -548,8 +609,10 @@ int main(void)
         cmocka_unit_test(test_boxes_follow_pixels_darknet_classifier_crop),
         cmocka_unit_test(test_boxes_follow_pixels_darknet_detection),
         cmocka_unit_test(test_boxes_follow_pixels_letterbox),
+        cmocka_unit_test(test_boxes_follow_pixels_ssd),
         cmocka_unit_test(test_boxes_identical_with_random_access_resized),
         cmocka_unit_test(test_boxes_identical_with_random_access_darknet),
+        cmocka_unit_test(test_boxes_identical_with_random_access_ssd),
         cmocka_unit_test(test_flip_mirrors_the_boxes_of_flipped_rows),
         cmocka_unit_test(test_bad_labels_are_named_or_substituted),
         cmocka_unit_test(test_boxes_beyond_max_are_dropped_and_counted),
