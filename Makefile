@@ -318,7 +318,7 @@ $(FUZZ_SEEDS)/.done: $(BUILD)/fuzz-replay/gen_seeds
 	rm -rf $(FUZZ_SEEDS) && $< $(FUZZ_SEEDS) && touch $@
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/tu_tar.h coordl.c coordl.h
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(STD) $(WARN) -Wno-unused-function $(FUZZ_FLAGS) $(CPPFLAGS) -DCOORDL_NO_HWLOC -I. $< -ljpeg -lpthread -lm -o $@
+	$(FUZZ_CC) $(STD) $(WARN) -Wno-unused-function $(FUZZ_FLAGS) $(CPPFLAGS) -DCOORDL_NO_HWLOC -I. $< -ljpeg $(CURL_LIB) -lpthread -lm -o $@
 fuzz: deps $(patsubst %,$(FUZZ_BUILD)/%,$(FUZZ_TARGETS)) $(FUZZ_SEEDS)/.done
 	@fail=0; for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/crashes/$$t; \

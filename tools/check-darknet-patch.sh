@@ -7,7 +7,9 @@
 # advance) on the small set examples/darknet/small_set.sh generates, resume
 # from its weights (with center=1 in the cfg), then train with one corrupt
 # JPEG (the adapter names the file, the run saves <base>_stopped.weights and
-# exits 1 instead of training on NaN).
+# exits 1 instead of training on NaN); then examples/darknet/
+# train_detector.patch beside it: a reduced YOLO trained on a generated
+# detection set, and a bad label file named.
 #
 #   tools/check-darknet-patch.sh [DARKNET_SRC]
 #
@@ -105,4 +107,38 @@ grep -q "coordl_dn_load: .*$(basename "$bad")" "$work/bad.err" \
 [ -s "$work/bad-backup/small_stopped.weights" ] || fail "no small_stopped.weights written"
 [ ! -e "$work/bad-backup/small.weights" ] || fail "a stopped run wrote the finished run's small.weights"
 echo "check-darknet-patch: corrupt $(basename "$bad"): $(grep -m1 'coordl_dn_load' "$work/bad.err"); exit 1, small_stopped.weights"
+
+# 7. the detector: train_detector.patch beside the classifier patch, built
+# again with the stock Makefile, trains the reduced YOLO of
+# examples/darknet/small-yolo.cfg on the generated detection set
+# (examples/darknet/small_detect_set.py: YOLO label files) through coordl:
+# every loss finite, the batches advance, the final weights written; then a
+# label file with a class out of range stops the run naming it (exit 1,
+# <base>_stopped.weights)
+patch -p1 --dry-run < "$here/examples/darknet/train_detector.patch" > /dev/null || fail "train_detector.patch does not apply"
+patch -p1 < "$here/examples/darknet/train_detector.patch"
+make -j"$(nproc)" > "$work/build-det.log" 2>&1 || { tail -30 "$work/build-det.log"; fail "the detector patch did not build"; }
+python3 "$here/examples/darknet/small_detect_set.py" "$work/dset" > /dev/null
+det_steps_of() { grep -cE '^[0-9]+: [0-9.]+, [0-9.]+ avg' "$1" || true; }
+det_nan_of() { grep -ciE '^[0-9]+: .*(nan|inf)' "$1" || true; }
+(cd "$work/run" && TMPDIR="$work/tmp" "$work/darknet/darknet" detector train "$work/dset/small-detect.data" \
+    "$work/dset/small-yolo.cfg") > "$work/det.out" 2> "$work/det.err" \
+    || { tail -20 "$work/det.out" "$work/det.err"; fail "detector training exited with an error"; }
+grep -q "^coordl: 96 x 96, 16 images per batch, jitter 0.2, 90 boxes at most, 2 classes" "$work/det.out" \
+    || { grep coordl "$work/det.out"; fail "the [net] section and yolo layer did not reach coordl's config"; }
+[ "$(det_steps_of "$work/det.out")" -eq 20 ] || { tail -30 "$work/det.out"; fail "$(det_steps_of "$work/det.out") detector steps printed a finite loss, expected 20"; }
+[ "$(det_nan_of "$work/det.out")" -eq 0 ] || fail "detector steps printed a NaN/inf loss"
+grep -qE "^Region [0-9]+ Avg IOU: [0-9.]+, Class: [0-9.]+, Obj: [0-9.]+, No Obj: [0-9.]+, .*count: [1-9]" "$work/det.out" \
+    || fail "the yolo layer saw no truth boxes"
+[ -s "$work/dset/backup/small-yolo_final.weights" ] || fail "no detector final weights written"
+[ -z "$(ls -A "$work/tmp")" ] || fail "the detector's temporary list file was left in TMPDIR"
+echo "check-darknet-patch: detector: 20 batches of the reduced YOLO through coordl, every loss finite, boxes reached the yolo layer"
+echo "2 0.5 0.5 0.2 0.2" >> "$work/dset/labels/train/img_003.txt" # class 2 of 2
+rc=0
+(cd "$work/run" && TMPDIR="$work/tmp" "$work/darknet/darknet" detector train "$work/dset/small-detect.data" \
+    "$work/dset/small-yolo.cfg") > "$work/detbad.out" 2> "$work/detbad.err" || rc=$?
+[ "$rc" -eq 1 ] || { tail -20 "$work/detbad.out" "$work/detbad.err"; fail "a detector run with a bad label exited $rc, expected 1"; }
+grep -q "img_003.txt" "$work/detbad.err" || { cat "$work/detbad.err"; fail "the bad label file was not named"; }
+[ -s "$work/dset/backup/small-yolo_stopped.weights" ] || fail "no small-yolo_stopped.weights written"
+echo "check-darknet-patch: detector: a class out of range in img_003.txt named, exit 1, small-yolo_stopped.weights"
 echo "check-darknet-patch: PASSED"

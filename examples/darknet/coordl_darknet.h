@@ -1,5 +1,6 @@
 /*
- * coordl_darknet.h - feed Darknet's classifier training from coordl.
+ * coordl_darknet.h - feed Darknet's classifier and detector training from
+ * coordl.
  *
  * Header only: static inline functions, prefix coordl_dn_. It replaces
  * Darknet's load_data(args) thread (pthread_join / train = buffer /
@@ -23,7 +24,12 @@
  *     coordl_dn_close(&dn);
  *
  * train_classifier.patch (beside this file) makes exactly this change to
- * pjreddie/darknet's examples/classifier.c and Makefile.
+ * pjreddie/darknet's examples/classifier.c and Makefile. For the detector,
+ * coordl_dn_config_detection fills the config from the [net] section and
+ * the last (yolo) layer, and coordl_dn_load fills y with Darknet's truth
+ * rows (max_boxes x (x, y, w, h, class)); train_detector.patch makes that
+ * change to examples/detector.c (it needs train_classifier.patch's Makefile
+ * lines, which build src/coordl.c).
  *
  * Data semantics are Darknet's classifier data: X has one row per image,
  * CHW planar floats in [0, 1] (RGB), X.cols = 3 * h * w; y has one row per
@@ -220,6 +226,37 @@ static inline coordl_status coordl_dn_config(coordl_config *cfg, const coordl_dn
     return COORDL_OK;
 }
 
+/* Fills *cfg for Darknet's detector (train_detector's load_args, for
+ * load_data_detection), with Darknet's semantics:
+ *   out_w x out_h = w x h; batch_size = imgs (as coordl_dn_config);
+ *   labels = COORDL_LABELS_BOXES (YOLO label files: .../images/... ->
+ *     .../labels/....txt), max_boxes = the last layer's max_boxes,
+ *     num_classes = its classes;
+ *   train_crop = COORDL_CROP_DARKNET_BOXES with `jitter` (the last layer's
+ *     jitter), hue, saturation, exposure from the net, flip = 1;
+ *   max_out_w = max_out_h = 608 when random (train_detector draws
+ *     (rand() % 10 + 10) * 32), else w x h; prefetch_batches = 3.
+ * Returns COORDL_OK; COORDL_ERR_INVALID for a size, batch, max_boxes or
+ * classes below 1, *cfg untouched then. */
+static inline coordl_status coordl_dn_config_detection(coordl_config *cfg, const coordl_dn_net *n, float jitter,
+                                                       int max_boxes, int classes)
+{
+    if (max_boxes < 1 || classes < 1) return COORDL_ERR_INVALID;
+    coordl_dn_net m = *n;
+    m.random_max = 608;
+    m.min_ratio = m.max_ratio = 0; /* no classifier crop */
+    const coordl_status rc = coordl_dn_config(cfg, &m);
+    if (rc != COORDL_OK) return rc;
+    cfg->train_crop = COORDL_CROP_DARKNET_BOXES;
+    cfg->rotate_deg = 0.0f; /* load_data_detection does not rotate */
+    cfg->aspect = 0.0f;     /* its aspect is the jitter */
+    cfg->jitter = jitter;
+    cfg->labels = COORDL_LABELS_BOXES;
+    cfg->max_boxes = (uint32_t)max_boxes;
+    cfg->num_classes = classes;
+    return COORDL_OK;
+}
+
 /* The adapter. Read L (for coordl_get_stats ...), epoch and index; report
  * may be changed after coordl_dn_open; the rest is internal. */
 typedef struct coordl_dn {
@@ -232,6 +269,7 @@ typedef struct coordl_dn {
     size_t onehot_cap_[2]; /* floats */
     unsigned next_;        /* which held_ entry the next load reuses */
     int w_, h_;            /* the output size asked for */
+    int truth_cols_;       /* boxes: max_boxes x 5 (a Darknet truth row) */
     char err_[256];        /* the adapter's own error message */
 } coordl_dn;
 
@@ -278,6 +316,10 @@ static inline coordl_status coordl_dn_open(coordl_dn *dn, const coordl_config *c
     dn->w_ = (int)c.out_w;
     dn->h_ = (int)c.out_h;
     dn->report = stderr;
+    if (rc == COORDL_OK && c.labels == COORDL_LABELS_BOXES) {
+        coordl_config got;
+        if (coordl_get_config(dn->L, &got) == COORDL_OK) dn->truth_cols_ = (int)got.max_boxes * 5;
+    }
     return rc;
 }
 
@@ -327,7 +369,10 @@ static inline coordl_status coordl_dn_load(coordl_dn *dn, int classes, data *out
     }
 
     const int n = (int)b.n, cols = (int)(b.c * b.h * b.w);
-    for (int i = 0; i < n; i++)
+    /* boxes (Darknet's DETECTION_DATA): y rows are the truth rows,
+     * max_boxes x (x, y, w, h, class), zero past the boxes */
+    const int truth = b.boxes ? dn->truth_cols_ : 0;
+    for (int i = 0; i < n && !truth; i++)
         if (b.labels[i] < 0 || b.labels[i] >= classes) {
             coordl_dn_seterr_(dn, "coordl_dn_load: item %s has label %d, not below classes = %d",
                               coordl_item_path(dn->L, b.ids[i]) ? coordl_item_path(dn->L, b.ids[i])
@@ -344,7 +389,7 @@ static inline coordl_status coordl_dn_load(coordl_dn *dn, int classes, data *out
     d.h = (int)b.h;
     d.X.rows = d.y.rows = n;
     d.X.cols = cols;
-    d.y.cols = classes;
+    d.y.cols = truth ? truth : classes;
     d.X.vals = (float **)calloc((size_t)n, sizeof(float *));
     d.y.vals = (float **)calloc((size_t)n, sizeof(float *));
     int ok = d.X.vals && d.y.vals;
@@ -363,6 +408,10 @@ static inline coordl_status coordl_dn_load(coordl_dn *dn, int classes, data *out
             memset(y, 0, need * sizeof(float));
             for (int i = 0; i < n; i++) {
                 d.X.vals[i] = (float *)b.data + (size_t)i * (size_t)cols;
+                if (truth) { /* Darknet reads truth rows, never writes them */
+                    d.y.vals[i] = (float *)(uintptr_t)(b.boxes + (size_t)i * (size_t)truth);
+                    continue;
+                }
                 d.y.vals[i] = y + (size_t)i * (size_t)classes;
                 d.y.vals[i][b.labels[i]] = 1.0f;
             }
@@ -373,12 +422,13 @@ static inline coordl_status coordl_dn_load(coordl_dn *dn, int classes, data *out
     } else if (ok) {
         for (int i = 0; i < n && ok; i++) {
             d.X.vals[i] = (float *)malloc((size_t)cols * sizeof(float));
-            d.y.vals[i] = (float *)calloc((size_t)classes, sizeof(float));
+            d.y.vals[i] = (float *)calloc((size_t)d.y.cols, sizeof(float));
             ok = d.X.vals[i] && d.y.vals[i];
             if (ok) {
                 memcpy(d.X.vals[i], (const float *)b.data + (size_t)i * (size_t)cols,
                        (size_t)cols * sizeof(float));
-                d.y.vals[i][b.labels[i]] = 1.0f;
+                if (truth) memcpy(d.y.vals[i], b.boxes + (size_t)i * (size_t)truth, (size_t)truth * sizeof(float));
+                else d.y.vals[i][b.labels[i]] = 1.0f;
             }
         }
         d.shallow = 0;
@@ -506,8 +556,10 @@ static inline coordl_status coordl_dn_resume(coordl_dn *dn, uint64_t images_seen
  * not matter. Darknet's relative paths are made absolute against the
  * working directory (coordl reads list paths relative to the list's
  * folder). The name is written to path (cap bytes). coordl reads the list
- * at open only: unlink(path) once coordl_dn_open has returned. Returns the
- * number of lines written, or -1 (with errno; nothing is left behind). */
+ * at open only: unlink(path) once coordl_dn_open has returned. labels =
+ * NULL writes the bare paths (the detector: each image's boxes come from
+ * its label file). Returns the number of lines written, or -1 (with errno;
+ * nothing is left behind). */
 static inline long coordl_dn_write_temp_list(char *path, size_t cap, char **paths, int n, char **labels,
                                              int classes, int *unlabelled, int *ambiguous)
 {
@@ -532,6 +584,12 @@ static inline long coordl_dn_write_temp_list(char *path, size_t cap, char **path
     long lines = 0;
     int none = 0, many = 0, bad = 0;
     for (int i = 0; i < n && !bad; i++) {
+        const char *pre = paths[i][0] == '/' ? "" : cwd, *sep = paths[i][0] == '/' ? "" : "/";
+        if (!labels) { /* the detector's list: bare paths, boxes from label files */
+            if (fprintf(f, "%s%s%s\n", pre, sep, paths[i]) < 0) bad = 1;
+            lines++;
+            continue;
+        }
         int label = -1, count = 0;
         for (int j = 0; j < classes; j++)
             if (strstr(paths[i], labels[j])) {
@@ -541,9 +599,7 @@ static inline long coordl_dn_write_temp_list(char *path, size_t cap, char **path
         none += count == 0;
         many += count > 1;
         if (label < 0) continue;
-        if (fprintf(f, "%s%s%s\t%d\n", paths[i][0] == '/' ? "" : cwd, paths[i][0] == '/' ? "" : "/", paths[i],
-                    label) < 0)
-            bad = 1;
+        if (fprintf(f, "%s%s%s\t%d\n", pre, sep, paths[i], label) < 0) bad = 1;
         lines++;
     }
     bad |= ferror(f);
