@@ -6,8 +6,8 @@
  *        coordl_open, next, release, seek, set, stats, close
  * Lock:  the stream's lock for everything shared; the consumer fields are
  *        the calling thread's (the API is single-consumer)
- * Calls: status, placement, lock, remote, io, index, source, sampler,
- *        cache, peers, readahead, plan, resample, audio, decode, config,
+ * Calls: status, placement, lock, remote, io, index, indexfile, source,
+ *        sampler, cache, peers, readahead, plan, resample, audio, decode, config,
  *        stream, pool, group (lower layers only: src/modules.txt;
  *        tools/check-layers.py checks this line).
  */
@@ -41,6 +41,7 @@
 #include "stream_state.h"
 #include "pool.h"
 #include "group.h"
+#include "indexfile.h"
 #include "handle.h"
 
 static coordl_status cdl__open_handle(const coordl_config *cfg, coordl **out) {
@@ -232,6 +233,7 @@ CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
      * pointers so nothing can read them after the caller frees them (the
      * topology points to the handle's copy) */
     L->cfg.cpuset = L->cfg.pci_bus_id = NULL;
+    L->cfg.index_path = NULL;
     *out = L;
     return COORDL_OK;
 }
@@ -852,6 +854,7 @@ void coordl_close(coordl *L) {
     cdl__free(L, L->index.items);
     cdl__free(L, L->index.tar_items);
     cdl__free(L, L->index.tar_shards);
+    cdl__ix_release(L);
     cdl__llmc_free(L);
     cdl__free(L, L->index.shards);
     cdl__free(L, L->index.strings);
