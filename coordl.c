@@ -5095,7 +5095,7 @@ CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, const char *list_t
  * index_path holds, in this machine's byte order (a file from another
  * byte order is foreign). Layout, all offsets from the image's start:
  *
- *   header (128 bytes): magic "coordlIX", u32 byte-order mark 0x01020304,
+ *   header (144 bytes): magic "coordlIX", u32 byte-order mark 0x01020304,
  *     u32 version, u64 image bytes, u64 checksum (of the whole image with
  *     these 8 bytes as zeros), u64 items, u64 shards, u64 dataset bytes,
  *     u32 classes, u32 what the source was indexed for (1: WAV files, 0:
@@ -5115,7 +5115,7 @@ CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, const char *list_t
 #define CDL_IX_MAGIC "coordlIX"
 #define CDL_IX_BOM 0x01020304u
 #define CDL_IX_VERSION 1u
-#define CDL_IX_HEADER 128u
+#define CDL_IX_HEADER 144u
 #define CDL_IX_SHARD_FIXED 24u
 #define CDL_IX_MTIME_UNKNOWN (-1)
 #define CDL_IX_ETAG_MAX 128u
@@ -5124,8 +5124,7 @@ CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, const char *list_t
 enum {
     CDL_IXH_BOM = 8, CDL_IXH_VERSION = 12, CDL_IXH_LEN = 16, CDL_IXH_SUM = 24, CDL_IXH_ITEMS = 32,
     CDL_IXH_SHARDS = 40, CDL_IXH_BYTES = 48, CDL_IXH_CLASSES = 56, CDL_IXH_AUDIO = 60, CDL_IXH_SOURCE = 64,
-    CDL_IXH_SHARDSEC = 80, CDL_IXH_ITEMSEC = 96, CDL_IXH_NAMEOFFS = 104, CDL_IXH_NAMES = 112,
-    CDL_IXH_NAMESLEN = 120
+    CDL_IXH_SHARDSEC = 80, CDL_IXH_ITEMSEC = 96, CDL_IXH_NAMEOFFS = 112, CDL_IXH_NAMES = 128
 };
 
 static uint64_t cdl__ix_u64(const cdl__u8 *p) { uint64_t v; memcpy(&v, p, 8); return v; }
@@ -5428,7 +5427,7 @@ CDL_PRIVATE coordl_status cdl__ix_adopt(coordl *L, cdl__u8 *p, size_t n, int map
     x->image_mapped = mapped;
     x->name_offs = (const uint64_t *)(const void *)(p + cdl__ix_u64(p + CDL_IXH_NAMEOFFS));
     x->names = (const char *)p + cdl__ix_u64(p + CDL_IXH_NAMES);
-    x->names_len = cdl__ix_u64(p + CDL_IXH_NAMESLEN);
+    x->names_len = cdl__ix_u64(p + CDL_IXH_NAMES + 8);
     /* the checks and the copy touched every page: drop them from this
      * process (the file's pages stay in the page cache); a name is read
      * back when asked for */
@@ -5615,6 +5614,9 @@ CDL_PRIVATE coordl_status cdl__index_tar_saved(coordl *L, int kind, const char *
     char why[CDL_ERRMSG_MAX];
     int absent;
     int got = cdl__ix_try_file(L, path, &absent, why, sizeof why);
+    if (got > 0)
+        cdl__log(L, COORDL_LOG_INFO, "index_path: loaded %s (%llu items, %zu shards)", path,
+                 (unsigned long long)L->index.num_items, L->index.ntar_shards);
     if (got) return got > 0 ? COORDL_OK : cdl__open_fail(COORDL_ERR_NOMEM, "out of memory loading %s", path);
     char lock[PATH_MAX];
     int lfd = -1;
