@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 static char *g_dir, *g_shards, *g_list;
+static char g_tool[4096]; /* coordl-index: $COORDL_INDEX_TOOL, else ../coordl-index beside this binary */
 
 static uint8_t *small_jpeg(int k, uint64_t seed, size_t *n)
 {
@@ -296,12 +297,71 @@ static void test_unwritable_index_path_logs_and_opens(void **state)
     free(ix);
 }
 
-int main(void)
+/* coordl-index writes the index open then loads, and prints what it
+ * found; a second run finds it up to date. */
+static void test_coordl_index_tool_writes_and_reports(void **state)
 {
+    (void)state;
+    if (access(g_tool, X_OK) != 0)
+        fail_msg("coordl-index not found at %s (make tools, or set COORDL_INDEX_TOOL)", g_tool);
+    char *ix = tu_join(g_dir, "tool.cdlidx");
+    char cmd[8192], *out = NULL, *err = NULL;
+    snprintf(cmd, sizeof cmd, "%s %s %s", g_tool, g_list, ix);
+    assert_int_equal(tu_run_capture(cmd, &out, &err), 0);
+    char want[4096];
+    snprintf(want, sizeof want, "source: %s\nindex: %s (written)\nitems: 21\nshards: 3\n", g_list, ix);
+    if (strncmp(out, want, strlen(want)) != 0) fail_msg("output:\n%s\nexpected it to start with:\n%s", out, want);
+    coordl_config cfg = cfg_of(g_list, NULL, NULL);
+    coordl *L = tu_open(&cfg);
+    coordl_stats st;
+    coordl_get_stats(L, &st);
+    snprintf(want, sizeof want, "bytes: %llu\nclasses: %u\n", (unsigned long long)st.dataset_bytes,
+             coordl_num_classes(L));
+    coordl_close(L);
+    assert_non_null(strstr(out, want));
+    assert_non_null(strstr(out, "index bytes: "));
+    free(out);
+    free(err);
+    out = err = NULL;
+    assert_int_equal(tu_run_capture(cmd, &out, &err), 0);
+    assert_non_null(strstr(out, "(up to date)"));
+    free(out);
+    free(err);
+    out = err = NULL;
+    /* an ImageFolder is not tar shards: exit 2, saying so */
+    char *tree = tu_join(g_dir, "tree/a");
+    tu_mkdirs(tree);
+    char *img = tu_join(tree, "x.jpg");
+    size_t n;
+    uint8_t *j = small_jpeg(0, 1, &n);
+    tu_write_file(img, j, n);
+    char *root = tu_join(g_dir, "tree"), *ix2 = tu_join(g_dir, "tree.cdlidx");
+    snprintf(cmd, sizeof cmd, "%s %s %s", g_tool, root, ix2);
+    assert_int_equal(tu_run_capture(cmd, &out, &err), 2);
+    assert_non_null(strstr(err, "is not tar shards"));
+    free(out);
+    free(err);
+    free(j);
+    free(img);
+    free(tree);
+    free(root);
+    free(ix2);
+    free(ix);
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    const char *env = getenv("COORDL_INDEX_TOOL");
+    const char *slash = strrchr(argv[0], '/');
+    if (env) snprintf(g_tool, sizeof g_tool, "%s", env);
+    else if (slash) snprintf(g_tool, sizeof g_tool, "%.*s/../coordl-index", (int)(slash - argv[0]), argv[0]);
+    else snprintf(g_tool, sizeof g_tool, "../coordl-index");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_saved_index_round_trip_gives_the_scans_batches),
         cmocka_unit_test(test_stale_foreign_and_corrupt_files_are_rescanned),
         cmocka_unit_test(test_unwritable_index_path_logs_and_opens),
+        cmocka_unit_test(test_coordl_index_tool_writes_and_reports),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
