@@ -192,6 +192,11 @@ CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
                             "(make MPI=1)");
 #endif
     }
+#ifdef COORDL_MPI
+    /* one scan per job: rank 0 indexes, the others receive its index */
+    if (rc == COORDL_OK && L->peers.comm_set && L->cfg.world > 1) rc = cdl__peer_index(L);
+    else
+#endif
     if (rc == COORDL_OK) rc = cdl__index_source(L);
     if (rc == COORDL_OK && L->cfg.pipeline == COORDL_PIPE_TOKENS && L->cfg.token_order == COORDL_TOKENS_LLMC)
         rc = cdl__llmc_init(L);
