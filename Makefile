@@ -7,7 +7,7 @@
 #   make bench      image-prep benchmark side by side with torchvision
 #   make MPI=1 test   also the partitioned cache over MPI (mpicc, mpirun)
 #   make install [PREFIX=/usr/local] [DESTDIR=]   header, libraries, pkg-config,
-#                   CMake package, coordl-analyze; make uninstall reverses it
+#                   CMake package, coordl-analyze, coordl-index; make uninstall reverses it
 #   make test-packaging   install/uninstall checked, README's build commands run
 #   make fuzz [FUZZ_SECONDS=30]   every libFuzzer target in tests/fuzz (clang,
 #                   ASan + UBSan) for FUZZ_SECONDS each; make test replays their
@@ -70,6 +70,9 @@ $(BUILD)/libcoordl.so: $(BUILD)/libcoordl.so.$(VERSION)
 TOOLS := $(patsubst tools/%.c,$(BUILD)/%,$(wildcard tools/*.c))
 tools: $(TOOLS)
 $(BUILD)/coordl-analyze: tools/coordl-analyze.c $(BUILD)/libcoordl.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -I. $< $(BUILD)/libcoordl.a $(LIBS) -o $@
+$(BUILD)/coordl-index: tools/coordl-index.c $(BUILD)/libcoordl.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -I. $< $(BUILD)/libcoordl.a $(LIBS) -o $@
 
@@ -235,10 +238,11 @@ PKG_SUBST = -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLU
 PKG_SUBST_NAMES = (@PREFIX@ @VERSION@ @LIBS_PRIVATE@ ...)
 INSTALLED = $(INCLUDEDIR)/coordl.h $(LIBDIR)/libcoordl.a $(LIBDIR)/libcoordl.so.$(VERSION) \
   $(LIBDIR)/$(SONAME) $(LIBDIR)/libcoordl.so $(PKGCONFIGDIR)/coordl.pc \
-  $(CMAKEDIR)/coordlConfig.cmake $(CMAKEDIR)/coordlConfigVersion.cmake $(BINDIR)/coordl-analyze
+  $(CMAKEDIR)/coordlConfig.cmake $(CMAKEDIR)/coordlConfigVersion.cmake $(BINDIR)/coordl-analyze \
+  $(BINDIR)/coordl-index
 
 .PHONY: install uninstall
-install: lib $(BUILD)/coordl-analyze
+install: lib $(BUILD)/coordl-analyze $(BUILD)/coordl-index
 	$(INSTALL) -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(BINDIR)
 	$(INSTALL) -m 644 coordl.h $(DESTDIR)$(INCLUDEDIR)/coordl.h
 	$(INSTALL) -m 644 $(BUILD)/libcoordl.a $(DESTDIR)$(LIBDIR)/libcoordl.a
@@ -250,6 +254,7 @@ install: lib $(BUILD)/coordl-analyze
 	@echo "sed $(PKG_SUBST_NAMES) pkg/coordlConfigVersion.cmake.in > $(DESTDIR)$(CMAKEDIR)/coordlConfigVersion.cmake"; sed $(PKG_SUBST) pkg/coordlConfigVersion.cmake.in > $(DESTDIR)$(CMAKEDIR)/coordlConfigVersion.cmake
 	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/coordl.pc $(DESTDIR)$(CMAKEDIR)/coordlConfig*.cmake
 	$(INSTALL) -m 755 $(BUILD)/coordl-analyze $(DESTDIR)$(BINDIR)/coordl-analyze
+	$(INSTALL) -m 755 $(BUILD)/coordl-index $(DESTDIR)$(BINDIR)/coordl-index
 	@# a system install is found by the dynamic loader only after ldconfig
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
 

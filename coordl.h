@@ -713,6 +713,29 @@ typedef struct coordl_config {
     int32_t num_classes; /* COORDL_LABELS_BOXES: a box whose class is not
                            below it is a bad label; 0 (default) = no
                            bound (only negative classes are bad)         */
+    /* --- appended after 0.4.0: a saved index (docs/index.md) ---------- */
+    const char *index_path;     /* tar-shard sources: a file holding the
+                                   index of the source. Absent: open scans
+                                   the shards and writes it (a temporary
+                                   file, fsync, rename; a lock file
+                                   "<index_path>.lock" beside it makes
+                                   processes opening at once scan once).
+                                   Present and recording this source, its
+                                   shards' names, sizes and mtimes (ETags
+                                   for http(s)://): open loads it instead
+                                   of scanning. Stale, foreign or corrupt:
+                                   rescanned and rewritten, with a log
+                                   line. Items then cost 24 resident bytes
+                                   each; coordl_item_path reads names from
+                                   the file, mapped (it must stay in place
+                                   while the handle is open). Other
+                                   sources ignore it (a log line). With
+                                   mpi_comm, rank 0 alone scans or loads
+                                   and the index reaches the other ranks
+                                   by MPI_Bcast, whether or not index_path
+                                   is set. NULL (default): scan, save
+                                   nothing. Read at open only: the handle
+                                   keeps no pointer to it                  */
 } coordl_config;
 
 /* A ready batch: a view into a ring slot, valid until coordl_release(). */

@@ -6,8 +6,8 @@
  *        coordl_open, next, release, seek, set, stats, close
  * Lock:  the stream's lock for everything shared; the consumer fields are
  *        the calling thread's (the API is single-consumer)
- * Calls: status, placement, lock, remote, io, index, source, sampler,
- *        cache, peers, readahead, plan, resample, audio, decode, config,
+ * Calls: status, placement, lock, remote, io, index, indexfile, source,
+ *        sampler, cache, peers, readahead, plan, resample, audio, decode, config,
  *        stream, pool, group (lower layers only: src/modules.txt;
  *        tools/check-layers.py checks this line).
  */
@@ -41,6 +41,7 @@
 #include "stream_state.h"
 #include "pool.h"
 #include "group.h"
+#include "indexfile.h"
 #include "handle.h"
 
 static coordl_status cdl__open_handle(const coordl_config *cfg, coordl **out) {
@@ -191,6 +192,11 @@ CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
                             "(make MPI=1)");
 #endif
     }
+#ifdef COORDL_MPI
+    /* one scan per job: rank 0 indexes, the others receive its index */
+    if (rc == COORDL_OK && L->peers.comm_set && L->cfg.world > 1) rc = cdl__peer_index(L);
+    else
+#endif
     if (rc == COORDL_OK) rc = cdl__index_source(L);
     if (rc == COORDL_OK && L->cfg.pipeline == COORDL_PIPE_TOKENS && L->cfg.token_order == COORDL_TOKENS_LLMC)
         rc = cdl__llmc_init(L);
@@ -232,6 +238,7 @@ CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
      * pointers so nothing can read them after the caller frees them (the
      * topology points to the handle's copy) */
     L->cfg.cpuset = L->cfg.pci_bus_id = NULL;
+    L->cfg.index_path = NULL;
     *out = L;
     return COORDL_OK;
 }
@@ -893,10 +900,12 @@ void coordl_close(coordl *L) {
     cdl__member_thread_stop(L); /* a group whose open failed before it was left */
     cdl__free(L, L->index.items);
     cdl__free(L, L->index.tar_items);
+    cdl__free(L, L->index.tar_txt);
     cdl__free(L, L->index.boxes.box);
     cdl__free(L, L->index.boxes.first);
     cdl__free(L, L->index.boxes.bad);
     cdl__free(L, L->index.tar_shards);
+    cdl__ix_release(L);
     cdl__llmc_free(L);
     cdl__free(L, L->index.shards);
     cdl__free(L, L->index.strings);

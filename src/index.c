@@ -301,16 +301,19 @@ CDL_PRIVATE const cdl__shard *cdl__shard_of(const coordl *L, uint64_t id) {
 
 CDL_PRIVATE const char *cdl__item_path(const coordl *L, uint64_t id) {
     if (L->index.shards) return L->index.strings + cdl__shard_of(L, id)->path_off;
+    if (L->index.tar_refs) return L->index.names + L->index.name_offs[id];
     return L->index.strings + L->index.items[id].path_off;
 }
 
 CDL_PRIVATE int32_t cdl__item_label(const coordl *L, uint64_t id) {
     if (L->index.shards) return (int32_t)(cdl__shard_of(L, id) - L->index.shards);
+    if (L->index.tar_refs) return L->index.tar_refs[id].label;
     return L->index.items[id].label;
 }
 
 CDL_PRIVATE uint64_t cdl__item_bytes(const coordl *L, uint64_t id) {
     if (L->index.shards) return (uint64_t)(L->cfg.seq_len + 1) * cdl__shard_of(L, id)->tok_bytes;
+    if (L->index.tar_refs) return L->index.tar_refs[id].bytes;
     return L->index.items[id].bytes;
 }
 

@@ -12,8 +12,8 @@ typedef struct cdl__item {
     int32_t label;
 } cdl__item;
 
-/* Where a tar-shard item's bytes are (tar sources only; beside the items
- * so that other sources pay nothing for it). */
+/* Where a tar-shard item's bytes are while its shards are scanned (tar.c
+ * fills them beside items; indexfile.c packs both into tar_refs). */
 typedef struct cdl__tar_item {
     uint64_t offset; /* of the member's data in its shard               */
     uint32_t shard;  /* index into tar_shards                           */
@@ -34,6 +34,23 @@ typedef struct cdl__boxes {
     uint64_t bad_items; /* items with a bad label                         */
     uint64_t hash;      /* of every box and bad mark: group members compare */
 } cdl__boxes;
+/* A tar-shard item once indexed: everything a read needs, 24 bytes; its
+ * name is not resident (names below). The same bytes are the items
+ * section of a saved index (indexfile.c). */
+typedef struct cdl__tar_ref {
+    uint64_t offset; /* of the member's data in its shard               */
+    uint64_t bytes;  /* the member's size                               */
+    uint32_t shard;  /* index into tar_shards                           */
+    int32_t label;
+} cdl__tar_ref;
+/* Where a tar item's .txt member (its box labels) lies in its shard: kept
+ * from the scan for labels = COORDL_LABELS_BOXES (the compact index holds
+ * no such member). bytes UINT32_MAX: none. */
+typedef struct cdl__tar_txt {
+    uint64_t offset;
+    uint32_t bytes;
+} cdl__tar_txt;
+
 /* One llm.c token shard. */
 typedef struct cdl__shard {
     uint64_t path_off;   /* into the string arena                          */
@@ -55,8 +72,17 @@ typedef struct cdl__index {
     size_t nshards;
     uint64_t *tar_shards;  /* tar sources: each shard's path (string arena) */
     size_t ntar_shards;
-    cdl__tar_item *tar_items; /* tar sources: per item                    */
+    cdl__tar_item *tar_items; /* tar sources while scanned: per item       */
+    /* tar sources once indexed (items and tar_items are then NULL): */
+    cdl__tar_ref *tar_refs;   /* per item                                  */
+    const uint64_t *name_offs; /* per item: its "shard:member" in names    */
+    const char *names;
+    uint64_t names_len;
+    void *image;              /* the saved index's bytes names point into: */
+    size_t image_len;         /* a read-only mapping of index_path, or an  */
+    int image_mapped;         /* allocation (no file; an MPI broadcast)    */
     cdl__boxes boxes;         /* labels = COORDL_LABELS_BOXES only         */
+    cdl__tar_txt *tar_txt;    /* labels = COORDL_LABELS_BOXES, tar: per item */
 } cdl__index;
 
 #endif /* CDL_INDEX_STATE_H */

@@ -114,6 +114,13 @@ CDL_PRIVATE void cdl__io_sequential(const coordl *L, void *file) {
     if (cdl__io_is_remote(L, file)) cdl__remote_sequential(file);
 }
 
+/* The ETag of an open remote file, "" for any other (a saved index
+ * records a local shard's mtime instead). */
+CDL_PRIVATE void cdl__io_etag(const coordl *L, const void *file, char *out, size_t cap) {
+    if (cdl__io_is_remote(L, file)) cdl__remote_etag(file, out, cap);
+    else if (cap) out[0] = '\0';
+}
+
 /* Opens path. On failure: COORDL_ERR_IO (COORDL_ERR_UNSUPPORTED for a URL
  * this build cannot read), and the reason in why (not the path: callers
  * name the file as they need; a URL's reason may name it). */

@@ -10,6 +10,7 @@ CDL_PRIVATE void cdl__io_close(const coordl *L, void *file);
 CDL_PRIVATE void cdl__kept_close(const coordl *L, cdl__kept_file *k);
 CDL_PRIVATE void cdl__kept_free(const coordl *L, cdl__kept_file *k);
 CDL_PRIVATE void cdl__io_sequential(const coordl *L, void *file);
+CDL_PRIVATE void cdl__io_etag(const coordl *L, const void *file, char *out, size_t cap);
 CDL_PRIVATE coordl_status cdl__io_open(const coordl *L, const char *path, void **file, uint64_t *size, char *why, size_t cap);
 CDL_PRIVATE coordl_status cdl__io_read(const coordl *L, void *file, const char *path, void *buf, uint64_t len, uint64_t off, uint64_t *got, char *err, size_t cap);
 CDL_PRIVATE int cdl__list_next(const char *text, size_t len, size_t *pos, cdl__list_line *out);

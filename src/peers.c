@@ -23,8 +23,12 @@
  *        peer thread
  * Lock:  the stream's lock; admit_epoch is atomic, map_ready a release
  *        store (the I/O threads read both unlocked)
- * Calls: status, lock, sampler, cache (lower layers only: src/modules.txt;
- *        tools/check-layers.py checks this line).
+ * One scan per job: cdl__peer_index lets rank 0 alone index the source
+ * (scan, or load cfg.index_path) and broadcasts the index image to the
+ * other ranks, so N ranks make the storage calls of one.
+ *
+ * Calls: status, indexfile, source, lock, sampler, cache (lower layers
+ *        only: src/modules.txt; tools/check-layers.py checks this line).
  */
 #include "platform.h"
 #include "peers_state.h"
@@ -36,6 +40,8 @@
 #include "sampler.h"
 #include "sampler_state.h"
 #include "cache.h"
+#include "indexfile.h"
+#include "source.h"
 #include "handle.h"
 
 #define CDL_ADMIT_CLOSED UINT64_MAX
@@ -489,6 +495,65 @@ CDL_PRIVATE coordl_status cdl__peer_open(coordl *L) {
         MPI_Comm_size(node, &L->peers.node_ranks);
         MPI_Comm_free(&node);
     }
+    return COORDL_OK;
+}
+
+/* Collective, at open: rank 0 indexes the source; a tar-shard index (an
+ * image: indexfile.c) is broadcast and every other rank adopts it,
+ * touching no storage; any other source is indexed by each rank (only
+ * tar shards have an image). A failure on rank 0, or on any rank while
+ * adopting, fails every rank's open. */
+#define CDL_PEER_BCAST_CHUNK ((uint64_t)1 << 30)
+CDL_PRIVATE coordl_status cdl__peer_index(coordl *L) {
+    const int root = L->cfg.rank == 0;
+    /* box labels are read by every rank from its own scan (the index image
+     * holds no .txt members; the ranks compare the labels' hash at open) */
+    if (L->cfg.labels == COORDL_LABELS_BOXES) return cdl__index_source(L);
+    uint64_t head[3] = {0, 0, 0}; /* status, an image follows, its bytes */
+    char msg[CDL_ERRMSG_MAX];
+    coordl_status rc = COORDL_OK;
+    memset(msg, 0, sizeof msg);
+    if (root) {
+        rc = cdl__index_source(L);
+        head[0] = (uint64_t)(int64_t)rc;
+        head[1] = rc == COORDL_OK && L->index.image;
+        head[2] = head[1] ? L->index.image_len : 0;
+        snprintf(msg, sizeof msg, "%s", cdl__open_errmsg);
+    }
+    if (MPI_Bcast(head, 3, MPI_UINT64_T, 0, L->peers.comm) != MPI_SUCCESS)
+        return cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: cannot receive the index from rank 0 (MPI_Bcast failed)");
+    if ((coordl_status)(int64_t)head[0] != COORDL_OK) {
+        MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, 0, L->peers.comm);
+        msg[sizeof msg - 1] = '\0';
+        if (root) return rc;
+        return cdl__open_fail((coordl_status)(int64_t)head[0], "mpi_comm: rank 0 could not index the source: %s", msg);
+    }
+    if (!head[1]) return root ? COORDL_OK : cdl__index_source(L);
+    cdl__u8 *p = root ? (cdl__u8 *)L->index.image : cdl__malloc(L, head[2] ? (size_t)head[2] : 1);
+    int ok = p != NULL, all = 0;
+    if (MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, L->peers.comm) != MPI_SUCCESS || !all) {
+        if (!root) cdl__free(L, p);
+        return cdl__open_fail(ok ? COORDL_ERR_PEER : COORDL_ERR_NOMEM, "mpi_comm: %s (%llu bytes)",
+                              ok ? "a rank has no memory for the index" : "no memory for the index",
+                              (unsigned long long)head[2]);
+    }
+    for (uint64_t at = 0; ok && at < head[2]; at += CDL_PEER_BCAST_CHUNK) {
+        const uint64_t n = head[2] - at < CDL_PEER_BCAST_CHUNK ? head[2] - at : CDL_PEER_BCAST_CHUNK;
+        ok = MPI_Bcast(p + at, (int)n, MPI_BYTE, 0, L->peers.comm) == MPI_SUCCESS;
+    }
+    if (ok && !root) {
+        rc = cdl__index_from_image(L, p, (size_t)head[2]);
+        ok = rc == COORDL_OK;
+    }
+    if (!ok && !root && rc == COORDL_OK) {
+        cdl__free(L, p);
+        rc = cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: the index broadcast from rank 0 failed");
+    } else if (!ok && !root) {
+        cdl__free(L, p);
+    }
+    if (MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, L->peers.comm) != MPI_SUCCESS || !all)
+        return rc != COORDL_OK ? rc : cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: another rank could not adopt the "
+                                                     "index rank 0 sent (see its log)");
     return COORDL_OK;
 }
 

@@ -21,5 +21,6 @@ CDL_PRIVATE coordl_status cdl__peer_open(coordl *L);
 CDL_PRIVATE void cdl__peer_seek(coordl *L, uint64_t epoch, uint64_t batch);
 #ifdef COORDL_MPI
 CDL_PRIVATE coordl_status cdl__peer_start(coordl *L);
+CDL_PRIVATE coordl_status cdl__peer_index(coordl *L);
 #endif
 #endif /* CDL_PEERS_H */

@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h> /* flock: the saved index's lock file */
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>

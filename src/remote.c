@@ -777,6 +777,13 @@ CDL_PRIVATE coordl_status cdl__remote_open(const coordl *L, const char *url, voi
 
 CDL_PRIVATE void cdl__remote_sequential(void *file) { ((cdl__rfile *)file)->sequential = 1; }
 
+/* The ETag an open object had when first opened ("" when the server
+ * sent none): a saved index records it (indexfile.c). */
+CDL_PRIVATE void cdl__remote_etag(const void *file, char *out, size_t cap) {
+    const struct curl_slist *h = ((const cdl__rfile *)file)->e->if_match;
+    snprintf(out, cap, "%s", h ? h->data + strlen("If-Match: ") : "");
+}
+
 CDL_PRIVATE void cdl__remote_close(const coordl *L, void *file) {
     cdl__rfile *f = file;
     if (!f) return;
@@ -915,6 +922,10 @@ CDL_PRIVATE coordl_status cdl__remote_read(const coordl *L, void *file, void *bu
 }
 CDL_PRIVATE void cdl__remote_close(const coordl *L, void *file) { (void)L; (void)file; }
 CDL_PRIVATE void cdl__remote_sequential(void *file) { (void)file; }
+CDL_PRIVATE void cdl__remote_etag(const void *file, char *out, size_t cap) {
+    (void)file;
+    if (cap) out[0] = '\0';
+}
 CDL_PRIVATE int cdl__remote_submit(const coordl *L, const char *url, uint64_t off, uint64_t len, void *dst,
                                    const void *owner, cdl__remote_done_fn done, void *arg) {
     (void)L; (void)url; (void)off; (void)len; (void)dst; (void)owner; (void)done; (void)arg;

@@ -7,7 +7,7 @@
  *        member or token window)
  * Lock:  index writes at open only; reads are lock-free (W's buffers are
  *        its own)
- * Calls: status, remote, io, index, tar (lower layers only:
+ * Calls: status, remote, io, index, tar, indexfile (lower layers only:
  *        src/modules.txt; tools/check-layers.py checks this line).
  */
 #include "platform.h"
@@ -21,6 +21,7 @@
 #include "index.h"
 #include "index_state.h"
 #include "tar.h"
+#include "indexfile.h"
 #include "handle.h"
 
 #define CDL_SHARD_HEADER_BYTES 1024
@@ -420,13 +421,14 @@ static coordl_status cdl__index_boxes(coordl *L) {
         uint64_t off = 0, len = UINT64_MAX;
         size_t tlen = 0;
         int ok;
-        if (L->index.tar_items) {
-            const cdl__tar_item *ti = &L->index.tar_items[i];
-            file = L->index.strings + L->index.tar_shards[ti->shard];
-            ok = ti->txt_bytes != UINT32_MAX;
+        if (L->index.tar_txt || L->index.tar_items) {
+            const uint32_t shard = L->index.tar_refs ? L->index.tar_refs[i].shard : L->index.tar_items[i].shard;
+            const uint64_t toff = L->index.tar_txt ? L->index.tar_txt[i].offset : L->index.tar_items[i].txt_offset;
+            const uint32_t tbytes = L->index.tar_txt ? L->index.tar_txt[i].bytes : L->index.tar_items[i].txt_bytes;
+            file = L->index.strings + L->index.tar_shards[shard];
+            ok = tbytes != UINT32_MAX;
             if (!ok) snprintf(why, sizeof why, "missing label: the sample has no .txt member");
-            off = ti->offset, len = ti->txt_bytes;
-            if (ok) off = ti->txt_offset;
+            off = toff, len = tbytes;
         } else {
             if (!cdl__label_path(L, cdl__item_path(L, i), &lpath, &pathcap)) { rc = COORDL_ERR_NOMEM; break; }
             file = lpath;
@@ -468,7 +470,7 @@ static coordl_status cdl__index_boxes(coordl *L) {
         if (!ok) {
             char msg[CDL_ERRMSG_MAX];
             uint64_t soff;
-            if (L->index.tar_items)
+            if (L->index.tar_txt || L->index.tar_items)
                 snprintf(msg, sizeof msg, "%s: bad box label (.txt member): %s", cdl__item_path(L, i), why);
             else
                 snprintf(msg, sizeof msg, "%s: bad box label %s: %s", cdl__item_path(L, i), file, why);
@@ -522,17 +524,17 @@ CDL_PRIVATE coordl_status cdl__index_source(coordl *L) {
         else if (!cdl__is_shard_list(text, len))
             rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s: a brace pattern must name .tar shards", src);
         else
-            rc = cdl__index_tar(L, 4, text, len);
+            rc = cdl__index_tar_saved(L, 4, text, len);
         cdl__free(L, text);
     } else if (!local && !remote && strpbrk(src, "*?[")) {
-        rc = cdl__index_tar(L, 3, NULL, 0);
+        rc = cdl__index_tar_saved(L, 3, NULL, 0);
     } else if (!local && !remote && L->io == &cdl__posix_io) {
         return cdl__open_fail(COORDL_ERR_INVALID, "source: %s does not exist (%s); set cfg.source to an "
                               "ImageFolder root, a list file or tar shards", src, strerror(errno));
     } else if (!is_dir && cdl__is_tar_name(src)) {
-        rc = cdl__index_tar(L, 1, NULL, 0);
+        rc = cdl__index_tar_saved(L, 1, NULL, 0);
     } else if (is_dir) {
-        rc = cdl__is_shard_folder(src) ? cdl__index_tar(L, 2, NULL, 0) : cdl__index_image_folder(L, src);
+        rc = cdl__is_shard_folder(src) ? cdl__index_tar_saved(L, 2, NULL, 0) : cdl__index_image_folder(L, src);
     } else {
         char *text;
         size_t len;
@@ -545,10 +547,13 @@ CDL_PRIVATE coordl_status cdl__index_source(coordl *L) {
                                 src, kind, strcmp(kind, "an llm.c token shard") == 0
                                 ? " (token shards: pipeline = COORDL_PIPE_TOKENS)" : "");
         else if (rc == COORDL_OK)
-            rc = cdl__is_shard_list(text, len) ? cdl__index_tar(L, 4, text, len) : cdl__index_list_text(L, src, text, len);
+            rc = cdl__is_shard_list(text, len) ? cdl__index_tar_saved(L, 4, text, len) : cdl__index_list_text(L, src, text, len);
         cdl__free(L, text);
     }
     if (rc != COORDL_OK) return rc;
+    if (L->cfg.index_path && L->cfg.index_path[0] && !L->index.tar_refs)
+        cdl__log(L, COORDL_LOG_INFO, "index_path: %s is not tar shards; scanned, nothing saved (a saved index "
+                 "is for tar-shard sources: docs/index.md)", src);
     if (L->index.num_items == 0)
         return cdl__open_fail(COORDL_ERR_INVALID, "source: %s holds no %s", src,
                               L->cfg.pipeline == COORDL_PIPE_AUDIO ? "WAV files (.wav)"
@@ -570,7 +575,7 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, 
     const char *path = cdl__item_path(L, id), *file = path;
     uint64_t off = 0, want = 0;
     int whole = 0;
-    enum { PLAIN, WINDOW, MEMBER } kind = L->index.shards ? WINDOW : L->index.tar_items ? MEMBER : PLAIN;
+    enum { PLAIN, WINDOW, MEMBER } kind = L->index.shards ? WINDOW : L->index.tar_refs ? MEMBER : PLAIN;
     char why[CDL_ERRMSG_MAX - 64];
     *len = 0;
     if (kind == WINDOW) {
@@ -578,10 +583,10 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, 
         want = (uint64_t)(L->cfg.seq_len + 1) * sh->tok_bytes;
         off = CDL_SHARD_HEADER_BYTES + (id - sh->first_item) * L->cfg.seq_len * sh->tok_bytes;
     } else if (kind == MEMBER) {
-        const cdl__tar_item *ti = &L->index.tar_items[id];
+        const cdl__tar_ref *ti = &L->index.tar_refs[id];
         file = L->index.strings + L->index.tar_shards[ti->shard];
         off = ti->offset;
-        want = L->index.items[id].bytes;
+        want = ti->bytes;
     } else {
         whole = 1;
     }
@@ -723,10 +728,10 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, 
  * name the item: that read says why). */
 CDL_PRIVATE int cdl__read_item_async(const coordl *L, uint64_t id, cdl__u8 *dst, size_t cap, const void *owner,
                                      cdl__remote_done_fn done, void *arg) {
-    if (!L->index.tar_items || L->index.shards) return 0;
-    const cdl__tar_item *ti = &L->index.tar_items[id];
+    if (!L->index.tar_refs || L->index.shards) return 0;
+    const cdl__tar_ref *ti = &L->index.tar_refs[id];
     const char *file = L->index.strings + L->index.tar_shards[ti->shard];
-    const uint64_t want = L->index.items[id].bytes;
+    const uint64_t want = ti->bytes;
     if (L->io != &cdl__posix_io || !cdl__remote_is_url(file) || want == 0 || want > L->cfg.max_item_bytes ||
         want + 16 > cap)
         return 0;

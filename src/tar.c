@@ -906,7 +906,7 @@ static coordl_status cdl__tar_add_path(coordl *L, const char *path, size_t *cap)
 
 /* The shards named by the source: a .tar file, a folder of them, a glob,
  * or a list file of .tar paths (text: relative to the list's folder). */
-static coordl_status cdl__tar_list_shards(coordl *L, int kind, const char *list_text, size_t list_len) {
+CDL_PRIVATE coordl_status cdl__tar_list_shards(coordl *L, int kind, const char *list_text, size_t list_len) {
     const char *src = L->cfg.source;
     size_t cap = 0;
     coordl_status rc = COORDL_OK;
@@ -988,12 +988,13 @@ static coordl_status cdl__tar_list_shards(coordl *L, int kind, const char *list_
 }
 
 /* Indexes tar shards: kind 1 a .tar file, 2 a folder of them, 3 a glob,
- * 4 a list of them (its text given). */
+ * 4 a list of them (its text given); shards already listed (a saved
+ * index found stale) are scanned as listed. */
 CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, const char *list_text, size_t list_len) {
     cdl__tar_index t;
     memset(&t, 0, sizeof t);
     t.L = L;
-    coordl_status rc = cdl__tar_list_shards(L, kind, list_text, list_len);
+    coordl_status rc = L->index.ntar_shards ? COORDL_OK : cdl__tar_list_shards(L, kind, list_text, list_len);
     if (rc == COORDL_OK && L->index.ntar_shards == 0)
         rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s names no .tar shards", L->cfg.source);
     if (rc == COORDL_OK && L->index.ntar_shards > UINT32_MAX)

@@ -7,4 +7,5 @@
 /* ---- interface ---- */
 CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, const char *list_text, size_t list_len);
 CDL_PRIVATE int cdl__is_tar_name(const char *p);
+CDL_PRIVATE coordl_status cdl__tar_list_shards(coordl *L, int kind, const char *list_text, size_t list_len);
 #endif /* CDL_TAR_H */

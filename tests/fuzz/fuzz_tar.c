@@ -208,13 +208,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FZ_CHECK(rc != COORDL_ERR_CORRUPT || strstr(cdl__open_errmsg, "offset ") != NULL,
                  "message \"%s\" has no offset", cdl__open_errmsg);
     } else {
-        FZ_CHECK(L->index.num_items > 0 && L->index.tar_items != NULL && L->index.ntar_shards > 0, "num_items %llu",
+        FZ_CHECK(L->index.num_items > 0 && L->index.tar_refs != NULL && L->index.ntar_shards > 0, "num_items %llu",
                  (unsigned long long)L->index.num_items);
         int32_t max_label = -1;
         uint64_t bytes = 0;
         for (uint64_t i = 0; i < L->index.num_items; i++) {
-            const cdl__item *it = &L->index.items[i];
-            const cdl__tar_item *ti = &L->index.tar_items[i];
+            const cdl__tar_ref *it = &L->index.tar_refs[i], *ti = it;
             FZ_CHECK(ti->shard < L->index.ntar_shards, "item %llu: shard %u of %zu", (unsigned long long)i, ti->shard,
                      L->index.ntar_shards);
             const char *shard = L->index.strings + L->index.tar_shards[ti->shard];
@@ -226,7 +225,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                      (unsigned long long)i, (unsigned long long)ti->offset, (unsigned long long)it->bytes, shard,
                      (unsigned long long)known);
             const char *path = coordl_item_path(L, i);
-            FZ_CHECK(path != NULL && path == L->index.strings + it->path_off, "item %llu: path", (unsigned long long)i);
+            FZ_CHECK(path != NULL && path == L->index.names + L->index.name_offs[i], "item %llu: path", (unsigned long long)i);
             const size_t slen = strlen(shard);
             FZ_CHECK(strncmp(path, shard, slen) == 0 && path[slen] == ':' && path[slen + 1] != '\0' &&
                      path[slen + 1] != '.', "item %llu: path \"%s\" is not \"%s:<member>\"", (unsigned long long)i,
@@ -247,10 +246,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
          * labels numbering the class folders in name order */
         int in_shard_order = 1, in_folder_order = 1;
         for (uint64_t i = 1; i < L->index.num_items; i++) {
-            const cdl__tar_item *p = &L->index.tar_items[i - 1], *q = &L->index.tar_items[i];
+            const cdl__tar_ref *p = &L->index.tar_refs[i - 1], *q = &L->index.tar_refs[i];
             if (!(p->shard < q->shard || (p->shard == q->shard && p->offset < q->offset)))
                 in_shard_order = 0;
-            const cdl__item *x = &L->index.items[i - 1], *y = &L->index.items[i];
+            const cdl__tar_ref *x = p, *y = q;
             const char *mx = coordl_item_path(L, i - 1) + strlen(L->index.strings + L->index.tar_shards[p->shard]) + 1;
             const char *my = coordl_item_path(L, i) + strlen(L->index.strings + L->index.tar_shards[q->shard]) + 1;
             const char *sx = strchr(mx, '/'), *sy = strchr(my, '/');
@@ -276,8 +275,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cdl__worker W;
         fz_worker_init(&W, L);
         for (uint64_t i = 0; i < L->index.num_items && i < FZ_MAX_READ_ITEMS; i++) {
-            const cdl__item *it = &L->index.items[i];
-            const cdl__tar_item *ti = &L->index.tar_items[i];
+            const cdl__tar_ref *it = &L->index.tar_refs[i], *ti = it;
             const char *shard = L->index.strings + L->index.tar_shards[ti->shard];
             const fz_memfile *f = fz_mem_find(&m, shard, strlen(shard));
             cdl__bytes got = {NULL, 0};
@@ -339,7 +337,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 if (r == COORDL_OK) {
                     FZ_CHECK(bt.n >= 1 && bt.n <= cfg.batch_size, "batch of %u rows", bt.n);
                     for (uint32_t k = 0; k < bt.n; k++)
-                        FZ_CHECK(bt.ids[k] < L->index.num_items && bt.labels[k] == L->index.items[bt.ids[k]].label,
+                        FZ_CHECK(bt.ids[k] < L->index.num_items && bt.labels[k] == L->index.tar_refs[bt.ids[k]].label,
                                  "row %u: id %llu label %d", k, (unsigned long long)bt.ids[k], bt.labels[k]);
                     coordl_release(P, &bt);
                     continue;

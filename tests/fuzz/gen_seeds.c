@@ -1,7 +1,8 @@
 /*
  * gen_seeds.c - writes the seed corpus of every fuzz target, generated at
  * build time (no downloaded or committed blobs):
- *   gen_seeds OUTDIR   ->  OUTDIR/{fuzz_image,fuzz_random_access,fuzz_wav,fuzz_shard,fuzz_list,fuzz_group,fuzz_tar}/NNN-name
+ *   gen_seeds OUTDIR   ->  OUTDIR/{fuzz_image,fuzz_random_access,fuzz_wav,fuzz_shard,fuzz_list,fuzz_group,fuzz_tar,
+ *                                  fuzz_index}/NNN-name
  * Each seed is the target's parameter bytes followed by a file: valid
  * files of every kind the parser reads (JPEG baseline, progressive,
  * arithmetic-coded, restart intervals, grayscale, CMYK; PNG, BMP, TGA,
@@ -748,6 +749,93 @@ static void tars(void)
     free(wv);
 }
 
+/* ---- saved indexes (fuzz_index) ------------------------------------------
+ * The image indexfile.c writes (docs/index.md), for the source
+ * "/fz/source": header, source, shard records, 24-byte items, name
+ * offsets, names. The checksum is left zero: the seeds' parameter byte
+ * asks the harness to write the right one (and the length). */
+static void ix_put(uint8_t *p, size_t at, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        p[at + (size_t)i] = (uint8_t)(v >> (8 * i));
+}
+
+static size_t ix_image(uint8_t *p, int nshards, int nitems, int audio)
+{
+    static const char src[] = "/fz/source";
+    memset(p, 0, 4096);
+    memcpy(p, "coordlIX", 8);
+    ix_put(p, 8, 0x01020304u, 4);
+    ix_put(p, 12, 1, 4);
+    size_t at = 144;
+    memcpy(p + at, src, strlen(src));
+    ix_put(p, 64, at, 8);
+    ix_put(p, 72, strlen(src), 8);
+    at = (at + strlen(src) + 7) / 8 * 8;
+    const size_t sh = at;
+    for (int s = 0; s < nshards; s++) {
+        char path[64];
+        snprintf(path, sizeof path, "/fz/shard-%d.tar", s);
+        ix_put(p, at, 10240, 8);
+        ix_put(p, at + 8, (uint64_t)1700000000 * 1000000000u, 8);
+        ix_put(p, at + 16, strlen(path), 4);
+        ix_put(p, at + 20, s ? 6 : 0, 4);
+        memcpy(p + at + 24, path, strlen(path));
+        if (s)
+            memcpy(p + at + 24 + strlen(path), "\"etag\"", 6);
+        at += (24 + strlen(path) + (s ? 6 : 0) + 7) / 8 * 8;
+    }
+    ix_put(p, 80, sh, 8);
+    ix_put(p, 88, at - sh, 8);
+    const size_t items = at, offs = items + 24 * (size_t)nitems, names = offs + 8 * (size_t)nitems;
+    size_t name_at = 0;
+    uint64_t bytes = 0;
+    for (int i = 0; i < nitems; i++) {
+        ix_put(p, items + 24 * (size_t)i, 512 + 1024 * (uint64_t)i, 8);
+        ix_put(p, items + 24 * (size_t)i + 8, 100 + (uint64_t)i, 8);
+        ix_put(p, items + 24 * (size_t)i + 16, (uint64_t)(i % nshards), 4);
+        ix_put(p, items + 24 * (size_t)i + 20, (uint64_t)(i % 3), 4);
+        bytes += 100 + (uint64_t)i;
+        ix_put(p, offs + 8 * (size_t)i, name_at, 8);
+        name_at += (size_t)sprintf((char *)p + names + name_at, "/fz/shard-%d.tar:k%d.jpg", i % nshards, i) + 1;
+    }
+    if (!name_at)
+        name_at = 1;
+    ix_put(p, 96, items, 8);
+    ix_put(p, 104, 24 * (uint64_t)nitems, 8);
+    ix_put(p, 112, offs, 8);
+    ix_put(p, 120, 8 * (uint64_t)nitems, 8);
+    ix_put(p, 128, names, 8);
+    ix_put(p, 136, name_at, 8);
+    const size_t total = names + name_at;
+    ix_put(p, 16, total, 8);
+    ix_put(p, 32, (uint64_t)nitems, 8);
+    ix_put(p, 40, (uint64_t)nshards, 8);
+    ix_put(p, 48, bytes, 8);
+    ix_put(p, 56, 3, 4);
+    ix_put(p, 60, (uint64_t)audio, 4);
+    return total;
+}
+
+static void indexes(void)
+{
+    static uint8_t img[4096];
+    const uint8_t fix = 3, fix_audio = 7, raw = 0;
+    size_t n = ix_image(img, 2, 5, 0);
+    seed("fuzz_index", "two-shards", &fix, 1, img, n);
+    seed("fuzz_index", "unfixed", &raw, 1, img, n);
+    n = ix_image(img, 1, 0, 0);
+    seed("fuzz_index", "no-items", &fix, 1, img, n);
+    n = ix_image(img, 3, 9, 1);
+    seed("fuzz_index", "audio", &fix_audio, 1, img, n);
+    seed("fuzz_index", "audio-as-images", &fix, 1, img, n);
+    n = ix_image(img, 2, 5, 0);
+    img[200] ^= 0x40; /* inside the shard records */
+    seed("fuzz_index", "bad-shard", &fix, 1, img, n);
+    n = ix_image(img, 2, 5, 0);
+    seed("fuzz_index", "cut", &fix, 1, img, n - 30);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -763,6 +851,7 @@ int main(int argc, char **argv)
     lists();
     groups();
     tars();
+    indexes();
     printf("gen_seeds: %d seeds in %s\n", g_serial, g_out);
     return 0;
 }

@@ -24,6 +24,7 @@ make -s install DESTDIR="$root" PREFIX="$prefix" >/dev/null
 # 1. exactly these files and links
 expected=$(printf '%s\n' \
     "bin/coordl-analyze f" \
+    "bin/coordl-index f" \
     "include/coordl.h f" \
     "lib/cmake/coordl/coordlConfig.cmake f" \
     "lib/cmake/coordl/coordlConfigVersion.cmake f" \
@@ -82,6 +83,7 @@ done
 
 # 5. the tool runs
 "$root$prefix/bin/coordl-analyze" --help >/dev/null || bad "coordl-analyze --help failed"
+"$root$prefix/bin/coordl-index" --help >/dev/null || bad "coordl-index --help failed"
 
 # 6. uninstall leaves no file or link
 make -s uninstall DESTDIR="$root" PREFIX="$prefix" >/dev/null
