@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # coordl benchmarks. Run from anywhere; `make bench` runs all of them.
 #
-#   bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|darknet|dataset]
+#   bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|dataset]
 #
 #   dataset  make the bench dataset if missing (the other parts do it too)
 #   prep     image-prep throughput: coordl train/eval vs the libjpeg-turbo
@@ -41,6 +41,8 @@
 #   llmc-train  llm.c's train_gpt2.c itself, its DataLoader against coordl
 #            (examples/llmc/train_gpt2.patch) on a tiny random GPT-2: step
 #            time and context switches per run; build/bench/llmc-train.txt
+#   detect   Darknet's load_data_detection vs coordl's detection crop and
+#            SSD crop, images/s per core; build/bench/detect.txt
 #   ready    a ready batch's cost: next + release with the trainer asleep
 #            20 ms per step, alone and in a group, and the trainer thread's
 #            system calls per pair under strace -f; build/bench/ready.txt
@@ -70,8 +72,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MODE=${1:-all}
-case "$MODE" in all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|darknet|storage|dataset) ;;
-  *) echo "usage: bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|darknet|storage|dataset]" >&2; exit 2 ;;
+case "$MODE" in all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|dataset) ;;
+  *) echo "usage: bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|dataset]" >&2; exit 2 ;;
 esac
 BENCH_DATA=${BENCH_DATA:-build/bench-data}
 BENCH_INDEX=${BENCH_INDEX:-build/bench-index}
@@ -741,6 +743,73 @@ PY
     } | tee "$OUT/llmc-train.txt"
 }
 
+# detect: detection batches with Darknet's geometry (yolov3's cfg: 416 x
+# 416, jitter .3, colour jitter, 90 boxes): Darknet's own
+# load_data_detection (built from a checkout, as for `darknet`) against
+# coordl's COORDL_CROP_DARKNET_BOXES through examples/darknet/coordl_darknet.h,
+# and coordl's SSD crop, one thread each (images/s per core), on the bench
+# photos with 1-4 generated boxes each (YOLO label files under labels/).
+# DETECT_ROUNDS (3), DETECT_BATCHES (15). Table in build/bench/detect.txt
+run_detect() {
+    ensure_lib
+    ensure_dataset
+    local src=${DARKNET_SRC:-/work/.mirror/pjreddie+darknet/repo} stock=$OUT/darknet-stock det=$OUT/detect-set
+    log "detect: Darknet's load_data_detection vs coordl (Darknet's detection crop, SSD's crop), one thread each"
+    if [ ! -e "$src" ]; then
+        echo "detect: skipped: no Darknet source at $src (DARKNET_SRC: a checkout or bare git dir)" | tee "$OUT/detect.txt"
+        return 0
+    fi
+    clone_src "$src" "$stock"
+    [ -f "$stock/libdarknet.a" ] || make -C "$stock" -j"$(nproc)" > "$OUT/darknet-stock-build.log" 2>&1
+    if [ ! -f "$det/train.list" ]; then
+        python3 - "$BENCH_DATA" "$det" <<'PY'
+import os, random, sys
+src, det = sys.argv[1], sys.argv[2]
+imgs = sorted(os.path.join(r, f) for r, _, fs in os.walk(src) for f in fs if f.endswith(".jpg"))[:400]
+rng = random.Random(5)
+os.makedirs(os.path.join(det, "images"), exist_ok=True)
+os.makedirs(os.path.join(det, "labels"), exist_ok=True)
+out = []
+for k, p in enumerate(imgs):
+    dst = os.path.join(det, "images", "img_%04d.jpg" % k)
+    if not os.path.exists(dst): os.symlink(os.path.abspath(p), dst)
+    lines = []
+    for _ in range(rng.randrange(1, 5)):
+        w, h = rng.uniform(0.1, 0.5), rng.uniform(0.1, 0.5)
+        lines.append("%d %.6f %.6f %.6f %.6f" % (rng.randrange(80), rng.uniform(w / 2, 1 - w / 2), rng.uniform(h / 2, 1 - h / 2), w, h))
+    open(os.path.join(det, "labels", "img_%04d.txt" % k), "w").write("\n".join(lines) + "\n")
+    out.append(os.path.abspath(dst))
+open(os.path.join(det, "train.list"), "w").write("\n".join(out) + "\n")
+PY
+    fi
+    $CC -O2 -g -std=gnu11 -Wall -Wextra -DBENCH_WITH_DARKNET -I. -I"$stock/include" bench/bench_detect.c \
+        "$stock/libdarknet.a" build/libcoordl.a "${LIBS[@]}" -o "$OUT/bench_detect"
+    echo "darknet $(git -C "$stock" log -1 --format='%h %cd' --date=short) from $src; $(wc -l < "$det/train.list") photos with generated boxes; 416 x 416, batch 16, one thread each" > "$OUT/detect.log"
+    local r l
+    for r in $(seq 1 "${DETECT_ROUNDS:-3}"); do
+        for l in darknet coordl coordl-ssd; do
+            "$OUT/bench_detect" --loader $l --list "$det/train.list" --threads 1 --batches "${DETECT_BATCHES:-15}" \
+                --batch 16 --size 416 >> "$OUT/detect.log" || { echo "detect: the $l run failed"; return 1; }
+        done
+    done
+    {
+        head -1 "$OUT/detect.log"
+        python3 - "$OUT/detect.log" <<'PY'
+import statistics, sys
+runs = [l.split() for l in open(sys.argv[1]) if l.startswith("RESULT ")]
+med = {}
+print("%-11s %14s %16s" % ("loader", "images/s (median)", "boxes per image"))
+for name in ("darknet", "coordl", "coordl-ssd"):
+    v = [float(x[5]) for x in runs if x[1] == name]
+    b = [float(x[6]) for x in runs if x[1] == name]
+    med[name] = statistics.median(v)
+    print("%-11s %14.1f %16.2f   (rounds: %s)" % (name, med[name], statistics.median(b), ", ".join("%.1f" % x for x in v)))
+print("coordl / darknet, images/s per core: %.2fx (target >= 2x); SSD crop / Darknet crop (coordl): %.2fx"
+      % (med["coordl"] / med["darknet"], med["coordl-ssd"] / med["coordl"]))
+PY
+    } | tee "$OUT/detect.txt"
+}
+
 # ready: the trainer's cost of a ready batch (issue 23): next + release with
 # the trainer sleeping 20 ms per step (its batch always ready), alone and in
 # a coordinated group; then the same under strace -f, with a marker write
@@ -775,6 +844,7 @@ case "$MODE" in
     group) run_group ;;
     llmc) run_llmc ;;
     ready) run_ready ;;
+    detect) run_detect ;;
     llmc-train) run_llmc_train ;;
     darknet) run_darknet ;;
     storage) run_storage ;;
@@ -783,7 +853,7 @@ case "$MODE" in
     index) run_index ;;
     cache) run_cache ;;
     placement) run_placement ;;
-    all) run_prep; run_jpeg; run_index; run_cache; run_placement; run_group; run_llmc; run_llmc_train; run_ready; run_darknet; run_storage
+    all) run_prep; run_jpeg; run_index; run_cache; run_placement; run_group; run_llmc; run_llmc_train; run_ready; run_darknet; run_detect; run_storage
          if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then run_mpi
          else log "mpi: skipped (no mpicc/mpirun; bash bench/run.sh mpi installs OpenMPI)"; fi ;;
 esac

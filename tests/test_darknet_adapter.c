@@ -422,6 +422,92 @@ static void test_ring_sized_from_network(void **state)
     free(list);
 }
 
+/* The detector: coordl_dn_config_detection takes the [net] section and the
+ * yolo layer's jitter, max_boxes and classes; coordl_dn_load fills y with
+ * Darknet's truth rows (max_boxes x (x, y, w, h, class), zero past the
+ * boxes), shallow and copied alike, from YOLO label files; a class not
+ * below classes is a bad label named by the load. */
+static void test_detection_loads_truth_rows(void **state)
+{
+    (void)state;
+    coordl_config cfg = coordl_config_default();
+    coordl_dn_net n = darknet19();
+    n.random = 1;
+    assert_int_equal(coordl_dn_config_detection(&cfg, &n, .3f, 0, 80), COORDL_ERR_INVALID);
+    assert_int_equal(coordl_dn_config_detection(&cfg, &n, .3f, 5, 3), COORDL_OK);
+    assert_int_equal(cfg.labels, COORDL_LABELS_BOXES);
+    assert_int_equal(cfg.train_crop, COORDL_CROP_DARKNET_BOXES);
+    assert_int_equal(cfg.max_boxes, 5);
+    assert_int_equal(cfg.num_classes, 3);
+    assert_true(cfg.jitter == .3f && cfg.rotate_deg == 0.0f && cfg.hue == .1f);
+    assert_int_equal(cfg.max_out_w, 608); /* train_detector's largest random size */
+    assert_int_equal(cfg.batch_size, 32 * 4 * 2);
+    /* 6 images of 40 x 30 with 2 boxes each, in Darknet's layout */
+    char *root = tu_join(g_dir, "det");
+    char *paths[6];
+    uint8_t pix[40 * 30 * 3];
+    memset(pix, 128, sizeof pix);
+    for (int k = 0; k < 6; k++) {
+        paths[k] = tu_join(root, "images/img_%d.png", k);
+        tu_write_png(paths[k], pix, 40, 30, 3);
+        char *lab = tu_join(root, "labels/img_%d.txt", k);
+        char text[128];
+        int len = snprintf(text, sizeof text, "%d 0.5 0.5 0.5 0.5\n%d 0.25 0.25 0.2 0.2\n", k % 3, (k + 1) % 3);
+        tu_write_file(lab, text, (size_t)len);
+        free(lab);
+    }
+    char *list = tu_join(root, "train.list");
+    assert_int_equal(coordl_dn_write_list(list, paths, 6, NULL, 0, NULL, NULL), 6);
+    n = darknet19();
+    n.w = n.h = 32;
+    n.batch = 3;
+    n.subdivisions = 1;
+    n.ngpus = 1;
+    assert_int_equal(coordl_dn_config_detection(&cfg, &n, 0.0f, 5, 3), COORDL_OK);
+    cfg.source = list;
+    cfg.hue = 0.0f;
+    cfg.saturation = cfg.exposure = 0.0f;
+    cfg.flip = 0;
+    coordl_dn dn;
+    assert_int_equal(coordl_dn_open(&dn, &cfg), COORDL_OK);
+    for (int mode = 0; mode < 2; mode++) {
+        data d;
+        assert_int_equal(coordl_dn_load(&dn, 3, &d, mode ? COORDL_DN_COPY : COORDL_DN_SHALLOW), COORDL_OK);
+        assert_int_equal(d.X.rows, 3);
+        assert_int_equal(d.X.cols, 3 * 32 * 32);
+        assert_int_equal(d.y.cols, 5 * 5);
+        for (int i = 0; i < 3; i++) {
+            const float *t = d.y.vals[i];
+            /* two boxes (the image placed on the whole canvas: no jitter,
+             * scale 1 and a 4:3 image leave it letterboxed in height) */
+            assert_true(t[2] > 0.0f && t[3] > 0.0f && t[7] > 0.0f && t[8] > 0.0f);
+            assert_true(t[4] >= 0.0f && t[4] <= 2.0f && t[9] >= 0.0f && t[9] <= 2.0f && t[4] != t[9]);
+            assert_true(fabsf(t[0] - 0.5f) < 0.02f && fabsf(t[2] - 0.5f) < 0.02f); /* x and w keep the width */
+            for (int j = 10; j < 25; j++) assert_true(t[j] == 0.0f);
+        }
+        coordl_dn_free(&d);
+    }
+    coordl_dn_close(&dn);
+    /* a class out of range: the load fails naming the label file */
+    char *bad = tu_join(root, "labels/img_2.txt");
+    tu_write_file(bad, "3 0.5 0.5 0.1 0.1\n", 18);
+    assert_int_equal(coordl_dn_open(&dn, &cfg), COORDL_OK);
+    dn.report = NULL;
+    data d;
+    coordl_status rc = COORDL_OK;
+    for (int k = 0; k < 2 && rc == COORDL_OK; k++) {
+        rc = coordl_dn_load(&dn, 3, &d, COORDL_DN_SHALLOW);
+        if (rc == COORDL_OK) coordl_dn_free(&d);
+    }
+    assert_int_not_equal(rc, COORDL_OK);
+    assert_non_null(strstr(coordl_dn_errmsg(&dn), "img_2.txt"));
+    coordl_dn_close(&dn);
+    for (int k = 0; k < 6; k++) free(paths[k]);
+    free(bad);
+    free(list);
+    free(root);
+}
+
 int main(void)
 {
     tu_main_init(120);
@@ -434,6 +520,7 @@ int main(void)
         cmocka_unit_test(test_bad_batch_is_reported_not_trained_on),
         cmocka_unit_test(test_bad_item_substituted_under_policy),
         cmocka_unit_test(test_ring_sized_from_network),
+        cmocka_unit_test(test_detection_loads_truth_rows),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

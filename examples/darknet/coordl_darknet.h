@@ -503,6 +503,11 @@ static inline long coordl_dn_write_list(const char *out, char **paths, int n, ch
     long lines = 0;
     int none = 0, many = 0;
     for (int i = 0; i < n; i++) {
+        if (!labels) { /* the detector's list: bare paths, boxes from label files */
+            if (fprintf(f, "%s\n", paths[i]) < 0) break;
+            lines++;
+            continue;
+        }
         int label = -1, count = 0;
         for (int j = 0; j < classes; j++)
             if (strstr(paths[i], labels[j])) {
