@@ -267,8 +267,8 @@ typedef enum {
                                 minimum (else the whole image); boxes whose
                                 centre lies outside the crop dropped, the
                                 rest clipped; resized to the output (the
-                                aspect is not kept), colour jitter, flip.
-                                No zoom-out expansion                     */
+                                aspect is not kept), colour jitter, flip;
+                                with ssd_expand, SSD's zoom-out first     */
 } coordl_train_crop;
 
 /* What an item's label is, config field labels. */
@@ -736,6 +736,13 @@ typedef struct coordl_config {
                                    is set. NULL (default): scan, save
                                    nothing. Read at open only: the handle
                                    keeps no pointer to it                  */
+    float ssd_expand;           /* COORDL_CROP_SSD: SSD's zoom-out: with
+                                   probability 0.5 the image is placed at
+                                   a uniform place on a grey (0.5) canvas
+                                   whose sides are a uniform 1..ssd_expand
+                                   times its own, before the crop is drawn
+                                   on the canvas (SSD uses 4: small
+                                   objects); 0 (default) = off; 1..16     */
 } coordl_config;
 
 /* A ready batch: a view into a ring slot, valid until coordl_release(). */

@@ -178,6 +178,8 @@ CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
         CDL_BAD("labels: %d is not COORDL_LABELS_CLASS or COORDL_LABELS_BOXES", c->labels);
     if (c->labels == COORDL_LABELS_BOXES && !cdl__pipeline_is_image(c->pipeline))
         CDL_BAD("labels: COORDL_LABELS_BOXES is for image pipelines (TRAIN, EVAL, EXACT)");
+    if (c->ssd_expand != 0.0f && !(c->ssd_expand >= 1.0f && c->ssd_expand <= 16.0f))
+        CDL_BAD("ssd_expand: %g is out of range (0 = off, else 1..16)", (double)c->ssd_expand);
     if (c->train_crop == COORDL_CROP_SSD && c->labels != COORDL_LABELS_BOXES)
         CDL_BAD("train_crop: COORDL_CROP_SSD needs labels = COORDL_LABELS_BOXES (its crops are drawn by their "
                 "overlap with the boxes)");

@@ -123,6 +123,7 @@ static uint32_t cdl__group_fields(const coordl *L, cdl__group_field *f) {
     CDL_F("place_scale_min", cdl__float_bits(c->place_scale_min));
     CDL_F("place_scale_max", cdl__float_bits(c->place_scale_max));
     CDL_F("num_classes", c->num_classes); CDL_F("box labels", L->index.boxes.hash);
+    CDL_F("ssd_expand", cdl__float_bits(c->ssd_expand));
 #undef CDL_F
     return n;
 }

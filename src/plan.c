@@ -297,19 +297,33 @@ static double cdl__iou(double ax0, double ay0, double ax1, double ay1, double bx
 static void cdl__plan_ssd(const coordl *L, cdl__rng *rng, uint64_t id, int W, int H, cdl__geom *g) {
     static const double min_iou[7] = {-1.0, 0.1, 0.3, 0.5, 0.7, 0.9, 0.0}; /* -1: the whole image */
     const cdl__boxes *B = &L->index.boxes;
+    /* SSD's zoom-out (ssd_expand): the image at (ox, oy) on a grey canvas
+     * of CW x CH; the crop is drawn on the canvas. Its draws come first
+     * and only when it is on, so the crops without it stay as they were. */
+    int CW = W, CH = H, ox = 0, oy = 0, expanded = 0;
+    if (L->cfg.ssd_expand > 1.0f && cdl__rng_uniform(rng) < 0.5) {
+        const double r = 1.0 + (L->cfg.ssd_expand - 1.0) * cdl__rng_uniform(rng);
+        CW = cdl__side(W * r);
+        CH = cdl__side(H * r);
+        if (CW < W) CW = W;
+        if (CH < H) CH = H;
+        ox = (int)(cdl__rng_uniform(rng) * (CW - W + 1));
+        oy = (int)(cdl__rng_uniform(rng) * (CH - H + 1));
+        expanded = CW > W || CH > H;
+    }
     const double option = min_iou[cdl__rng_below(rng, 7)];
-    int cx = 0, cy = 0, cw = W, ch = H;
+    int cx = 0, cy = 0, cw = CW, ch = CH;
     if (option >= 0.0 && B->first && B->first[id] < B->first[id + 1]) {
         for (int trial = 0; trial < 50; trial++) {
-            const int w = cdl__side(W * (0.3 + 0.7 * cdl__rng_uniform(rng)));
-            const int h = cdl__side(H * (0.3 + 0.7 * cdl__rng_uniform(rng)));
+            const int w = cdl__side(CW * (0.3 + 0.7 * cdl__rng_uniform(rng)));
+            const int h = cdl__side(CH * (0.3 + 0.7 * cdl__rng_uniform(rng)));
             const double tx = cdl__rng_uniform(rng), ty = cdl__rng_uniform(rng);
-            if (w < 1 || h < 1 || w > W || h > H || (double)w / h < 0.5 || (double)w / h > 2.0) continue;
-            const int x = (int)(tx * (W - w + 1)), y = (int)(ty * (H - h + 1));
+            if (w < 1 || h < 1 || w > CW || h > CH || (double)w / h < 0.5 || (double)w / h > 2.0) continue;
+            const int x = (int)(tx * (CW - w + 1)), y = (int)(ty * (CH - h + 1));
             int ok = 0;
             for (uint64_t k = B->first[id]; k < B->first[id + 1] && !ok; k++) {
                 const float *b = B->box[k];
-                const double bx = b[0] * W, by = b[1] * H, bw = b[2] * W, bh = b[3] * H;
+                const double bx = ox + b[0] * W, by = oy + b[1] * H, bw = b[2] * W, bh = b[3] * H;
                 if (bx <= x || bx >= x + w || by <= y || by >= y + h) continue; /* centre outside */
                 ok = cdl__iou(x, y, x + w, y + h, bx - bw / 2, by - bh / 2, bx + bw / 2, by + bh / 2) >= option;
             }
@@ -323,8 +337,14 @@ static void cdl__plan_ssd(const coordl *L, cdl__rng *rng, uint64_t id, int W, in
     g->flip = L->cfg.flip ? (cdl__rng_uniform(rng) < 0.5) : 0;
     g->angle = 0.0f;
     g->daspect = 1.0;
-    g->darknet = 0;
     g->centre_rule = 1;
+    if (expanded) { /* the crop of the canvas, resized: the image placed on a grey output */
+        const double sx = (double)g->out_w / cw, sy = (double)g->out_h / ch;
+        cdl__place(g, W, H, (int)floor((ox - cx) * sx), (int)floor((oy - cy) * sy), (int)nearbyint(W * sx),
+                   (int)nearbyint(H * sy));
+        return;
+    }
+    g->darknet = 0;
     g->x0 = cx; g->y0 = cy; g->sw = cw; g->sh = ch;
     g->clip_x0 = cx; g->clip_y0 = cy; g->clip_x1 = cx + cw; g->clip_y1 = cy + ch;
 }

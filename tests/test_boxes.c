@@ -138,6 +138,10 @@ typedef struct {
  * some of its pixels show: a visible colour may then have no box. */
 static int g_centre_rule;
 
+/* Boxes narrower than this (output pixels) are not held to IoU 0.8: a
+ * pixel of blending at each edge decides a sliver's IoU. */
+static double g_min_side = 6;
+
 /* Every box of every row covers its colour's pixels (IoU >= 0.8), and
  * every colour with a visible block has its box. */
 static void assert_boxes_cover(const coordl_batch *b, uint32_t max_boxes, cover_stats *cs)
@@ -173,7 +177,7 @@ static void assert_boxes_cover(const coordl_batch *b, uint32_t max_boxes, cover_
             seen[c] = 1;
             const double L = (bx[0] - bx[2] / 2) * ow, R = (bx[0] + bx[2] / 2) * ow;
             const double T = (bx[1] - bx[3] / 2) * oh, B = (bx[1] + bx[3] / 2) * oh;
-            if (R - L < 6 || B - T < 6) continue; /* a sliver: a pixel of blending decides its IoU */
+            if (R - L < g_min_side || B - T < g_min_side) continue; /* a sliver: a pixel of blending decides its IoU */
             if (cnt[c] == 0) fail_msg("row %u: box of colour %d at (%.1f %.1f %.1f %.1f) covers no pixel of it", r, c, L, T, R, B);
             const double pl = x0[c], pr = x1[c] + 1, pt = y0[c], pb = y1[c] + 1;
             const double iw = fmin(R, pr) - fmax(L, pl), ih = fmin(B, pb) - fmax(T, pt);
@@ -222,6 +226,7 @@ static void assert_boxes_cover(const coordl_batch *b, uint32_t max_boxes, cover_
  * and boxes of every batch into h (at most 64 batches). */
 static size_t run_boxes(const coordl_config *cfg, unsigned epochs, int check, uint64_t *h, cover_stats *cs)
 {
+    g_centre_rule = cfg->train_crop == COORDL_CROP_SSD;
     coordl *L = tu_open(cfg);
     coordl_batch b;
     size_t nb = 0;
@@ -281,6 +286,39 @@ static void test_boxes_follow_pixels_ssd(void **state)
     if (cs.rows_with_all == 0 || cs.rows_with_all == cs.rows)
         fail_msg("%u of %u rows keep every box: SSD's crops should drop boxes in some rows and not in others",
                  cs.rows_with_all, cs.rows);
+}
+
+/* SSD's zoom-out (ssd_expand 4): half the rows are the image small on a
+ * grey canvas; every box kept still covers its pixels, and the rule of the
+ * centre holds. */
+static void test_boxes_follow_pixels_ssd_zoom_out(void **state)
+{
+    (void)state;
+    coordl_config cfg = box_config(dataset(1), COORDL_CROP_SSD);
+    cfg.ssd_expand = 4.0f;
+    cfg.out_w = cfg.out_h = 2 * OUT; /* the zoom-out makes boxes small */
+    g_min_side = 12;
+    uint64_t h[64];
+    cover_stats cs = {0, 0, 0, 0};
+    g_centre_rule = 1;
+    for (uint64_t seed = 1; seed <= 2; seed++) {
+        cfg.seed = seed;
+        run_boxes(&cfg, 5, 1, h, &cs);
+    }
+    g_centre_rule = 0;
+    g_min_side = 6;
+    assert_true(cs.rows == 10 * NIMG);
+    assert_true(cs.checked >= NIMG);
+    /* with the zoom-out, batches differ from the crop without it */
+    uint64_t h2[64];
+    cover_stats cs2 = {0, 0, 0, 0};
+    cfg.ssd_expand = 0.0f;
+    g_centre_rule = 1;
+    const size_t nb = run_boxes(&cfg, 5, 1, h2, &cs2);
+    g_centre_rule = 0;
+    size_t same = 0;
+    for (size_t i = 0; i < nb; i++) same += h[i] == h2[i];
+    assert_true(same < nb);
 }
 
 static void test_boxes_follow_pixels_letterbox(void **state) { (void)state; check_mode(COORDL_CROP_RESIZED, COORDL_PIPE_EVAL, 0); }
@@ -610,6 +648,7 @@ int main(void)
         cmocka_unit_test(test_boxes_follow_pixels_darknet_detection),
         cmocka_unit_test(test_boxes_follow_pixels_letterbox),
         cmocka_unit_test(test_boxes_follow_pixels_ssd),
+        cmocka_unit_test(test_boxes_follow_pixels_ssd_zoom_out),
         cmocka_unit_test(test_boxes_identical_with_random_access_resized),
         cmocka_unit_test(test_boxes_identical_with_random_access_darknet),
         cmocka_unit_test(test_boxes_identical_with_random_access_ssd),
