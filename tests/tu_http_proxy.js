@@ -9,7 +9,7 @@
 // request's method, URL and headers are appended to that file as one JSON
 // line before it is forwarded (tests/tu_sigv4_check.py reads them).
 // GET /__proxy_stats answers {"requests":N,"max_in_flight":M}. Stops by
-// itself when its standard input closes.
+// itself when its standard input closes (unless TU_PROXY_KEEP is set).
 'use strict';
 const http = require('http');
 const fs = require('fs');
@@ -48,6 +48,8 @@ server.maxRequestsPerSocket = 0;
 server.listen(0, '127.0.0.1', () => {
   process.stdout.write(`port ${server.address().port}\n`);
 });
-process.stdin.on('end', () => process.exit(0));
-process.stdin.on('close', () => process.exit(0));
-process.stdin.resume();
+if (!process.env.TU_PROXY_KEEP) { // bench/run.sh stops it by its pid instead
+  process.stdin.on('end', () => process.exit(0));
+  process.stdin.on('close', () => process.exit(0));
+  process.stdin.resume();
+}
