@@ -435,7 +435,13 @@ typedef struct coordl_config {
                                  gives the tree's batches). A corrupt or
                                  truncated shard fails coordl_open
                                  (COORDL_ERR_CORRUPT naming shard and
-                                 offset). The item path is "shard:member". */
+                                 offset). The item path is "shard:member".
+                                 Shards may be remote (docs/remote.md):
+                                 http(s):// URLs, s3://bucket/key, brace
+                                 ranges of either, and s3://bucket/prefix/
+                                 (a trailing '/': every .tar object under
+                                 it, listed); s3:// reads its endpoint and
+                                 credentials from the AWS_* variables. */
     coordl_pipeline pipeline; /* default COORDL_PIPE_TRAIN                   */
 
     /* --- batches ------------------------------------------------------ */

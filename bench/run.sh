@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # coordl benchmarks. Run from anywhere; `make bench` runs all of them.
 #
-#   bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|dataset]
+#   bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|remote|dataset]
 #
 #   dataset  make the bench dataset if missing (the other parts do it too)
 #   prep     image-prep throughput: coordl train/eval vs the libjpeg-turbo
@@ -27,6 +27,14 @@
 #            threads, each right after a warm (all cached) epoch; table in
 #            build/bench/storage.txt. STORAGE_IMAGES (0: whole epochs),
 #            STORAGE_ROUNDS (2; medians). About 6 minutes.
+#   remote   the same WebDataset shards local, over HTTP (nginx) and over
+#            S3 (s3rver, installed by tools/install-deps.sh), each remote
+#            one behind tests/tu_http_proxy.js adding 0, 5 and 20 ms per
+#            request, read-ahead depths 32, 128, 512, 2 prep threads: cold
+#            (open included) and warm images/s, reads in flight, I/O
+#            threads, bytes fetched, the servers' CPU; table in
+#            build/bench/remote.txt. REMOTE_IMAGES (3072), REMOTE_SIZE
+#            (224: output side). About 6 minutes.
 #   group    coordinated prep: k = 1..4 jobs (processes) each consuming one
 #            epoch, as one coordl group vs k separate loaders: images/s per
 #            job and the jobs' total CPU per epoch; table in
@@ -72,8 +80,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MODE=${1:-all}
-case "$MODE" in all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|dataset) ;;
-  *) echo "usage: bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|dataset]" >&2; exit 2 ;;
+case "$MODE" in all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|remote|dataset) ;;
+  *) echo "usage: bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|remote|dataset]" >&2; exit 2 ;;
 esac
 BENCH_DATA=${BENCH_DATA:-build/bench-data}
 BENCH_INDEX=${BENCH_INDEX:-build/bench-index}
@@ -838,6 +846,133 @@ run_ready() {
     } | tee "$OUT/ready.txt"
 }
 
+# Remote sources (issue 24): the same shards local, over HTTP and over S3,
+# behind a latency-adding proxy, at several read-ahead depths.
+run_remote() {
+    ensure_lib
+    build bench_remote lib
+    make -s build/examples/gen_dataset
+    local s3rver=build/npm/node_modules/s3rver/bin/s3rver.js node=/usr/bin/node nginx=/usr/sbin/nginx
+    [ -f "$s3rver" ] || { echo "run.sh: s3rver missing: run tools/install-deps.sh" >&2; exit 1; }
+    [ -x "$nginx" ] && [ -x "$node" ] || { echo "run.sh: nginx and node are needed: run tools/install-deps.sh" >&2; exit 1; }
+    local work=$OUT/remote images=${REMOTE_IMAGES:-3072}
+    local shards=$work/shards
+    rm -rf "$work"
+    mkdir -p "$work/tmp" "$work/s3rver" "$shards"
+    log "remote: $images images in 8 WebDataset shards (gen_dataset, 160-320 px JPEGs)"
+    build/examples/gen_dataset --out "$work/images" --classes 16 --per-class $(( images / 16 )) --seed 3 \
+        --min-side 160 --max-side 320 >/dev/null
+    "$PY" - "$work/images" "$shards" <<'PYEOF'
+import os, sys, tarfile, io
+src, out = sys.argv[1], sys.argv[2]
+items = []
+for c, cls in enumerate(sorted(os.listdir(src))):
+    for f in sorted(os.listdir(os.path.join(src, cls))):
+        items.append((c, os.path.join(src, cls, f)))
+per = (len(items) + 7) // 8
+for s in range(8):
+    with tarfile.open(os.path.join(out, 'shard-%06d.tar' % s), 'w', format=tarfile.USTAR_FORMAT) as t:
+        for i, (c, p) in enumerate(items[s * per:(s + 1) * per]):
+            key = 'i%06d' % (s * per + i)
+            t.add(p, arcname=key + '.jpg')
+            b = str(c).encode()
+            ti = tarfile.TarInfo(key + '.cls'); ti.size = len(b)
+            t.addfile(ti, io.BytesIO(b))
+PYEOF
+    local pids=() fifos=()
+    free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+    local nginx_port s3_port
+    nginx_port=$(free_port); s3_port=$(free_port)
+    cat > "$work/nginx.conf" <<NGEOF
+$([ "$(id -u)" = 0 ] && echo "user root;")
+daemon off; master_process off; worker_processes 1; pid $PWD/$work/nginx.pid; error_log $PWD/$work/error.log;
+events { worker_connections 4096; }
+http { access_log off; keepalive_requests 100000; keepalive_timeout 60s;
+  client_body_temp_path $PWD/$work/tmp; proxy_temp_path $PWD/$work/tmp; fastcgi_temp_path $PWD/$work/tmp;
+  uwsgi_temp_path $PWD/$work/tmp; scgi_temp_path $PWD/$work/tmp;
+  server { listen 127.0.0.1:$nginx_port; root $PWD/$shards; location / { } } }
+NGEOF
+    "$nginx" -p "$PWD/$work" -c "$PWD/$work/nginx.conf" & local nginx_pid=$!
+    NODE_OPTIONS=--openssl-legacy-provider "$node" "$s3rver" --directory "$work/s3rver" --address 127.0.0.1 \
+        --port "$s3_port" --silent & local s3_pid=$!
+    pids+=("$nginx_pid" "$s3_pid")
+    trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
+    local i
+    for i in $(seq 100); do
+        (echo > /dev/tcp/127.0.0.1/$nginx_port) 2>/dev/null && (echo > /dev/tcp/127.0.0.1/$s3_port) 2>/dev/null && break
+        sleep 0.1
+    done
+    curl -sf -X PUT "http://127.0.0.1:$s3_port/bench" >/dev/null
+    for f in "$shards"/*.tar; do curl -sf -T "$f" "http://127.0.0.1:$s3_port/bench/train/$(basename "$f")" >/dev/null; done
+    # a latency proxy per (server, latency); each prints its port
+    declare -A proxy_port proxy_pid
+    local server lat upstream
+    for server in http s3; do
+        for lat in 0 5 20; do
+            upstream=$([ $server = http ] && echo "$nginx_port" || echo "$s3_port")
+            TU_PROXY_KEEP=1 "$node" tests/tu_http_proxy.js "$upstream" "$lat" < /dev/null > "$work/p-$server-$lat.port" &
+            proxy_pid[$server-$lat]=$!
+            pids+=("$!")
+        done
+    done
+    for server in http s3; do
+        for lat in 0 5 20; do
+            for i in $(seq 100); do [ -s "$work/p-$server-$lat.port" ] && break; sleep 0.1; done
+            proxy_port[$server-$lat]=$(awk '{print $2}' "$work/p-$server-$lat.port")
+        done
+    done
+    log "remote: cold (open included) and warm epochs, 2 prep threads (bench_remote)"
+    local load_before; load_before=$(uptime)
+    : > "$work/remote.log"
+    local depth src ids
+    for depth in 32 128 512; do
+        "$OUT/bench_remote" --source "$shards/shard-{000000..000007}.tar" --name local --lat 0 --depth $depth \
+            --size "${REMOTE_SIZE:-224}" | tee -a "$work/remote.log"
+    done
+    for server in http s3; do
+        for lat in 0 5 20; do
+            for depth in 32 128 512; do
+                if [ $server = http ]; then
+                    src="http://127.0.0.1:${proxy_port[$server-$lat]}/shard-{000000..000007}.tar"; ids=$nginx_pid
+                else
+                    src="s3://bench/train/shard-{000000..000007}.tar"; ids=$s3_pid
+                fi
+                AWS_ENDPOINT_URL="http://127.0.0.1:${proxy_port[$server-$lat]}" AWS_ACCESS_KEY_ID=S3RVER \
+                AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1 \
+                "$OUT/bench_remote" --source "$src" --name $server --lat $lat --depth $depth \
+                    --size "${REMOTE_SIZE:-224}" --pids "$ids,${proxy_pid[$server-$lat]}" | tee -a "$work/remote.log"
+            done
+        done
+    done
+    kill "${pids[@]}" 2>/dev/null || true
+    wait 2>/dev/null || true
+    trap - EXIT
+    {
+        echo "remote sources: $images images (8 shards, 160-320 px JPEGs -> ${REMOTE_SIZE:-224} px), 2 prep threads,"
+        echo "each case a fresh process: cold epoch from coordl_open, then a warm one (all cached)"
+        printf '%-6s %5s %6s %10s %10s %6s %9s %7s %8s %10s %9s\n' source "+ms" depth "cold i/s" "warm i/s" \
+            "c/w" "inflight" "io thr" "threads" "MB fetched" "srv CPU s"
+        awk '$1 == "RESULT" { printf "%-6s %5s %6s %10.1f %10.1f %6.2f %9s %7s %8s %10.1f %9.2f\n",
+            $3, $4, $5, $6, $7, $8, $9, $10, $13, $11 / 1e6, $12 }' "$work/remote.log"
+        echo
+        echo "srv CPU: the server (nginx or s3rver) and its latency proxy (node), user + system, during both epochs"
+        echo "threads: the loader process's most threads in the cold epoch (main, 2 prep workers, read-ahead"
+        echo "I/O threads, the one HTTP event loop, libcurl's resolver)"
+        awk '$1 == "RESULT" && $3 != "local" { k = $3 " " $5; if ($4 == 0) base[k] = $6; if ($4 == 20) slow[k] = $6; io[k] = $10 }
+             END { for (s = 0; s < 2; s++) { src = s ? "s3" : "http"; k = src " 512"
+                   if (base[k] > 0) printf "target %s: cold at +20 ms, depth 512 = %.2fx cold at +0 ms (>= 0.90: %s), %s I/O threads (<= 2: %s)\n",
+                       src, slow[k] / base[k], (slow[k] / base[k] >= 0.9 ? "met" : "NOT met"), io[k], (io[k] <= 2 ? "met" : "NOT met") } }' \
+            "$work/remote.log"
+        awk '$1 == "RESULT" && $3 == "http" && $4 == 20 && $5 == 512 {
+             printf "http at +20 ms, depth 512: cold %.2fx warm (the server shares the 2 cores: %.2f s of its CPU)\n", $8, $12 }' \
+            "$work/remote.log"
+        echo "machine load before: $load_before"
+        echo "machine load after:  $(uptime)"
+    } > "$OUT/remote.txt"
+    log "remote: summary (also in $OUT/remote.txt)"
+    cat "$OUT/remote.txt"
+}
+
 case "$MODE" in
     dataset) ensure_dataset ;;
     mpi) run_mpi ;;
@@ -848,12 +983,13 @@ case "$MODE" in
     llmc-train) run_llmc_train ;;
     darknet) run_darknet ;;
     storage) run_storage ;;
+    remote) run_remote ;;
     prep) run_prep ;;
     jpeg) run_jpeg ;;
     index) run_index ;;
     cache) run_cache ;;
     placement) run_placement ;;
-    all) run_prep; run_jpeg; run_index; run_cache; run_placement; run_group; run_llmc; run_llmc_train; run_ready; run_darknet; run_detect; run_storage
+    all) run_prep; run_jpeg; run_index; run_cache; run_placement; run_group; run_llmc; run_llmc_train; run_ready; run_darknet; run_detect; run_storage; run_remote
          if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then run_mpi
          else log "mpi: skipped (no mpicc/mpirun; bash bench/run.sh mpi installs OpenMPI)"; fi ;;
 esac

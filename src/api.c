@@ -70,7 +70,10 @@ static coordl_status cdl__open_handle(const coordl_config *cfg, coordl **out) {
     L->conf.source_copy = cdl__malloc(L, slen + 1);
     if (!L->conf.source_copy) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
     memcpy(L->conf.source_copy, cfg->source, slen + 1);
-    while (slen > 1 && L->conf.source_copy[slen - 1] == '/') L->conf.source_copy[--slen] = '\0';
+    /* a folder's trailing '/' goes; an s3:// prefix keeps it: it asks for
+     * a listing (docs/remote.md) */
+    if (strncasecmp(L->conf.source_copy, "s3://", 5) != 0)
+        while (slen > 1 && L->conf.source_copy[slen - 1] == '/') L->conf.source_copy[--slen] = '\0';
     L->cfg.source = L->conf.source_copy;
     if (cfg->group) {
         size_t glen = strlen(cfg->group);

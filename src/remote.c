@@ -43,6 +43,7 @@
 #define CDL_RM_SCAN_MAX (8u << 20)   /* ... doubling while read in order, to    */
 #define CDL_RM_SMALL_READ (64u << 10) /* reads served from the window at most   */
 #define CDL_RM_PROBE 4096u           /* bytes of an object's first ranged GET   */
+#define CDL_RM_LIST_MAX (16u << 20)  /* one ListObjectsV2 page's body at most   */
 
 CDL_PRIVATE int cdl__remote_is_url(const char *p) {
     return strncasecmp(p, "http://", 7) == 0 || strncasecmp(p, "https://", 8) == 0 || strncasecmp(p, "s3://", 5) == 0;
@@ -55,8 +56,13 @@ CDL_PRIVATE int cdl__remote_is_url(const char *p) {
 typedef struct cdl__rentry {
     struct cdl__rentry *next; /* hash chain */
     uint64_t size;
-    struct curl_slist *if_match; /* "If-Match: <etag>", or NULL */
-    char url[];
+    struct curl_slist *headers; /* "If-Match: <etag>" (and an s3:// object's
+                                   x-amz- headers), or NULL */
+    int s3;                     /* requests are signed (SigV4)            */
+    const char *target;         /* the URL requested: url itself, or an
+                                   s3:// name's HTTP(S) URL (in url[]'s
+                                   storage)                               */
+    char url[];                 /* as the source names it                 */
 } cdl__rentry;
 
 /* An open file: the object, and for a sequential reader (a tar scan) the
@@ -74,8 +80,14 @@ enum { CDL_RQ_QUEUED, CDL_RQ_ACTIVE, CDL_RQ_WAITING };
 typedef struct cdl__rreq {
     struct cdl__rreq *next, *prev; /* queue, or the loop's live list */
     int state;
-    const char *url;
+    const char *url;    /* as the source names it: every message's name */
+    const char *target; /* the URL requested, when not url (s3://)       */
     const struct curl_slist *headers;
+    int s3;             /* sign it (SigV4)                               */
+    int whole;          /* no Range: the whole body into a growing dst
+                           (a ListObjectsV2 page), cap bytes so far      */
+    size_t cap;
+    const coordl *heap; /* whose allocator grows a whole body's dst      */
     uint64_t off, want, got, skipped;
     uint64_t expect_total; /* 0: unknown (the object's first request) */
     uint64_t total;        /* from Content-Range, or a 200's Content-Length */
@@ -115,6 +127,20 @@ struct cdl__rloop {
     cdl__remote_counters counters;
     /* the loop thread's own */
     cdl__rreq live; /* sentinel of the requests the loop holds */
+    /* S3, read from the environment when the loop is made (cdl__rm_s3_env)
+     * and constant after: the secret goes to libcurl's signer only, never
+     * into a message, a log line or a counter */
+    char *s3_endpoint;              /* AWS_ENDPOINT_URL[_S3] without a
+                                       trailing '/', or NULL: AWS itself */
+    char s3_region[64];
+    char s3_sigv4[96];              /* "aws:amz:REGION:s3"                */
+    char *s3_key, *s3_secret;       /* NULL: requests go unsigned         */
+    struct curl_slist *s3_headers;  /* x-amz-content-sha256 (and the
+                                       session token)                     */
+    char s3_creds[200];             /* where the credentials came from,
+                                       by variable names only             */
+    char s3_bad[200];               /* a setting that cannot work, or ""  */
+    int s3_logged;                  /* R->mu: its settings were logged    */
     uint64_t in_flight, waiting;
     uint64_t timer_due;
     CURL **easy_pool;
@@ -235,6 +261,27 @@ static size_t cdl__rm_write_cb(char *data, size_t size, size_t n, void *userp) {
     cdl__rreq *q = userp;
     size_t len = size * n;
     if (!q->code) curl_easy_getinfo(q->easy, CURLINFO_RESPONSE_CODE, &q->code);
+    if (q->whole && q->code == 200) { /* a listing page: all of it */
+        if (q->got + len > CDL_RM_LIST_MAX) {
+            q->overflow = 1;
+            return 0;
+        }
+        if (q->got + len + 1 > q->cap) {
+            size_t ncap = q->cap ? q->cap : 64u << 10;
+            while (ncap < q->got + len + 1) ncap *= 2;
+            void *p = cdl__realloc(q->heap, q->dst, ncap);
+            if (!p) {
+                q->overflow = 1;
+                return 0;
+            }
+            q->dst = p;
+            q->cap = ncap;
+        }
+        memcpy(q->dst + q->got, data, len);
+        q->got += len;
+        q->dst[q->got] = '\0';
+        return len;
+    }
     if (q->code != 200 && q->code != 206) {
         const size_t k = len < sizeof q->body - 1 - q->body_len ? len : sizeof q->body - 1 - q->body_len;
         memcpy(q->body + q->body_len, data, k);
@@ -335,8 +382,14 @@ static void cdl__rm_start(cdl__rloop *R, cdl__rreq *q) {
     q->got = 0; /* a retry asks for the whole range again */
     snprintf(range, sizeof range, "%llu-%llu", (unsigned long long)q->off, (unsigned long long)(q->off + q->want - 1));
     curl_easy_reset(e);
-    curl_easy_setopt(e, CURLOPT_URL, q->url);
-    curl_easy_setopt(e, CURLOPT_RANGE, range);
+    curl_easy_setopt(e, CURLOPT_URL, q->target ? q->target : q->url);
+    if (!q->whole) curl_easy_setopt(e, CURLOPT_RANGE, range);
+    if (q->s3 && R->s3_key) { /* libcurl signs (SigV4) what it sends: path,
+                                 query, Host and our x-amz- headers */
+        curl_easy_setopt(e, CURLOPT_USERNAME, R->s3_key);
+        curl_easy_setopt(e, CURLOPT_PASSWORD, R->s3_secret);
+        curl_easy_setopt(e, CURLOPT_AWS_SIGV4, R->s3_sigv4);
+    }
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, q->headers);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, cdl__rm_write_cb);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, q);
@@ -396,6 +449,15 @@ static void cdl__rm_judge(cdl__rloop *R, cdl__rreq *q, CURLcode rc) {
     curl_easy_getinfo(q->easy, CURLINFO_RESPONSE_CODE, &code);
     const char *url = q->url;
     if (rc == CURLE_WRITE_ERROR && q->complete_early) rc = CURLE_OK;
+    if (rc == CURLE_WRITE_ERROR && q->overflow && q->whole) {
+        cdl__rm_fail(R, q, "%s: a listing page larger than %u MiB (or out of memory)", url, CDL_RM_LIST_MAX >> 20);
+        return;
+    }
+    if (rc == CURLE_OK && q->whole && code == 200) {
+        q->status = COORDL_OK;
+        cdl__rm_complete(R, q);
+        return;
+    }
     if (rc == CURLE_WRITE_ERROR && q->overflow) {
         cdl__rm_fail(R, q, "%s: the server answered bytes %llu-%llu with more bytes than asked for", url,
                      (unsigned long long)q->off, (unsigned long long)(q->off + q->want - 1));
@@ -441,10 +503,12 @@ static void cdl__rm_judge(cdl__rloop *R, cdl__rreq *q, CURLcode rc) {
             snprintf(why, sizeof why, "HTTP %ld%s", code, detail);
             cdl__rm_retry(R, q, why);
         } else if (code == 404) {
-            cdl__rm_fail(R, q, "%s: HTTP 404 Not Found%s: no such object", url, detail);
+            cdl__rm_fail(R, q, "%s: HTTP 404 Not Found%s: no such %s", url, detail,
+                         strstr(detail, "NoSuchBucket") ? "bucket" : "object");
         } else if (code == 403 || code == 401) {
-            cdl__rm_fail(R, q, "%s: HTTP %ld %s%s: access denied", url, code, code == 403 ? "Forbidden" : "Unauthorized",
-                         detail);
+            cdl__rm_fail(R, q, "%s: HTTP %ld %s%s: access denied%s%s", url, code,
+                         code == 403 ? "Forbidden" : "Unauthorized", detail, q->s3 ? "; credentials: " : "",
+                         q->s3 ? R->s3_creds : "");
         } else if (code == 412) {
             cdl__rm_fail(R, q, "%s: changed since it was indexed (its ETag is no longer the one indexed)", url);
         } else if (code == 416) {
@@ -581,6 +645,167 @@ static void *cdl__rm_main(void *arg) {
     return NULL;
 }
 
+/* ---- S3 (s3://bucket/key): addressing and signing ----------------------
+ * As every AWS tool: AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL names a
+ * custom endpoint (an S3-compatible store), addressed path-style
+ * (ENDPOINT/bucket/key); without one, AWS itself, virtual-host style
+ * (https://bucket.s3.REGION.amazonaws.com/key; path-style for a bucket
+ * with a dot, which the certificate's wildcard does not cover). Region:
+ * AWS_REGION, AWS_DEFAULT_REGION, else us-east-1. Requests are signed
+ * with SigV4 by libcurl (CURLOPT_AWS_SIGV4) when AWS_ACCESS_KEY_ID and
+ * AWS_SECRET_ACCESS_KEY are set (AWS_SESSION_TOKEN adds
+ * x-amz-security-token), unsigned (a public bucket) when neither is.
+ * curl 7.88 signs the path and the query exactly as written and does not
+ * send x-amz-content-sha256 (S3 answers 400 without it), so the URL is
+ * written canonical here (each key byte but A-Za-z0-9-_.~/ percent-encoded,
+ * query parameters sorted, values encoded likewise) and the header is ours
+ * (UNSIGNED-PAYLOAD: every request is a GET without a body). */
+
+static char *cdl__rm_strdup(const coordl *L, const char *s) {
+    const size_t n = strlen(s);
+    char *d = cdl__malloc(L, n + 1);
+    if (d) memcpy(d, s, n + 1);
+    return d;
+}
+
+static const char *cdl__rm_env(const char *name) {
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+/* Zeroes and frees a secret (volatile: the stores are not dropped). */
+static void cdl__rm_wipe(const coordl *L, char *s) {
+    if (!s) return;
+    for (volatile char *p = s; *p; p++) *p = 0;
+    cdl__free(L, s);
+}
+
+static void cdl__rm_s3_forget(const coordl *L, cdl__rloop *R) {
+    cdl__free(L, R->s3_endpoint);
+    cdl__free(L, R->s3_key);
+    cdl__rm_wipe(L, R->s3_secret);
+    curl_slist_free_all(R->s3_headers);
+    R->s3_endpoint = R->s3_key = R->s3_secret = NULL;
+    R->s3_headers = NULL;
+}
+
+/* Reads the S3 settings (once, as the loop is made). 0: out of memory; a
+ * setting that cannot work is kept in s3_bad for the first s3:// open. */
+static int cdl__rm_s3_env(const coordl *L, cdl__rloop *R) {
+    const char *endpoint = cdl__rm_env("AWS_ENDPOINT_URL_S3"), *endpoint_var = "AWS_ENDPOINT_URL_S3";
+    if (!endpoint) endpoint = cdl__rm_env(endpoint_var = "AWS_ENDPOINT_URL");
+    const char *region = cdl__rm_env("AWS_REGION"), *region_var = "AWS_REGION";
+    if (!region) region = cdl__rm_env(region_var = "AWS_DEFAULT_REGION");
+    if (!region) region = "us-east-1", region_var = NULL;
+    const char *key = cdl__rm_env("AWS_ACCESS_KEY_ID"), *secret = cdl__rm_env("AWS_SECRET_ACCESS_KEY");
+    const char *token = cdl__rm_env("AWS_SESSION_TOKEN");
+    R->s3_bad[0] = '\0';
+    if (strlen(region) >= sizeof R->s3_region || strspn(region, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(region))
+        snprintf(R->s3_bad, sizeof R->s3_bad, "%s is not a region name (lower-case letters, digits and '-')",
+                 region_var);
+    else
+        snprintf(R->s3_region, sizeof R->s3_region, "%s", region);
+    snprintf(R->s3_sigv4, sizeof R->s3_sigv4, "aws:amz:%s:s3", R->s3_region);
+    if (endpoint) {
+        if (strncasecmp(endpoint, "http://", 7) != 0 && strncasecmp(endpoint, "https://", 8) != 0)
+            snprintf(R->s3_bad, sizeof R->s3_bad, "%s must start with http:// or https://", endpoint_var);
+        if (!(R->s3_endpoint = cdl__rm_strdup(L, endpoint))) return 0;
+        for (size_t n = strlen(R->s3_endpoint); n > 0 && R->s3_endpoint[n - 1] == '/'; n--) R->s3_endpoint[n - 1] = '\0';
+    }
+    if (!key != !secret) {
+        snprintf(R->s3_bad, sizeof R->s3_bad, "%s is set but %s is not", key ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY",
+                 key ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID");
+    } else if (key) {
+        if (!(R->s3_key = cdl__rm_strdup(L, key)) || !(R->s3_secret = cdl__rm_strdup(L, secret))) return 0;
+        snprintf(R->s3_creds, sizeof R->s3_creds, "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY%s from the environment, "
+                 "region %s%s%s", token ? " with AWS_SESSION_TOKEN" : "", R->s3_region, region_var ? " from " : "",
+                 region_var ? region_var : " (the default)");
+    } else {
+        snprintf(R->s3_creds, sizeof R->s3_creds, "none (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are unset: the "
+                 "requests go unsigned, as to a public bucket)");
+    }
+    R->s3_headers = curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+    if (!R->s3_headers) return 0;
+    if (token && key) {
+        const size_t n = strlen(token) + 32;
+        char *h = cdl__malloc(L, n);
+        if (!h) return 0;
+        snprintf(h, n, "x-amz-security-token: %s", token);
+        struct curl_slist *l = curl_slist_append(R->s3_headers, h);
+        cdl__rm_wipe(L, h);
+        if (!l) return 0;
+    }
+    return 1;
+}
+
+/* Appends s percent-encoded as SigV4 canonicalises it: every byte but
+ * A-Za-z0-9-_.~ (and '/' when keep_slash) as %XX, upper-case hex. */
+static size_t cdl__rm_pct(char *out, const char *s, size_t n, int keep_slash) {
+    static const char hex[] = "0123456789ABCDEF";
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+            c == '.' || c == '~' || (keep_slash && c == '/')) {
+            out[k++] = (char)c;
+        } else {
+            out[k++] = '%';
+            out[k++] = hex[c >> 4];
+            out[k++] = hex[c & 15];
+        }
+    }
+    out[k] = '\0';
+    return k;
+}
+
+/* The HTTP(S) URL of s3://bucket/key (key NULL: the bucket itself, for a
+ * listing), with query appended as given (already canonical). Allocated
+ * from L; NULL with why set. */
+static char *cdl__rm_s3_url(const coordl *L, const cdl__rloop *R, const char *name, const char *key_or_null,
+                            const char *query, char *why, size_t cap) {
+    const char *bucket = name + 5, *slash = strchr(bucket, '/');
+    const size_t blen = slash ? (size_t)(slash - bucket) : strlen(bucket);
+    if (R->s3_bad[0]) {
+        snprintf(why, cap, "%s: %s", name, R->s3_bad);
+        return NULL;
+    }
+    if (blen == 0 || blen > 255 || strspn(bucket, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") < blen) {
+        snprintf(why, cap, "%s: not s3://BUCKET/KEY (a bucket name of letters, digits, '.', '-' and '_')", name);
+        return NULL;
+    }
+    const char *key = key_or_null ? key_or_null : "";
+    const size_t klen = strlen(key), qlen = query ? strlen(query) : 0;
+    const size_t n = (R->s3_endpoint ? strlen(R->s3_endpoint) : 0) + 2 * blen + strlen(R->s3_region) + 3 * klen + qlen + 64;
+    char *url = cdl__malloc(L, n);
+    if (!url) {
+        snprintf(why, cap, "out of memory");
+        return NULL;
+    }
+    size_t k;
+    if (R->s3_endpoint || memchr(bucket, '.', blen)) { /* path-style */
+        if (R->s3_endpoint) k = (size_t)snprintf(url, n, "%s/%.*s", R->s3_endpoint, (int)blen, bucket);
+        else k = (size_t)snprintf(url, n, "https://s3.%s.amazonaws.com/%.*s", R->s3_region, (int)blen, bucket);
+        if (key_or_null) url[k++] = '/';
+    } else { /* virtual-host style */
+        k = (size_t)snprintf(url, n, "https://%.*s.s3.%s.amazonaws.com/", (int)blen, bucket, R->s3_region);
+    }
+    k += cdl__rm_pct(url + k, key, klen, 1);
+    if (query) snprintf(url + k, n - k, "?%s", query);
+    return url;
+}
+
+/* Logs once per handle where s3:// requests go and whose credentials
+ * sign them: variable names only. */
+static void cdl__rm_s3_log(const coordl *L, cdl__rloop *R) {
+    pthread_mutex_lock(&R->mu);
+    const int first = !R->s3_logged;
+    R->s3_logged = 1;
+    pthread_mutex_unlock(&R->mu);
+    if (first)
+        cdl__log(L, COORDL_LOG_INFO, "s3: %s; credentials: %s",
+                 R->s3_endpoint ? R->s3_endpoint : "AWS (virtual-host style)", R->s3_creds);
+}
+
 /* ---- setup ---- */
 static void cdl__rm_free(coordl *L, cdl__rloop *R) {
     if (!R) return;
@@ -598,9 +823,10 @@ static void cdl__rm_free(coordl *L, cdl__rloop *R) {
     for (size_t i = 0; i < R->table_cap; i++)
         for (cdl__rentry *e = R->table[i], *nx; e; e = nx) {
             nx = e->next;
-            curl_slist_free_all(e->if_match);
+            curl_slist_free_all(e->headers);
             cdl__free(L, e);
         }
+    cdl__rm_s3_forget(L, R);
     cdl__free(L, R->table);
     cdl__free(L, R->easy_pool);
     pthread_mutex_destroy(&R->mu);
@@ -631,6 +857,11 @@ static cdl__rloop *cdl__rm_get(const coordl *Lc, char *why, size_t cap) {
     R->timeout_ms = L->cfg.io_timeout_ms ? L->cfg.io_timeout_ms : CDL_RM_DEFAULT_TIMEOUT_MS;
     pthread_mutex_init(&R->mu, NULL);
     pthread_cond_init(&R->cancel_cv, NULL);
+    if (!cdl__rm_s3_env(L, R)) {
+        snprintf(why, cap, "out of memory for the remote reader");
+        cdl__rm_free(L, R);
+        return NULL;
+    }
     /* connections: two descriptors' worth of room each under the soft
      * limit (the process has other files open), 1024 at most */
     struct rlimit rl;
@@ -705,10 +936,6 @@ static coordl_status cdl__rm_sync(cdl__rloop *R, cdl__rreq *q, char *err, size_t
 
 CDL_PRIVATE coordl_status cdl__remote_open(const coordl *L, const char *url, void **file, uint64_t *size, char *why,
                                            size_t cap) {
-    if (strncasecmp(url, "s3://", 5) == 0) {
-        snprintf(why, cap, "s3:// sources are not supported yet (serve the bucket over http(s):// instead)");
-        return COORDL_ERR_UNSUPPORTED;
-    }
     cdl__rloop *R = cdl__rm_get(L, why, cap);
     if (!R) return COORDL_ERR_IO;
     pthread_mutex_lock(&R->mu);
@@ -719,36 +946,74 @@ CDL_PRIVATE coordl_status cdl__remote_open(const coordl *L, const char *url, voi
     if (!e) {
         /* the first ranged GET gives the size (Content-Range) and the ETag:
          * no HEAD; its bytes start the window of a sequential reader */
+        const int s3 = strncasecmp(url, "s3://", 5) == 0;
+        char *target = NULL;
+        if (s3) {
+            const char *slash = strchr(url + 5, '/');
+            if (!slash || !slash[1]) {
+                snprintf(why, cap, "%s: not s3://BUCKET/KEY (a prefix ending in '/' is listed only as a whole "
+                         "source)", url);
+                return COORDL_ERR_INVALID;
+            }
+            if (!(target = cdl__rm_s3_url(L, R, url, slash + 1, NULL, why, cap))) return COORDL_ERR_INVALID;
+            cdl__rm_s3_log(L, R);
+        }
         cdl__rreq q;
         memset(&q, 0, sizeof q);
         q.url = url;
+        q.target = target;
+        q.s3 = s3;
+        q.headers = s3 ? R->s3_headers : NULL;
         q.want = sizeof probe;
         q.dst = probe;
         coordl_status rc = cdl__rm_sync(R, &q, why, cap);
-        if (rc != COORDL_OK) return rc;
-        if (!q.total && q.got < q.want) q.total = q.got;
-        if (!q.total) {
+        if (rc == COORDL_OK && !q.total && q.got < q.want) q.total = q.got;
+        if (rc == COORDL_OK && !q.total) {
             snprintf(why, cap, "%s: the server gave no size (no Content-Range total)", url);
-            return COORDL_ERR_IO;
+            rc = COORDL_ERR_IO;
         }
-        const size_t n = strlen(url);
-        e = cdl__calloc(L, 1, sizeof *e + n + 1);
-        if (!e) {
+        const size_t n = strlen(url), tn = target ? strlen(target) + 1 : 0;
+        if (rc == COORDL_OK && !(e = cdl__calloc(L, 1, sizeof *e + n + 1 + tn))) {
             snprintf(why, cap, "out of memory");
-            return COORDL_ERR_NOMEM;
+            rc = COORDL_ERR_NOMEM;
+        }
+        if (rc != COORDL_OK) {
+            cdl__free(L, target);
+            return rc;
         }
         memcpy(e->url, url, n + 1);
+        e->target = e->url;
+        if (target) {
+            memcpy(e->url + n + 1, target, tn);
+            e->target = e->url + n + 1;
+            cdl__free(L, target);
+        }
+        e->s3 = s3;
         e->size = q.total;
-        if (q.etag[0]) {
+        int headers_ok = 1;
+        for (const struct curl_slist *h = q.headers; h && headers_ok; h = h->next) {
+            struct curl_slist *l = curl_slist_append(e->headers, h->data);
+            if (l) e->headers = l;
+            else headers_ok = 0;
+        }
+        if (q.etag[0] && headers_ok) {
             char h[160];
             snprintf(h, sizeof h, "If-Match: %s", q.etag);
-            e->if_match = curl_slist_append(NULL, h);
+            struct curl_slist *l = curl_slist_append(e->headers, h);
+            if (l) e->headers = l;
+            else headers_ok = 0;
+        }
+        if (!headers_ok) {
+            curl_slist_free_all(e->headers);
+            cdl__free(L, e);
+            snprintf(why, cap, "out of memory");
+            return COORDL_ERR_NOMEM;
         }
         probe_got = q.got;
         pthread_mutex_lock(&R->mu);
         cdl__rentry *other = cdl__rm_lookup(R, url);
         if (other || !cdl__rm_insert(R, e)) {
-            curl_slist_free_all(e->if_match);
+            curl_slist_free_all(e->headers);
             cdl__free(L, e);
             e = other;
         }
@@ -775,12 +1040,156 @@ CDL_PRIVATE coordl_status cdl__remote_open(const coordl *L, const char *url, voi
     return COORDL_OK;
 }
 
+/* The next <tag>...</tag> of a ListObjectsV2 answer from *pos on, its
+ * XML entities decoded, into out; *pos moves past it. 0 when there is no
+ * more, or the text does not fit (cap: a key is 1,024 bytes at most). */
+static int cdl__rm_xml_next(const char **pos, const char *tag, char *out, size_t cap) {
+    char open[48], close[48];
+    snprintf(open, sizeof open, "<%s>", tag);
+    snprintf(close, sizeof close, "</%s>", tag);
+    const char *a = strstr(*pos, open);
+    if (!a) return 0;
+    a += strlen(open);
+    const char *b = strstr(a, close);
+    if (!b) return 0;
+    *pos = b + strlen(close);
+    size_t k = 0;
+    for (const char *p = a; p < b; p++) {
+        unsigned long c = (unsigned char)*p;
+        const int ref = *p == '&';
+        if (ref) {
+            const char *semi = memchr(p, ';', (size_t)(b - p));
+            if (!semi) return 0;
+            const size_t n = (size_t)(semi - p - 1);
+            if (n == 3 && memcmp(p + 1, "amp", 3) == 0) c = '&';
+            else if (n == 2 && memcmp(p + 1, "lt", 2) == 0) c = '<';
+            else if (n == 2 && memcmp(p + 1, "gt", 2) == 0) c = '>';
+            else if (n == 4 && memcmp(p + 1, "quot", 4) == 0) c = '"';
+            else if (n == 4 && memcmp(p + 1, "apos", 4) == 0) c = '\'';
+            else if (n >= 2 && p[1] == '#') c = p[2] == 'x' ? strtoul(p + 3, NULL, 16) : strtoul(p + 2, NULL, 10);
+            else return 0;
+            p = semi;
+        }
+        if (k + 5 > cap) return 0;
+        if (!ref || c < 0x80) { /* raw bytes (UTF-8 already) as they are; a reference as UTF-8 */
+            out[k++] = (char)c;
+        } else if (c < 0x800) {
+            out[k++] = (char)(0xC0 | c >> 6);
+            out[k++] = (char)(0x80 | (c & 63));
+        } else if (c < 0x10000) {
+            out[k++] = (char)(0xE0 | c >> 12);
+            out[k++] = (char)(0x80 | (c >> 6 & 63));
+            out[k++] = (char)(0x80 | (c & 63));
+        } else {
+            out[k++] = (char)(0xF0 | (c >> 18 & 7));
+            out[k++] = (char)(0x80 | (c >> 12 & 63));
+            out[k++] = (char)(0x80 | (c >> 6 & 63));
+            out[k++] = (char)(0x80 | (c & 63));
+        }
+    }
+    out[k] = '\0';
+    return 1;
+}
+
+/* Every .tar object under s3://bucket/prefix, listed with ListObjectsV2
+ * (a page of up to 1,000 keys per request, following the continuation
+ * tokens), in the store's key order, as lines "s3://bucket/key\n" in
+ * *text (allocated from L). */
+CDL_PRIVATE coordl_status cdl__remote_list(const coordl *L, const char *url, char **text, size_t *len, char *why,
+                                           size_t cap) {
+    *text = NULL;
+    *len = 0;
+    cdl__rloop *R = cdl__rm_get(L, why, cap);
+    if (!R) return COORDL_ERR_IO;
+    const char *slash = strchr(url + 5, '/');
+    const char *prefix = slash ? slash + 1 : "";
+    const size_t blen = slash ? (size_t)(slash - (url + 5)) : strlen(url + 5);
+    char *out = NULL, *query = NULL;
+    size_t out_cap = 0, query_cap = 0, objects = 0, pages = 0;
+    char token[2048] = "", key[4096];
+    coordl_status rc = COORDL_OK;
+    cdl__rm_s3_log(L, R);
+    for (;;) {
+        /* the query canonical as SigV4 wants it: parameters sorted by
+         * name, values percent-encoded, "name=" for an empty value */
+        const size_t need = 3 * (strlen(token) + strlen(prefix)) + 64;
+        if (!cdl__reserve(L, (void **)&query, &query_cap, need)) {
+            rc = COORDL_ERR_NOMEM;
+            snprintf(why, cap, "out of memory");
+            break;
+        }
+        size_t k = 0;
+        if (token[0]) {
+            k += (size_t)snprintf(query, need, "continuation-token=");
+            k += cdl__rm_pct(query + k, token, strlen(token), 0);
+            query[k++] = '&';
+        }
+        k += (size_t)snprintf(query + k, need - k, "list-type=2&prefix=");
+        cdl__rm_pct(query + k, prefix, strlen(prefix), 0);
+        char *target = cdl__rm_s3_url(L, R, url, NULL, query, why, cap);
+        if (!target) {
+            rc = COORDL_ERR_INVALID;
+            break;
+        }
+        cdl__rreq q;
+        memset(&q, 0, sizeof q);
+        q.url = url;
+        q.target = target;
+        q.s3 = 1;
+        q.whole = 1;
+        q.heap = L;
+        q.headers = R->s3_headers;
+        rc = cdl__rm_sync(R, &q, why, cap);
+        cdl__free(L, target);
+        pages++;
+        const char *body = q.dst ? (const char *)q.dst : "";
+        if (rc == COORDL_OK && !strstr(body, "<ListBucketResult")) {
+            snprintf(why, cap, "%s: the answer to ListObjectsV2 is not a ListBucketResult (is %s an S3 endpoint?)", url,
+                     R->s3_endpoint ? R->s3_endpoint : "AWS");
+            rc = COORDL_ERR_IO;
+        }
+        const char *pos = body;
+        while (rc == COORDL_OK && cdl__rm_xml_next(&pos, "Key", key, sizeof key)) {
+            const size_t n = strlen(key);
+            if (n < 4 || strcmp(key + n - 4, ".tar") != 0) continue;
+            if (!cdl__reserve(L, (void **)&out, &out_cap, *len + blen + n + 8)) {
+                rc = COORDL_ERR_NOMEM;
+                snprintf(why, cap, "out of memory");
+                break;
+            }
+            *len += (size_t)snprintf(out + *len, out_cap - *len, "s3://%.*s/%s\n", (int)blen, url + 5, key);
+            objects++;
+        }
+        char truncated[16] = "";
+        pos = body;
+        cdl__rm_xml_next(&pos, "IsTruncated", truncated, sizeof truncated);
+        pos = body;
+        const int more = rc == COORDL_OK && strcmp(truncated, "true") == 0;
+        if (more && !cdl__rm_xml_next(&pos, "NextContinuationToken", token, sizeof token)) {
+            snprintf(why, cap, "%s: a truncated listing page without a NextContinuationToken", url);
+            rc = COORDL_ERR_IO;
+        }
+        cdl__free(L, q.dst);
+        if (rc != COORDL_OK || !more) break;
+    }
+    cdl__free(L, query);
+    if (rc != COORDL_OK) {
+        cdl__free(L, out);
+        *len = 0;
+        return rc;
+    }
+    cdl__log(L, COORDL_LOG_INFO, "%s: %zu .tar objects in %zu listing pages", url, objects, pages);
+    *text = out;
+    return COORDL_OK;
+}
+
 CDL_PRIVATE void cdl__remote_sequential(void *file) { ((cdl__rfile *)file)->sequential = 1; }
 
 /* The ETag an open object had when first opened ("" when the server
  * sent none): a saved index records it (indexfile.c). */
 CDL_PRIVATE void cdl__remote_etag(const void *file, char *out, size_t cap) {
-    const struct curl_slist *h = ((const cdl__rfile *)file)->e->if_match;
+    const struct curl_slist *h = ((const cdl__rfile *)file)->e->headers;
+    while (h && strncmp(h->data, "If-Match: ", 10) != 0) h = h->next;
     snprintf(out, cap, "%s", h ? h->data + strlen("If-Match: ") : "");
 }
 
@@ -796,7 +1205,9 @@ static coordl_status cdl__rm_range(cdl__rloop *R, const cdl__rentry *e, void *bu
     cdl__rreq q;
     memset(&q, 0, sizeof q);
     q.url = e->url;
-    q.headers = e->if_match;
+    q.target = e->target;
+    q.s3 = e->s3;
+    q.headers = e->headers;
     q.off = off;
     q.want = len;
     q.dst = buf;
@@ -862,7 +1273,9 @@ CDL_PRIVATE int cdl__remote_submit(const coordl *L, const char *url, uint64_t of
     cdl__rreq *q = cdl__calloc(L, 1, sizeof *q);
     if (!q) return 0;
     q->url = e->url;
-    q->headers = e->if_match;
+    q->target = e->target;
+    q->s3 = e->s3;
+    q->headers = e->headers;
     q->off = off;
     q->want = len;
     q->dst = dst;
@@ -918,6 +1331,14 @@ CDL_PRIVATE coordl_status cdl__remote_read(const coordl *L, void *file, void *bu
     (void)L; (void)file; (void)buf; (void)len; (void)off;
     *got = 0;
     snprintf(err, cap, "remote sources are not in this build (COORDL_NO_REMOTE)");
+    return COORDL_ERR_UNSUPPORTED;
+}
+CDL_PRIVATE coordl_status cdl__remote_list(const coordl *L, const char *url, char **text, size_t *len, char *why,
+                                           size_t cap) {
+    (void)L;
+    *text = NULL;
+    *len = 0;
+    snprintf(why, cap, "%s: remote sources are not in this build (coordl.c was compiled with COORDL_NO_REMOTE)", url);
     return COORDL_ERR_UNSUPPORTED;
 }
 CDL_PRIVATE void cdl__remote_close(const coordl *L, void *file) { (void)L; (void)file; }

@@ -507,13 +507,26 @@ CDL_PRIVATE coordl_status cdl__index_source(coordl *L) {
     /* A path the local file system does not know may still be one the
      * trainer's reader knows (an object store key): read it as a file. A
      * glob is a pattern no file is named after; braces are WebDataset's
-     * shard ranges; an http(s):// URL is read by the remote reader
-     * (docs/remote.md). */
+     * shard ranges; an http(s):// or s3:// URL is read by the remote
+     * reader, and an s3:// prefix ending in '/' is listed (docs/remote.md). */
     const int local = stat(src, &sb) == 0;
     const int is_dir = local && S_ISDIR(sb.st_mode);
     const int remote = !local && L->io == &cdl__posix_io && cdl__remote_is_url(src);
     coordl_status rc;
-    if (!local && strchr(src, '{') && strchr(src, '}')) {
+    const size_t src_len = strlen(src);
+    if (remote && strncasecmp(src, "s3://", 5) == 0 && src[src_len - 1] == '/') {
+        /* s3://bucket/prefix/: every .tar object under it, listed */
+        char *text = NULL, why[CDL_ERRMSG_MAX];
+        size_t len = 0;
+        const coordl_status lrc = cdl__remote_list(L, src, &text, &len, why, sizeof why);
+        if (lrc != COORDL_OK)
+            rc = cdl__open_fail(lrc, "source: %s", why);
+        else if (!len)
+            rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s: no .tar objects under this prefix", src);
+        else
+            rc = cdl__index_tar_saved(L, 4, text, len);
+        cdl__free(L, text);
+    } else if (!local && strchr(src, '{') && strchr(src, '}')) {
         char *text = NULL, why[256];
         size_t len = 0, cap = 0, count = 0;
         const char *brace = strchr(src, '{'), *slash = brace;

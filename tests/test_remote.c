@@ -9,6 +9,7 @@
  */
 #include "test_util.h"
 #include "tu_tar.h"
+#include "tu_remote.h"
 
 #include <curl/curl.h>
 #include <netinet/in.h>
@@ -62,40 +63,6 @@ static void make_shards(const char *dir)
 }
 
 /* ---- the servers ---- */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || getsockname(fd, (struct sockaddr *)&a, &len) != 0)
-        fail_msg("no free port on 127.0.0.1");
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static int port_open(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
-    close(fd);
-    return ok;
-}
-
-static const char *find_program(const char *const *candidates)
-{
-    for (int i = 0; candidates[i]; i++)
-        if (access(candidates[i], X_OK) == 0) return candidates[i];
-    return NULL;
-}
-
 static void start_nginx(void)
 {
     static const char *const where[] = {"/usr/sbin/nginx", "/usr/bin/nginx", "/usr/local/sbin/nginx", NULL};
@@ -150,15 +117,6 @@ static void start_fault_server(void)
     FILE *f = fdopen(out[0], "r");
     if (!f || fscanf(f, "port %d", &g_faults_port) != 1) fail_msg("tests/tu_http_faults.js did not start");
     fclose(f);
-}
-
-static void stop(pid_t *pid)
-{
-    if (*pid > 0) {
-        kill(*pid, SIGTERM);
-        waitpid(*pid, NULL, 0);
-    }
-    *pid = -1;
 }
 
 static int group_setup(void **state)

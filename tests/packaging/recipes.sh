@@ -32,6 +32,8 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 readme=$repo/README.md
 WORK=${WORK:-$repo/build/packaging}
+# test_s3 (ctest in the standalone recipe's copy) finds the checkout's s3rver
+export COORDL_S3RVER=${COORDL_S3RVER:-$repo/build/npm/node_modules/s3rver/bin/s3rver.js}
 ROOT=${ROOT:-$WORK/root}
 PREFIX_IN_README=/usr/local
 
