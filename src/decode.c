@@ -41,19 +41,32 @@ static coordl_status cdl__decode_tokens(cdl__worker *W, const cdl__bytes *in, vo
     int32_t *inputs = dst, *targets = W->targets;
     const size_t tb = in->len / (T + 1);
     uint64_t t0 = cdl__now_ns();
-    for (uint32_t t = 0; t <= T; t++) {
-        int32_t v;
-        if (tb == 2) {
+    /* one loop per token width and array, with no branch inside: the
+     * compiler vectorizes them (a B = 128 batch is 8,000 tokens) */
+    if (tb == 2) {
+        for (uint32_t t = 0; t < T; t++) {
             uint16_t u;
             memcpy(&u, in->p + 2 * (size_t)t, 2);
-            v = u;
-        } else {
+            inputs[t] = u;
+        }
+        if (targets)
+            for (uint32_t t = 0; t < T; t++) {
+                uint16_t u;
+                memcpy(&u, in->p + 2 * (size_t)(t + 1), 2);
+                targets[t] = u;
+            }
+    } else {
+        for (uint32_t t = 0; t < T; t++) {
             uint32_t u;
             memcpy(&u, in->p + 4 * (size_t)t, 4);
-            v = (int32_t)u;
+            inputs[t] = (int32_t)u;
         }
-        if (t < T) inputs[t] = v;
-        if (t > 0 && targets) targets[t - 1] = v;
+        if (targets)
+            for (uint32_t t = 0; t < T; t++) {
+                uint32_t u;
+                memcpy(&u, in->p + 4 * (size_t)(t + 1), 4);
+                targets[t] = (int32_t)u;
+            }
     }
     W->row.decode_ns += cdl__now_ns() - t0;
     return COORDL_OK;

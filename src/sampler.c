@@ -40,12 +40,16 @@ static cdl__perm cdl__perm_keyed(uint64_t n, int identity, uint64_t seed, uint64
     if (bits & 1) bits++;
     p.half_bits = bits / 2;
     p.half_mask = (1ull << p.half_bits) - 1;
-    for (uint64_t r = 0; r < 6; r++) p.keys[r] = cdl__hash4(seed, stream, epoch, salt * 8 + r);
+    if (!identity) /* an identity needs no keys (a token row asks for two perms) */
+        for (uint64_t r = 0; r < 6; r++) p.keys[r] = cdl__hash4(seed, stream, epoch, salt * 8 + r);
     return p;
 }
 
 CDL_PRIVATE cdl__perm cdl__perm_for(const coordl *L, uint64_t epoch) {
-    return cdl__perm_keyed(L->index.num_items, !L->cfg.shuffle, L->cfg.seed, CDL_STREAM_PERM, epoch, 0);
+    /* llm.c's order maps positions through its own tables (cdl__item_at):
+     * only the epoch of this perm is read then */
+    return cdl__perm_keyed(L->index.num_items, !L->cfg.shuffle || L->sampler.llmc, L->cfg.seed, CDL_STREAM_PERM,
+                           epoch, 0);
 }
 
 static uint64_t cdl__perm_apply(const cdl__perm *p, uint64_t x) {

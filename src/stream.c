@@ -433,7 +433,9 @@ CDL_PRIVATE int cdl__stream_try_claim(coordl *L, cdl__claim *c) {
     rows[row] = c->mark;
     sl->rows_claimed++;
     S->inflight++;
-    if (cdl__stream_has_work(L)) cdl__signal(L, &S->work_cv); /* pass the baton */
+    /* pass the baton: a worker may sleep while work remains (none to wake
+     * in a private loader without workers: its consumer prepares) */
+    if ((L->pool.nworkers > 0 || L->cfg.group) && cdl__stream_has_work(L)) cdl__signal(L, &S->work_cv);
     cdl__stream_check(L, "claim");
     return 1;
 }
