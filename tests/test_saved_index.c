@@ -270,8 +270,9 @@ static void test_stale_foreign_and_corrupt_files_are_rescanned(void **state)
     expect_rescan(g_list, ix, "corrupt: checksum mismatch", &want);
     assert_int_equal(truncate(ix, (off_t)(n / 2)), 0);
     expect_rescan(g_list, ix, "corrupt:", &want);
-    tu_write_file(ix, "hello, not an index, but long enough to be read as a header of one....................."
-                      "..........................................................", 150);
+    static const char not_index[] = "hello, not an index, but long enough to be read as a header of one..........."
+                                    "...................................................................";
+    tu_write_file(ix, not_index, sizeof not_index - 1);
     expect_rescan(g_list, ix, "not a coordl index", &want);
     assert_int_equal(files_containing(g_dir, ".tmp."), 0);
 
