@@ -223,6 +223,40 @@ typedef enum {
                                   asserts instead). See coordl_from_llmc.   */
 } coordl_token_order;
 
+/* The order of an epoch's items, config field shuffle. Every order gives
+ * every item once per epoch (ranks: a disjoint, equal-count share of it) and
+ * depends only on (seed, epoch), never on threads, cache, group or rank
+ * count: rank r of P takes global positions r, r + P, ... of the one global
+ * sequence, so P ranks at batch size B together hold the 1-rank batches of
+ * size P x B. */
+typedef enum {
+    COORDL_SHUFFLE_OFF = 0,  /* index order every epoch                     */
+    COORDL_SHUFFLE_FULL = 1, /* default: a fresh permutation of all items
+                                per epoch (a keyed Feistel network: no
+                                per-item memory)                           */
+    COORDL_SHUFFLE_SHARD_WINDOW = 2 /* sharded sources (WebDataset tar
+                                shards; token shards with
+                                COORDL_TOKENS_WINDOWS): each epoch visits the
+                                shards in a random order keyed by (seed,
+                                epoch), cut into windows of
+                                shuffle_window_shards shards; the epoch is
+                                window 0's items in a random order keyed by
+                                (seed, epoch, window), then window 1's, ...
+                                A batch then reads from few shards (at most
+                                2 x shuffle_window_shards when it is no
+                                larger than a window's items), as
+                                WebDataset's and MosaicML Streaming's
+                                shuffles do; items of one window are
+                                correlated in time. Costs 24 bytes per shard
+                                (plus 4 per item for a tar set labelled by
+                                class folders, whose ids are not grouped by
+                                shard). An ImageFolder or a list source has
+                                no shards: COORDL_ERR_INVALID. Not with
+                                token_order = COORDL_TOKENS_LLMC (llm.c's
+                                order is already a shard order).
+                                docs/shuffle.md                             */
+} coordl_shuffle;
+
 /* The random crop of COORDL_PIPE_TRAIN, config field train_crop. */
 typedef enum {
     COORDL_CROP_RESIZED = 0, /* default: torchvision's RandomResizedCrop: a
@@ -447,7 +481,10 @@ typedef struct coordl_config {
     /* --- batches ------------------------------------------------------ */
     uint32_t batch_size; /* rows per batch; default 32                       */
     int drop_last;       /* 1: drop an epoch's last partial batch; default 0 */
-    int shuffle;         /* 1: a fresh permutation per epoch; default 1      */
+    int shuffle;         /* a coordl_shuffle: COORDL_SHUFFLE_OFF (0), _FULL
+                            (1, the default: a fresh permutation per
+                            epoch) or _SHARD_WINDOW (2); other values are
+                            COORDL_ERR_INVALID                              */
     uint64_t seed;       /* every random choice derives from (seed, epoch,
                             item); default 0                                 */
 
@@ -749,6 +786,13 @@ typedef struct coordl_config {
                                    times its own, before the crop is drawn
                                    on the canvas (SSD uses 4: small
                                    objects); 0 (default) = off; 1..16     */
+    /* --- appended after 0.4.0: the shard-window order (docs/shuffle.md) */
+    uint32_t shuffle_window_shards; /* shuffle = COORDL_SHUFFLE_SHARD_WINDOW:
+                                   shards per window; 0 (default) = 8
+                                   (coordl_get_config reports the value in
+                                   force); a value of at least the shard
+                                   count makes one window of the whole
+                                   set. Ignored by the other orders        */
 } coordl_config;
 
 /* A ready batch: a view into a ring slot, valid until coordl_release(). */
@@ -880,6 +924,11 @@ typedef struct coordl_stats {
     uint64_t bad_labels;        /* items whose label file is missing, empty
                                    or malformed (found at open; each is a
                                    bad sample when its row is prepared)     */
+    /* --- appended after 0.4.0: the sampler (docs/shuffle.md) --------- */
+    uint64_t sampler_bytes;     /* memory the order's tables hold: 0 for
+                                   COORDL_SHUFFLE_OFF and _FULL; per-shard
+                                   tables for _SHARD_WINDOW and llm.c's
+                                   order (fixed at open)                    */
 } coordl_stats;
 
 /* Per-epoch counters (the last 16 epochs are kept). */

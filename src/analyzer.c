@@ -77,6 +77,10 @@ size_t coordl_stats_json(const coordl *L, char *buf, size_t cap) {
     cdl__json_num(&j, "stall_fraction", s.stall_fraction, 1);
     cdl__jsonf(&j, "\"boxes_dropped\":%llu,\"bad_labels\":%llu,", (unsigned long long)s.boxes_dropped,
                (unsigned long long)s.bad_labels);
+    /* the order in force (docs/shuffle.md) and what its tables hold */
+    cdl__jsonf(&j, "\"shuffle\":%d,\"shuffle_window_shards\":%u,\"sampler_bytes\":%llu,", L ? L->cfg.shuffle : 0,
+               L && L->cfg.shuffle == COORDL_SHUFFLE_SHARD_WINDOW ? L->cfg.shuffle_window_shards : 0u,
+               (unsigned long long)s.sampler_bytes);
     cdl__jsonf(&j, "\"epochs\":[");
     /* oldest first */
     uint64_t newest = 0;

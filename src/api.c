@@ -203,6 +203,7 @@ CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
     if (rc == COORDL_OK) rc = cdl__index_source(L);
     if (rc == COORDL_OK && L->cfg.pipeline == COORDL_PIPE_TOKENS && L->cfg.token_order == COORDL_TOKENS_LLMC)
         rc = cdl__llmc_init(L);
+    if (rc == COORDL_OK && L->cfg.shuffle == COORDL_SHUFFLE_SHARD_WINDOW) rc = cdl__window_init(L);
     if (rc == COORDL_OK) rc = cdl__open_geometry(L);
     if (rc == COORDL_OK) rc = cdl__placement_choose(L, &L->place);
     if (rc == COORDL_OK) {
@@ -666,6 +667,7 @@ CDL_PRIVATE void cdl__get_stats(const coordl *L, coordl_stats *out) {
     out->items_prepared = out->items;
     out->boxes_dropped = L->index.boxes.dropped; /* read-only after open */
     out->bad_labels = L->index.boxes.bad_items;
+    out->sampler_bytes = cdl__sampler_bytes(L); /* fixed at open */
     if (L->pool.ra) {
         pthread_mutex_lock(&L->pool.ra->mu);
         out->readahead_reads = L->pool.ra->reads;
@@ -910,6 +912,7 @@ void coordl_close(coordl *L) {
     cdl__free(L, L->index.tar_shards);
     cdl__ix_release(L);
     cdl__llmc_free(L);
+    cdl__window_free(L);
     cdl__free(L, L->index.shards);
     cdl__free(L, L->index.strings);
     cdl__free(L, L->conf.source_copy);

@@ -41,7 +41,7 @@ CDL_PRIVATE coordl_config cdl__config_default(void) {
     memset(&c, 0, sizeof c);
     c.pipeline = COORDL_PIPE_TRAIN;
     c.batch_size = 32;
-    c.shuffle = 1;
+    c.shuffle = COORDL_SHUFFLE_FULL;
     c.out_w = c.out_h = 224;
     c.layout = COORDL_F32_NCHW;
     c.mean[0] = 0.485f; c.mean[1] = 0.456f; c.mean[2] = 0.406f;
@@ -112,6 +112,13 @@ CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
         CDL_BAD("seq_len: %u is out of range (1..16777216)", c->seq_len);
     if (c->token_order != COORDL_TOKENS_WINDOWS && c->token_order != COORDL_TOKENS_LLMC)
         CDL_BAD("token_order: %d is not a known order (COORDL_TOKENS_WINDOWS or COORDL_TOKENS_LLMC)", c->token_order);
+    if (c->shuffle != COORDL_SHUFFLE_OFF && c->shuffle != COORDL_SHUFFLE_FULL && c->shuffle != COORDL_SHUFFLE_SHARD_WINDOW)
+        CDL_BAD("shuffle: %d is not a known order (COORDL_SHUFFLE_OFF 0, COORDL_SHUFFLE_FULL 1 or "
+                "COORDL_SHUFFLE_SHARD_WINDOW 2)", c->shuffle);
+    if (c->shuffle == COORDL_SHUFFLE_SHARD_WINDOW && c->token_order == COORDL_TOKENS_LLMC)
+        CDL_BAD("shuffle: COORDL_SHUFFLE_SHARD_WINDOW with token_order = COORDL_TOKENS_LLMC: llm.c's order already "
+                "visits the shards in a shuffled order, a batch being consecutive windows of one shard; use "
+                "shuffle = COORDL_SHUFFLE_FULL (llm.c's shuffle) or token_order = COORDL_TOKENS_WINDOWS");
     if (c->token_order == COORDL_TOKENS_LLMC && c->pipeline != COORDL_PIPE_TOKENS)
         CDL_BAD("token_order: COORDL_TOKENS_LLMC orders token windows; set pipeline = COORDL_PIPE_TOKENS");
     if (c->pipeline == COORDL_PIPE_AUDIO && (c->audio_samples == 0 || c->audio_samples > (1u << 28)))

@@ -124,6 +124,8 @@ static uint32_t cdl__group_fields(const coordl *L, cdl__group_field *f) {
     CDL_F("place_scale_max", cdl__float_bits(c->place_scale_max));
     CDL_F("num_classes", c->num_classes); CDL_F("box labels", L->index.boxes.hash);
     CDL_F("ssd_expand", cdl__float_bits(c->ssd_expand));
+    /* resolved (0 was made 8); the other orders ignore it */
+    CDL_F("shuffle_window_shards", c->shuffle == COORDL_SHUFFLE_SHARD_WINDOW ? c->shuffle_window_shards : 0);
 #undef CDL_F
     return n;
 }

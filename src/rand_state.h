@@ -7,7 +7,7 @@
 #include "platform.h"
 
 enum { CDL_STREAM_PERM = 1, CDL_STREAM_CROP = 2, CDL_STREAM_SUBST = 3, CDL_STREAM_SHARD_ORDER = 4,
-       CDL_STREAM_SHARD_SAMPLES = 5 };
+       CDL_STREAM_SHARD_SAMPLES = 5, CDL_STREAM_WINDOW_SHARDS = 6, CDL_STREAM_WINDOW_ITEMS = 7 };
 
 typedef struct cdl__rng {
     uint64_t key, counter;

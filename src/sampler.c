@@ -8,11 +8,14 @@
  * worker can map (epoch, position) to an item and seek is O(1). Rank r
  * of W gets positions r, r+W, ... (floor(N/W) of them). Token windows
  * in llm.c's order (token_order LLMC) map positions through shards and
- * samples instead, as llm.c's DataLoader does (below).
+ * samples instead, as llm.c's DataLoader does (below); the shard-window
+ * order (shuffle = COORDL_SHUFFLE_SHARD_WINDOW) maps an epoch's global
+ * positions through a shard order cut into windows (below).
  *
- * Owns:  L->sampler: items per rank per epoch, batches per epoch, and
- *        llm.c's shard order tables
- * Lock:  the llm.c tables under their own mutex (llmc->mu); the rest is set
+ * Owns:  L->sampler: items per rank per epoch, batches per epoch, llm.c's
+ *        shard order tables and the shard-window order's tables
+ * Lock:  the llm.c tables under their own mutex (llmc->mu), the
+ *        shard-window tables under theirs (window->mu); the rest is set
  *        at open and by coordl_set under the stream's lock
  * Calls: status, rand (lower layers only: src/modules.txt;
  *        tools/check-layers.py checks this line).
@@ -48,8 +51,8 @@ static cdl__perm cdl__perm_keyed(uint64_t n, int identity, uint64_t seed, uint64
 CDL_PRIVATE cdl__perm cdl__perm_for(const coordl *L, uint64_t epoch) {
     /* llm.c's order maps positions through its own tables (cdl__item_at):
      * only the epoch of this perm is read then */
-    return cdl__perm_keyed(L->index.num_items, !L->cfg.shuffle || L->sampler.llmc, L->cfg.seed, CDL_STREAM_PERM,
-                           epoch, 0);
+    return cdl__perm_keyed(L->index.num_items, L->cfg.shuffle != COORDL_SHUFFLE_FULL || L->sampler.llmc, L->cfg.seed,
+                           CDL_STREAM_PERM, epoch, 0);
 }
 
 static uint64_t cdl__perm_apply(const cdl__perm *p, uint64_t x) {
@@ -199,8 +202,181 @@ CDL_PRIVATE void cdl__llmc_free(coordl *L) {
     L->sampler.llmc = NULL;
 }
 
+/* The shard-window order (shuffle = COORDL_SHUFFLE_SHARD_WINDOW). An
+ * epoch visits the shards in an order keyed by (seed, epoch); that order is
+ * cut into consecutive windows of `width` shards; the epoch's global
+ * sequence is window 0's items in an order keyed by (seed, epoch, window),
+ * then window 1's, and so on. Ranks split the global sequence exactly as
+ * the full shuffle does (rank r of P takes global positions r, r + P, ...),
+ * so the global batches do not depend on the rank count. Global position g
+ * finds its window through the prefix sums of item counts in the epoch's
+ * shard order (O(log shards)), the window's permutation gives the offset
+ * inside the window, and the same prefix sums give the shard and the item
+ * within it. The tables are O(shards), built once per epoch and kept for
+ * the last two epochs asked for, under a lock of this process (workers,
+ * the read-ahead, the MPI thread ask), as llm.c's tables are. */
+static const cdl__window_epoch *cdl__window_table(const coordl *L, uint64_t epoch) {
+    cdl__window *Wn = L->sampler.window;
+    for (int i = 0; i < 2; i++)
+        if (Wn->ep[i].valid && Wn->ep[i].epoch == epoch) return &Wn->ep[i];
+    cdl__window_epoch *e = &Wn->ep[Wn->victim];
+    Wn->victim ^= 1u;
+    cdl__perm order = cdl__perm_keyed(Wn->nshards, 0, L->cfg.seed, CDL_STREAM_WINDOW_SHARDS, epoch, 0);
+    e->prefix[0] = 0;
+    for (size_t i = 0; i < Wn->nshards; i++) {
+        e->order[i] = (uint32_t)cdl__perm_apply(&order, i);
+        e->prefix[i + 1] = e->prefix[i] + Wn->count[e->order[i]];
+    }
+    e->epoch = epoch;
+    e->valid = 1;
+    return e;
+}
+
+/* The last visiting position i in [lo, hi) with prefix[i] <= g: the one
+ * whose shard holds g (prefix[i + 1] > g, since g < prefix[hi]; an empty
+ * shard's equal prefix is passed over). */
+static size_t cdl__window_find(const uint64_t *prefix, size_t lo, size_t hi, uint64_t g) {
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (prefix[mid] <= g) lo = mid; else hi = mid;
+    }
+    return lo;
+}
+
+/* The item at global position g < num_items of `epoch`. */
+static uint64_t cdl__window_item(const coordl *L, uint64_t epoch, uint64_t g) {
+    cdl__window *Wn = L->sampler.window;
+    pthread_mutex_lock(&Wn->mu);
+    const cdl__window_epoch *e = cdl__window_table(L, epoch);
+    const size_t ns = Wn->nshards;
+    const uint64_t w = cdl__window_find(e->prefix, 0, ns, g) / Wn->width;
+    const size_t lo = (size_t)(w * Wn->width), hi = Wn->width < ns - lo ? lo + (size_t)Wn->width : ns;
+    const uint64_t base = e->prefix[lo], n = e->prefix[hi] - base;
+    cdl__perm within = cdl__perm_keyed(n, 0, L->cfg.seed, CDL_STREAM_WINDOW_ITEMS, epoch, w);
+    const uint64_t t = base + cdl__perm_apply(&within, g - base);
+    const size_t i = cdl__window_find(e->prefix, lo, hi, t);
+    const uint32_t s = e->order[i];
+    const uint64_t k = Wn->first[s] + (t - e->prefix[i]);
+    const uint64_t id = Wn->by_shard ? Wn->by_shard[k] : k;
+    pthread_mutex_unlock(&Wn->mu);
+    return id;
+}
+
+/* The shard of item i of a source with shards (tar or token shards). */
+static uint32_t cdl__window_shard_of(const coordl *L, uint64_t i) {
+    return L->index.tar_refs ? L->index.tar_refs[i].shard : L->index.tar_items[i].shard;
+}
+
+/* Sizes the order at open (after indexing): items per shard, where each
+ * shard's ids are, and the tables of epoch 0. A source without shards (an
+ * ImageFolder, a list file) is refused: its files are not shards, and a
+ * window of single files would be the full shuffle at a higher cost. */
+CDL_PRIVATE coordl_status cdl__window_init(coordl *L) {
+    const int tokens = L->index.shards != NULL, tar = L->index.tar_shards != NULL;
+    if (!tokens && !tar)
+        return cdl__open_fail(COORDL_ERR_INVALID, "shuffle: COORDL_SHUFFLE_SHARD_WINDOW orders shards "
+                              "(shuffle_window_shards of them per window), and %s has none (an ImageFolder or a "
+                              "list of files); use COORDL_SHUFFLE_FULL, or tar shards (WebDataset) or token "
+                              "shards", L->cfg.source);
+    const size_t ns = tokens ? L->index.nshards : L->index.ntar_shards;
+    if (ns > UINT32_MAX)
+        return cdl__open_fail(COORDL_ERR_INVALID, "shuffle: COORDL_SHUFFLE_SHARD_WINDOW: %zu shards (at most 2^32)", ns);
+    cdl__window *Wn = cdl__calloc(L, 1, sizeof *Wn);
+    if (!Wn) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+    if (pthread_mutex_init(&Wn->mu, NULL) != 0) {
+        cdl__free(L, Wn);
+        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot create a mutex");
+    }
+    L->sampler.window = Wn; /* from here on cdl__window_free (via coordl_close) owns it */
+    if (L->cfg.shuffle_window_shards == 0) L->cfg.shuffle_window_shards = 8; /* coordl_get_config reports it */
+    Wn->nshards = ns;
+    Wn->width = L->cfg.shuffle_window_shards;
+    Wn->count = cdl__calloc(L, ns + 1, sizeof *Wn->count);
+    Wn->first = cdl__calloc(L, ns + 1, sizeof *Wn->first);
+    int ok = Wn->count && Wn->first;
+    for (int i = 0; i < 2; i++) {
+        Wn->ep[i].order = cdl__calloc(L, ns + 1, sizeof *Wn->ep[i].order);
+        Wn->ep[i].prefix = cdl__calloc(L, ns + 1, sizeof *Wn->ep[i].prefix);
+        ok = ok && Wn->ep[i].order && Wn->ep[i].prefix;
+    }
+    if (!ok) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the shard-window order of %zu shards", ns);
+    Wn->bytes = sizeof *Wn + (ns + 1) * (sizeof *Wn->count + sizeof *Wn->first) +
+                2 * (ns + 1) * (sizeof *Wn->ep[0].order + sizeof *Wn->ep[0].prefix);
+    const uint64_t N = L->index.num_items;
+    if (tokens) { /* a token shard's windows are consecutive ids */
+        for (size_t s = 0; s < ns; s++) {
+            Wn->count[s] = L->index.shards[s].nwindows;
+            Wn->first[s] = L->index.shards[s].first_item;
+        }
+    } else {
+        /* a shard's items are consecutive ids when every one of them lies in
+         * [its first id, first id + count): .cls-labelled sets (shard, then
+         * member order); a set labelled by class folders is ordered by class
+         * and needs the ids grouped by shard */
+        for (size_t s = 0; s < ns; s++) Wn->first[s] = UINT64_MAX;
+        for (uint64_t i = 0; i < N; i++) {
+            const uint32_t s = cdl__window_shard_of(L, i);
+            Wn->count[s]++;
+            if (Wn->first[s] == UINT64_MAX) Wn->first[s] = i;
+        }
+        int consecutive = 1;
+        for (uint64_t i = 0; i < N && consecutive; i++) {
+            const uint32_t s = cdl__window_shard_of(L, i);
+            consecutive = i - Wn->first[s] < Wn->count[s];
+        }
+        if (!consecutive) {
+            Wn->by_shard = cdl__malloc(L, (N ? N : 1) * sizeof *Wn->by_shard);
+            if (!Wn->by_shard) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the shard-window order");
+            Wn->bytes += N * sizeof *Wn->by_shard;
+            uint64_t at = 0;
+            for (size_t s = 0; s < ns; s++) {
+                Wn->first[s] = at;
+                at += Wn->count[s];
+            }
+            uint64_t *fill = Wn->ep[0].prefix; /* scratch: the next free entry of each shard */
+            for (size_t s = 0; s < ns; s++) fill[s] = Wn->first[s];
+            for (uint64_t i = 0; i < N; i++) Wn->by_shard[fill[cdl__window_shard_of(L, i)]++] = (uint32_t)i;
+        } else {
+            for (size_t s = 0; s < ns; s++)
+                if (Wn->count[s] == 0) Wn->first[s] = 0;
+        }
+    }
+    pthread_mutex_lock(&Wn->mu);
+    cdl__window_table(L, 0);
+    pthread_mutex_unlock(&Wn->mu);
+    return COORDL_OK;
+}
+
+CDL_PRIVATE void cdl__window_free(coordl *L) {
+    cdl__window *Wn = L->sampler.window;
+    if (!Wn) return;
+    for (int i = 0; i < 2; i++) {
+        cdl__free(L, Wn->ep[i].order);
+        cdl__free(L, Wn->ep[i].prefix);
+    }
+    cdl__free(L, Wn->count);
+    cdl__free(L, Wn->first);
+    cdl__free(L, Wn->by_shard);
+    pthread_mutex_destroy(&Wn->mu);
+    cdl__free(L, Wn);
+    L->sampler.window = NULL;
+}
+
+/* Bytes the sampler's tables hold (coordl_stats.sampler_bytes): none for
+ * the full shuffle (a Feistel network's keys), O(shards) for the orders
+ * that keep per-epoch shard tables. */
+CDL_PRIVATE uint64_t cdl__sampler_bytes(const coordl *L) {
+    uint64_t b = 0;
+    if (L->sampler.window) b += L->sampler.window->bytes;
+    if (L->sampler.llmc)
+        b += sizeof *L->sampler.llmc + L->index.nshards * sizeof *L->sampler.llmc->samples +
+             2 * (L->index.nshards * sizeof(uint32_t) + (L->index.nshards + 1) * sizeof(uint64_t));
+    return b;
+}
+
 /* Dataset item at position `pos` of this rank's share of an epoch. */
 CDL_PRIVATE uint64_t cdl__item_at(const coordl *L, const cdl__perm *p, uint64_t pos) {
+    if (L->sampler.window) return cdl__window_item(L, p->epoch, pos * (uint64_t)L->cfg.world + (uint64_t)L->cfg.rank);
     if (L->sampler.llmc) {
         const uint64_t B = L->cfg.batch_size;
         uint64_t shard_pos, sample_pos;

@@ -16,4 +16,7 @@ CDL_PRIVATE void cdl__llmc_free(coordl *L);
 CDL_PRIVATE coordl_status cdl__llmc_init(coordl *L);
 CDL_PRIVATE void cdl__llmc_locate(const coordl *L, uint64_t epoch, uint64_t k, uint64_t *shard_pos, uint64_t *sample_pos, uint32_t *shard);
 CDL_PRIVATE const cdl__llmc_epoch *cdl__llmc_table(const coordl *L, uint64_t epoch);
+CDL_PRIVATE coordl_status cdl__window_init(coordl *L);
+CDL_PRIVATE void cdl__window_free(coordl *L);
+CDL_PRIVATE uint64_t cdl__sampler_bytes(const coordl *L);
 #endif /* CDL_SAMPLER_H */

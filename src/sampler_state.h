@@ -29,10 +29,36 @@ typedef struct cdl__llmc {
     unsigned victim;    /* entry the next new epoch replaces                 */
 } cdl__llmc;
 
+/* The shard-window order (shuffle = COORDL_SHUFFLE_SHARD_WINDOW): one
+ * epoch's shard order and the prefix sums of item counts along it. */
+typedef struct cdl__window_epoch {
+    uint64_t epoch;
+    int valid;
+    uint32_t *order;  /* shard at visiting position i                       */
+    uint64_t *prefix; /* items before visiting position i; prefix[nshards]
+                         = num_items                                        */
+} cdl__window_epoch;
+
+typedef struct cdl__window {
+    size_t nshards;
+    uint64_t width;     /* shards per window (shuffle_window_shards)         */
+    uint64_t *count;    /* items per shard, in source order                  */
+    uint64_t *first;    /* per shard: its first id when a shard's items are
+                           consecutive ids, else its first entry of by_shard */
+    uint32_t *by_shard; /* NULL, or the ids grouped by shard (a tar set
+                           labelled by class folders orders its ids by
+                           class, not by shard): 4 bytes per item           */
+    uint64_t bytes;     /* what the tables above and below hold             */
+    pthread_mutex_t mu; /* guards ep[] and victim                            */
+    cdl__window_epoch ep[2];
+    unsigned victim;    /* entry the next new epoch replaces                 */
+} cdl__window;
+
 /* The sampler's state: fixed at open, but for the batch count coordl_set
  * changes (under the stream's lock). */
 typedef struct cdl__sampler {
     struct cdl__llmc *llmc; /* token_order COORDL_TOKENS_LLMC               */
+    struct cdl__window *window; /* shuffle COORDL_SHUFFLE_SHARD_WINDOW     */
     uint64_t share;        /* items per rank per epoch                      */
     uint64_t bpe;          /* batches per epoch                             */
 } cdl__sampler;
