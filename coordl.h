@@ -247,10 +247,10 @@ typedef enum {
                                 larger than a window's items), as
                                 WebDataset's and MosaicML Streaming's
                                 shuffles do; items of one window are
-                                correlated in time. Costs 24 bytes per shard
+                                correlated in time. Costs 40 bytes per shard
                                 (plus 4 per item for a tar set labelled by
                                 class folders, whose ids are not grouped by
-                                shard). An ImageFolder or a list source has
+                                shard): coordl_stats.sampler_bytes. An ImageFolder or a list source has
                                 no shards: COORDL_ERR_INVALID. Not with
                                 token_order = COORDL_TOKENS_LLMC (llm.c's
                                 order is already a shard order).

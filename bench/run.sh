@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # coordl benchmarks. Run from anywhere; `make bench` runs all of them.
 #
-#   bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|remote|dataset]
+#   bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|remote|window|dataset]
 #
 #   dataset  make the bench dataset if missing (the other parts do it too)
 #   prep     image-prep throughput: coordl train/eval vs the libjpeg-turbo
@@ -35,6 +35,12 @@
 #            threads, bytes fetched, the servers' CPU; table in
 #            build/bench/remote.txt. REMOTE_IMAGES (3072), REMOTE_SIZE
 #            (224: output side). About 6 minutes.
+#   window   the shard-window order (issue 25) against the full shuffle on
+#            the same WebDataset shards (WINDOW_IMAGES, default 3072, in 32
+#            shards of gen_dataset JPEGs), side by side in one run: cold
+#            (pages dropped, open included) and warm images/s, shards per
+#            batch, and the sampler's bytes; WINDOW_SHARDS (4) per window,
+#            2 prep threads, medians of BENCH_ROUNDS; build/bench/window.txt
 #   group    coordinated prep: k = 1..4 jobs (processes) each consuming one
 #            epoch, as one coordl group vs k separate loaders: images/s per
 #            job and the jobs' total CPU per epoch; table in
@@ -80,8 +86,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MODE=${1:-all}
-case "$MODE" in all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|remote|dataset) ;;
-  *) echo "usage: bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|remote|dataset]" >&2; exit 2 ;;
+case "$MODE" in all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|remote|window|dataset) ;;
+  *) echo "usage: bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|remote|window|dataset]" >&2; exit 2 ;;
 esac
 BENCH_DATA=${BENCH_DATA:-build/bench-data}
 BENCH_INDEX=${BENCH_INDEX:-build/bench-index}
@@ -848,6 +854,48 @@ run_ready() {
 
 # Remote sources (issue 24): the same shards local, over HTTP and over S3,
 # behind a latency-adding proxy, at several read-ahead depths.
+# The shard-window order (issue 25) against the full shuffle, same shards.
+run_window() {
+    ensure_lib
+    build bench_window lib
+    make -s build/examples/gen_dataset
+    local work=$OUT/window images=${WINDOW_IMAGES:-3072} per_window=${WINDOW_SHARDS:-4}
+    local shards=$work/shards
+    if [ ! -f "$shards/.done-$images" ]; then
+        rm -rf "$work"
+        mkdir -p "$shards"
+        log "window: $images images in 32 WebDataset shards (gen_dataset, 160-320 px JPEGs)"
+        build/examples/gen_dataset --out "$work/images" --classes 16 --per-class $(( images / 16 )) --seed 5 \
+            --min-side 160 --max-side 320 >/dev/null
+        "$PY" - "$work/images" "$shards" <<'PYEOF'
+import os, sys, tarfile, io
+src, out = sys.argv[1], sys.argv[2]
+items = []
+for c, cls in enumerate(sorted(os.listdir(src))):
+    for f in sorted(os.listdir(os.path.join(src, cls))):
+        items.append((c, os.path.join(src, cls, f)))
+per = (len(items) + 31) // 32
+for s in range(32):
+    with tarfile.open(os.path.join(out, 'shard-%06d.tar' % s), 'w', format=tarfile.USTAR_FORMAT) as t:
+        for i, (c, p) in enumerate(items[s * per:(s + 1) * per]):
+            key = 'i%06d' % (s * per + i)
+            t.add(p, arcname=key + '.jpg')
+            b = str(c).encode()
+            ti = tarfile.TarInfo(key + '.cls'); ti.size = len(b)
+            t.addfile(ti, io.BytesIO(b))
+PYEOF
+        touch "$shards/.done-$images"
+    fi
+    log "window: full shuffle vs shard-window order ($per_window shards per window), 2 prep threads, 128 px"
+    "$OUT/bench_window" --source "$shards" --window "$per_window" --rounds "$BENCH_ROUNDS" | tee "$work/result.log"
+    {
+        echo "shard-window order vs full shuffle: $images images in 32 tar shards, window $per_window shards, batch 32,"
+        echo "2 prep threads, 128 px U8; medians of $BENCH_ROUNDS rounds (orders alternated); cold = pages dropped, open included"
+        printf '%-14s %12s %12s %18s %17s %14s\n' order cold_img/s warm_img/s shards/batch_mean shards/batch_max sampler_bytes
+        awk '/^RESULT window/ { printf "%-14s %12s %12s %18s %17s %14s\n", $3, $4, $5, $6, $7, $8 }' "$work/result.log"
+    } | tee "$OUT/window.txt"
+}
+
 run_remote() {
     ensure_lib
     build bench_remote lib
@@ -984,12 +1032,13 @@ case "$MODE" in
     darknet) run_darknet ;;
     storage) run_storage ;;
     remote) run_remote ;;
+    window) run_window ;;
     prep) run_prep ;;
     jpeg) run_jpeg ;;
     index) run_index ;;
     cache) run_cache ;;
     placement) run_placement ;;
-    all) run_prep; run_jpeg; run_index; run_cache; run_placement; run_group; run_llmc; run_llmc_train; run_ready; run_darknet; run_detect; run_storage; run_remote
+    all) run_prep; run_jpeg; run_index; run_cache; run_placement; run_group; run_llmc; run_llmc_train; run_ready; run_darknet; run_detect; run_storage; run_remote; run_window
          if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then run_mpi
          else log "mpi: skipped (no mpicc/mpirun; bash bench/run.sh mpi installs OpenMPI)"; fi ;;
 esac
