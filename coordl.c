@@ -695,6 +695,8 @@ typedef struct cdl__index {
     void *image;              /* the saved index's bytes names point into: */
     size_t image_len;         /* a read-only mapping of index_path, or an  */
     int image_mapped;         /* allocation (no file; an MPI broadcast)    */
+    int tar_refs_shared;      /* tar_refs point into a group's mapped image
+                                 (not freed: indexfile.c's cdl__ix_adopt)  */
     cdl__boxes boxes;         /* labels = COORDL_LABELS_BOXES only         */
     cdl__tar_txt *tar_txt;    /* labels = COORDL_LABELS_BOXES, tar: per item */
 } cdl__index;
@@ -1419,6 +1421,11 @@ CDL_PRIVATE coordl_status cdl__tar_list_shards(coordl *L, int kind, const char *
 #define CDL_IX_FOREIGN 1
 #define CDL_IX_CORRUPT 2
 
+/* cdl__ix_adopt's `mapped`: where the image lives */
+#define CDL_IX_HEAP 0          /* a cdl__malloc allocation L then owns       */
+#define CDL_IX_MAPPED 1        /* a mapping of index_path: items copied      */
+#define CDL_IX_MAPPED_SHARED 2 /* a mapping of a group's index: items stay   */
+
 /* ---- interface ---- */
 CDL_PRIVATE uint64_t cdl__ix_checksum(const cdl__u8 *p, size_t n);
 CDL_PRIVATE int cdl__ix_check(const cdl__u8 *p, size_t n, const char *source, int audio, char *why, size_t cap);
@@ -1426,6 +1433,8 @@ CDL_PRIVATE void cdl__ix_release(coordl *L);
 CDL_PRIVATE coordl_status cdl__ix_adopt(coordl *L, cdl__u8 *p, size_t n, int mapped);
 CDL_PRIVATE int cdl__ix_write(const cdl__u8 *p, size_t n, const char *path, char *why, size_t cap);
 CDL_PRIVATE coordl_status cdl__index_tar_saved(coordl *L, int kind, const char *text, size_t len);
+CDL_PRIVATE int cdl__ix_group_path(const coordl *L, char *buf, size_t cap);
+CDL_PRIVATE void cdl__ix_group_remove(const coordl *L);
 #ifdef COORDL_MPI
 CDL_PRIVATE coordl_status cdl__index_from_image(coordl *L, cdl__u8 *p, size_t n);
 #endif
@@ -5869,7 +5878,8 @@ CDL_PRIVATE void cdl__ix_release(coordl *L) {
         if (x->image_mapped) munmap(x->image, x->image_len);
         else cdl__free(L, x->image);
     }
-    cdl__free(L, x->tar_refs);
+    if (!x->tar_refs_shared) cdl__free(L, x->tar_refs);
+    x->tar_refs_shared = 0;
     x->image = NULL;
     x->image_len = 0;
     x->image_mapped = 0;
@@ -5885,7 +5895,13 @@ CDL_PRIVATE void cdl__ix_release(coordl *L) {
 CDL_PRIVATE coordl_status cdl__ix_adopt(coordl *L, cdl__u8 *p, size_t n, int mapped) {
     cdl__index *x = &L->index;
     const uint64_t items = cdl__ix_u64(p + CDL_IXH_ITEMS), shards = cdl__ix_u64(p + CDL_IXH_SHARDS);
-    cdl__tar_ref *refs = cdl__malloc(L, (size_t)(items ? items : 1) * sizeof *refs);
+    /* a group's index (in /dev/shm: never evicted, never re-read from a
+     * slow file system) keeps its items where they are, shared by every
+     * sibling; any other image's items are copied, so a training step
+     * never waits on a page fault to a network file system */
+    const int shared = mapped == CDL_IX_MAPPED_SHARED;
+    cdl__tar_ref *refs = shared ? (cdl__tar_ref *)(void *)(p + cdl__ix_u64(p + CDL_IXH_ITEMSEC))
+                                : cdl__malloc(L, (size_t)(items ? items : 1) * sizeof *refs);
     uint64_t *shard_offs = cdl__malloc(L, (size_t)shards * sizeof *shard_offs);
     char *strings = NULL;
     size_t strings_cap = 0, strings_len = 0;
@@ -5902,20 +5918,20 @@ CDL_PRIVATE coordl_status cdl__ix_adopt(coordl *L, cdl__u8 *p, size_t n, int map
         strings_len += s.path_len + 1;
     }
     if (!ok) {
-        cdl__free(L, refs);
+        if (!shared) cdl__free(L, refs);
         cdl__free(L, shard_offs);
         cdl__free(L, strings);
         return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory loading the index of %llu items",
                               (unsigned long long)items);
     }
-    memcpy(refs, p + cdl__ix_u64(p + CDL_IXH_ITEMSEC), (size_t)items * sizeof *refs);
+    if (!shared) memcpy(refs, p + cdl__ix_u64(p + CDL_IXH_ITEMSEC), (size_t)items * sizeof *refs);
     /* box labels, read once the index is made (source.c), need each
      * item's .txt member, which the image does not hold: kept from the
      * scan (a saved index is not loaded with box labels) */
     if (x->tar_items && L->cfg.labels == COORDL_LABELS_BOXES && !x->tar_txt) {
         x->tar_txt = cdl__malloc(L, (size_t)(items ? items : 1) * sizeof *x->tar_txt);
         if (!x->tar_txt) {
-            cdl__free(L, refs);
+            if (!shared) cdl__free(L, refs);
             cdl__free(L, shard_offs);
             cdl__free(L, strings);
             return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the box labels' places of %llu items",
@@ -5944,7 +5960,8 @@ CDL_PRIVATE coordl_status cdl__ix_adopt(coordl *L, cdl__u8 *p, size_t n, int map
     x->dataset_bytes = cdl__ix_u64(p + CDL_IXH_BYTES);
     x->image = p;
     x->image_len = n;
-    x->image_mapped = mapped;
+    x->image_mapped = mapped != CDL_IX_HEAP;
+    x->tar_refs_shared = shared;
     x->name_offs = (const uint64_t *)(const void *)(p + cdl__ix_u64(p + CDL_IXH_NAMEOFFS));
     x->names = (const char *)p + cdl__ix_u64(p + CDL_IXH_NAMES);
     x->names_len = cdl__ix_u64(p + CDL_IXH_NAMES + 8);
@@ -5994,7 +6011,7 @@ static int cdl__ix_fresh(const coordl *L, const cdl__u8 *p, char *why, size_t ca
 /* Loads index_path when it is sound and fresh. 1: loaded; 0: not (absent,
  * stale, foreign, corrupt: *why, and *absent for a missing file); -1: an
  * error that fails the open (out of memory). */
-static int cdl__ix_try_file(coordl *L, const char *path, int *absent, char *why, size_t cap) {
+static int cdl__ix_try_file(coordl *L, const char *path, int how, int *absent, char *why, size_t cap) {
     *absent = 0;
     const int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -6027,7 +6044,7 @@ static int cdl__ix_try_file(coordl *L, const char *path, int *absent, char *why,
         munmap(m, n);
         return 0;
     }
-    if (cdl__ix_adopt(L, m, n, 1) != COORDL_OK) {
+    if (cdl__ix_adopt(L, m, n, how) != COORDL_OK) {
         munmap(m, n);
         return -1;
     }
@@ -6086,7 +6103,8 @@ CDL_PRIVATE int cdl__ix_write(const cdl__u8 *p, size_t n, const char *path, char
 
 /* Scans the listed shards and makes the result an image: written to
  * path (when given) and mapped from there, else kept in memory. */
-static coordl_status cdl__ix_scan(coordl *L, int kind, const char *text, size_t len, const char *path) {
+static coordl_status cdl__ix_scan(coordl *L, int kind, const char *text, size_t len, const char *path, int how,
+                                  const char *what) {
     coordl_status rc = cdl__index_tar(L, kind, text, len);
     cdl__u8 *p = NULL;
     size_t n = 0;
@@ -6095,7 +6113,7 @@ static coordl_status cdl__ix_scan(coordl *L, int kind, const char *text, size_t 
     if (path) {
         char why[CDL_ERRMSG_MAX];
         if (!cdl__ix_write(p, n, path, why, sizeof why)) {
-            cdl__log(L, COORDL_LOG_WARN, "index_path: %s not saved (%s); this open uses the scan", path, why);
+            cdl__log(L, COORDL_LOG_WARN, "%s: %s not saved (%s); this open uses the scan", what, path, why);
         } else {
             const int fd = open(path, O_RDONLY | O_CLOEXEC);
             void *m = fd >= 0 ? mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
@@ -6103,45 +6121,65 @@ static coordl_status cdl__ix_scan(coordl *L, int kind, const char *text, size_t 
             /* the file is what later opens load: this one reads it too
              * (its names stay on disk), once it checks as written */
             if (m != MAP_FAILED && memcmp(m, p, CDL_IX_HEADER) == 0) {
-                rc = cdl__ix_adopt(L, m, n, 1);
+                rc = cdl__ix_adopt(L, m, n, how);
                 if (rc != COORDL_OK) munmap(m, n);
                 cdl__free(L, p);
                 if (rc == COORDL_OK)
-                    cdl__log(L, COORDL_LOG_INFO, "index_path: saved %s (%llu items, %zu shards, %zu bytes)", path,
+                    cdl__log(L, COORDL_LOG_INFO, "%s: saved %s (%llu items, %zu shards, %zu bytes)", what, path,
                              (unsigned long long)L->index.num_items, L->index.ntar_shards, n);
                 return rc;
             }
             if (m != MAP_FAILED) munmap(m, n);
         }
     }
-    rc = cdl__ix_adopt(L, p, n, 0);
+    rc = cdl__ix_adopt(L, p, n, CDL_IX_HEAP);
     if (rc != COORDL_OK) cdl__free(L, p);
     return rc;
+}
+
+/* The file a coordinated group shares its index through when index_path
+ * is not set: the first member to open scans and writes it, its siblings
+ * map it (cfg.group is a checked name: no slash). 0: not a group, or
+ * index_path is set (the group then shares that file the same way). */
+CDL_PRIVATE int cdl__ix_group_path(const coordl *L, char *buf, size_t cap) {
+    if (!L->cfg.group || !L->cfg.group[0] || (L->cfg.index_path && L->cfg.index_path[0])) return 0;
+    const int n = snprintf(buf, cap, "/dev/shm/coordl-%s.index", L->cfg.group);
+    return n > 0 && (size_t)n < cap;
 }
 
 /* Indexes a tar-shard source (kind and list as cdl__index_tar takes
  * them), through cfg.index_path when set: loaded when sound and fresh,
  * else scanned and saved. Processes opening at once take the lock file
  * "<index_path>.lock" while they scan, so one scans and the others load
- * what it wrote. */
+ * what it wrote. A coordinated group without index_path does the same
+ * through its file in /dev/shm (cdl__ix_group_path), whose items its
+ * members map instead of copying. */
 CDL_PRIVATE coordl_status cdl__index_tar_saved(coordl *L, int kind, const char *text, size_t len) {
     const char *path = L->cfg.index_path;
+    const char *what = "index_path";
+    int how = CDL_IX_MAPPED;
+    char group_path[PATH_MAX];
+    if ((!path || !path[0]) && cdl__ix_group_path(L, group_path, sizeof group_path)) {
+        path = group_path;
+        what = "group index";
+        how = CDL_IX_MAPPED_SHARED;
+    }
     coordl_status rc = cdl__tar_list_shards(L, kind, text, len);
     if (rc != COORDL_OK) return rc;
     if (L->index.ntar_shards == 0)
         return cdl__open_fail(COORDL_ERR_INVALID, "source: %s names no .tar shards", L->cfg.source);
     if (path && path[0] && L->cfg.labels == COORDL_LABELS_BOXES) {
         /* the saved index holds no .txt members: box labels need the scan */
-        cdl__log(L, COORDL_LOG_INFO, "index_path: %s not used with labels = COORDL_LABELS_BOXES (the shards are "
-                 "scanned for their .txt members)", path);
+        cdl__log(L, COORDL_LOG_INFO, "%s: %s not used with labels = COORDL_LABELS_BOXES (the shards are "
+                 "scanned for their .txt members)", what, path);
         path = NULL;
     }
-    if (!path || !path[0]) return cdl__ix_scan(L, kind, text, len, NULL);
+    if (!path || !path[0]) return cdl__ix_scan(L, kind, text, len, NULL, CDL_IX_HEAP, what);
     char why[CDL_ERRMSG_MAX];
     int absent;
-    int got = cdl__ix_try_file(L, path, &absent, why, sizeof why);
+    int got = cdl__ix_try_file(L, path, how, &absent, why, sizeof why);
     if (got > 0)
-        cdl__log(L, COORDL_LOG_INFO, "index_path: loaded %s (%llu items, %zu shards)", path,
+        cdl__log(L, COORDL_LOG_INFO, "%s: loaded %s (%llu items, %zu shards)", what, path,
                  (unsigned long long)L->index.num_items, L->index.ntar_shards);
     if (got) return got > 0 ? COORDL_OK : cdl__open_fail(COORDL_ERR_NOMEM, "out of memory loading %s", path);
     char lock[PATH_MAX];
@@ -6153,18 +6191,27 @@ CDL_PRIVATE coordl_status cdl__index_tar_saved(coordl *L, int kind, const char *
     if (lfd >= 0) { /* another process may have saved it while we waited */
         char why2[CDL_ERRMSG_MAX];
         int absent2;
-        got = cdl__ix_try_file(L, path, &absent2, why2, sizeof why2);
+        got = cdl__ix_try_file(L, path, how, &absent2, why2, sizeof why2);
         if (got) {
             close(lfd);
-            if (got > 0) cdl__log(L, COORDL_LOG_INFO, "index_path: loaded %s, saved meanwhile by another process", path);
+            if (got > 0) cdl__log(L, COORDL_LOG_INFO, "%s: loaded %s, saved meanwhile by another process", what, path);
             return got > 0 ? COORDL_OK : cdl__open_fail(COORDL_ERR_NOMEM, "out of memory loading %s", path);
         }
     }
-    if (absent) cdl__log(L, COORDL_LOG_INFO, "index_path: %s does not exist yet; scanning the shards to save it", path);
-    else cdl__log(L, COORDL_LOG_WARN, "index_path: %s not used (%s); rescanning the shards", path, why);
-    rc = cdl__ix_scan(L, kind, text, len, path);
+    if (absent) cdl__log(L, COORDL_LOG_INFO, "%s: %s does not exist yet; scanning the shards to save it", what, path);
+    else cdl__log(L, COORDL_LOG_WARN, "%s: %s not used (%s); rescanning the shards", what, path, why);
+    rc = cdl__ix_scan(L, kind, text, len, path, how, what);
     if (lfd >= 0) close(lfd); /* releases the lock */
     return rc;
+}
+
+/* Removes a group's index file and its lock (the last member leaving). */
+CDL_PRIVATE void cdl__ix_group_remove(const coordl *L) {
+    char path[PATH_MAX], lock[PATH_MAX + 8];
+    if (!cdl__ix_group_path(L, path, sizeof path)) return;
+    snprintf(lock, sizeof lock, "%s.lock", path);
+    unlink(path);
+    unlink(lock);
 }
 
 #ifdef COORDL_MPI
@@ -6175,7 +6222,7 @@ CDL_PRIVATE coordl_status cdl__index_from_image(coordl *L, cdl__u8 *p, size_t n)
     if (cdl__ix_check(p, n, L->cfg.source, L->cfg.pipeline == COORDL_PIPE_AUDIO, why, sizeof why))
         return cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: the index rank 0 sent does not fit this rank's config: %s",
                               why);
-    return cdl__ix_adopt(L, p, n, 0);
+    return cdl__ix_adopt(L, p, n, CDL_IX_HEAP);
 }
 #endif /* COORDL_MPI */
 /* ---- src/source.c ------------------------------------------------------ */
@@ -11476,6 +11523,19 @@ CDL_PRIVATE void cdl__output_setup(coordl *L) {
     }
 }
 
+/* A group's name names its files (/dev/shm/coordl-<name> and its index):
+ * letters, digits, '.', '_', '-', not starting with a dot. */
+static int cdl__group_name_ok(const char *g) {
+    size_t n = strlen(g);
+    if (n == 0 || n > 200) return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = g[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+            return 0;
+    }
+    return g[0] != '.';
+}
+
 CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
 #define CDL_BAD(...) return cdl__open_fail(COORDL_ERR_INVALID, __VA_ARGS__)
     if (!c->source || !c->source[0]) CDL_BAD("source: not set; give an ImageFolder root or a list file");
@@ -11515,6 +11575,9 @@ CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
     if (c->reserve_cores < 0) CDL_BAD("reserve_cores: %d must not be negative", c->reserve_cores);
     if (c->bind != 0 && c->bind != 1) CDL_BAD("bind: %d must be 0 or 1", c->bind);
     if (c->numa_node < -1) CDL_BAD("numa_node: %d is not a node (-1 leaves it unset)", c->numa_node);
+    if (c->group && !cdl__group_name_ok(c->group))
+        CDL_BAD("group: \"%.200s\" is not a valid name (1-200 of A-Z a-z 0-9 . _ -, no slash, not starting with a "
+                "dot)", c->group);
     if (c->group && (c->group_size < 1 || c->group_size > CDL_MAX_MEMBERS))
         CDL_BAD("group_size: %d is out of range (1..%d)", c->group_size, CDL_MAX_MEMBERS);
     if (c->group && (c->group_timeout_ms < 1 || c->group_timeout_ms > 3600000))
@@ -12618,7 +12681,7 @@ CDL_PRIVATE void cdl__pool_stop(coordl *L) {
  * Lock:  the stream's lock for membership changes; each member's liveness
  *        mutex (robust, held for its life); member.mu for the member
  *        thread's stop flag
- * Calls: status, arena, lock, cache, stream (lower layers only:
+ * Calls: status, arena, lock, indexfile, cache, stream (lower layers only:
  *        src/modules.txt; tools/check-layers.py checks this line).
  */
 
@@ -13127,17 +13190,6 @@ static void cdl__group_retire(const char *name, cdl__group_header *h, cdl__strea
     }
 }
 
-static int cdl__group_name_ok(const char *g) {
-    size_t n = strlen(g);
-    if (n == 0 || n > 200) return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = g[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
-            return 0;
-    }
-    return g[0] != '.';
-}
-
 /* Points the handle at the parts of a mapped object. */
 static void cdl__group_attach(coordl *L, cdl__group_header *h) {
     cdl__u8 *base = (cdl__u8 *)h;
@@ -13463,9 +13515,7 @@ static void cdl__group_pin(coordl *L) {
  * for group_size members. */
 CDL_PRIVATE coordl_status cdl__group_open(coordl *L) {
     const char *g = L->cfg.group;
-    if (!cdl__group_name_ok(g))
-        return cdl__open_fail(COORDL_ERR_INVALID, "group: \"%s\" is not a valid name (1-200 of A-Z a-z 0-9 . _ -, "
-                              "no slash, not starting with a dot)", g);
+    /* the name was checked with the config (config.c): it names files */
     if (L->cfg.cache_policy == COORDL_CACHE_LRU)
         return cdl__open_fail(COORDL_ERR_UNSUPPORTED, "group: cache_policy LRU cannot be shared; use MinIO");
     snprintf(L->member.shm_name, sizeof L->member.shm_name, "/coordl-%s", g);
@@ -13543,6 +13593,7 @@ CDL_PRIVATE void cdl__group_leave(coordl *L) {
         if (atomic_load(&L->S->live_mask) == 0 && !atomic_load(&h->retired)) {
             atomic_store(&h->retired, 1u);
             shm_unlink(L->member.shm_name);
+            cdl__ix_group_remove(L); /* the index the group shared */
         }
         cdl__unlock(L);
     }
