@@ -641,4 +641,14 @@ CDL_PRIVATE coordl_status cdl__index_from_image(coordl *L, cdl__u8 *p, size_t n)
                               why);
     return cdl__ix_adopt(L, p, n, CDL_IX_HEAP);
 }
+
+/* A rank's index from its node's copy of that image (p: a read-only
+ * mapping of n bytes that L then owns; its items are read in place). */
+CDL_PRIVATE coordl_status cdl__index_from_shared(coordl *L, cdl__u8 *p, size_t n) {
+    char why[CDL_ERRMSG_MAX - 128];
+    if (cdl__ix_check(p, n, L->cfg.source, L->cfg.pipeline == COORDL_PIPE_AUDIO, why, sizeof why))
+        return cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: the node's copy of rank 0's index does not fit this "
+                              "rank's config: %s", why);
+    return cdl__ix_adopt(L, p, n, CDL_IX_MAPPED_SHARED);
+}
 #endif /* COORDL_MPI */

@@ -24,5 +24,6 @@ CDL_PRIVATE int cdl__ix_group_path(const coordl *L, char *buf, size_t cap);
 CDL_PRIVATE void cdl__ix_group_remove(const coordl *L);
 #ifdef COORDL_MPI
 CDL_PRIVATE coordl_status cdl__index_from_image(coordl *L, cdl__u8 *p, size_t n);
+CDL_PRIVATE coordl_status cdl__index_from_shared(coordl *L, cdl__u8 *p, size_t n);
 #endif
 #endif /* CDL_INDEXFILE_H */
