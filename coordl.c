@@ -695,6 +695,8 @@ typedef struct cdl__index {
     void *image;              /* the saved index's bytes names point into: */
     size_t image_len;         /* a read-only mapping of index_path, or an  */
     int image_mapped;         /* allocation (no file; an MPI broadcast)    */
+    int tar_refs_shared;      /* tar_refs point into a group's mapped image
+                                 (not freed: indexfile.c's cdl__ix_adopt)  */
     cdl__boxes boxes;         /* labels = COORDL_LABELS_BOXES only         */
     cdl__tar_txt *tar_txt;    /* labels = COORDL_LABELS_BOXES, tar: per item */
 } cdl__index;
@@ -1445,6 +1447,11 @@ CDL_PRIVATE coordl_status cdl__tar_list_shards(coordl *L, int kind, const char *
 #define CDL_IX_FOREIGN 1
 #define CDL_IX_CORRUPT 2
 
+/* cdl__ix_adopt's `mapped`: where the image lives */
+#define CDL_IX_HEAP 0          /* a cdl__malloc allocation L then owns       */
+#define CDL_IX_MAPPED 1        /* a mapping of index_path: items copied      */
+#define CDL_IX_MAPPED_SHARED 2 /* a mapping of a group's index: items stay   */
+
 /* ---- interface ---- */
 CDL_PRIVATE uint64_t cdl__ix_checksum(const cdl__u8 *p, size_t n);
 CDL_PRIVATE int cdl__ix_check(const cdl__u8 *p, size_t n, const char *source, int audio, char *why, size_t cap);
@@ -1452,8 +1459,11 @@ CDL_PRIVATE void cdl__ix_release(coordl *L);
 CDL_PRIVATE coordl_status cdl__ix_adopt(coordl *L, cdl__u8 *p, size_t n, int mapped);
 CDL_PRIVATE int cdl__ix_write(const cdl__u8 *p, size_t n, const char *path, char *why, size_t cap);
 CDL_PRIVATE coordl_status cdl__index_tar_saved(coordl *L, int kind, const char *text, size_t len);
+CDL_PRIVATE int cdl__ix_group_path(const coordl *L, char *buf, size_t cap);
+CDL_PRIVATE void cdl__ix_group_remove(const coordl *L);
 #ifdef COORDL_MPI
 CDL_PRIVATE coordl_status cdl__index_from_image(coordl *L, cdl__u8 *p, size_t n);
+CDL_PRIVATE coordl_status cdl__index_from_shared(coordl *L, cdl__u8 *p, size_t n);
 #endif
 #endif /* CDL_INDEXFILE_H */
 /* ---- src/source.h ------------------------------------------------------ */
@@ -5898,7 +5908,8 @@ CDL_PRIVATE void cdl__ix_release(coordl *L) {
         if (x->image_mapped) munmap(x->image, x->image_len);
         else cdl__free(L, x->image);
     }
-    cdl__free(L, x->tar_refs);
+    if (!x->tar_refs_shared) cdl__free(L, x->tar_refs);
+    x->tar_refs_shared = 0;
     x->image = NULL;
     x->image_len = 0;
     x->image_mapped = 0;
@@ -5914,7 +5925,13 @@ CDL_PRIVATE void cdl__ix_release(coordl *L) {
 CDL_PRIVATE coordl_status cdl__ix_adopt(coordl *L, cdl__u8 *p, size_t n, int mapped) {
     cdl__index *x = &L->index;
     const uint64_t items = cdl__ix_u64(p + CDL_IXH_ITEMS), shards = cdl__ix_u64(p + CDL_IXH_SHARDS);
-    cdl__tar_ref *refs = cdl__malloc(L, (size_t)(items ? items : 1) * sizeof *refs);
+    /* a group's index (in /dev/shm: never evicted, never re-read from a
+     * slow file system) keeps its items where they are, shared by every
+     * sibling; any other image's items are copied, so a training step
+     * never waits on a page fault to a network file system */
+    const int shared = mapped == CDL_IX_MAPPED_SHARED;
+    cdl__tar_ref *refs = shared ? (cdl__tar_ref *)(void *)(p + cdl__ix_u64(p + CDL_IXH_ITEMSEC))
+                                : cdl__malloc(L, (size_t)(items ? items : 1) * sizeof *refs);
     uint64_t *shard_offs = cdl__malloc(L, (size_t)shards * sizeof *shard_offs);
     char *strings = NULL;
     size_t strings_cap = 0, strings_len = 0;
@@ -5931,20 +5948,20 @@ CDL_PRIVATE coordl_status cdl__ix_adopt(coordl *L, cdl__u8 *p, size_t n, int map
         strings_len += s.path_len + 1;
     }
     if (!ok) {
-        cdl__free(L, refs);
+        if (!shared) cdl__free(L, refs);
         cdl__free(L, shard_offs);
         cdl__free(L, strings);
         return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory loading the index of %llu items",
                               (unsigned long long)items);
     }
-    memcpy(refs, p + cdl__ix_u64(p + CDL_IXH_ITEMSEC), (size_t)items * sizeof *refs);
+    if (!shared) memcpy(refs, p + cdl__ix_u64(p + CDL_IXH_ITEMSEC), (size_t)items * sizeof *refs);
     /* box labels, read once the index is made (source.c), need each
      * item's .txt member, which the image does not hold: kept from the
      * scan (a saved index is not loaded with box labels) */
     if (x->tar_items && L->cfg.labels == COORDL_LABELS_BOXES && !x->tar_txt) {
         x->tar_txt = cdl__malloc(L, (size_t)(items ? items : 1) * sizeof *x->tar_txt);
         if (!x->tar_txt) {
-            cdl__free(L, refs);
+            if (!shared) cdl__free(L, refs);
             cdl__free(L, shard_offs);
             cdl__free(L, strings);
             return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the box labels' places of %llu items",
@@ -5973,7 +5990,8 @@ CDL_PRIVATE coordl_status cdl__ix_adopt(coordl *L, cdl__u8 *p, size_t n, int map
     x->dataset_bytes = cdl__ix_u64(p + CDL_IXH_BYTES);
     x->image = p;
     x->image_len = n;
-    x->image_mapped = mapped;
+    x->image_mapped = mapped != CDL_IX_HEAP;
+    x->tar_refs_shared = shared;
     x->name_offs = (const uint64_t *)(const void *)(p + cdl__ix_u64(p + CDL_IXH_NAMEOFFS));
     x->names = (const char *)p + cdl__ix_u64(p + CDL_IXH_NAMES);
     x->names_len = cdl__ix_u64(p + CDL_IXH_NAMES + 8);
@@ -6023,7 +6041,7 @@ static int cdl__ix_fresh(const coordl *L, const cdl__u8 *p, char *why, size_t ca
 /* Loads index_path when it is sound and fresh. 1: loaded; 0: not (absent,
  * stale, foreign, corrupt: *why, and *absent for a missing file); -1: an
  * error that fails the open (out of memory). */
-static int cdl__ix_try_file(coordl *L, const char *path, int *absent, char *why, size_t cap) {
+static int cdl__ix_try_file(coordl *L, const char *path, int how, int *absent, char *why, size_t cap) {
     *absent = 0;
     const int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -6056,7 +6074,7 @@ static int cdl__ix_try_file(coordl *L, const char *path, int *absent, char *why,
         munmap(m, n);
         return 0;
     }
-    if (cdl__ix_adopt(L, m, n, 1) != COORDL_OK) {
+    if (cdl__ix_adopt(L, m, n, how) != COORDL_OK) {
         munmap(m, n);
         return -1;
     }
@@ -6115,7 +6133,8 @@ CDL_PRIVATE int cdl__ix_write(const cdl__u8 *p, size_t n, const char *path, char
 
 /* Scans the listed shards and makes the result an image: written to
  * path (when given) and mapped from there, else kept in memory. */
-static coordl_status cdl__ix_scan(coordl *L, int kind, const char *text, size_t len, const char *path) {
+static coordl_status cdl__ix_scan(coordl *L, int kind, const char *text, size_t len, const char *path, int how,
+                                  const char *what) {
     coordl_status rc = cdl__index_tar(L, kind, text, len);
     cdl__u8 *p = NULL;
     size_t n = 0;
@@ -6124,7 +6143,7 @@ static coordl_status cdl__ix_scan(coordl *L, int kind, const char *text, size_t 
     if (path) {
         char why[CDL_ERRMSG_MAX];
         if (!cdl__ix_write(p, n, path, why, sizeof why)) {
-            cdl__log(L, COORDL_LOG_WARN, "index_path: %s not saved (%s); this open uses the scan", path, why);
+            cdl__log(L, COORDL_LOG_WARN, "%s: %s not saved (%s); this open uses the scan", what, path, why);
         } else {
             const int fd = open(path, O_RDONLY | O_CLOEXEC);
             void *m = fd >= 0 ? mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
@@ -6132,45 +6151,65 @@ static coordl_status cdl__ix_scan(coordl *L, int kind, const char *text, size_t 
             /* the file is what later opens load: this one reads it too
              * (its names stay on disk), once it checks as written */
             if (m != MAP_FAILED && memcmp(m, p, CDL_IX_HEADER) == 0) {
-                rc = cdl__ix_adopt(L, m, n, 1);
+                rc = cdl__ix_adopt(L, m, n, how);
                 if (rc != COORDL_OK) munmap(m, n);
                 cdl__free(L, p);
                 if (rc == COORDL_OK)
-                    cdl__log(L, COORDL_LOG_INFO, "index_path: saved %s (%llu items, %zu shards, %zu bytes)", path,
+                    cdl__log(L, COORDL_LOG_INFO, "%s: saved %s (%llu items, %zu shards, %zu bytes)", what, path,
                              (unsigned long long)L->index.num_items, L->index.ntar_shards, n);
                 return rc;
             }
             if (m != MAP_FAILED) munmap(m, n);
         }
     }
-    rc = cdl__ix_adopt(L, p, n, 0);
+    rc = cdl__ix_adopt(L, p, n, CDL_IX_HEAP);
     if (rc != COORDL_OK) cdl__free(L, p);
     return rc;
+}
+
+/* The file a coordinated group shares its index through when index_path
+ * is not set: the first member to open scans and writes it, its siblings
+ * map it (cfg.group is a checked name: no slash). 0: not a group, or
+ * index_path is set (the group then shares that file the same way). */
+CDL_PRIVATE int cdl__ix_group_path(const coordl *L, char *buf, size_t cap) {
+    if (!L->cfg.group || !L->cfg.group[0] || (L->cfg.index_path && L->cfg.index_path[0])) return 0;
+    const int n = snprintf(buf, cap, "/dev/shm/coordl-%s.index", L->cfg.group);
+    return n > 0 && (size_t)n < cap;
 }
 
 /* Indexes a tar-shard source (kind and list as cdl__index_tar takes
  * them), through cfg.index_path when set: loaded when sound and fresh,
  * else scanned and saved. Processes opening at once take the lock file
  * "<index_path>.lock" while they scan, so one scans and the others load
- * what it wrote. */
+ * what it wrote. A coordinated group without index_path does the same
+ * through its file in /dev/shm (cdl__ix_group_path), whose items its
+ * members map instead of copying. */
 CDL_PRIVATE coordl_status cdl__index_tar_saved(coordl *L, int kind, const char *text, size_t len) {
     const char *path = L->cfg.index_path;
+    const char *what = "index_path";
+    int how = CDL_IX_MAPPED;
+    char group_path[PATH_MAX];
+    if ((!path || !path[0]) && cdl__ix_group_path(L, group_path, sizeof group_path)) {
+        path = group_path;
+        what = "group index";
+        how = CDL_IX_MAPPED_SHARED;
+    }
     coordl_status rc = cdl__tar_list_shards(L, kind, text, len);
     if (rc != COORDL_OK) return rc;
     if (L->index.ntar_shards == 0)
         return cdl__open_fail(COORDL_ERR_INVALID, "source: %s names no .tar shards", L->cfg.source);
     if (path && path[0] && L->cfg.labels == COORDL_LABELS_BOXES) {
         /* the saved index holds no .txt members: box labels need the scan */
-        cdl__log(L, COORDL_LOG_INFO, "index_path: %s not used with labels = COORDL_LABELS_BOXES (the shards are "
-                 "scanned for their .txt members)", path);
+        cdl__log(L, COORDL_LOG_INFO, "%s: %s not used with labels = COORDL_LABELS_BOXES (the shards are "
+                 "scanned for their .txt members)", what, path);
         path = NULL;
     }
-    if (!path || !path[0]) return cdl__ix_scan(L, kind, text, len, NULL);
+    if (!path || !path[0]) return cdl__ix_scan(L, kind, text, len, NULL, CDL_IX_HEAP, what);
     char why[CDL_ERRMSG_MAX];
     int absent;
-    int got = cdl__ix_try_file(L, path, &absent, why, sizeof why);
+    int got = cdl__ix_try_file(L, path, how, &absent, why, sizeof why);
     if (got > 0)
-        cdl__log(L, COORDL_LOG_INFO, "index_path: loaded %s (%llu items, %zu shards)", path,
+        cdl__log(L, COORDL_LOG_INFO, "%s: loaded %s (%llu items, %zu shards)", what, path,
                  (unsigned long long)L->index.num_items, L->index.ntar_shards);
     if (got) return got > 0 ? COORDL_OK : cdl__open_fail(COORDL_ERR_NOMEM, "out of memory loading %s", path);
     char lock[PATH_MAX];
@@ -6182,18 +6221,27 @@ CDL_PRIVATE coordl_status cdl__index_tar_saved(coordl *L, int kind, const char *
     if (lfd >= 0) { /* another process may have saved it while we waited */
         char why2[CDL_ERRMSG_MAX];
         int absent2;
-        got = cdl__ix_try_file(L, path, &absent2, why2, sizeof why2);
+        got = cdl__ix_try_file(L, path, how, &absent2, why2, sizeof why2);
         if (got) {
             close(lfd);
-            if (got > 0) cdl__log(L, COORDL_LOG_INFO, "index_path: loaded %s, saved meanwhile by another process", path);
+            if (got > 0) cdl__log(L, COORDL_LOG_INFO, "%s: loaded %s, saved meanwhile by another process", what, path);
             return got > 0 ? COORDL_OK : cdl__open_fail(COORDL_ERR_NOMEM, "out of memory loading %s", path);
         }
     }
-    if (absent) cdl__log(L, COORDL_LOG_INFO, "index_path: %s does not exist yet; scanning the shards to save it", path);
-    else cdl__log(L, COORDL_LOG_WARN, "index_path: %s not used (%s); rescanning the shards", path, why);
-    rc = cdl__ix_scan(L, kind, text, len, path);
+    if (absent) cdl__log(L, COORDL_LOG_INFO, "%s: %s does not exist yet; scanning the shards to save it", what, path);
+    else cdl__log(L, COORDL_LOG_WARN, "%s: %s not used (%s); rescanning the shards", what, path, why);
+    rc = cdl__ix_scan(L, kind, text, len, path, how, what);
     if (lfd >= 0) close(lfd); /* releases the lock */
     return rc;
+}
+
+/* Removes a group's index file and its lock (the last member leaving). */
+CDL_PRIVATE void cdl__ix_group_remove(const coordl *L) {
+    char path[PATH_MAX], lock[PATH_MAX + 8];
+    if (!cdl__ix_group_path(L, path, sizeof path)) return;
+    snprintf(lock, sizeof lock, "%s.lock", path);
+    unlink(path);
+    unlink(lock);
 }
 
 #ifdef COORDL_MPI
@@ -6204,7 +6252,17 @@ CDL_PRIVATE coordl_status cdl__index_from_image(coordl *L, cdl__u8 *p, size_t n)
     if (cdl__ix_check(p, n, L->cfg.source, L->cfg.pipeline == COORDL_PIPE_AUDIO, why, sizeof why))
         return cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: the index rank 0 sent does not fit this rank's config: %s",
                               why);
-    return cdl__ix_adopt(L, p, n, 0);
+    return cdl__ix_adopt(L, p, n, CDL_IX_HEAP);
+}
+
+/* A rank's index from its node's copy of that image (p: a read-only
+ * mapping of n bytes that L then owns; its items are read in place). */
+CDL_PRIVATE coordl_status cdl__index_from_shared(coordl *L, cdl__u8 *p, size_t n) {
+    char why[CDL_ERRMSG_MAX - 128];
+    if (cdl__ix_check(p, n, L->cfg.source, L->cfg.pipeline == COORDL_PIPE_AUDIO, why, sizeof why))
+        return cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: the node's copy of rank 0's index does not fit this "
+                              "rank's config: %s", why);
+    return cdl__ix_adopt(L, p, n, CDL_IX_MAPPED_SHARED);
 }
 #endif /* COORDL_MPI */
 /* ---- src/source.c ------------------------------------------------------ */
@@ -6994,8 +7052,9 @@ static cdl__perm cdl__perm_keyed(uint64_t n, int identity, uint64_t seed, uint64
     p.n = n;
     p.identity = identity;
     p.epoch = epoch;
-    unsigned bits = 2;
-    while (bits < 64 && (1ull << bits) < p.n) bits++;
+    /* the least even bits >= 2 with 2^bits >= n (a token row asks for two
+     * perms: no loop) */
+    unsigned bits = p.n <= 4 ? 2u : 64u - (unsigned)__builtin_clzll(p.n - 1);
     if (bits & 1) bits++;
     p.half_bits = bits / 2;
     p.half_mask = (1ull << p.half_bits) - 1;
@@ -7872,7 +7931,8 @@ CDL_PRIVATE void cdl__cache_destroy(coordl *L) {
  *        store (the I/O threads read both unlocked)
  * One scan per job: cdl__peer_index lets rank 0 alone index the source
  * (scan, or load cfg.index_path) and broadcasts the index image to the
- * other ranks, so N ranks make the storage calls of one.
+ * other ranks, so N ranks make the storage calls of one; the ranks of a
+ * node share one copy of it, in /dev/shm.
  *
  * Calls: status, indexfile, source, lock, sampler, cache (lower layers
  *        only: src/modules.txt; tools/check-layers.py checks this line).
@@ -8338,6 +8398,7 @@ CDL_PRIVATE coordl_status cdl__peer_open(coordl *L) {
  * tar shards have an image). A failure on rank 0, or on any rank while
  * adopting, fails every rank's open. */
 #define CDL_PEER_BCAST_CHUNK ((uint64_t)1 << 30)
+static coordl_status cdl__peer_index_per_node(coordl *L, size_t n);
 CDL_PRIVATE coordl_status cdl__peer_index(coordl *L) {
     const int root = L->cfg.rank == 0;
     /* box labels are read by every rank from its own scan (the index image
@@ -8363,32 +8424,131 @@ CDL_PRIVATE coordl_status cdl__peer_index(coordl *L) {
         return cdl__open_fail((coordl_status)(int64_t)head[0], "mpi_comm: rank 0 could not index the source: %s", msg);
     }
     if (!head[1]) return root ? COORDL_OK : cdl__index_source(L);
-    cdl__u8 *p = root ? (cdl__u8 *)L->index.image : cdl__malloc(L, head[2] ? (size_t)head[2] : 1);
-    int ok = p != NULL, all = 0;
+    return cdl__peer_index_per_node(L, (size_t)head[2]);
+}
+
+/* Sends the n-byte image at p from rank 0 of comm to its other ranks. */
+static int cdl__peer_bcast_bytes(cdl__u8 *p, size_t n, MPI_Comm comm) {
+    for (uint64_t at = 0; at < n; at += CDL_PEER_BCAST_CHUNK) {
+        const uint64_t k = n - at < CDL_PEER_BCAST_CHUNK ? n - at : CDL_PEER_BCAST_CHUNK;
+        if (MPI_Bcast(p + at, (int)k, MPI_BYTE, 0, comm) != MPI_SUCCESS) return 0;
+    }
+    return 1;
+}
+
+/* A node's copy of the image: written by its first rank to a file in
+ * /dev/shm that every rank of the node maps, then unlinked once all have
+ * (the mappings stay; nothing is left behind, whatever happens later).
+ * 1 and the mapping in *m on success; 0 (errno-style why) when the file
+ * cannot be made: the node then falls back to a copy per rank. */
+static int cdl__peer_node_file(const coordl *L, const cdl__u8 *p, size_t n, char *name, size_t cap, void **m) {
+    *m = NULL;
+    snprintf(name, cap, "/dev/shm/coordl-mpi-%ld-%lx.index", (long)getpid(), (unsigned long)(uintptr_t)L);
+    const int fd = open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return 0;
+    size_t at = 0;
+    while (at < n) {
+        const ssize_t w = write(fd, p + at, n - at);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        at += (size_t)w;
+    }
+    void *map = at == n ? mmap(NULL, n, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+    close(fd);
+    if (map == MAP_FAILED) { /* /dev/shm full: ENOSPC */
+        unlink(name);
+        return 0;
+    }
+    *m = map;
+    return 1;
+}
+
+/* The image reaches each node once (rank 0 to the first rank of every
+ * node, over MPI), and the ranks of a node share one copy of it: the
+ * node's first rank writes it to /dev/shm and every rank of the node maps
+ * that file and reads its items in place (MPI-3's shared-memory
+ * communicator says which ranks share a node). Where the file cannot be
+ * written (a full /dev/shm), the node's first rank sends each rank its own
+ * copy, as before. Collective over the trainer's communicator. */
+static coordl_status cdl__peer_index_per_node(coordl *L, size_t n) {
+    const int root = L->cfg.rank == 0;
+    MPI_Comm node = MPI_COMM_NULL, leaders = MPI_COMM_NULL;
+    int node_rank = 0;
+    if (MPI_Comm_split_type(L->peers.comm, MPI_COMM_TYPE_SHARED, L->cfg.rank, MPI_INFO_NULL, &node) != MPI_SUCCESS ||
+        MPI_Comm_rank(node, &node_rank) != MPI_SUCCESS ||
+        MPI_Comm_split(L->peers.comm, node_rank == 0 ? 0 : MPI_UNDEFINED, L->cfg.rank, &leaders) != MPI_SUCCESS) {
+        if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
+        return cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: cannot group the ranks by node (MPI_Comm_split_type failed)");
+    }
+    const int leader = node_rank == 0; /* rank 0 leads its node: the ranks are ordered by rank */
+    coordl_status rc = COORDL_OK;
+    /* 1. rank 0 to every node's first rank */
+    cdl__u8 *p = root ? (cdl__u8 *)L->index.image : leader ? cdl__malloc(L, n ? n : 1) : NULL;
+    int ok = !leader || p != NULL, all = 0;
     if (MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, L->peers.comm) != MPI_SUCCESS || !all) {
-        if (!root) cdl__free(L, p);
-        return cdl__open_fail(ok ? COORDL_ERR_PEER : COORDL_ERR_NOMEM, "mpi_comm: %s (%llu bytes)",
-                              ok ? "a rank has no memory for the index" : "no memory for the index",
-                              (unsigned long long)head[2]);
+        rc = cdl__open_fail(ok ? COORDL_ERR_PEER : COORDL_ERR_NOMEM, "mpi_comm: %s (%llu bytes)",
+                            ok ? "a rank has no memory for the index" : "no memory for the index",
+                            (unsigned long long)n);
+        if (leader && !root) cdl__free(L, p);
+        goto out;
     }
-    for (uint64_t at = 0; ok && at < head[2]; at += CDL_PEER_BCAST_CHUNK) {
-        const uint64_t n = head[2] - at < CDL_PEER_BCAST_CHUNK ? head[2] - at : CDL_PEER_BCAST_CHUNK;
-        ok = MPI_Bcast(p + at, (int)n, MPI_BYTE, 0, L->peers.comm) == MPI_SUCCESS;
+    if (leader) ok = cdl__peer_bcast_bytes(p, n, leaders);
+    /* 2. the node's copy, named to the node's ranks ("" when not made) */
+    char name[128] = "";
+    void *m = NULL;
+    if (leader && ok && !cdl__peer_node_file(L, p, n, name, sizeof name, &m)) {
+        cdl__log(L, COORDL_LOG_WARN, "mpi: cannot write the index to /dev/shm (%s); each rank of this node gets "
+                 "its own copy", strerror(errno));
+        name[0] = '\0';
     }
-    if (ok && !root) {
-        rc = cdl__index_from_image(L, p, (size_t)head[2]);
-        ok = rc == COORDL_OK;
+    /* the node follows its first rank: whether it has the image, and the
+     * file's name */
+    int leader_ok = ok;
+    if (MPI_Bcast(&leader_ok, 1, MPI_INT, 0, node) != MPI_SUCCESS ||
+        MPI_Bcast(name, (int)sizeof name, MPI_CHAR, 0, node) != MPI_SUCCESS)
+        leader_ok = 0;
+    ok = ok && leader_ok;
+    name[sizeof name - 1] = '\0';
+    if (!leader && ok && name[0]) { /* 3a. map the node's copy */
+        const int fd = open(name, O_RDONLY | O_CLOEXEC);
+        struct stat sb;
+        if (fd >= 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == n) m = mmap(NULL, n, PROT_READ, MAP_SHARED, fd, 0);
+        if (fd >= 0) close(fd);
+        if (m == MAP_FAILED) m = NULL;
+        ok = m != NULL;
+        if (!ok) rc = cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: cannot map the node's index %s: %s", name, strerror(errno));
+    } else if (ok && !name[0]) { /* 3b. the node's first rank sends each its copy */
+        if (!leader) p = cdl__malloc(L, n ? n : 1);
+        int mine = leader || p != NULL, node_all = 0;
+        ok = MPI_Allreduce(&mine, &node_all, 1, MPI_INT, MPI_MIN, node) == MPI_SUCCESS && node_all &&
+             cdl__peer_bcast_bytes(p, n, node);
+        if (!mine) rc = cdl__open_fail(COORDL_ERR_NOMEM, "mpi_comm: no memory for the index (%llu bytes)",
+                                       (unsigned long long)n);
     }
-    if (!ok && !root && rc == COORDL_OK) {
-        cdl__free(L, p);
-        rc = cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: the index broadcast from rank 0 failed");
-    } else if (!ok && !root) {
-        cdl__free(L, p);
+    /* 4. adopt: the mapping (one copy per node), else the rank's own copy */
+    if (ok && m) {
+        rc = cdl__index_from_shared(L, m, n); /* rank 0: replaces its own image */
+        if (rc != COORDL_OK) munmap(m, n);
+        if (leader && !root) cdl__free(L, p);
+    } else if (ok && !root) {
+        rc = cdl__index_from_image(L, p, n);
+        if (rc != COORDL_OK) cdl__free(L, p);
+    } else if (!root) {
+        cdl__free(L, p); /* NULL, or this rank's copy */
+        if (m) munmap(m, n);
+        if (rc == COORDL_OK) rc = cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: the index broadcast from rank 0 failed");
     }
+    ok = rc == COORDL_OK;
+    /* every rank of the node has mapped it (or failed): the name goes */
+    MPI_Barrier(node);
+    if (leader && name[0]) unlink(name);
     if (MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, L->peers.comm) != MPI_SUCCESS || !all)
-        return rc != COORDL_OK ? rc : cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: another rank could not adopt the "
-                                                     "index rank 0 sent (see its log)");
-    return COORDL_OK;
+        rc = rc != COORDL_OK ? rc : cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: another rank could not adopt the "
+                                                   "index rank 0 sent (see its log)");
+out:
+    if (leaders != MPI_COMM_NULL) MPI_Comm_free(&leaders);
+    MPI_Comm_free(&node);
+    return rc;
 }
 
 /* Collective: every rank checks that all index the same dataset (the map
@@ -11681,6 +11841,19 @@ CDL_PRIVATE void cdl__output_setup(coordl *L) {
     }
 }
 
+/* A group's name names its files (/dev/shm/coordl-<name> and its index):
+ * letters, digits, '.', '_', '-', not starting with a dot. */
+static int cdl__group_name_ok(const char *g) {
+    size_t n = strlen(g);
+    if (n == 0 || n > 200) return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = g[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+            return 0;
+    }
+    return g[0] != '.';
+}
+
 CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
 #define CDL_BAD(...) return cdl__open_fail(COORDL_ERR_INVALID, __VA_ARGS__)
     if (!c->source || !c->source[0]) CDL_BAD("source: not set; give an ImageFolder root or a list file");
@@ -11727,6 +11900,9 @@ CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
     if (c->reserve_cores < 0) CDL_BAD("reserve_cores: %d must not be negative", c->reserve_cores);
     if (c->bind != 0 && c->bind != 1) CDL_BAD("bind: %d must be 0 or 1", c->bind);
     if (c->numa_node < -1) CDL_BAD("numa_node: %d is not a node (-1 leaves it unset)", c->numa_node);
+    if (c->group && !cdl__group_name_ok(c->group))
+        CDL_BAD("group: \"%.200s\" is not a valid name (1-200 of A-Z a-z 0-9 . _ -, no slash, not starting with a "
+                "dot)", c->group);
     if (c->group && (c->group_size < 1 || c->group_size > CDL_MAX_MEMBERS))
         CDL_BAD("group_size: %d is out of range (1..%d)", c->group_size, CDL_MAX_MEMBERS);
     if (c->group && (c->group_timeout_ms < 1 || c->group_timeout_ms > 3600000))
@@ -12209,8 +12385,13 @@ CDL_PRIVATE int cdl__stream_try_claim(coordl *L, cdl__claim *c) {
     cdl__slot *sl = cdl__slot_to_fill(L);
     if (!sl) return 0;
     uint32_t *rows = cdl__slot_rows(L, sl);
-    uint32_t row = 0;
-    while (rows[row] != CDL_ROW_FREE) row++; /* rows_claimed < n: one is free */
+    /* rows are claimed in order, so the first free one is usually at
+     * rows_claimed; a drop may free rows below it: the scan wraps (which
+     * row a claim gets changes nothing in the batch). rows_claimed < n:
+     * one is free. A scan from row 0 cost B/2 steps a claim: a quarter
+     * of a token batch's time at B = 128. */
+    uint32_t row = sl->rows_claimed;
+    while (rows[row] != CDL_ROW_FREE) row = row + 1 == sl->n ? 0 : row + 1;
     c->slot = (uint32_t)(sl - L->ring.slots);
     c->row = row;
     c->slot_gen = sl->gen;
@@ -12830,7 +13011,7 @@ CDL_PRIVATE void cdl__pool_stop(coordl *L) {
  * Lock:  the stream's lock for membership changes; each member's liveness
  *        mutex (robust, held for its life); member.mu for the member
  *        thread's stop flag
- * Calls: status, arena, lock, cache, stream (lower layers only:
+ * Calls: status, arena, lock, indexfile, cache, stream (lower layers only:
  *        src/modules.txt; tools/check-layers.py checks this line).
  */
 
@@ -13341,17 +13522,6 @@ static void cdl__group_retire(const char *name, cdl__group_header *h, cdl__strea
     }
 }
 
-static int cdl__group_name_ok(const char *g) {
-    size_t n = strlen(g);
-    if (n == 0 || n > 200) return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = g[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
-            return 0;
-    }
-    return g[0] != '.';
-}
-
 /* Points the handle at the parts of a mapped object. */
 static void cdl__group_attach(coordl *L, cdl__group_header *h) {
     cdl__u8 *base = (cdl__u8 *)h;
@@ -13677,9 +13847,7 @@ static void cdl__group_pin(coordl *L) {
  * for group_size members. */
 CDL_PRIVATE coordl_status cdl__group_open(coordl *L) {
     const char *g = L->cfg.group;
-    if (!cdl__group_name_ok(g))
-        return cdl__open_fail(COORDL_ERR_INVALID, "group: \"%s\" is not a valid name (1-200 of A-Z a-z 0-9 . _ -, "
-                              "no slash, not starting with a dot)", g);
+    /* the name was checked with the config (config.c): it names files */
     if (L->cfg.cache_policy == COORDL_CACHE_LRU)
         return cdl__open_fail(COORDL_ERR_UNSUPPORTED, "group: cache_policy LRU cannot be shared; use MinIO");
     snprintf(L->member.shm_name, sizeof L->member.shm_name, "/coordl-%s", g);
@@ -13757,6 +13925,7 @@ CDL_PRIVATE void cdl__group_leave(coordl *L) {
         if (atomic_load(&L->S->live_mask) == 0 && !atomic_load(&h->retired)) {
             atomic_store(&h->retired, 1u);
             shm_unlink(L->member.shm_name);
+            cdl__ix_group_remove(L); /* the index the group shared */
         }
         cdl__unlock(L);
     }

@@ -580,7 +580,10 @@ typedef struct coordl_config {
                              ([A-Za-z0-9._-], at most 200 characters): the
                              processes that open with the same group share
                              one stream, one ring and one MinIO cache in a
-                             POSIX shm object /coordl-<group> (mode 0600) */
+                             POSIX shm object /coordl-<group> (mode 0600),
+                             and a tar-shard source's index, scanned by the
+                             first member (/dev/shm/coordl-<group>.index;
+                             docs/index.md)                                 */
     int group_size;       /* members to wait for at open; default 1        */
     int group_timeout_ms; /* bound on waiting for members (and for the
                              group's lock) at open, and on a member's

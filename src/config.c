@@ -103,6 +103,19 @@ CDL_PRIVATE void cdl__output_setup(coordl *L) {
     }
 }
 
+/* A group's name names its files (/dev/shm/coordl-<name> and its index):
+ * letters, digits, '.', '_', '-', not starting with a dot. */
+static int cdl__group_name_ok(const char *g) {
+    size_t n = strlen(g);
+    if (n == 0 || n > 200) return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = g[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+            return 0;
+    }
+    return g[0] != '.';
+}
+
 CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
 #define CDL_BAD(...) return cdl__open_fail(COORDL_ERR_INVALID, __VA_ARGS__)
     if (!c->source || !c->source[0]) CDL_BAD("source: not set; give an ImageFolder root or a list file");
@@ -149,6 +162,9 @@ CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
     if (c->reserve_cores < 0) CDL_BAD("reserve_cores: %d must not be negative", c->reserve_cores);
     if (c->bind != 0 && c->bind != 1) CDL_BAD("bind: %d must be 0 or 1", c->bind);
     if (c->numa_node < -1) CDL_BAD("numa_node: %d is not a node (-1 leaves it unset)", c->numa_node);
+    if (c->group && !cdl__group_name_ok(c->group))
+        CDL_BAD("group: \"%.200s\" is not a valid name (1-200 of A-Z a-z 0-9 . _ -, no slash, not starting with a "
+                "dot)", c->group);
     if (c->group && (c->group_size < 1 || c->group_size > CDL_MAX_MEMBERS))
         CDL_BAD("group_size: %d is out of range (1..%d)", c->group_size, CDL_MAX_MEMBERS);
     if (c->group && (c->group_timeout_ms < 1 || c->group_timeout_ms > 3600000))

@@ -23,7 +23,7 @@
  * Lock:  the stream's lock for membership changes; each member's liveness
  *        mutex (robust, held for its life); member.mu for the member
  *        thread's stop flag
- * Calls: status, arena, lock, cache, stream (lower layers only:
+ * Calls: status, arena, lock, indexfile, cache, stream (lower layers only:
  *        src/modules.txt; tools/check-layers.py checks this line).
  */
 #include "platform.h"
@@ -35,6 +35,7 @@
 #include "cache.h"
 #include "cache_state.h"
 #include "stream.h"
+#include "indexfile.h"
 #include "handle.h"
 
 #define CDL_GROUP_MAGIC 0x636f6f72646c4731ull /* "coordlG1" */
@@ -544,17 +545,6 @@ static void cdl__group_retire(const char *name, cdl__group_header *h, cdl__strea
     }
 }
 
-static int cdl__group_name_ok(const char *g) {
-    size_t n = strlen(g);
-    if (n == 0 || n > 200) return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = g[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
-            return 0;
-    }
-    return g[0] != '.';
-}
-
 /* Points the handle at the parts of a mapped object. */
 static void cdl__group_attach(coordl *L, cdl__group_header *h) {
     cdl__u8 *base = (cdl__u8 *)h;
@@ -880,9 +870,7 @@ static void cdl__group_pin(coordl *L) {
  * for group_size members. */
 CDL_PRIVATE coordl_status cdl__group_open(coordl *L) {
     const char *g = L->cfg.group;
-    if (!cdl__group_name_ok(g))
-        return cdl__open_fail(COORDL_ERR_INVALID, "group: \"%s\" is not a valid name (1-200 of A-Z a-z 0-9 . _ -, "
-                              "no slash, not starting with a dot)", g);
+    /* the name was checked with the config (config.c): it names files */
     if (L->cfg.cache_policy == COORDL_CACHE_LRU)
         return cdl__open_fail(COORDL_ERR_UNSUPPORTED, "group: cache_policy LRU cannot be shared; use MinIO");
     snprintf(L->member.shm_name, sizeof L->member.shm_name, "/coordl-%s", g);
@@ -960,6 +948,7 @@ CDL_PRIVATE void cdl__group_leave(coordl *L) {
         if (atomic_load(&L->S->live_mask) == 0 && !atomic_load(&h->retired)) {
             atomic_store(&h->retired, 1u);
             shm_unlink(L->member.shm_name);
+            cdl__ix_group_remove(L); /* the index the group shared */
         }
         cdl__unlock(L);
     }

@@ -81,6 +81,8 @@ typedef struct cdl__index {
     void *image;              /* the saved index's bytes names point into: */
     size_t image_len;         /* a read-only mapping of index_path, or an  */
     int image_mapped;         /* allocation (no file; an MPI broadcast)    */
+    int tar_refs_shared;      /* tar_refs point into a group's mapped image
+                                 (not freed: indexfile.c's cdl__ix_adopt)  */
     cdl__boxes boxes;         /* labels = COORDL_LABELS_BOXES only         */
     cdl__tar_txt *tar_txt;    /* labels = COORDL_LABELS_BOXES, tar: per item */
 } cdl__index;

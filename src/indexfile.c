@@ -295,7 +295,8 @@ CDL_PRIVATE void cdl__ix_release(coordl *L) {
         if (x->image_mapped) munmap(x->image, x->image_len);
         else cdl__free(L, x->image);
     }
-    cdl__free(L, x->tar_refs);
+    if (!x->tar_refs_shared) cdl__free(L, x->tar_refs);
+    x->tar_refs_shared = 0;
     x->image = NULL;
     x->image_len = 0;
     x->image_mapped = 0;
@@ -311,7 +312,13 @@ CDL_PRIVATE void cdl__ix_release(coordl *L) {
 CDL_PRIVATE coordl_status cdl__ix_adopt(coordl *L, cdl__u8 *p, size_t n, int mapped) {
     cdl__index *x = &L->index;
     const uint64_t items = cdl__ix_u64(p + CDL_IXH_ITEMS), shards = cdl__ix_u64(p + CDL_IXH_SHARDS);
-    cdl__tar_ref *refs = cdl__malloc(L, (size_t)(items ? items : 1) * sizeof *refs);
+    /* a group's index (in /dev/shm: never evicted, never re-read from a
+     * slow file system) keeps its items where they are, shared by every
+     * sibling; any other image's items are copied, so a training step
+     * never waits on a page fault to a network file system */
+    const int shared = mapped == CDL_IX_MAPPED_SHARED;
+    cdl__tar_ref *refs = shared ? (cdl__tar_ref *)(void *)(p + cdl__ix_u64(p + CDL_IXH_ITEMSEC))
+                                : cdl__malloc(L, (size_t)(items ? items : 1) * sizeof *refs);
     uint64_t *shard_offs = cdl__malloc(L, (size_t)shards * sizeof *shard_offs);
     char *strings = NULL;
     size_t strings_cap = 0, strings_len = 0;
@@ -328,20 +335,20 @@ CDL_PRIVATE coordl_status cdl__ix_adopt(coordl *L, cdl__u8 *p, size_t n, int map
         strings_len += s.path_len + 1;
     }
     if (!ok) {
-        cdl__free(L, refs);
+        if (!shared) cdl__free(L, refs);
         cdl__free(L, shard_offs);
         cdl__free(L, strings);
         return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory loading the index of %llu items",
                               (unsigned long long)items);
     }
-    memcpy(refs, p + cdl__ix_u64(p + CDL_IXH_ITEMSEC), (size_t)items * sizeof *refs);
+    if (!shared) memcpy(refs, p + cdl__ix_u64(p + CDL_IXH_ITEMSEC), (size_t)items * sizeof *refs);
     /* box labels, read once the index is made (source.c), need each
      * item's .txt member, which the image does not hold: kept from the
      * scan (a saved index is not loaded with box labels) */
     if (x->tar_items && L->cfg.labels == COORDL_LABELS_BOXES && !x->tar_txt) {
         x->tar_txt = cdl__malloc(L, (size_t)(items ? items : 1) * sizeof *x->tar_txt);
         if (!x->tar_txt) {
-            cdl__free(L, refs);
+            if (!shared) cdl__free(L, refs);
             cdl__free(L, shard_offs);
             cdl__free(L, strings);
             return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the box labels' places of %llu items",
@@ -370,7 +377,8 @@ CDL_PRIVATE coordl_status cdl__ix_adopt(coordl *L, cdl__u8 *p, size_t n, int map
     x->dataset_bytes = cdl__ix_u64(p + CDL_IXH_BYTES);
     x->image = p;
     x->image_len = n;
-    x->image_mapped = mapped;
+    x->image_mapped = mapped != CDL_IX_HEAP;
+    x->tar_refs_shared = shared;
     x->name_offs = (const uint64_t *)(const void *)(p + cdl__ix_u64(p + CDL_IXH_NAMEOFFS));
     x->names = (const char *)p + cdl__ix_u64(p + CDL_IXH_NAMES);
     x->names_len = cdl__ix_u64(p + CDL_IXH_NAMES + 8);
@@ -420,7 +428,7 @@ static int cdl__ix_fresh(const coordl *L, const cdl__u8 *p, char *why, size_t ca
 /* Loads index_path when it is sound and fresh. 1: loaded; 0: not (absent,
  * stale, foreign, corrupt: *why, and *absent for a missing file); -1: an
  * error that fails the open (out of memory). */
-static int cdl__ix_try_file(coordl *L, const char *path, int *absent, char *why, size_t cap) {
+static int cdl__ix_try_file(coordl *L, const char *path, int how, int *absent, char *why, size_t cap) {
     *absent = 0;
     const int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -453,7 +461,7 @@ static int cdl__ix_try_file(coordl *L, const char *path, int *absent, char *why,
         munmap(m, n);
         return 0;
     }
-    if (cdl__ix_adopt(L, m, n, 1) != COORDL_OK) {
+    if (cdl__ix_adopt(L, m, n, how) != COORDL_OK) {
         munmap(m, n);
         return -1;
     }
@@ -512,7 +520,8 @@ CDL_PRIVATE int cdl__ix_write(const cdl__u8 *p, size_t n, const char *path, char
 
 /* Scans the listed shards and makes the result an image: written to
  * path (when given) and mapped from there, else kept in memory. */
-static coordl_status cdl__ix_scan(coordl *L, int kind, const char *text, size_t len, const char *path) {
+static coordl_status cdl__ix_scan(coordl *L, int kind, const char *text, size_t len, const char *path, int how,
+                                  const char *what) {
     coordl_status rc = cdl__index_tar(L, kind, text, len);
     cdl__u8 *p = NULL;
     size_t n = 0;
@@ -521,7 +530,7 @@ static coordl_status cdl__ix_scan(coordl *L, int kind, const char *text, size_t 
     if (path) {
         char why[CDL_ERRMSG_MAX];
         if (!cdl__ix_write(p, n, path, why, sizeof why)) {
-            cdl__log(L, COORDL_LOG_WARN, "index_path: %s not saved (%s); this open uses the scan", path, why);
+            cdl__log(L, COORDL_LOG_WARN, "%s: %s not saved (%s); this open uses the scan", what, path, why);
         } else {
             const int fd = open(path, O_RDONLY | O_CLOEXEC);
             void *m = fd >= 0 ? mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
@@ -529,45 +538,65 @@ static coordl_status cdl__ix_scan(coordl *L, int kind, const char *text, size_t 
             /* the file is what later opens load: this one reads it too
              * (its names stay on disk), once it checks as written */
             if (m != MAP_FAILED && memcmp(m, p, CDL_IX_HEADER) == 0) {
-                rc = cdl__ix_adopt(L, m, n, 1);
+                rc = cdl__ix_adopt(L, m, n, how);
                 if (rc != COORDL_OK) munmap(m, n);
                 cdl__free(L, p);
                 if (rc == COORDL_OK)
-                    cdl__log(L, COORDL_LOG_INFO, "index_path: saved %s (%llu items, %zu shards, %zu bytes)", path,
+                    cdl__log(L, COORDL_LOG_INFO, "%s: saved %s (%llu items, %zu shards, %zu bytes)", what, path,
                              (unsigned long long)L->index.num_items, L->index.ntar_shards, n);
                 return rc;
             }
             if (m != MAP_FAILED) munmap(m, n);
         }
     }
-    rc = cdl__ix_adopt(L, p, n, 0);
+    rc = cdl__ix_adopt(L, p, n, CDL_IX_HEAP);
     if (rc != COORDL_OK) cdl__free(L, p);
     return rc;
+}
+
+/* The file a coordinated group shares its index through when index_path
+ * is not set: the first member to open scans and writes it, its siblings
+ * map it (cfg.group is a checked name: no slash). 0: not a group, or
+ * index_path is set (the group then shares that file the same way). */
+CDL_PRIVATE int cdl__ix_group_path(const coordl *L, char *buf, size_t cap) {
+    if (!L->cfg.group || !L->cfg.group[0] || (L->cfg.index_path && L->cfg.index_path[0])) return 0;
+    const int n = snprintf(buf, cap, "/dev/shm/coordl-%s.index", L->cfg.group);
+    return n > 0 && (size_t)n < cap;
 }
 
 /* Indexes a tar-shard source (kind and list as cdl__index_tar takes
  * them), through cfg.index_path when set: loaded when sound and fresh,
  * else scanned and saved. Processes opening at once take the lock file
  * "<index_path>.lock" while they scan, so one scans and the others load
- * what it wrote. */
+ * what it wrote. A coordinated group without index_path does the same
+ * through its file in /dev/shm (cdl__ix_group_path), whose items its
+ * members map instead of copying. */
 CDL_PRIVATE coordl_status cdl__index_tar_saved(coordl *L, int kind, const char *text, size_t len) {
     const char *path = L->cfg.index_path;
+    const char *what = "index_path";
+    int how = CDL_IX_MAPPED;
+    char group_path[PATH_MAX];
+    if ((!path || !path[0]) && cdl__ix_group_path(L, group_path, sizeof group_path)) {
+        path = group_path;
+        what = "group index";
+        how = CDL_IX_MAPPED_SHARED;
+    }
     coordl_status rc = cdl__tar_list_shards(L, kind, text, len);
     if (rc != COORDL_OK) return rc;
     if (L->index.ntar_shards == 0)
         return cdl__open_fail(COORDL_ERR_INVALID, "source: %s names no .tar shards", L->cfg.source);
     if (path && path[0] && L->cfg.labels == COORDL_LABELS_BOXES) {
         /* the saved index holds no .txt members: box labels need the scan */
-        cdl__log(L, COORDL_LOG_INFO, "index_path: %s not used with labels = COORDL_LABELS_BOXES (the shards are "
-                 "scanned for their .txt members)", path);
+        cdl__log(L, COORDL_LOG_INFO, "%s: %s not used with labels = COORDL_LABELS_BOXES (the shards are "
+                 "scanned for their .txt members)", what, path);
         path = NULL;
     }
-    if (!path || !path[0]) return cdl__ix_scan(L, kind, text, len, NULL);
+    if (!path || !path[0]) return cdl__ix_scan(L, kind, text, len, NULL, CDL_IX_HEAP, what);
     char why[CDL_ERRMSG_MAX];
     int absent;
-    int got = cdl__ix_try_file(L, path, &absent, why, sizeof why);
+    int got = cdl__ix_try_file(L, path, how, &absent, why, sizeof why);
     if (got > 0)
-        cdl__log(L, COORDL_LOG_INFO, "index_path: loaded %s (%llu items, %zu shards)", path,
+        cdl__log(L, COORDL_LOG_INFO, "%s: loaded %s (%llu items, %zu shards)", what, path,
                  (unsigned long long)L->index.num_items, L->index.ntar_shards);
     if (got) return got > 0 ? COORDL_OK : cdl__open_fail(COORDL_ERR_NOMEM, "out of memory loading %s", path);
     char lock[PATH_MAX];
@@ -579,18 +608,27 @@ CDL_PRIVATE coordl_status cdl__index_tar_saved(coordl *L, int kind, const char *
     if (lfd >= 0) { /* another process may have saved it while we waited */
         char why2[CDL_ERRMSG_MAX];
         int absent2;
-        got = cdl__ix_try_file(L, path, &absent2, why2, sizeof why2);
+        got = cdl__ix_try_file(L, path, how, &absent2, why2, sizeof why2);
         if (got) {
             close(lfd);
-            if (got > 0) cdl__log(L, COORDL_LOG_INFO, "index_path: loaded %s, saved meanwhile by another process", path);
+            if (got > 0) cdl__log(L, COORDL_LOG_INFO, "%s: loaded %s, saved meanwhile by another process", what, path);
             return got > 0 ? COORDL_OK : cdl__open_fail(COORDL_ERR_NOMEM, "out of memory loading %s", path);
         }
     }
-    if (absent) cdl__log(L, COORDL_LOG_INFO, "index_path: %s does not exist yet; scanning the shards to save it", path);
-    else cdl__log(L, COORDL_LOG_WARN, "index_path: %s not used (%s); rescanning the shards", path, why);
-    rc = cdl__ix_scan(L, kind, text, len, path);
+    if (absent) cdl__log(L, COORDL_LOG_INFO, "%s: %s does not exist yet; scanning the shards to save it", what, path);
+    else cdl__log(L, COORDL_LOG_WARN, "%s: %s not used (%s); rescanning the shards", what, path, why);
+    rc = cdl__ix_scan(L, kind, text, len, path, how, what);
     if (lfd >= 0) close(lfd); /* releases the lock */
     return rc;
+}
+
+/* Removes a group's index file and its lock (the last member leaving). */
+CDL_PRIVATE void cdl__ix_group_remove(const coordl *L) {
+    char path[PATH_MAX], lock[PATH_MAX + 8];
+    if (!cdl__ix_group_path(L, path, sizeof path)) return;
+    snprintf(lock, sizeof lock, "%s.lock", path);
+    unlink(path);
+    unlink(lock);
 }
 
 #ifdef COORDL_MPI
@@ -601,6 +639,16 @@ CDL_PRIVATE coordl_status cdl__index_from_image(coordl *L, cdl__u8 *p, size_t n)
     if (cdl__ix_check(p, n, L->cfg.source, L->cfg.pipeline == COORDL_PIPE_AUDIO, why, sizeof why))
         return cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: the index rank 0 sent does not fit this rank's config: %s",
                               why);
-    return cdl__ix_adopt(L, p, n, 0);
+    return cdl__ix_adopt(L, p, n, CDL_IX_HEAP);
+}
+
+/* A rank's index from its node's copy of that image (p: a read-only
+ * mapping of n bytes that L then owns; its items are read in place). */
+CDL_PRIVATE coordl_status cdl__index_from_shared(coordl *L, cdl__u8 *p, size_t n) {
+    char why[CDL_ERRMSG_MAX - 128];
+    if (cdl__ix_check(p, n, L->cfg.source, L->cfg.pipeline == COORDL_PIPE_AUDIO, why, sizeof why))
+        return cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: the node's copy of rank 0's index does not fit this "
+                              "rank's config: %s", why);
+    return cdl__ix_adopt(L, p, n, CDL_IX_MAPPED_SHARED);
 }
 #endif /* COORDL_MPI */

@@ -25,7 +25,8 @@
  *        store (the I/O threads read both unlocked)
  * One scan per job: cdl__peer_index lets rank 0 alone index the source
  * (scan, or load cfg.index_path) and broadcasts the index image to the
- * other ranks, so N ranks make the storage calls of one.
+ * other ranks, so N ranks make the storage calls of one; the ranks of a
+ * node share one copy of it, in /dev/shm.
  *
  * Calls: status, indexfile, source, lock, sampler, cache (lower layers
  *        only: src/modules.txt; tools/check-layers.py checks this line).
@@ -504,6 +505,7 @@ CDL_PRIVATE coordl_status cdl__peer_open(coordl *L) {
  * tar shards have an image). A failure on rank 0, or on any rank while
  * adopting, fails every rank's open. */
 #define CDL_PEER_BCAST_CHUNK ((uint64_t)1 << 30)
+static coordl_status cdl__peer_index_per_node(coordl *L, size_t n);
 CDL_PRIVATE coordl_status cdl__peer_index(coordl *L) {
     const int root = L->cfg.rank == 0;
     /* box labels are read by every rank from its own scan (the index image
@@ -529,32 +531,131 @@ CDL_PRIVATE coordl_status cdl__peer_index(coordl *L) {
         return cdl__open_fail((coordl_status)(int64_t)head[0], "mpi_comm: rank 0 could not index the source: %s", msg);
     }
     if (!head[1]) return root ? COORDL_OK : cdl__index_source(L);
-    cdl__u8 *p = root ? (cdl__u8 *)L->index.image : cdl__malloc(L, head[2] ? (size_t)head[2] : 1);
-    int ok = p != NULL, all = 0;
+    return cdl__peer_index_per_node(L, (size_t)head[2]);
+}
+
+/* Sends the n-byte image at p from rank 0 of comm to its other ranks. */
+static int cdl__peer_bcast_bytes(cdl__u8 *p, size_t n, MPI_Comm comm) {
+    for (uint64_t at = 0; at < n; at += CDL_PEER_BCAST_CHUNK) {
+        const uint64_t k = n - at < CDL_PEER_BCAST_CHUNK ? n - at : CDL_PEER_BCAST_CHUNK;
+        if (MPI_Bcast(p + at, (int)k, MPI_BYTE, 0, comm) != MPI_SUCCESS) return 0;
+    }
+    return 1;
+}
+
+/* A node's copy of the image: written by its first rank to a file in
+ * /dev/shm that every rank of the node maps, then unlinked once all have
+ * (the mappings stay; nothing is left behind, whatever happens later).
+ * 1 and the mapping in *m on success; 0 (errno-style why) when the file
+ * cannot be made: the node then falls back to a copy per rank. */
+static int cdl__peer_node_file(const coordl *L, const cdl__u8 *p, size_t n, char *name, size_t cap, void **m) {
+    *m = NULL;
+    snprintf(name, cap, "/dev/shm/coordl-mpi-%ld-%lx.index", (long)getpid(), (unsigned long)(uintptr_t)L);
+    const int fd = open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return 0;
+    size_t at = 0;
+    while (at < n) {
+        const ssize_t w = write(fd, p + at, n - at);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        at += (size_t)w;
+    }
+    void *map = at == n ? mmap(NULL, n, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+    close(fd);
+    if (map == MAP_FAILED) { /* /dev/shm full: ENOSPC */
+        unlink(name);
+        return 0;
+    }
+    *m = map;
+    return 1;
+}
+
+/* The image reaches each node once (rank 0 to the first rank of every
+ * node, over MPI), and the ranks of a node share one copy of it: the
+ * node's first rank writes it to /dev/shm and every rank of the node maps
+ * that file and reads its items in place (MPI-3's shared-memory
+ * communicator says which ranks share a node). Where the file cannot be
+ * written (a full /dev/shm), the node's first rank sends each rank its own
+ * copy, as before. Collective over the trainer's communicator. */
+static coordl_status cdl__peer_index_per_node(coordl *L, size_t n) {
+    const int root = L->cfg.rank == 0;
+    MPI_Comm node = MPI_COMM_NULL, leaders = MPI_COMM_NULL;
+    int node_rank = 0;
+    if (MPI_Comm_split_type(L->peers.comm, MPI_COMM_TYPE_SHARED, L->cfg.rank, MPI_INFO_NULL, &node) != MPI_SUCCESS ||
+        MPI_Comm_rank(node, &node_rank) != MPI_SUCCESS ||
+        MPI_Comm_split(L->peers.comm, node_rank == 0 ? 0 : MPI_UNDEFINED, L->cfg.rank, &leaders) != MPI_SUCCESS) {
+        if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
+        return cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: cannot group the ranks by node (MPI_Comm_split_type failed)");
+    }
+    const int leader = node_rank == 0; /* rank 0 leads its node: the ranks are ordered by rank */
+    coordl_status rc = COORDL_OK;
+    /* 1. rank 0 to every node's first rank */
+    cdl__u8 *p = root ? (cdl__u8 *)L->index.image : leader ? cdl__malloc(L, n ? n : 1) : NULL;
+    int ok = !leader || p != NULL, all = 0;
     if (MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, L->peers.comm) != MPI_SUCCESS || !all) {
-        if (!root) cdl__free(L, p);
-        return cdl__open_fail(ok ? COORDL_ERR_PEER : COORDL_ERR_NOMEM, "mpi_comm: %s (%llu bytes)",
-                              ok ? "a rank has no memory for the index" : "no memory for the index",
-                              (unsigned long long)head[2]);
+        rc = cdl__open_fail(ok ? COORDL_ERR_PEER : COORDL_ERR_NOMEM, "mpi_comm: %s (%llu bytes)",
+                            ok ? "a rank has no memory for the index" : "no memory for the index",
+                            (unsigned long long)n);
+        if (leader && !root) cdl__free(L, p);
+        goto out;
     }
-    for (uint64_t at = 0; ok && at < head[2]; at += CDL_PEER_BCAST_CHUNK) {
-        const uint64_t n = head[2] - at < CDL_PEER_BCAST_CHUNK ? head[2] - at : CDL_PEER_BCAST_CHUNK;
-        ok = MPI_Bcast(p + at, (int)n, MPI_BYTE, 0, L->peers.comm) == MPI_SUCCESS;
+    if (leader) ok = cdl__peer_bcast_bytes(p, n, leaders);
+    /* 2. the node's copy, named to the node's ranks ("" when not made) */
+    char name[128] = "";
+    void *m = NULL;
+    if (leader && ok && !cdl__peer_node_file(L, p, n, name, sizeof name, &m)) {
+        cdl__log(L, COORDL_LOG_WARN, "mpi: cannot write the index to /dev/shm (%s); each rank of this node gets "
+                 "its own copy", strerror(errno));
+        name[0] = '\0';
     }
-    if (ok && !root) {
-        rc = cdl__index_from_image(L, p, (size_t)head[2]);
-        ok = rc == COORDL_OK;
+    /* the node follows its first rank: whether it has the image, and the
+     * file's name */
+    int leader_ok = ok;
+    if (MPI_Bcast(&leader_ok, 1, MPI_INT, 0, node) != MPI_SUCCESS ||
+        MPI_Bcast(name, (int)sizeof name, MPI_CHAR, 0, node) != MPI_SUCCESS)
+        leader_ok = 0;
+    ok = ok && leader_ok;
+    name[sizeof name - 1] = '\0';
+    if (!leader && ok && name[0]) { /* 3a. map the node's copy */
+        const int fd = open(name, O_RDONLY | O_CLOEXEC);
+        struct stat sb;
+        if (fd >= 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == n) m = mmap(NULL, n, PROT_READ, MAP_SHARED, fd, 0);
+        if (fd >= 0) close(fd);
+        if (m == MAP_FAILED) m = NULL;
+        ok = m != NULL;
+        if (!ok) rc = cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: cannot map the node's index %s: %s", name, strerror(errno));
+    } else if (ok && !name[0]) { /* 3b. the node's first rank sends each its copy */
+        if (!leader) p = cdl__malloc(L, n ? n : 1);
+        int mine = leader || p != NULL, node_all = 0;
+        ok = MPI_Allreduce(&mine, &node_all, 1, MPI_INT, MPI_MIN, node) == MPI_SUCCESS && node_all &&
+             cdl__peer_bcast_bytes(p, n, node);
+        if (!mine) rc = cdl__open_fail(COORDL_ERR_NOMEM, "mpi_comm: no memory for the index (%llu bytes)",
+                                       (unsigned long long)n);
     }
-    if (!ok && !root && rc == COORDL_OK) {
-        cdl__free(L, p);
-        rc = cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: the index broadcast from rank 0 failed");
-    } else if (!ok && !root) {
-        cdl__free(L, p);
+    /* 4. adopt: the mapping (one copy per node), else the rank's own copy */
+    if (ok && m) {
+        rc = cdl__index_from_shared(L, m, n); /* rank 0: replaces its own image */
+        if (rc != COORDL_OK) munmap(m, n);
+        if (leader && !root) cdl__free(L, p);
+    } else if (ok && !root) {
+        rc = cdl__index_from_image(L, p, n);
+        if (rc != COORDL_OK) cdl__free(L, p);
+    } else if (!root) {
+        cdl__free(L, p); /* NULL, or this rank's copy */
+        if (m) munmap(m, n);
+        if (rc == COORDL_OK) rc = cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: the index broadcast from rank 0 failed");
     }
+    ok = rc == COORDL_OK;
+    /* every rank of the node has mapped it (or failed): the name goes */
+    MPI_Barrier(node);
+    if (leader && name[0]) unlink(name);
     if (MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, L->peers.comm) != MPI_SUCCESS || !all)
-        return rc != COORDL_OK ? rc : cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: another rank could not adopt the "
-                                                     "index rank 0 sent (see its log)");
-    return COORDL_OK;
+        rc = rc != COORDL_OK ? rc : cdl__open_fail(COORDL_ERR_PEER, "mpi_comm: another rank could not adopt the "
+                                                   "index rank 0 sent (see its log)");
+out:
+    if (leaders != MPI_COMM_NULL) MPI_Comm_free(&leaders);
+    MPI_Comm_free(&node);
+    return rc;
 }
 
 /* Collective: every rank checks that all index the same dataset (the map

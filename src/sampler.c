@@ -38,8 +38,9 @@ static cdl__perm cdl__perm_keyed(uint64_t n, int identity, uint64_t seed, uint64
     p.n = n;
     p.identity = identity;
     p.epoch = epoch;
-    unsigned bits = 2;
-    while (bits < 64 && (1ull << bits) < p.n) bits++;
+    /* the least even bits >= 2 with 2^bits >= n (a token row asks for two
+     * perms: no loop) */
+    unsigned bits = p.n <= 4 ? 2u : 64u - (unsigned)__builtin_clzll(p.n - 1);
     if (bits & 1) bits++;
     p.half_bits = bits / 2;
     p.half_mask = (1ull << p.half_bits) - 1;

@@ -18,7 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char *g_dir, *g_shards, *g_list;
@@ -298,6 +301,121 @@ static void test_unwritable_index_path_logs_and_opens(void **state)
     free(ix);
 }
 
+/* A coordinated group without index_path: the first member scans and
+ * writes the group's index in /dev/shm; a sibling maps it, reading no
+ * shard byte at open, and gets the same batches; the last member out
+ * removes the file. */
+static int sibling_main(const char *group, const char *ix_file, const snapshot *want)
+{
+    for (int i = 0; i < 2000 && access(ix_file, R_OK) != 0; i++) usleep(10000); /* the first member's scan */
+    if (access(ix_file, R_OK) != 0) {
+        fprintf(stderr, "sibling: %s never appeared\n", ix_file);
+        return 10;
+    }
+    tu_io io;
+    tu_io_init(&io);
+    io.fail_read_path = ".tar"; /* a scan (it reads each shard's first header) fails: only a load can open */
+    io.fail_read_at_start = 1;
+    tu_log_record *log = tu_log_record_new();
+    coordl_config cfg = cfg_of(g_list, NULL, log);
+    cfg.group = group;
+    cfg.group_size = 2;
+    cfg.io = &io.table;
+    coordl *L = NULL;
+    if (coordl_open(&cfg, &L) != COORDL_OK) {
+        fprintf(stderr, "sibling: open read a shard (it scanned?): %s\n", coordl_errmsg(NULL));
+        return 11;
+    }
+    if (!tu_log_contains(log, "group index: loaded") || tu_log_contains(log, "scanning")) {
+        fprintf(stderr, "sibling: the log does not say the group's index was loaded\n");
+        return 12;
+    }
+    if (coordl_num_items(L) != want->n) return 13;
+    for (uint64_t i = 0; i < want->n; i++)
+        if (strcmp(coordl_item_path(L, i), want->paths[i]) != 0) {
+            fprintf(stderr, "sibling: item %llu is %s, the scan says %s\n", (unsigned long long)i,
+                    coordl_item_path(L, i), want->paths[i]);
+            return 14;
+        }
+    tu_run run;
+    memset(&run, 0, sizeof run);
+    if (tu_run_epochs(L, 2, &run) != COORDL_OK) {
+        fprintf(stderr, "sibling: %s\n", coordl_errmsg(L));
+        return 15;
+    }
+    int same = run.nrows == want->run.nrows && run.nbatches == want->run.nbatches;
+    for (size_t i = 0; same && i < run.nrows; i++) same = run.ids[i] == want->run.ids[i];
+    for (size_t i = 0; same && i < run.nbatches; i++) same = run.hash[i] == want->run.hash[i];
+    if (!same) {
+        fprintf(stderr, "sibling: its batches differ from a single loader's\n");
+        return 16;
+    }
+    tu_run_free(&run);
+    coordl_close(L);
+    tu_log_record_free(log);
+    tu_io_destroy(&io);
+    return 0;
+}
+
+static void test_group_siblings_share_one_scan(void **state)
+{
+    (void)state;
+    char group[64], ix_file[128], shm_obj[128];
+    snprintf(group, sizeof group, "ixgroup-%ld", (long)getpid());
+    snprintf(ix_file, sizeof ix_file, "/dev/shm/coordl-%s.index", group);
+    snprintf(shm_obj, sizeof shm_obj, "/dev/shm/coordl-%s", group);
+    unlink(ix_file);
+    coordl_config cfg = cfg_of(g_list, NULL, NULL);
+    snapshot want = snap(&cfg);
+    fflush(NULL);
+    pid_t kid = fork();
+    assert_true(kid >= 0);
+    if (kid == 0) {
+        alarm(60);
+        _exit(sibling_main(group, ix_file, &want));
+    }
+    /* the same kind of reader as the sibling's (a caller's reader records
+     * no modification times: a file saved through another is stale) */
+    tu_io io;
+    tu_io_init(&io);
+    tu_log_record *log = tu_log_record_new();
+    cfg = cfg_of(g_list, NULL, log);
+    cfg.group = group;
+    cfg.group_size = 2;
+    cfg.io = &io.table;
+    coordl *L = NULL;
+    coordl_status rc = coordl_open(&cfg, &L);
+    if (rc != COORDL_OK) {
+        kill(kid, SIGKILL);
+        waitpid(kid, NULL, 0);
+        unlink(ix_file);
+        fail_msg("first member: %s", coordl_errmsg(NULL));
+    }
+    assert_true(tu_log_contains(log, "group index: /dev/shm/coordl-"));
+    assert_true(tu_log_contains(log, "does not exist yet"));
+    tu_run run;
+    memset(&run, 0, sizeof run);
+    rc = tu_run_epochs(L, 2, &run);
+    int status = -1;
+    if (rc == COORDL_OK) coordl_close(L);
+    if (waitpid(kid, &status, 0) != kid) status = -1;
+    if (rc != COORDL_OK) {
+        unlink(ix_file);
+        fail_msg("first member: %s", coordl_errmsg(L));
+    }
+    assert_int_equal(run.nrows, want.run.nrows);
+    for (size_t i = 0; i < run.nrows; i++) assert_int_equal(run.ids[i], want.run.ids[i]);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("the sibling failed (status 0x%x; see its message above)", (unsigned)status);
+    /* both gone: the group's object and its index are removed */
+    assert_int_not_equal(access(ix_file, F_OK), 0);
+    assert_int_not_equal(access(shm_obj, F_OK), 0);
+    tu_run_free(&run);
+    tu_log_record_free(log);
+    tu_io_destroy(&io);
+    snap_free(&want);
+}
+
 /* coordl-index writes the index open then loads, and prints what it
  * found; a second run finds it up to date. */
 static void test_coordl_index_tool_writes_and_reports(void **state)
@@ -362,6 +480,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_saved_index_round_trip_gives_the_scans_batches),
         cmocka_unit_test(test_stale_foreign_and_corrupt_files_are_rescanned),
         cmocka_unit_test(test_unwritable_index_path_logs_and_opens),
+        cmocka_unit_test(test_group_siblings_share_one_scan),
         cmocka_unit_test(test_coordl_index_tool_writes_and_reports),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -54,6 +54,9 @@ typedef struct tu_io {
     int fail_read_errno;        /* ... returns -this (default EIO)      */
     const char *fail_read_path; /* every read_at of a path containing
                                    this returns -fail_read_errno        */
+    int fail_read_at_start;     /* with fail_read_path: only reads at
+                                   offset 0 fail (a tar scan's first
+                                   header; an item's bytes come later)  */
     size_t max_chunk;           /* short reads: at most this per call   */
     int eintr_every;            /* every nth read_at call returns -EINTR
                                    (before reading anything)           */
@@ -173,7 +176,8 @@ static inline int64_t tu_io__read_at(void *user, void *file, void *buf, uint64_t
     if (armed && io->spike_nth > 0 && n == io->spike_nth) tu_io__sleep_us((uint64_t)io->spike_ms * 1000u);
     if (io->delay_us) tu_io__sleep_us(io->delay_us);
     if (armed && io->eintr_every > 0 && n % io->eintr_every == 0) return -EINTR;
-    if (armed && ((io->fail_read_nth > 0 && n == io->fail_read_nth) || tu_io__match(f->path, io->fail_read_path))) {
+    if (armed && ((io->fail_read_nth > 0 && n == io->fail_read_nth) ||
+                  (tu_io__match(f->path, io->fail_read_path) && (!io->fail_read_at_start || offset == 0)))) {
         tu_io__fault(io, f->path);
         return -(io->fail_read_errno ? io->fail_read_errno : EIO);
     }

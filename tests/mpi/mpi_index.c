@@ -51,7 +51,21 @@ static unsigned long long index_hash(coordl *L) {
     return h;
 }
 
+/* 1 when this process maps a coordl-mpi-*.index file that is deleted (the
+ * node's one copy of the index, unlinked once every rank mapped it). */
+static int node_copy_mapped(void) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return 0;
+    char line[4096];
+    int found = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, "/dev/shm/coordl-mpi-") && strstr(line, ".index (deleted)")) found = 1;
+    fclose(f);
+    return found;
+}
+
 typedef struct opened {
+    int node_copy; /* the index is a mapping of the node's /dev/shm copy, its name already gone */
     long calls;
     uint64_t items;
     unsigned long long index, epoch;
@@ -76,6 +90,7 @@ static int open_and_run(const char *source, const char *index_path, int with_mpi
         return 0;
     }
     o->calls = atomic_load(&g_calls);
+    o->node_copy = node_copy_mapped();
     o->items = coordl_num_items(L);
     o->index = index_hash(L);
     /* with mpi_comm each rank reads its share; the rank alone reads all:
@@ -124,6 +139,8 @@ int main(int argc, char **argv) {
     check(calls * 10 <= (uint64_t)alone.calls * 11, "all ranks together: at most 1.1x the storage calls of one");
     check(job.items == alone.items && job.index == alone.index && agreed(job.index),
           "every rank has rank 0's index (items, paths, labels)");
+    check(sum_u64((uint64_t)job.node_copy) == (uint64_t)g_world,
+          "every rank reads the index from its node's one copy in /dev/shm, unlinked once all mapped it");
 
     watchdog("saved", 120);
     ok = open_and_run(shards, ix, 1, &saved);

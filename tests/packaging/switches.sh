@@ -13,7 +13,8 @@
 #     <stb/stb_image.h>; the decoder tests run with it;
 #   - gcc and clang: tokens and stb are built with clang, the others with
 #     $CC, and the all-together set with both.
-# Env: CC (default cc), SETS (names to run; default all of them).
+# Env: CC (default cc), SETS (names to run; default all of them),
+# SWITCH_SMOKE and SWITCH_FULL (what a switch alone runs: below).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CC=${CC:-cc}
@@ -37,6 +38,9 @@ while read -r sw re; do
     USES[$sw]=$re
 done <tests/packaging/switch-uses.txt
 SETS=${SETS-audio tokens analyzer stb remote all all-clang stb-upstream}
+# what a switch alone runs besides the tests that name it (SWITCH_FULL=1:
+# every runnable test, as the all-together sets do)
+SWITCH_SMOKE=${SWITCH_SMOKE-test_switches test_api test_config test_bad_input test_prep test_determinism test_golden_batches test_tokens test_tar test_io}
 fail=0
 
 # the subset of sources (tests/test_*.c or examples/*.c) a set can run
@@ -117,6 +121,19 @@ for set in $SETS; do
     fuzz=$(runnable "$flags" tests/fuzz/fuzz_*.c | sed 's|^tests/fuzz/\(.*\)\.c$|\1|')
     checks=$(runnable "$flags" examples/llm_tokens.c examples/ggml_loop.c examples/darknet_train.c |
         sed 's|^examples/\(.*\)\.c$|\1|')
+    case $set in
+    all | all-clang | stb-upstream) ;;
+    *) # a switch alone: every test, example and fuzz target is built with it
+       # (-Werror), and a smoke subset runs: the tests that handle the
+       # switch themselves (#ifdef) and the core ones (SWITCH_SMOKE). The
+       # whole runnable suite runs in the all-together sets: each single
+       # set running it too cost CI about 11 minutes of its 45.
+       if [ "${SWITCH_FULL:-0}" != 1 ]; then
+           sw=${flags#-D}
+           tests=$(for t in $tests; do src=tests/${t##*/}.c
+               if grep -q "$sw" "$src" || [[ " $SWITCH_SMOKE " == *" ${t##*/} "* ]]; then echo "$t"; fi; done)
+       fi ;;
+    esac
     if [ "$set" = stb-upstream ]; then # the decoders, and the switches' own check
         tests=$(printf '%s\n' $tests | grep -E 'test_(decode|switches|bad_input)$' || true)
         checks=""
