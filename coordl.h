@@ -880,6 +880,19 @@ typedef struct coordl_stats {
     uint64_t bad_labels;        /* items whose label file is missing, empty
                                    or malformed (found at open; each is a
                                    bad sample when its row is prepared)     */
+    /* --- appended after 0.4: local reads in flight (docs/storage.md) -- */
+    uint64_t readahead_max_in_flight; /* most read-ahead reads of local
+                                   files in flight at once: in the
+                                   io_uring, or I/O threads inside the
+                                   reader (remote: remote_max_in_flight)    */
+    uint64_t readahead_ring_reads; /* of readahead_reads, those the page
+                                   cache could not answer at once, read in
+                                   the io_uring                             */
+    uint32_t readahead_uring;   /* 1: the read-ahead reads local files
+                                   through io_uring; 0: on I/O threads (a
+                                   caller's reader, COORDL_NO_URING,
+                                   COORDL_URING=0, a kernel refusing it)    */
+    uint32_t pad3_;             /* zero                                      */
 } coordl_stats;
 
 /* Per-epoch counters (the last 16 epochs are kept). */
