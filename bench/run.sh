@@ -92,7 +92,7 @@ PY=/usr/bin/python3
 CC=${CC:-cc}
 CFLAGS=(-O2 -g -std=c11 -Wall -Wextra -Wpedantic -Wshadow -D_GNU_SOURCE -I.)
 HWLOC_LIB=${HWLOC_LIB--lhwloc}
-LIBS=(-ljpeg $HWLOC_LIB -lcurl -lpthread -lm)
+LIBS=(-ljpeg $HWLOC_LIB -lcurl -luring -lpthread -lm)
 mkdir -p "$OUT"
 
 log() { printf '\n=== %s\n' "$*"; }
@@ -712,7 +712,7 @@ run_llmc_train() {
     for v in native coordl; do
         python3 bench/llmc_tiny.py "$base/$v"
         if [ $v = coordl ]; then
-            make -s -C "$base/$v" train_gpt2 LDLIBS="-lm coordl.o -ljpeg $HWLOC_LIB -lcurl -lpthread" > "$base/$v.build.log" 2>&1
+            make -s -C "$base/$v" train_gpt2 LDLIBS="-lm coordl.o -ljpeg $HWLOC_LIB -lcurl -luring -lpthread" > "$base/$v.build.log" 2>&1
         else
             make -s -C "$base/$v" train_gpt2 > "$base/$v.build.log" 2>&1
         fi || { tail -20 "$base/$v.build.log"; echo "llmc-train: building the $v train_gpt2 failed"; return 1; }
