@@ -4413,6 +4413,13 @@ static void *cdl__uring_main(void *arg) {
         }
         if (data == (void *)U) continue; /* a submission taken back */
         cdl__uring_req *q = data;
+        /* q was filled in before its submission, under U->mu: taking the
+         * lock orders what this thread reads of q after those writes (the
+         * kernel's rings order them too, but nothing a checker such as
+         * ThreadSanitizer sees; an inline completion can even arrive while
+         * the submitter still holds the lock) */
+        pthread_mutex_lock(&U->mu);
+        pthread_mutex_unlock(&U->mu);
         if (res == -EAGAIN || res == -EINTR) {
             pthread_mutex_lock(&U->mu);
             const int again = cdl__uring_queue(U, q);
