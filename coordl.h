@@ -676,7 +676,11 @@ typedef struct coordl_config {
                                    flight, started while every one is
                                    inside the reader and the window has
                                    room; 256 KiB stacks); 0 (default) =
-                                   the depth; at most 4096              */
+                                   the depth; at most 4096. With io_uring
+                                   (the built-in reader on local files:
+                                   docs/storage.md) one I/O thread and the
+                                   ring's completion thread, whatever this
+                                   says                                 */
     uint64_t readahead_bytes;   /* arena bound: items in flight never take
                                    more; one larger than it is read by its
                                    worker. 0 (default) = 2 x depth x the
