@@ -28,7 +28,8 @@
  * end of the file (a result of 0), as cdl__posix_read_at loops; -EAGAIN and
  * -EINTR are submitted again. Where the kernel refuses a ring
  * (io_uring_queue_init fails: an old kernel, a seccomp filter, the
- * RLIMIT_MEMLOCK of kernels before 5.12) cdl__uring_start returns NULL and
+ * RLIMIT_MEMLOCK of kernels before 5.12; or its ring cannot read: before
+ * 5.6) cdl__uring_start returns NULL and
  * the read-ahead keeps its I/O threads. COORDL_NO_URING compiles all of it
  * out (no liburing). */
 #ifndef COORDL_NO_URING
@@ -153,6 +154,18 @@ CDL_PRIVATE cdl__uring *cdl__uring_start(const coordl *L, uint32_t depth) {
     if (e < 0) {
         cdl__log(L, COORDL_LOG_INFO, "read-ahead: io_uring refused (%s): local reads in flight on I/O threads",
                  strerror(-e));
+        cdl__free(L, U);
+        return NULL;
+    }
+    /* IORING_OP_READ came in Linux 5.6: a ring from 5.1-5.5 would fail
+     * every read with EINVAL */
+    struct io_uring_probe *probe = io_uring_get_probe_ring(&U->ring);
+    const int can_read = probe && io_uring_opcode_supported(probe, IORING_OP_READ);
+    if (probe) io_uring_free_probe(probe);
+    if (!can_read) {
+        cdl__log(L, COORDL_LOG_INFO, "read-ahead: this kernel's io_uring has no IORING_OP_READ (before 5.6): local "
+                 "reads in flight on I/O threads");
+        io_uring_queue_exit(&U->ring);
         cdl__free(L, U);
         return NULL;
     }
