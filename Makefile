@@ -34,7 +34,10 @@ HWLOC_LIB ?= -lhwloc
 # libcurl for the remote sources (docs/remote.md); COORDL_NO_REMOTE leaves
 # them and the library out
 CURL_LIB ?= $(if $(findstring COORDL_NO_REMOTE,$(EXTRA_CFLAGS) $(CPPFLAGS)),,-lcurl)
-LIBS    := -ljpeg $(HWLOC_LIB) $(CURL_LIB) -lpthread -lm
+# liburing for the read-ahead's local reads in flight (docs/storage.md);
+# COORDL_NO_URING leaves it out (the read-ahead then uses I/O threads)
+URING_LIB ?= $(if $(findstring COORDL_NO_URING,$(EXTRA_CFLAGS) $(CPPFLAGS)),,-luring)
+LIBS    := -ljpeg $(HWLOC_LIB) $(CURL_LIB) $(URING_LIB) -lpthread -lm
 TESTLIBS := -lcmocka
 OMPFLAG := -fopenmp
 
@@ -198,7 +201,7 @@ test-sanitize:
 # ThreadSanitizer (clang) over the tests that drive the stream from several
 # threads and processes: consumer, workers, member threads, queries from
 # another thread, coordl_set/seek under load, coordinated groups.
-TSAN_TESTS := test_api test_set test_determinism test_stream test_stream_internals test_group test_consumer_path test_readahead test_faults test_remote
+TSAN_TESTS := test_api test_set test_determinism test_stream test_stream_internals test_group test_consumer_path test_readahead test_readahead_uring test_faults test_remote
 test-tsan: deps
 	$(MAKE) BUILD=build-tsan CC=clang OPT=-O1 EXTRA_CFLAGS="$(EXTRA_CFLAGS) -fsanitize=thread -fno-omit-frame-pointer" run-tsan
 run-tsan: $(patsubst %,$(BUILD)/tests/%,$(TSAN_TESTS))
@@ -328,7 +331,7 @@ $(FUZZ_SEEDS)/.done: $(BUILD)/fuzz-replay/gen_seeds
 	rm -rf $(FUZZ_SEEDS) && $< $(FUZZ_SEEDS) && touch $@
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h tests/tu_tar.h coordl.c coordl.h
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(STD) $(WARN) -Wno-unused-function $(FUZZ_FLAGS) $(CPPFLAGS) -DCOORDL_NO_HWLOC -I. $< -ljpeg $(CURL_LIB) -lpthread -lm -o $@
+	$(FUZZ_CC) $(STD) $(WARN) -Wno-unused-function $(FUZZ_FLAGS) $(CPPFLAGS) -DCOORDL_NO_HWLOC -I. $< -ljpeg $(CURL_LIB) $(URING_LIB) -lpthread -lm -o $@
 fuzz: deps $(patsubst %,$(FUZZ_BUILD)/%,$(FUZZ_TARGETS)) $(FUZZ_SEEDS)/.done
 	@fail=0; for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/crashes/$$t; \

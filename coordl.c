@@ -17,6 +17,7 @@
  *   worker       a worker's scratch (per-thread buffers every stage reuses)
  *   remote       http(s):// and s3:// reads: one libcurl event loop per handle
  *   io           the coordl_io seam: the POSIX reader, reads through the handle's reader
+ *   uring        local reads in flight on one io_uring per handle, its completion thread
  *   index        the item table: ImageFolder and list sources, item accessors
  *   tar          WebDataset tar shards: scan and index
  *   indexfile    the saved index of tar shards: image, checks, atomic write, load
@@ -66,6 +67,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/uio.h>
 #include <glob.h>
 #include <limits.h>
 #include <math.h>
@@ -112,8 +114,10 @@
  *                        <stb/stb_image.h>; COORDL_STB_IMAGE_H="path" names
  *                        any other
  *   COORDL_NO_REMOTE     no http(s):// or s3:// sources (no libcurl)
+ *   COORDL_NO_URING      no io_uring (no liburing): the read-ahead's local
+ *                        reads in flight are I/O threads (docs/storage.md)
  *   COORDL_MPI           the partitioned cache over MPI
- * With COORDL_NO_HWLOC, COORDL_NO_STB and COORDL_NO_REMOTE, coordl.c needs no header beyond
+ * With COORDL_NO_HWLOC, COORDL_NO_STB, COORDL_NO_REMOTE and COORDL_NO_URING, coordl.c needs no header beyond
  * the C library's and libjpeg's. */
 #if defined(COORDL_NO_STB) && defined(COORDL_NO_JPEGTURBO)
 #error "coordl: COORDL_NO_STB and COORDL_NO_JPEGTURBO together leave no image decoder"
@@ -132,6 +136,10 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
+#endif
+
+#ifndef COORDL_NO_URING
+#include <liburing.h>
 #endif
 
 #ifndef COORDL_NO_JPEGTURBO
@@ -612,6 +620,43 @@ typedef struct cdl__list_line {
 } cdl__list_line;
 
 #endif /* CDL_IO_STATE_H */
+/* ---- src/uring_state.h ------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* uring_state.h - local reads in flight on io_uring: the types uring.c owns
+ * (its state, and the data it shares with other modules). handle.h composes
+ * the states; uring.h declares the functions. The ring itself is private to
+ * uring.c (it holds liburing's types, which no other module sees). */
+#ifndef CDL_URING_STATE_H
+#define CDL_URING_STATE_H
+
+typedef struct cdl__uring cdl__uring;
+typedef struct cdl__uring_req cdl__uring_req;
+
+/* A finished read: err is 0 or an errno; q->got the bytes read (fewer than
+ * q->len: the file ended there). Runs on the ring's completion thread: it
+ * must not block, nor submit and wait. */
+typedef void (*cdl__uring_done_ptr)(cdl__uring_req *q, int err);
+typedef cdl__uring_done_ptr cdl__uring_done_fn; /* (a plain name: tools/check-layers.py finds its owner) */
+
+/* One read of [off, off + len) of fd into dst, owned by the caller (it
+ * lives in the caller's memory from submit to done: nothing is allocated
+ * per read). Short reads are continued by the ring until len bytes or the
+ * end of the file. */
+struct cdl__uring_req {
+    int fd;
+    cdl__u8 *dst;
+    uint64_t len, off;
+    uint64_t got;            /* bytes read so far                        */
+    cdl__uring_done_fn done;
+};
+
+/* Counters of a handle's ring (coordl_stats readahead_*). */
+typedef struct cdl__uring_counters {
+    uint64_t reads;          /* reads submitted (continuations not counted) */
+    uint64_t max_in_flight;  /* most reads in the ring at once              */
+} cdl__uring_counters;
+
+#endif /* CDL_URING_STATE_H */
 /* ---- src/index_state.h ------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
 /* index_state.h - the item table: the types index.c owns (its state, and the data it
@@ -702,6 +747,29 @@ typedef struct cdl__index {
 } cdl__index;
 
 #endif /* CDL_INDEX_STATE_H */
+/* ---- src/source_state.h ------------------------------------------------ */
+/* SPDX-License-Identifier: MIT */
+/* source_state.h - token shards, the source dispatcher, reading one item's
+ * bytes: the types source.c shares with other modules. handle.h composes
+ * the states; source.h declares the functions. */
+#ifndef CDL_SOURCE_STATE_H
+#define CDL_SOURCE_STATE_H
+
+/* An item's read in the io_uring (cdl__read_item_start), in the caller's
+ * memory from start to done: nothing is allocated per read. */
+typedef struct cdl__item_aread {
+    cdl__uring_req q;          /* first: the ring's request (done finds us) */
+    const coordl *L;
+    void *file;                /* the open file, closed when the read ends */
+    uint64_t id;
+    uint64_t want;             /* the item's bytes                          */
+    int member;                /* a tar member (short = cut short), or a
+                                  plain file (short = decode what is there) */
+    cdl__remote_done_fn done;  /* the caller's, as a remote read's          */
+    void *arg;
+} cdl__item_aread;
+
+#endif /* CDL_SOURCE_STATE_H */
 /* ---- src/sampler_state.h ----------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
 /* sampler_state.h - the sampler: the types sampler.c owns (its state, and the data it
@@ -964,6 +1032,7 @@ typedef struct cdl__ra_entry {
     uint64_t storage_bytes; /* as the reader delivered them                   */
     coordl_status status;
     char err[CDL_ERRMSG_MAX];
+    cdl__item_aread aread;  /* its read while in the io_uring             */
 } cdl__ra_entry;
 
 typedef struct cdl__readahead cdl__readahead;
@@ -993,7 +1062,10 @@ struct cdl__readahead {
     int max_threads;        /* readahead_threads: reads in flight at most */
     int reading;            /* I/O threads inside the reader now          */
     int room_waiters; /* I/O threads waiting for entries or arena space   */
-    uint64_t async_reads; /* reads in flight on the remote event loop     */
+    uint64_t async_reads; /* reads in flight on the remote event loop or
+                             the io_uring                                 */
+    cdl__uring *uring;    /* local reads in flight (NULL: I/O threads)    */
+    uint64_t max_reading; /* most I/O threads inside the reader at once   */
     /* counters of the I/O threads (coordl_stats readahead_*) */
     uint64_t reads, read_ns, skips;
 };
@@ -1410,6 +1482,18 @@ CDL_PRIVATE void cdl__posix_close(void *user, void *file);
 CDL_PRIVATE int cdl__posix_fd(void *file);
 CDL_PRIVATE int cdl__posix_open_why(const char *path, void **file, uint64_t *size, const char **why);
 #endif /* CDL_IO_H */
+/* ---- src/uring.h ------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* uring.h - local reads in flight on io_uring: the functions other modules use (see uring.c). */
+#ifndef CDL_URING_H
+#define CDL_URING_H
+
+/* ---- interface ---- */
+CDL_PRIVATE cdl__uring *cdl__uring_start(const coordl *L, uint32_t depth);
+CDL_PRIVATE int cdl__uring_submit(cdl__uring *U, cdl__uring_req *q);
+CDL_PRIVATE void cdl__uring_counters_get(cdl__uring *U, cdl__uring_counters *out);
+CDL_PRIVATE void cdl__uring_stop(const coordl *L, cdl__uring *U);
+#endif /* CDL_URING_H */
 /* ---- src/index.h ------------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
 /* index.h - the item table: the types and functions other modules use (see index.c). */
@@ -1475,6 +1559,7 @@ CDL_PRIVATE coordl_status cdl__index_from_shared(coordl *L, cdl__u8 *p, size_t n
 /* ---- interface ---- */
 CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, uint64_t id, cdl__u8 **buf, size_t *cap, int grow, int *too_big, uint64_t *len, uint64_t *storage_bytes, char *err, size_t errcap);
 CDL_PRIVATE int cdl__read_item_async(const coordl *L, uint64_t id, cdl__u8 *dst, size_t cap, const void *owner, cdl__remote_done_fn done, void *arg);
+CDL_PRIVATE int cdl__read_item_start(const coordl *L, cdl__uring *U, cdl__item_aread *a, uint64_t id, cdl__u8 *dst, size_t cap, coordl_status *rc, uint64_t *len, uint64_t *storage_bytes, char *err, size_t errcap, cdl__remote_done_fn done, void *arg);
 CDL_PRIVATE coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes *out);
 CDL_PRIVATE coordl_status cdl__index_source(coordl *L);
 #endif /* CDL_SOURCE_H */
@@ -4261,6 +4346,254 @@ CDL_PRIVATE int cdl__list_path(const coordl *L, const char *list, const char *na
     return 1;
 }
 
+/* ---- src/uring.c ------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/*
+ * uring.c - local reads in flight on io_uring: one ring per handle.
+ *
+ * Owns:  the read-ahead's ring (made by cdl__ra_start for the built-in
+ *        POSIX reader), its completion thread and the reads in it
+ * Lock:  its own mutex (U->mu) guards the submission side and the
+ *        counters; the completion queue belongs to the completion thread,
+ *        which calls each read's done without U->mu held
+ * Calls: status (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
+ */
+
+/* ---- reads in flight without a thread each ----------------------------------
+ * The read-ahead hands a read of an open local file here when the page
+ * cache could not answer it at once (source.c tries preadv2 RWF_NOWAIT
+ * first): the read goes into the kernel's submission queue and the calling
+ * thread goes on; one completion thread reaps the completion queue and
+ * calls the read's done. So depth N of missing reads is N reads in the
+ * kernel, on one thread, instead of N threads each blocked in pread.
+ * Buffered reads that miss are served by the kernel's asynchronous page
+ * cache reads (ext4, xfs, btrfs): no io-wq worker threads appear here.
+ * A short read is continued from where it ended, until len bytes or the
+ * end of the file (a result of 0), as cdl__posix_read_at loops; -EAGAIN and
+ * -EINTR are submitted again. Where the kernel refuses a ring
+ * (io_uring_queue_init fails: an old kernel, a seccomp filter, the
+ * RLIMIT_MEMLOCK of kernels before 5.12; or its ring cannot read: before
+ * 5.6) cdl__uring_start returns NULL and
+ * the read-ahead keeps its I/O threads. COORDL_NO_URING compiles all of it
+ * out (no liburing). */
+#ifndef COORDL_NO_URING
+
+struct cdl__uring {
+    struct io_uring ring;
+    pthread_mutex_t mu;
+    pthread_t thread;
+    uint64_t in_flight;      /* reads in the ring now (under mu)           */
+    cdl__uring_counters n;   /* under mu                                   */
+    int stopping;            /* the stop request was submitted             */
+};
+
+enum { CDL_URING_STACK_BYTES = 256 * 1024 };
+#define CDL_URING_MAX_READ ((uint64_t)1 << 30) /* bytes in one SQE (its len is 32 bits) */
+
+/* Puts q's remaining bytes in the submission queue and submits; under
+ * U->mu. 0 when the kernel refuses the submission (the SQE is taken back). */
+static int cdl__uring_queue(cdl__uring *U, cdl__uring_req *q) {
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&U->ring);
+    if (!sqe) return 0; /* never: the ring has an entry per read in flight */
+    const uint64_t left = q->len - q->got;
+    io_uring_prep_read(sqe, q->fd, q->dst + q->got, (unsigned)(left > CDL_URING_MAX_READ ? CDL_URING_MAX_READ : left),
+                       q->off + q->got);
+    io_uring_sqe_set_data(sqe, q);
+    for (int tries = 0; tries < 100; tries++) {
+        const int r = io_uring_submit(&U->ring);
+        if (r >= 1) return 1;
+        if (r != -EINTR && r != -EAGAIN && r != -EBUSY) break;
+    }
+    /* not consumed: make the SQE a no-op without a completion owner, so a
+     * later submission carries nothing of q */
+    io_uring_prep_nop(sqe);
+    io_uring_sqe_set_data(sqe, U); /* U: ignored by the completion thread */
+    return 0;
+}
+
+/* Starts q (q->got = 0 or the bytes already read). 1: submitted, done will
+ * be called on the completion thread; 0: refused (read it another way). */
+CDL_PRIVATE int cdl__uring_submit(cdl__uring *U, cdl__uring_req *q) {
+    pthread_mutex_lock(&U->mu);
+    const int ok = !U->stopping && cdl__uring_queue(U, q);
+    if (ok) {
+        U->n.reads++;
+        if (++U->in_flight > U->n.max_in_flight) U->n.max_in_flight = U->in_flight;
+    }
+    pthread_mutex_unlock(&U->mu);
+    return ok;
+}
+
+static void cdl__uring_finish(cdl__uring *U, cdl__uring_req *q, int err) {
+    pthread_mutex_lock(&U->mu);
+    U->in_flight--;
+    pthread_mutex_unlock(&U->mu);
+    q->done(q, err);
+}
+
+static void *cdl__uring_main(void *arg) {
+    cdl__uring *U = arg;
+    int stop_seen = 0;
+    pthread_setname_np(pthread_self(), "coordl-uring");
+    for (;;) {
+        pthread_mutex_lock(&U->mu);
+        const int drained = stop_seen && U->in_flight == 0;
+        pthread_mutex_unlock(&U->mu);
+        if (drained) break;
+        struct io_uring_cqe *cqe;
+        const int e = io_uring_wait_cqe(&U->ring, &cqe);
+        if (e < 0) continue; /* -EINTR (a signal): wait again */
+        void *data = io_uring_cqe_get_data(cqe);
+        const int res = cqe->res;
+        io_uring_cqe_seen(&U->ring, cqe);
+        if (data == NULL) {
+            stop_seen = 1;
+            continue;
+        }
+        if (data == (void *)U) continue; /* a submission taken back */
+        cdl__uring_req *q = data;
+        /* q was filled in before its submission, under U->mu: taking the
+         * lock orders what this thread reads of q after those writes (the
+         * kernel's rings order them too, but nothing a checker such as
+         * ThreadSanitizer sees; an inline completion can even arrive while
+         * the submitter still holds the lock) */
+        pthread_mutex_lock(&U->mu);
+        pthread_mutex_unlock(&U->mu);
+        if (res == -EAGAIN || res == -EINTR) {
+            pthread_mutex_lock(&U->mu);
+            const int again = cdl__uring_queue(U, q);
+            pthread_mutex_unlock(&U->mu);
+            if (!again) cdl__uring_finish(U, q, -res);
+        } else if (res < 0) {
+            cdl__uring_finish(U, q, -res);
+        } else {
+            q->got += (uint64_t)res;
+            if (res == 0 || q->got >= q->len) {
+                cdl__uring_finish(U, q, 0);
+            } else {
+                pthread_mutex_lock(&U->mu);
+                const int again = cdl__uring_queue(U, q);
+                pthread_mutex_unlock(&U->mu);
+                if (!again) cdl__uring_finish(U, q, EIO);
+            }
+        }
+    }
+    return NULL;
+}
+
+/* A ring with room for depth reads and its completion thread, or NULL
+ * (logged once: the read-ahead then uses I/O threads). COORDL_URING=0 in
+ * the environment at open asks for the I/O threads (tests, and a way out
+ * should a kernel misbehave). */
+CDL_PRIVATE cdl__uring *cdl__uring_start(const coordl *L, uint32_t depth) {
+    const char *env = getenv("COORDL_URING");
+    if (env && strcmp(env, "0") == 0) {
+        cdl__log(L, COORDL_LOG_INFO, "read-ahead: COORDL_URING=0: local reads in flight on I/O threads, not io_uring");
+        return NULL;
+    }
+    cdl__uring *U = cdl__calloc(L, 1, sizeof *U);
+    if (!U) return NULL;
+    /* one entry per read in flight, and the stop request */
+    const int e = io_uring_queue_init(depth + 1, &U->ring, 0);
+    if (e < 0) {
+        cdl__log(L, COORDL_LOG_INFO, "read-ahead: io_uring refused (%s): local reads in flight on I/O threads",
+                 strerror(-e));
+        cdl__free(L, U);
+        return NULL;
+    }
+    /* IORING_OP_READ came in Linux 5.6: a ring from 5.1-5.5 would fail
+     * every read with EINVAL */
+    struct io_uring_probe *probe = io_uring_get_probe_ring(&U->ring);
+    const int can_read = probe && io_uring_opcode_supported(probe, IORING_OP_READ);
+    if (probe) io_uring_free_probe(probe);
+    if (!can_read) {
+        cdl__log(L, COORDL_LOG_INFO, "read-ahead: this kernel's io_uring has no IORING_OP_READ (before 5.6): local "
+                 "reads in flight on I/O threads");
+        io_uring_queue_exit(&U->ring);
+        cdl__free(L, U);
+        return NULL;
+    }
+    if (pthread_mutex_init(&U->mu, NULL) != 0) {
+        io_uring_queue_exit(&U->ring);
+        cdl__free(L, U);
+        return NULL;
+    }
+    pthread_attr_t attr;
+    int started = pthread_attr_init(&attr) == 0;
+    if (started) {
+        size_t stack = CDL_URING_STACK_BYTES;
+        if (stack < (size_t)PTHREAD_STACK_MIN) stack = (size_t)PTHREAD_STACK_MIN;
+        (void)pthread_attr_setstacksize(&attr, stack);
+        started = pthread_create(&U->thread, &attr, cdl__uring_main, U) == 0;
+        pthread_attr_destroy(&attr);
+    }
+    if (!started) {
+        cdl__log(L, COORDL_LOG_INFO, "read-ahead: cannot start io_uring's completion thread: local reads in flight "
+                 "on I/O threads");
+        pthread_mutex_destroy(&U->mu);
+        io_uring_queue_exit(&U->ring);
+        cdl__free(L, U);
+        return NULL;
+    }
+    return U;
+}
+
+CDL_PRIVATE void cdl__uring_counters_get(cdl__uring *U, cdl__uring_counters *out) {
+    memset(out, 0, sizeof *out);
+    if (!U) return;
+    pthread_mutex_lock(&U->mu);
+    *out = U->n;
+    pthread_mutex_unlock(&U->mu);
+}
+
+/* Waits for the reads in the ring (they write into the caller's memory),
+ * then ends the thread and the ring. No read may be submitted after. */
+CDL_PRIVATE void cdl__uring_stop(const coordl *L, cdl__uring *U) {
+    if (!U) return;
+    pthread_mutex_lock(&U->mu);
+    U->stopping = 1;
+    for (;;) { /* a no-op with no owner: the completion thread's cue */
+        struct io_uring_sqe *sqe = io_uring_get_sqe(&U->ring);
+        if (!sqe) { /* never: the ring has an entry for it */
+            (void)io_uring_submit(&U->ring);
+            continue;
+        }
+        io_uring_prep_nop(sqe);
+        io_uring_sqe_set_data(sqe, NULL);
+        int r;
+        do r = io_uring_submit(&U->ring);
+        while (r == -EINTR || r == -EAGAIN || r == -EBUSY);
+        break;
+    }
+    pthread_mutex_unlock(&U->mu);
+    pthread_join(U->thread, NULL);
+    pthread_mutex_destroy(&U->mu);
+    io_uring_queue_exit(&U->ring);
+    cdl__free(L, U);
+}
+
+#else /* COORDL_NO_URING: the read-ahead keeps its I/O threads */
+
+CDL_PRIVATE cdl__uring *cdl__uring_start(const coordl *L, uint32_t depth) {
+    (void)L;
+    (void)depth;
+    return NULL;
+}
+CDL_PRIVATE int cdl__uring_submit(cdl__uring *U, cdl__uring_req *q) {
+    (void)U;
+    (void)q;
+    return 0;
+}
+CDL_PRIVATE void cdl__uring_counters_get(cdl__uring *U, cdl__uring_counters *out) {
+    (void)U;
+    memset(out, 0, sizeof *out);
+}
+CDL_PRIVATE void cdl__uring_stop(const coordl *L, cdl__uring *U) {
+    (void)L;
+    (void)U;
+}
+#endif
 /* ---- src/index.c ------------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
 /*
@@ -6275,8 +6608,8 @@ CDL_PRIVATE coordl_status cdl__index_from_shared(coordl *L, cdl__u8 *p, size_t n
  *        member or token window)
  * Lock:  index writes at open only; reads are lock-free (W's buffers are
  *        its own)
- * Calls: status, remote, io, index, tar, indexfile (lower layers only:
- *        src/modules.txt; tools/check-layers.py checks this line).
+ * Calls: status, remote, io, uring, index, tar, indexfile (lower layers
+ *        only: src/modules.txt; tools/check-layers.py checks this line).
  */
 
 #define CDL_SHARD_HEADER_BYTES 1024
@@ -7004,6 +7337,152 @@ CDL_PRIVATE int cdl__read_item_async(const coordl *L, uint64_t id, cdl__u8 *dst,
         want + 16 > cap)
         return 0;
     return cdl__remote_submit(L, file, ti->offset, want, dst, owner, done, arg);
+}
+
+/* ---- local reads in flight on io_uring --------------------------------------
+ * The read-ahead's reads of local files with the built-in POSIX reader
+ * (docs/storage.md, "Reads in flight"): the file is opened here, on the
+ * calling thread (O_NONBLOCK and fstat, as every open: a FIFO or a device
+ * is refused before any read), then read with preadv2(RWF_NOWAIT), which
+ * takes what the page cache holds and never waits for the device. A read
+ * the page cache answered whole ends there, at the cost of a pread; what
+ * is missing goes to the ring and this thread goes on. So the reads in
+ * flight are the reads that miss, up to the depth: a warm epoch puts
+ * none in the ring (128 buffered reads in flight on a warm page cache ran
+ * at 0.6x a pread loop here), a cold one keeps the depth in flight.
+ * Every check that can fail before the read (the file cannot be opened,
+ * is larger than max_item_bytes or the arena's span, is empty, a tar
+ * shard shrank) is left to cdl__read_item, which opens the file again and
+ * says why exactly as a worker's read would. */
+
+/* The end of an item's read: its status, and the message without the item's
+ * path (the caller names the item, as cdl__ra_read_done does). */
+static coordl_status cdl__item_read_end(const coordl *L, const cdl__item_aread *a, const char *file, int e,
+                                        uint64_t len, uint64_t off, uint64_t got, char *err, size_t cap) {
+    (void)L;
+    if (e) {
+        if (a->member) snprintf(err, cap, "%s: read of %llu bytes at offset %llu failed: %s", file,
+                                (unsigned long long)len, (unsigned long long)off, strerror(e));
+        else snprintf(err, cap, "read of %llu bytes at offset %llu failed: %s", (unsigned long long)len,
+                      (unsigned long long)off, strerror(e));
+        return COORDL_ERR_IO;
+    }
+    if (a->member && got != a->want) {
+        snprintf(err, cap, "cut short: %llu of %llu bytes at offset %llu (the shard shrank since indexing)",
+                 (unsigned long long)got, (unsigned long long)a->want, (unsigned long long)(off - got));
+        return COORDL_ERR_IO;
+    }
+    if (got == 0) {
+        snprintf(err, cap, "empty file");
+        return COORDL_ERR_CORRUPT;
+    }
+    return COORDL_OK;
+}
+
+static const char *cdl__item_file(const coordl *L, uint64_t id) {
+    if (!L->index.tar_refs) return cdl__item_path(L, id);
+    return L->index.strings + L->index.tar_shards[L->index.tar_refs[id].shard];
+}
+
+/* The ring's completion of an item's read (on its thread). */
+static void cdl__item_ring_done(cdl__uring_req *q, int e) {
+    cdl__item_aread *a = (cdl__item_aread *)q; /* q is its first member */
+    char err[CDL_ERRMSG_MAX - 64];
+    err[0] = '\0';
+    const coordl_status rc = cdl__item_read_end(a->L, a, cdl__item_file(a->L, a->id), e, q->len - q->got,
+                                                q->off + q->got, q->got, err, sizeof err);
+    cdl__io_close(a->L, a->file);
+    const uint64_t got = q->got;
+    /* last: the caller may reuse *a from here on */
+    a->done(a->arg, rc, got, err);
+}
+
+/* Starts item id's read for the read-ahead: 0: not a read for the ring
+ * (read it with cdl__read_item); 1: ended here (*rc, *len, *storage_bytes
+ * and err as cdl__read_item sets them); 2: in the ring: done(arg, ...) is
+ * called on the ring's thread, *a in use until then. */
+CDL_PRIVATE int cdl__read_item_start(const coordl *L, cdl__uring *U, cdl__item_aread *a, uint64_t id, cdl__u8 *dst,
+                                     size_t cap, coordl_status *rc, uint64_t *len, uint64_t *storage_bytes, char *err,
+                                     size_t errcap, cdl__remote_done_fn done, void *arg) {
+    if (!U || L->io != &cdl__posix_io || L->index.shards) return 0;
+    const char *file = cdl__item_file(L, id);
+    const int member = L->index.tar_refs != NULL;
+    uint64_t off = 0, want = 0;
+    if (member) {
+        off = L->index.tar_refs[id].offset;
+        want = L->index.tar_refs[id].bytes;
+        if (want == 0 || want > L->cfg.max_item_bytes) return 0;
+    }
+    if (cdl__remote_is_url(file)) return 0;
+    char why[CDL_ERRMSG_MAX - 64];
+    void *f;
+    uint64_t size;
+    if (cdl__io_open(L, file, &f, &size, why, sizeof why) != COORDL_OK) return 0;
+    if (!member) {
+        if (size > L->cfg.max_item_bytes) want = 0;
+        else want = size;
+    } else if (off > size || want > size - off) {
+        want = 0;
+    }
+    const int fd = cdl__posix_fd(f);
+    const int fl = fcntl(fd, F_GETFL);
+    /* io_uring fails a read of an O_NONBLOCK file that misses the page
+     * cache with EAGAIN instead of waiting for it: the flag only guarded
+     * the open (a FIFO), and the file is regular */
+    if (want == 0 || want + 16 > cap || fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        cdl__io_close(L, f);
+        return 0;
+    }
+    uint64_t got = 0;
+    int missed = 0, e = 0;
+    while (got < want) {
+        struct iovec v = {dst + got, (size_t)(want - got > ((uint64_t)1 << 30) ? (uint64_t)1 << 30 : want - got)};
+        const ssize_t r = preadv2(fd, &v, 1, (off_t)(off + got), RWF_NOWAIT);
+        if (r > 0) got += (uint64_t)r;
+        else if (r == 0) break;
+        else if (errno == EINTR) continue;
+        else { /* EAGAIN: not in the page cache; EOPNOTSUPP: no RWF_NOWAIT here; an error: the ring says */
+            missed = 1;
+            break;
+        }
+    }
+    if (missed) {
+        memset(a, 0, sizeof *a);
+        a->q.fd = fd;
+        a->q.dst = dst;
+        a->q.len = want;
+        a->q.off = off;
+        a->q.got = got;
+        a->q.done = cdl__item_ring_done;
+        a->L = L;
+        a->file = f;
+        a->id = id;
+        a->want = want;
+        a->member = member;
+        a->done = done;
+        a->arg = arg;
+        if (cdl__uring_submit(U, &a->q)) return 2;
+        /* the ring refused it (closing): the rest here */
+        uint64_t more = 0;
+        if (cdl__io_read(L, f, file, dst + got, want - got, off + got, &more, why, sizeof why) != COORDL_OK) {
+            cdl__io_close(L, f);
+            *storage_bytes += got;
+            *rc = COORDL_ERR_IO;
+            if (member) snprintf(err, errcap, "%s: %s", cdl__item_path(L, id), why);
+            else snprintf(err, errcap, "%s", why);
+            return 1;
+        }
+        got += more;
+    }
+    cdl__io_close(L, f);
+    cdl__item_aread view;
+    view.member = member;
+    view.want = want;
+    *storage_bytes += got;
+    *rc = cdl__item_read_end(L, &view, file, e, want - got, off + got, got, why, sizeof why);
+    if (*rc != COORDL_OK) snprintf(err, errcap, "%s: %s", cdl__item_path(L, id), why);
+    else *len = got;
+    return 1;
 }
 
 /* An item's bytes from storage into the worker's buffer. */
@@ -8627,9 +9106,9 @@ CDL_PRIVATE void cdl__peer_close(coordl *L) {
  *        they read ahead of the workers
  * Lock:  its own mutex (R->mu); lock order: the stream's lock, then this
  *        one; the I/O threads never take the stream's lock
- * Calls: status, placement, remote, io, index, source, sampler, cache,
- *        peers (lower layers only: src/modules.txt; tools/check-layers.py
- *        checks this line).
+ * Calls: status, placement, remote, io, uring, index, source, sampler,
+ *        cache, peers (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
  */
 
 /* ---- read-ahead in the known order ----------------------------------------
@@ -8848,16 +9327,26 @@ static void *cdl__ra_main(void *arg) {
             continue;
         }
         if (++R->reading == R->nthreads && R->head - R->tail < R->depth) (void)cdl__ra_grow(R);
+        if ((uint64_t)R->reading > R->max_reading) R->max_reading = (uint64_t)R->reading;
+        if (R->uring) R->async_reads++; /* before the ring can end it (cdl__ra_read_done) */
         pthread_mutex_unlock(&R->mu);
         cdl__u8 *dst = R->base + start % R->bytes;
         size_t cap = (size_t)(end - start);
         uint64_t len = 0, sbytes = 0;
         int too_big = 0;
         const uint64_t t0 = cdl__now_ns();
-        coordl_status rc = cdl__read_item(L, &kept, id, &dst, &cap, 0, &too_big, &len, &sbytes, x->err, sizeof x->err);
+        coordl_status rc = COORDL_OK;
+        /* a local file with the built-in reader: what the page cache lacks
+         * goes to the ring, and this thread goes on (docs/storage.md) */
+        const int how = cdl__read_item_start(L, R->uring, &x->aread, id, dst, cap, &rc, &len, &sbytes, x->err,
+                                             sizeof x->err, cdl__ra_read_done, x);
+        if (how == 0)
+            rc = cdl__read_item(L, &kept, id, &dst, &cap, 0, &too_big, &len, &sbytes, x->err, sizeof x->err);
         const uint64_t t1 = cdl__now_ns();
         pthread_mutex_lock(&R->mu);
         R->reading--;
+        if (how == 2) continue; /* the ring's now: cdl__ra_read_done ends it */
+        if (R->uring) R->async_reads--;
 #ifdef COORDL_DEBUG
         /* the entry stays this read's until the read ends: nobody frees or
          * reuses an entry (or its bytes) while its read is in flight */
@@ -9028,6 +9517,12 @@ CDL_PRIVATE coordl_status cdl__ra_start(coordl *L) {
     R->next_epoch = R->front_epoch = L->consumer.cur_epoch;
     R->next_pos = R->front_pos = L->consumer.cur_pos;
     R->max_threads = (int)L->cfg.readahead_threads;
+    /* local files through the built-in reader: reads in flight in one
+     * io_uring, so one I/O thread (it opens each file and submits); token
+     * windows keep their shard open per thread, and a caller's reader is
+     * a blocking call: those keep the threads */
+    if (L->io == &cdl__posix_io && !L->index.shards) R->uring = cdl__uring_start(L, depth);
+    if (R->uring) R->max_threads = 1;
     R->threads = cdl__calloc(L, (size_t)R->max_threads, sizeof *R->threads);
     if (!R->threads) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the read-ahead threads; lower readahead_threads");
     pthread_mutex_lock(&R->mu);
@@ -9050,10 +9545,14 @@ CDL_PRIVATE void cdl__ra_stop(coordl *L) {
         for (int i = 0; i < R->nthreads; i++) pthread_join(R->threads[i], NULL);
         /* transfers still in flight write into the arena: ended first */
         cdl__remote_cancel(L, R);
+        cdl__uring_stop(L, R->uring);
+        R->uring = NULL;
         pthread_mutex_destroy(&R->mu);
         pthread_cond_destroy(&R->room_cv);
         pthread_cond_destroy(&R->done_cv);
     }
+    cdl__uring_stop(L, R->uring); /* made, but no thread started: nothing in it */
+    R->uring = NULL;
     if (R->base) munmap(R->base, R->map_bytes);
     cdl__free(L, R->threads);
     cdl__free(L, R->e);
@@ -13943,10 +14442,10 @@ CDL_PRIVATE void cdl__group_leave(coordl *L) {
  *        coordl_open, next, release, seek, set, stats, close
  * Lock:  the stream's lock for everything shared; the consumer fields are
  *        the calling thread's (the API is single-consumer)
- * Calls: status, placement, lock, remote, io, index, indexfile, source,
- *        sampler, cache, peers, readahead, plan, resample, audio, decode, config,
- *        stream, pool, group (lower layers only: src/modules.txt;
- *        tools/check-layers.py checks this line).
+ * Calls: status, placement, lock, remote, io, uring, index, indexfile,
+ *        source, sampler, cache, peers, readahead, plan, resample, audio,
+ *        decode, config, stream, pool, group (lower layers only:
+ *        src/modules.txt; tools/check-layers.py checks this line).
  */
 
 static coordl_status cdl__open_handle(const coordl_config *cfg, coordl **out) {
@@ -14579,6 +15078,12 @@ CDL_PRIVATE void cdl__get_stats(const coordl *L, coordl_stats *out) {
         out->readahead_read_ns = L->pool.ra->read_ns;
         out->readahead_skips = L->pool.ra->skips;
         out->readahead_io_threads = (uint32_t)L->pool.ra->nthreads;
+        out->readahead_max_in_flight = L->pool.ra->max_reading;
+        out->readahead_uring = L->pool.ra->uring != NULL;
+        cdl__uring_counters uc;
+        cdl__uring_counters_get(L->pool.ra->uring, &uc);
+        out->readahead_ring_reads = uc.reads;
+        if (uc.max_in_flight > out->readahead_max_in_flight) out->readahead_max_in_flight = uc.max_in_flight;
         pthread_mutex_unlock(&L->pool.ra->mu);
     }
     cdl__remote_counters rc;

@@ -716,7 +716,11 @@ typedef struct coordl_config {
                                    flight, started while every one is
                                    inside the reader and the window has
                                    room; 256 KiB stacks); 0 (default) =
-                                   the depth; at most 4096              */
+                                   the depth; at most 4096. With io_uring
+                                   (the built-in reader on local files:
+                                   docs/storage.md) one I/O thread and the
+                                   ring's completion thread, whatever this
+                                   says                                 */
     uint64_t readahead_bytes;   /* arena bound: items in flight never take
                                    more; one larger than it is read by its
                                    worker. 0 (default) = 2 x depth x the
@@ -932,6 +936,19 @@ typedef struct coordl_stats {
                                    COORDL_SHUFFLE_OFF and _FULL; per-shard
                                    tables for _SHARD_WINDOW and llm.c's
                                    order (fixed at open)                    */
+    /* --- appended after 0.4: local reads in flight (docs/storage.md) -- */
+    uint64_t readahead_max_in_flight; /* most read-ahead reads of local
+                                   files in flight at once: in the
+                                   io_uring, or I/O threads inside the
+                                   reader (remote: remote_max_in_flight)    */
+    uint64_t readahead_ring_reads; /* of readahead_reads, those the page
+                                   cache could not answer at once, read in
+                                   the io_uring                             */
+    uint32_t readahead_uring;   /* 1: the read-ahead reads local files
+                                   through io_uring; 0: on I/O threads (a
+                                   caller's reader, COORDL_NO_URING,
+                                   COORDL_URING=0, a kernel refusing it)    */
+    uint32_t pad3_;             /* zero                                      */
 } coordl_stats;
 
 /* Per-epoch counters (the last 16 epochs are kept). */

@@ -50,7 +50,7 @@ HWLOC_LIB=${HWLOC_LIB--lhwloc}
 EXTRA_CFLAGS=${EXTRA_CFLAGS:-}
 W=build/compare-revs
 # shellcheck disable=SC2206 # HWLOC_LIB and EXTRA_CFLAGS are word lists
-LIBS=(-ljpeg $HWLOC_LIB -lcurl -lpthread -lm)
+LIBS=(-ljpeg $HWLOC_LIB -lcurl -luring -lpthread -lm)
 # as the Makefile: $(STD) $(WARN) $(CFLAGS) $(CPPFLAGS) $(EXTRA_CFLAGS), and
 # LIB_CFLAGS for the library's object
 # shellcheck disable=SC2206

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # coordl benchmarks. Run from anywhere; `make bench` runs all of them.
 #
-#   bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|remote|window|dataset]
+#   bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|uring|remote|window|dataset]
 #
 #   dataset  make the bench dataset if missing (the other parts do it too)
 #   prep     image-prep throughput: coordl train/eval vs the libjpeg-turbo
@@ -21,6 +21,11 @@
 #            library with mpicc -DCOORDL_MPI into build-mpi/, runs mpirun);
 #            table in build/bench/mpi.txt. `all` runs it when mpicc and
 #            mpirun are installed.
+#   uring    local reads in flight: cold (page cache dropped) and warm
+#            epochs, io_uring against the I/O-thread path (COORDL_URING=0)
+#            at depths 8, 32, 128 (URING_DEPTHS): 2,000 WAV files of 100
+#            KiB (storage-bound: a 256-sample crop), then the bench images
+#            (eval 32 px, decode-bound); table in build/bench/uring.txt
 #   storage  a cold epoch on slow storage (a reader that adds 2 ms and
 #            10 ms per read; a loop device under dm-delay where the kernel
 #            has it) with read-ahead off and at depths 8, 32, 128, 2 prep
@@ -86,8 +91,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MODE=${1:-all}
-case "$MODE" in all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|remote|window|dataset) ;;
-  *) echo "usage: bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|remote|window|dataset]" >&2; exit 2 ;;
+case "$MODE" in all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|uring|remote|window|dataset) ;;
+  *) echo "usage: bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|uring|remote|window|dataset]" >&2; exit 2 ;;
 esac
 BENCH_DATA=${BENCH_DATA:-build/bench-data}
 BENCH_INDEX=${BENCH_INDEX:-build/bench-index}
@@ -98,7 +103,7 @@ PY=/usr/bin/python3
 CC=${CC:-cc}
 CFLAGS=(-O2 -g -std=c11 -Wall -Wextra -Wpedantic -Wshadow -D_GNU_SOURCE -I.)
 HWLOC_LIB=${HWLOC_LIB--lhwloc}
-LIBS=(-ljpeg $HWLOC_LIB -lcurl -lpthread -lm)
+LIBS=(-ljpeg $HWLOC_LIB -lcurl -luring -lpthread -lm)
 mkdir -p "$OUT"
 
 log() { printf '\n=== %s\n' "$*"; }
@@ -442,6 +447,33 @@ run_storage() {
     cat "$OUT/storage.txt"
 }
 
+# Local reads in flight: io_uring against the I/O-thread fallback
+# (COORDL_URING=0), cold (page cache dropped) and warm, depths 8/32/128.
+run_uring() {
+    ensure_lib
+    ensure_dataset
+    build bench_uring lib
+    log "uring: local reads in flight, io_uring vs I/O threads, cold and warm (bench_uring)"
+    local load_before
+    load_before=$(uptime)
+    # storage-bound: 2,000 WAV files of 100 KiB, a 256-sample crop (made once
+    # under build/); then the bench images, bound by their JPEG decode
+    "$OUT/bench_uring" --wav "${URING_WAV:-build/bench-wav}" --threads 2 --depths "${URING_DEPTHS:-8,32,128}" |
+        tee "$OUT/uring.log"
+    "$OUT/bench_uring" --data "$BENCH_DATA" --threads 2 --depths "${URING_DEPTHS:-8,32,128}" \
+        --images "${URING_IMAGES:-0}" | tee -a "$OUT/uring.log"
+    {
+        grep -v '^RESULT' "$OUT/uring.log"
+        [ "$(id -u)" = 0 ] && echo "cold: echo 3 > /proc/sys/vm/drop_caches before each cold case" ||
+            echo "cold: posix_fadvise(DONTNEED) on every file before each cold case (not root)"
+        echo "machine load (uptime; other jobs share these $(nproc) cores):"
+        echo "  before:$load_before"
+        echo "  after: $(uptime)"
+    } > "$OUT/uring.txt"
+    log "uring: summary (also in $OUT/uring.txt)"
+    cat "$OUT/uring.txt"
+}
+
 # The partitioned cache over MPI: bench_mpi under mpirun at each of MPI_RANKS,
 # both cases (per-rank caches, partitioned) in every run.
 run_mpi() {
@@ -718,7 +750,7 @@ run_llmc_train() {
     for v in native coordl; do
         python3 bench/llmc_tiny.py "$base/$v"
         if [ $v = coordl ]; then
-            make -s -C "$base/$v" train_gpt2 LDLIBS="-lm coordl.o -ljpeg $HWLOC_LIB -lcurl -lpthread" > "$base/$v.build.log" 2>&1
+            make -s -C "$base/$v" train_gpt2 LDLIBS="-lm coordl.o -ljpeg $HWLOC_LIB -lcurl -luring -lpthread" > "$base/$v.build.log" 2>&1
         else
             make -s -C "$base/$v" train_gpt2 > "$base/$v.build.log" 2>&1
         fi || { tail -20 "$base/$v.build.log"; echo "llmc-train: building the $v train_gpt2 failed"; return 1; }
@@ -1031,6 +1063,7 @@ case "$MODE" in
     llmc-train) run_llmc_train ;;
     darknet) run_darknet ;;
     storage) run_storage ;;
+    uring) run_uring ;;
     remote) run_remote ;;
     window) run_window ;;
     prep) run_prep ;;
@@ -1038,7 +1071,7 @@ case "$MODE" in
     index) run_index ;;
     cache) run_cache ;;
     placement) run_placement ;;
-    all) run_prep; run_jpeg; run_index; run_cache; run_placement; run_group; run_llmc; run_llmc_train; run_ready; run_darknet; run_detect; run_storage; run_remote; run_window
+    all) run_prep; run_jpeg; run_index; run_cache; run_placement; run_group; run_llmc; run_llmc_train; run_ready; run_darknet; run_detect; run_storage; run_uring; run_remote; run_window
          if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then run_mpi
          else log "mpi: skipped (no mpicc/mpirun; bash bench/run.sh mpi installs OpenMPI)"; fi ;;
 esac

@@ -6,10 +6,10 @@
  *        coordl_open, next, release, seek, set, stats, close
  * Lock:  the stream's lock for everything shared; the consumer fields are
  *        the calling thread's (the API is single-consumer)
- * Calls: status, placement, lock, remote, io, index, indexfile, source,
- *        sampler, cache, peers, readahead, plan, resample, audio, decode, config,
- *        stream, pool, group (lower layers only: src/modules.txt;
- *        tools/check-layers.py checks this line).
+ * Calls: status, placement, lock, remote, io, uring, index, indexfile,
+ *        source, sampler, cache, peers, readahead, plan, resample, audio,
+ *        decode, config, stream, pool, group (lower layers only:
+ *        src/modules.txt; tools/check-layers.py checks this line).
  */
 #include "platform.h"
 #include "api.h"
@@ -22,7 +22,10 @@
 #include "remote.h"
 #include "remote_state.h"
 #include "io.h"
+#include "uring.h"
+#include "uring_state.h"
 #include "index.h"
+#include "indexfile.h"
 #include "source.h"
 #include "sampler.h"
 #include "sampler_state.h"
@@ -41,7 +44,6 @@
 #include "stream_state.h"
 #include "pool.h"
 #include "group.h"
-#include "indexfile.h"
 #include "handle.h"
 
 static coordl_status cdl__open_handle(const coordl_config *cfg, coordl **out) {
@@ -674,6 +676,12 @@ CDL_PRIVATE void cdl__get_stats(const coordl *L, coordl_stats *out) {
         out->readahead_read_ns = L->pool.ra->read_ns;
         out->readahead_skips = L->pool.ra->skips;
         out->readahead_io_threads = (uint32_t)L->pool.ra->nthreads;
+        out->readahead_max_in_flight = L->pool.ra->max_reading;
+        out->readahead_uring = L->pool.ra->uring != NULL;
+        cdl__uring_counters uc;
+        cdl__uring_counters_get(L->pool.ra->uring, &uc);
+        out->readahead_ring_reads = uc.reads;
+        if (uc.max_in_flight > out->readahead_max_in_flight) out->readahead_max_in_flight = uc.max_in_flight;
         pthread_mutex_unlock(&L->pool.ra->mu);
     }
     cdl__remote_counters rc;

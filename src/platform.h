@@ -20,6 +20,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/uio.h>
 #include <glob.h>
 #include <limits.h>
 #include <math.h>
@@ -66,8 +67,10 @@
  *                        <stb/stb_image.h>; COORDL_STB_IMAGE_H="path" names
  *                        any other
  *   COORDL_NO_REMOTE     no http(s):// or s3:// sources (no libcurl)
+ *   COORDL_NO_URING      no io_uring (no liburing): the read-ahead's local
+ *                        reads in flight are I/O threads (docs/storage.md)
  *   COORDL_MPI           the partitioned cache over MPI
- * With COORDL_NO_HWLOC, COORDL_NO_STB and COORDL_NO_REMOTE, coordl.c needs no header beyond
+ * With COORDL_NO_HWLOC, COORDL_NO_STB, COORDL_NO_REMOTE and COORDL_NO_URING, coordl.c needs no header beyond
  * the C library's and libjpeg's. */
 #if defined(COORDL_NO_STB) && defined(COORDL_NO_JPEGTURBO)
 #error "coordl: COORDL_NO_STB and COORDL_NO_JPEGTURBO together leave no image decoder"
@@ -86,6 +89,10 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
+#endif
+
+#ifndef COORDL_NO_URING
+#include <liburing.h>
 #endif
 
 #ifndef COORDL_NO_JPEGTURBO

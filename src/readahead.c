@@ -6,9 +6,9 @@
  *        they read ahead of the workers
  * Lock:  its own mutex (R->mu); lock order: the stream's lock, then this
  *        one; the I/O threads never take the stream's lock
- * Calls: status, placement, remote, io, index, source, sampler, cache,
- *        peers (lower layers only: src/modules.txt; tools/check-layers.py
- *        checks this line).
+ * Calls: status, placement, remote, io, uring, index, source, sampler,
+ *        cache, peers (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
  */
 #include "platform.h"
 #include "readahead_state.h"
@@ -17,8 +17,9 @@
 #include "placement.h"
 #include "worker_state.h"
 #include "remote.h"
-#include "index.h"
 #include "io.h"
+#include "uring.h"
+#include "index.h"
 #include "source.h"
 #include "sampler.h"
 #include "sampler_state.h"
@@ -242,16 +243,26 @@ static void *cdl__ra_main(void *arg) {
             continue;
         }
         if (++R->reading == R->nthreads && R->head - R->tail < R->depth) (void)cdl__ra_grow(R);
+        if ((uint64_t)R->reading > R->max_reading) R->max_reading = (uint64_t)R->reading;
+        if (R->uring) R->async_reads++; /* before the ring can end it (cdl__ra_read_done) */
         pthread_mutex_unlock(&R->mu);
         cdl__u8 *dst = R->base + start % R->bytes;
         size_t cap = (size_t)(end - start);
         uint64_t len = 0, sbytes = 0;
         int too_big = 0;
         const uint64_t t0 = cdl__now_ns();
-        coordl_status rc = cdl__read_item(L, &kept, id, &dst, &cap, 0, &too_big, &len, &sbytes, x->err, sizeof x->err);
+        coordl_status rc = COORDL_OK;
+        /* a local file with the built-in reader: what the page cache lacks
+         * goes to the ring, and this thread goes on (docs/storage.md) */
+        const int how = cdl__read_item_start(L, R->uring, &x->aread, id, dst, cap, &rc, &len, &sbytes, x->err,
+                                             sizeof x->err, cdl__ra_read_done, x);
+        if (how == 0)
+            rc = cdl__read_item(L, &kept, id, &dst, &cap, 0, &too_big, &len, &sbytes, x->err, sizeof x->err);
         const uint64_t t1 = cdl__now_ns();
         pthread_mutex_lock(&R->mu);
         R->reading--;
+        if (how == 2) continue; /* the ring's now: cdl__ra_read_done ends it */
+        if (R->uring) R->async_reads--;
 #ifdef COORDL_DEBUG
         /* the entry stays this read's until the read ends: nobody frees or
          * reuses an entry (or its bytes) while its read is in flight */
@@ -422,6 +433,12 @@ CDL_PRIVATE coordl_status cdl__ra_start(coordl *L) {
     R->next_epoch = R->front_epoch = L->consumer.cur_epoch;
     R->next_pos = R->front_pos = L->consumer.cur_pos;
     R->max_threads = (int)L->cfg.readahead_threads;
+    /* local files through the built-in reader: reads in flight in one
+     * io_uring, so one I/O thread (it opens each file and submits); token
+     * windows keep their shard open per thread, and a caller's reader is
+     * a blocking call: those keep the threads */
+    if (L->io == &cdl__posix_io && !L->index.shards) R->uring = cdl__uring_start(L, depth);
+    if (R->uring) R->max_threads = 1;
     R->threads = cdl__calloc(L, (size_t)R->max_threads, sizeof *R->threads);
     if (!R->threads) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the read-ahead threads; lower readahead_threads");
     pthread_mutex_lock(&R->mu);
@@ -444,10 +461,14 @@ CDL_PRIVATE void cdl__ra_stop(coordl *L) {
         for (int i = 0; i < R->nthreads; i++) pthread_join(R->threads[i], NULL);
         /* transfers still in flight write into the arena: ended first */
         cdl__remote_cancel(L, R);
+        cdl__uring_stop(L, R->uring);
+        R->uring = NULL;
         pthread_mutex_destroy(&R->mu);
         pthread_cond_destroy(&R->room_cv);
         pthread_cond_destroy(&R->done_cv);
     }
+    cdl__uring_stop(L, R->uring); /* made, but no thread started: nothing in it */
+    R->uring = NULL;
     if (R->base) munmap(R->base, R->map_bytes);
     cdl__free(L, R->threads);
     cdl__free(L, R->e);

@@ -5,6 +5,8 @@
 #ifndef CDL_READAHEAD_STATE_H
 #define CDL_READAHEAD_STATE_H
 #include "platform.h"
+#include "uring_state.h"
+#include "source_state.h"
 
 enum { CDL_RA_FREE = 0, CDL_RA_READING, CDL_RA_DONE, CDL_RA_FAILED, CDL_RA_SKIPPED, CDL_RA_TAKEN };
 
@@ -20,6 +22,7 @@ typedef struct cdl__ra_entry {
     uint64_t storage_bytes; /* as the reader delivered them                   */
     coordl_status status;
     char err[CDL_ERRMSG_MAX];
+    cdl__item_aread aread;  /* its read while in the io_uring             */
 } cdl__ra_entry;
 
 typedef struct cdl__readahead cdl__readahead;
@@ -49,7 +52,10 @@ struct cdl__readahead {
     int max_threads;        /* readahead_threads: reads in flight at most */
     int reading;            /* I/O threads inside the reader now          */
     int room_waiters; /* I/O threads waiting for entries or arena space   */
-    uint64_t async_reads; /* reads in flight on the remote event loop     */
+    uint64_t async_reads; /* reads in flight on the remote event loop or
+                             the io_uring                                 */
+    cdl__uring *uring;    /* local reads in flight (NULL: I/O threads)    */
+    uint64_t max_reading; /* most I/O threads inside the reader at once   */
     /* counters of the I/O threads (coordl_stats readahead_*) */
     uint64_t reads, read_ns, skips;
 };

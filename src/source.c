@@ -7,10 +7,11 @@
  *        member or token window)
  * Lock:  index writes at open only; reads are lock-free (W's buffers are
  *        its own)
- * Calls: status, remote, io, index, tar, indexfile (lower layers only:
- *        src/modules.txt; tools/check-layers.py checks this line).
+ * Calls: status, remote, io, uring, index, tar, indexfile (lower layers
+ *        only: src/modules.txt; tools/check-layers.py checks this line).
  */
 #include "platform.h"
+#include "source_state.h"
 #include "source.h"
 #include "status.h"
 #include "worker_state.h"
@@ -18,6 +19,8 @@
 #include "remote_state.h"
 #include "io.h"
 #include "io_state.h"
+#include "uring.h"
+#include "uring_state.h"
 #include "index.h"
 #include "index_state.h"
 #include "tar.h"
@@ -749,6 +752,152 @@ CDL_PRIVATE int cdl__read_item_async(const coordl *L, uint64_t id, cdl__u8 *dst,
         want + 16 > cap)
         return 0;
     return cdl__remote_submit(L, file, ti->offset, want, dst, owner, done, arg);
+}
+
+/* ---- local reads in flight on io_uring --------------------------------------
+ * The read-ahead's reads of local files with the built-in POSIX reader
+ * (docs/storage.md, "Reads in flight"): the file is opened here, on the
+ * calling thread (O_NONBLOCK and fstat, as every open: a FIFO or a device
+ * is refused before any read), then read with preadv2(RWF_NOWAIT), which
+ * takes what the page cache holds and never waits for the device. A read
+ * the page cache answered whole ends there, at the cost of a pread; what
+ * is missing goes to the ring and this thread goes on. So the reads in
+ * flight are the reads that miss, up to the depth: a warm epoch puts
+ * none in the ring (128 buffered reads in flight on a warm page cache ran
+ * at 0.6x a pread loop here), a cold one keeps the depth in flight.
+ * Every check that can fail before the read (the file cannot be opened,
+ * is larger than max_item_bytes or the arena's span, is empty, a tar
+ * shard shrank) is left to cdl__read_item, which opens the file again and
+ * says why exactly as a worker's read would. */
+
+/* The end of an item's read: its status, and the message without the item's
+ * path (the caller names the item, as cdl__ra_read_done does). */
+static coordl_status cdl__item_read_end(const coordl *L, const cdl__item_aread *a, const char *file, int e,
+                                        uint64_t len, uint64_t off, uint64_t got, char *err, size_t cap) {
+    (void)L;
+    if (e) {
+        if (a->member) snprintf(err, cap, "%s: read of %llu bytes at offset %llu failed: %s", file,
+                                (unsigned long long)len, (unsigned long long)off, strerror(e));
+        else snprintf(err, cap, "read of %llu bytes at offset %llu failed: %s", (unsigned long long)len,
+                      (unsigned long long)off, strerror(e));
+        return COORDL_ERR_IO;
+    }
+    if (a->member && got != a->want) {
+        snprintf(err, cap, "cut short: %llu of %llu bytes at offset %llu (the shard shrank since indexing)",
+                 (unsigned long long)got, (unsigned long long)a->want, (unsigned long long)(off - got));
+        return COORDL_ERR_IO;
+    }
+    if (got == 0) {
+        snprintf(err, cap, "empty file");
+        return COORDL_ERR_CORRUPT;
+    }
+    return COORDL_OK;
+}
+
+static const char *cdl__item_file(const coordl *L, uint64_t id) {
+    if (!L->index.tar_refs) return cdl__item_path(L, id);
+    return L->index.strings + L->index.tar_shards[L->index.tar_refs[id].shard];
+}
+
+/* The ring's completion of an item's read (on its thread). */
+static void cdl__item_ring_done(cdl__uring_req *q, int e) {
+    cdl__item_aread *a = (cdl__item_aread *)q; /* q is its first member */
+    char err[CDL_ERRMSG_MAX - 64];
+    err[0] = '\0';
+    const coordl_status rc = cdl__item_read_end(a->L, a, cdl__item_file(a->L, a->id), e, q->len - q->got,
+                                                q->off + q->got, q->got, err, sizeof err);
+    cdl__io_close(a->L, a->file);
+    const uint64_t got = q->got;
+    /* last: the caller may reuse *a from here on */
+    a->done(a->arg, rc, got, err);
+}
+
+/* Starts item id's read for the read-ahead: 0: not a read for the ring
+ * (read it with cdl__read_item); 1: ended here (*rc, *len, *storage_bytes
+ * and err as cdl__read_item sets them); 2: in the ring: done(arg, ...) is
+ * called on the ring's thread, *a in use until then. */
+CDL_PRIVATE int cdl__read_item_start(const coordl *L, cdl__uring *U, cdl__item_aread *a, uint64_t id, cdl__u8 *dst,
+                                     size_t cap, coordl_status *rc, uint64_t *len, uint64_t *storage_bytes, char *err,
+                                     size_t errcap, cdl__remote_done_fn done, void *arg) {
+    if (!U || L->io != &cdl__posix_io || L->index.shards) return 0;
+    const char *file = cdl__item_file(L, id);
+    const int member = L->index.tar_refs != NULL;
+    uint64_t off = 0, want = 0;
+    if (member) {
+        off = L->index.tar_refs[id].offset;
+        want = L->index.tar_refs[id].bytes;
+        if (want == 0 || want > L->cfg.max_item_bytes) return 0;
+    }
+    if (cdl__remote_is_url(file)) return 0;
+    char why[CDL_ERRMSG_MAX - 64];
+    void *f;
+    uint64_t size;
+    if (cdl__io_open(L, file, &f, &size, why, sizeof why) != COORDL_OK) return 0;
+    if (!member) {
+        if (size > L->cfg.max_item_bytes) want = 0;
+        else want = size;
+    } else if (off > size || want > size - off) {
+        want = 0;
+    }
+    const int fd = cdl__posix_fd(f);
+    const int fl = fcntl(fd, F_GETFL);
+    /* io_uring fails a read of an O_NONBLOCK file that misses the page
+     * cache with EAGAIN instead of waiting for it: the flag only guarded
+     * the open (a FIFO), and the file is regular */
+    if (want == 0 || want + 16 > cap || fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        cdl__io_close(L, f);
+        return 0;
+    }
+    uint64_t got = 0;
+    int missed = 0, e = 0;
+    while (got < want) {
+        struct iovec v = {dst + got, (size_t)(want - got > ((uint64_t)1 << 30) ? (uint64_t)1 << 30 : want - got)};
+        const ssize_t r = preadv2(fd, &v, 1, (off_t)(off + got), RWF_NOWAIT);
+        if (r > 0) got += (uint64_t)r;
+        else if (r == 0) break;
+        else if (errno == EINTR) continue;
+        else { /* EAGAIN: not in the page cache; EOPNOTSUPP: no RWF_NOWAIT here; an error: the ring says */
+            missed = 1;
+            break;
+        }
+    }
+    if (missed) {
+        memset(a, 0, sizeof *a);
+        a->q.fd = fd;
+        a->q.dst = dst;
+        a->q.len = want;
+        a->q.off = off;
+        a->q.got = got;
+        a->q.done = cdl__item_ring_done;
+        a->L = L;
+        a->file = f;
+        a->id = id;
+        a->want = want;
+        a->member = member;
+        a->done = done;
+        a->arg = arg;
+        if (cdl__uring_submit(U, &a->q)) return 2;
+        /* the ring refused it (closing): the rest here */
+        uint64_t more = 0;
+        if (cdl__io_read(L, f, file, dst + got, want - got, off + got, &more, why, sizeof why) != COORDL_OK) {
+            cdl__io_close(L, f);
+            *storage_bytes += got;
+            *rc = COORDL_ERR_IO;
+            if (member) snprintf(err, errcap, "%s: %s", cdl__item_path(L, id), why);
+            else snprintf(err, errcap, "%s", why);
+            return 1;
+        }
+        got += more;
+    }
+    cdl__io_close(L, f);
+    cdl__item_aread view;
+    view.member = member;
+    view.want = want;
+    *storage_bytes += got;
+    *rc = cdl__item_read_end(L, &view, file, e, want - got, off + got, got, why, sizeof why);
+    if (*rc != COORDL_OK) snprintf(err, errcap, "%s: %s", cdl__item_path(L, id), why);
+    else *len = got;
+    return 1;
 }
 
 /* An item's bytes from storage into the worker's buffer. */

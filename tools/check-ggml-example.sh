@@ -41,7 +41,7 @@ omp=$(grep -q 'GGML_OPENMP:BOOL=ON' "$work/build/CMakeCache.txt" && echo -fopenm
 cc -O2 -std=c11 -D_GNU_SOURCE -c "$here/coordl.c" -o "$work/coordl.o"
 # the ggml libraries twice: ggml, ggml-cpu and ggml-base refer to each other
 cc -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -I"$work/ggml/include" -I"$here" "$here/examples/ggml/mnist_coordl.c" \
-   "$work/coordl.o" $libs $libs $omp -lstdc++ -lm -lpthread -ljpeg -lhwloc -lcurl -o "$work/mnist_coordl" 2> "$work/cc.log" \
+   "$work/coordl.o" $libs $libs $omp -lstdc++ -lm -lpthread -ljpeg -lhwloc -lcurl -luring -o "$work/mnist_coordl" 2> "$work/cc.log" \
     || { cat "$work/cc.log"; fail "examples/ggml/mnist_coordl.c did not build against ggml"; }
 [ ! -s "$work/cc.log" ] || { cat "$work/cc.log"; fail "warnings building the example"; }
 echo "check-ggml-example: built examples/ggml/mnist_coordl.c against ggml ($libs)"

@@ -13,10 +13,10 @@ set -euo pipefail
 print=0
 if [ "${1:-}" = --print ]; then print=1; shift; fi
 profile=${1:-all}
-DEMO_PKGS="build-essential libjpeg62-turbo-dev libstb-dev libhwloc-dev libcurl4-openssl-dev"
+DEMO_PKGS="build-essential libjpeg62-turbo-dev libstb-dev libhwloc-dev libcurl4-openssl-dev liburing-dev"
 case $profile in
 demo) PKGS="$DEMO_PKGS" ;;
-all)  PKGS="$DEMO_PKGS python3 clang libclang-rt-14-dev cmake pkg-config libcmocka-dev libxml2-utils openmpi-bin libopenmpi-dev libcurl4-openssl-dev nginx nodejs python3-botocore"
+all)  PKGS="$DEMO_PKGS python3 clang libclang-rt-14-dev cmake pkg-config libcmocka-dev libxml2-utils openmpi-bin libopenmpi-dev libcurl4-openssl-dev liburing-dev nginx nodejs python3-botocore"
       # Debian's nodejs comes without npm (another nodejs may bring its own)
       command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm" ;;
 *) echo "install-deps.sh: unknown profile '$profile' (all or demo)" >&2; exit 2 ;;

@@ -21,7 +21,7 @@
 # Env (the Makefile passes them): CC, CFLAGS (incl. sanitizers), LIBS, BUILD.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-: "${CC:=cc}" "${CFLAGS:=-std=c11 -O2 -g -D_GNU_SOURCE}" "${LIBS:=-ljpeg -lhwloc -lcurl -lpthread -lm}" "${BUILD:=build}"
+: "${CC:=cc}" "${CFLAGS:=-std=c11 -O2 -g -D_GNU_SOURCE}" "${LIBS:=-ljpeg -lhwloc -lcurl -luring -lpthread -lm}" "${BUILD:=build}"
 out=$BUILD/abi
 mkdir -p "$out/grown"
 

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
-LIBS=${LIBS:--ljpeg -lhwloc -lcurl -lpthread -lm}
+LIBS=${LIBS:--ljpeg -lhwloc -lcurl -luring -lpthread -lm}
 out=$BUILD/packaging/header
 mkdir -p "$out"
 warn="-Wall -Wextra -Wpedantic -Wshadow -Werror"

@@ -64,7 +64,7 @@ done
 export PKG_CONFIG_PATH=$root$prefix/lib/pkgconfig PKG_CONFIG_SYSROOT_DIR=$root
 [ "$(pkg-config --modversion coordl)" = "$version" ] || bad "pkg-config --modversion is not $version"
 libs=$(pkg-config --static --libs coordl | xargs)
-want="-L$root$prefix/lib -lcoordl -ljpeg -lhwloc -lcurl -lpthread -lm"
+want="-L$root$prefix/lib -lcoordl -ljpeg -lhwloc -lcurl -luring -lpthread -lm"
 [ "$libs" = "$want" ] || bad "pkg-config --static --libs: '$libs', expected '$want'"
 [ "$(pkg-config --cflags coordl | xargs)" = "-I$root$prefix/include" ] || bad "pkg-config --cflags is wrong"
 grep -qx "prefix=$prefix" "$root$prefix/lib/pkgconfig/coordl.pc" || bad "coordl.pc does not say prefix=$prefix"

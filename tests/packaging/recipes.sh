@@ -126,7 +126,7 @@ run_one() {
     case $name in install | standalone*) return 0 ;; esac
     dataset
     case $name in readme-loop*)
-        (cd "$dir" && ${CC:-cc} -O2 -I. train.c loop_main.c coordl.c -o app -ljpeg -lhwloc -lcurl -lpthread -lm) ||
+        (cd "$dir" && ${CC:-cc} -O2 -I. train.c loop_main.c coordl.c -o app -ljpeg -lhwloc -lcurl -luring -lpthread -lm) ||
             { echo "recipes: $name: README's loop does not compile"; return 1; }
         cp -r "$WORK/data" "$dir/data"
         local victim

@@ -6,7 +6,7 @@
 # COORDL_ERR_UNSUPPORTED naming its switch). COORDL_NO_HWLOC alone is make
 # test's second pass, so it is not repeated here. Also:
 #   - the headers coordl.c includes with the minimal set (no hwloc, no stb,
-#     no MPI, no curl): only the C library's and libjpeg's (`cc -c coordl.c` needs
+#     no MPI, no curl, no liburing): only the C library's and libjpeg's (`cc -c coordl.c` needs
 #     nothing else);
 #   - COORDL_STB_UPSTREAM: stb_image.h found as "stb_image.h" in an
 #     upstream-layout folder (made here from Debian's copy), not at
@@ -18,13 +18,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CC=${CC:-cc}
-ALL="-DCOORDL_NO_HWLOC -DCOORDL_NO_AUDIO -DCOORDL_NO_TOKENS -DCOORDL_NO_ANALYZER -DCOORDL_NO_STB -DCOORDL_NO_REMOTE"
+ALL="-DCOORDL_NO_HWLOC -DCOORDL_NO_AUDIO -DCOORDL_NO_TOKENS -DCOORDL_NO_ANALYZER -DCOORDL_NO_STB -DCOORDL_NO_REMOTE -DCOORDL_NO_URING"
 declare -A FLAGS=(
     [audio]="-DCOORDL_NO_AUDIO"
     [tokens]="-DCOORDL_NO_TOKENS"
     [analyzer]="-DCOORDL_NO_ANALYZER"
     [stb]="-DCOORDL_NO_STB"
     [remote]="-DCOORDL_NO_REMOTE"
+    [uring]="-DCOORDL_NO_URING"
     [all]="$ALL"
     [all-clang]="$ALL"
     [stb-upstream]="-DCOORDL_STB_UPSTREAM"
@@ -37,7 +38,7 @@ while read -r sw re; do
     case $sw in '#'* | '') continue ;; esac
     USES[$sw]=$re
 done <tests/packaging/switch-uses.txt
-SETS=${SETS-audio tokens analyzer stb remote all all-clang stb-upstream}
+SETS=${SETS-audio tokens analyzer stb remote uring all all-clang stb-upstream}
 # what a switch alone runs besides the tests that name it (SWITCH_FULL=1:
 # every runnable test, as the all-together sets do)
 SWITCH_SMOKE=${SWITCH_SMOKE-test_switches test_api test_config test_bad_input test_prep test_determinism test_golden_batches test_tokens test_tar test_io}
@@ -73,7 +74,7 @@ mirror() { # the entries of folder $1 into $2, leaving out what the switches rem
     local e
     for e in "$1"/*; do
         case ${e##*/} in
-        hwloc* | stb | mpi* | openmpi* | mpich* | cmocka* | curl) ;;
+        hwloc* | stb | mpi* | openmpi* | mpich* | cmocka* | curl | liburing*) ;;
         *) ln -s "$e" "$2/${e##*/}" ;;
         esac
     done
