@@ -2686,6 +2686,7 @@ typedef struct cdl__rscan_obj {
     int probed;           /* its first chunk was asked for                  */
     int failed;           /* not streamed: its open reads (and reports) it  */
     int stop;             /* a whole chunk was jumped: no more of it        */
+    char *err;            /* the first answer's error (its open returns it) */
     cdl__rentry *e;       /* from its first chunk's answer                  */
     cdl__u8 *first;       /* the first chunk's bytes until the size is known */
     cdl__rchunk *chunks;  /* ceil(size / CDL_RM_CHUNK), once the size is known */
@@ -3759,6 +3760,8 @@ static void cdl__rm_chunk_done(cdl__rloop *R, cdl__rreq *q) {
             }
             cdl__free(L, chunks);
             o->failed = 1;
+            if (q->status != COORDL_OK && (o->err = cdl__malloc(L, strlen(q->err) + 1))) /* not asked twice */
+                memcpy(o->err, q->err, strlen(q->err) + 1);
             cdl__free(L, o->first);
             S->held -= CDL_RM_CHUNK;
         }
@@ -3853,6 +3856,7 @@ CDL_PRIVATE void cdl__remote_scan_end(const coordl *L) {
         cdl__free(L, o->first);
         cdl__free(L, o->url);
         cdl__free(L, o->target);
+        cdl__free(L, o->err);
     }
     pthread_cond_destroy(&S->cv);
     cdl__free(L, S->objs);
@@ -3861,8 +3865,10 @@ CDL_PRIVATE void cdl__remote_scan_end(const coordl *L) {
 
 /* The stream's part of opening url: the shard becomes the one parsed
  * (those before it are let go), its first answer is waited for. Returns
- * its stream shard when it has one. */
-static cdl__rscan_obj *cdl__rm_scan_open(cdl__rloop *R, const char *url) {
+ * its stream shard when it has one; its first answer's error into why
+ * (*failed set): the request was retried as any other, and is not asked
+ * again. */
+static cdl__rscan_obj *cdl__rm_scan_open(cdl__rloop *R, const char *url, int *failed, char *why, size_t cap) {
     pthread_mutex_lock(&R->mu);
     cdl__rscan *S = R->scan;
     cdl__rscan_obj *o = S ? cdl__rm_scan_find(S, url) : NULL;
@@ -3875,6 +3881,10 @@ static cdl__rscan_obj *cdl__rm_scan_open(cdl__rloop *R, const char *url) {
     int queued = cdl__rm_scan_pump(R, S);
     if (!o->probed) o->failed = 1; /* no room for it now: read by windows */
     while (o->probed && !o->chunks && !o->failed) pthread_cond_wait(&S->cv, &R->mu);
+    if (o->failed && o->err) {
+        snprintf(why, cap, "%s", o->err);
+        *failed = 1;
+    }
     if (o->failed) o = NULL;
     pthread_mutex_unlock(&R->mu);
     if (queued) cdl__rm_wake(R);
@@ -3917,7 +3927,9 @@ CDL_PRIVATE coordl_status cdl__remote_open(const coordl *L, const char *url, voi
                                            size_t cap) {
     cdl__rloop *R = cdl__rm_get(L, why, cap);
     if (!R) return COORDL_ERR_IO;
-    cdl__rscan_obj *scan = cdl__rm_scan_open(R, url);
+    int failed = 0;
+    cdl__rscan_obj *scan = cdl__rm_scan_open(R, url, &failed, why, cap);
+    if (failed) return COORDL_ERR_IO;
     pthread_mutex_lock(&R->mu);
     cdl__rentry *e = cdl__rm_lookup(R, url);
     pthread_mutex_unlock(&R->mu);
