@@ -1100,8 +1100,9 @@ static int cdl__rm_scan_pump(cdl__rloop *R, cdl__rscan *S) {
     for (size_t i = S->cur; i < S->n; i++) {
         cdl__rscan_obj *o = &S->objs[i];
         if (o->failed) continue;
-        if (!o->probed) {
-            if (S->held + CDL_RM_CHUNK > CDL_RM_SCAN_BUDGET) break;
+        if (!o->probed) { /* first answers: half the budget's worth of shards ahead at most */
+            if (S->held + CDL_RM_CHUNK > CDL_RM_SCAN_BUDGET || i - S->cur >= CDL_RM_SCAN_BUDGET / CDL_RM_CHUNK / 2)
+                break;
             if (!cdl__rm_chunk_ask(R, S, o, 0)) break;
             queued = 1;
             continue;
@@ -1319,6 +1320,12 @@ static int cdl__rm_scan_read(cdl__rloop *R, cdl__rscan_obj *o, cdl__u8 *buf, uin
     }
     const size_t at = (size_t)(off / CDL_RM_CHUNK);
     for (; o->released < at && o->released < o->nchunks; o->released++) cdl__rm_chunk_drop(R->L, S, o, o->released);
+    int queued = cdl__rm_scan_pump(R, S); /* the room just freed goes to this shard first */
+    if (queued) {
+        pthread_mutex_unlock(&R->mu);
+        cdl__rm_wake(R);
+        pthread_mutex_lock(&R->mu);
+    }
     while (copied < len) {
         const uint64_t pos = off + copied;
         const size_t k = (size_t)(pos / CDL_RM_CHUNK);
@@ -1332,7 +1339,7 @@ static int cdl__rm_scan_read(cdl__rloop *R, cdl__rscan_obj *o, cdl__u8 *buf, uin
         c->touched = 1;
         copied += take;
     }
-    const int queued = cdl__rm_scan_pump(R, S);
+    queued = cdl__rm_scan_pump(R, S);
     pthread_mutex_unlock(&R->mu);
     if (queued) cdl__rm_wake(R);
     return copied == len;
