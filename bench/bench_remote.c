@@ -8,11 +8,12 @@
  *
  * Prints one line:
  *   RESULT remote NAME LAT DEPTH cold_img/s warm_img/s ratio max_in_flight
- *          io_threads bytes_fetched server_cpu_s process_threads_max
+ *          io_threads bytes_fetched server_cpu_s process_threads_max open_s
  * where server_cpu_s is the user + system time the processes --pids (the
  * servers and the latency proxy) spent during the two epochs, and
  * process_threads_max the most threads this process had while the cold
- * epoch ran (prep workers, read-ahead I/O threads, the HTTP event loop).
+ * epoch ran (prep workers, read-ahead I/O threads, the HTTP event loop),
+ * and open_s the seconds coordl_open took (part of the cold epoch).
  */
 #include "bench_common.h"
 #include "coordl.h"
@@ -118,14 +119,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_remote: open %s: %s\n", source, coordl_errmsg(NULL));
         return 1;
     }
+    const double open_s = now_s() - t0;
     const double cold = epoch(L, t0, &threads_max);
     coordl_stats st;
     coordl_get_stats(L, &st);
     const double warm = epoch(L, now_s(), &warm_threads);
     const double cpu = proc_cpu_s(pids) - cpu0;
-    printf("RESULT remote %s %d %d %.1f %.1f %.3f %llu %u %llu %.2f %d\n", name, lat, depth, cold, warm, cold / warm,
-           (unsigned long long)st.remote_max_in_flight, st.readahead_io_threads, (unsigned long long)st.remote_bytes,
-           cpu, threads_max);
+    printf("RESULT remote %s %d %d %.1f %.1f %.3f %llu %u %llu %.2f %d %.3f\n", name, lat, depth, cold, warm,
+           cold / warm, (unsigned long long)st.remote_max_in_flight, st.readahead_io_threads,
+           (unsigned long long)st.remote_bytes, cpu, threads_max, open_s);
     coordl_close(L);
     return 0;
 }

@@ -39,7 +39,8 @@
 #            (open included) and warm images/s, reads in flight, I/O
 #            threads, bytes fetched, the servers' CPU; table in
 #            build/bench/remote.txt. REMOTE_IMAGES (3072), REMOTE_SIZE
-#            (224: output side). About 6 minutes.
+#            (224: output side), REMOTE_ROUNDS (3: each case's median round
+#            is reported). About 4 minutes.
 #   window   the shard-window order (issue 25) against the full shuffle on
 #            the same WebDataset shards (WINDOW_IMAGES, default 3072, in 32
 #            shards of gen_dataset JPEGs), side by side in one run: cold
@@ -1004,36 +1005,55 @@ NGEOF
     log "remote: cold (open included) and warm epochs, 2 prep threads (bench_remote)"
     local load_before; load_before=$(uptime)
     : > "$work/remote.log"
-    local depth src ids
-    for depth in 32 128 512; do
-        "$OUT/bench_remote" --source "$shards/shard-{000000..000007}.tar" --name local --lat 0 --depth $depth \
-            --size "${REMOTE_SIZE:-224}" | tee -a "$work/remote.log"
-    done
-    for server in http s3; do
-        for lat in 0 5 20; do
+    local depth src ids round rounds=${REMOTE_ROUNDS:-3}
+    # the latencies of one depth run back to back, and the whole set
+    # REMOTE_ROUNDS times: the machine's other load (2 shared cores) moves
+    # between cases, and the targets compare cases; the table gives each
+    # case's median round
+    for round in $(seq "$rounds"); do
+        for depth in 32 128 512; do
+            "$OUT/bench_remote" --source "$shards/shard-{000000..000007}.tar" --name local --lat 0 --depth $depth \
+                --size "${REMOTE_SIZE:-224}" | tee -a "$work/remote.log"
+        done
+        for server in http s3; do
             for depth in 32 128 512; do
-                if [ $server = http ]; then
-                    src="http://127.0.0.1:${proxy_port[$server-$lat]}/shard-{000000..000007}.tar"; ids=$nginx_pid
-                else
-                    src="s3://bench/train/shard-{000000..000007}.tar"; ids=$s3_pid
-                fi
-                AWS_ENDPOINT_URL="http://127.0.0.1:${proxy_port[$server-$lat]}" AWS_ACCESS_KEY_ID=S3RVER \
-                AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1 \
-                "$OUT/bench_remote" --source "$src" --name $server --lat $lat --depth $depth \
-                    --size "${REMOTE_SIZE:-224}" --pids "$ids,${proxy_pid[$server-$lat]}" | tee -a "$work/remote.log"
+                for lat in 0 5 20; do
+                    if [ $server = http ]; then
+                        src="http://127.0.0.1:${proxy_port[$server-$lat]}/shard-{000000..000007}.tar"; ids=$nginx_pid
+                    else
+                        src="s3://bench/train/shard-{000000..000007}.tar"; ids=$s3_pid
+                    fi
+                    AWS_ENDPOINT_URL="http://127.0.0.1:${proxy_port[$server-$lat]}" AWS_ACCESS_KEY_ID=S3RVER \
+                    AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1 \
+                    "$OUT/bench_remote" --source "$src" --name $server --lat $lat --depth $depth \
+                        --size "${REMOTE_SIZE:-224}" --pids "$ids,${proxy_pid[$server-$lat]}" | tee -a "$work/remote.log"
+                done
             done
         done
     done
+    # each case's median round (by cold images/s), in the order above
+    "$PY" - "$work/remote.log" > "$work/remote.median" <<'PYEOF'
+import sys
+cases = {}
+for line in open(sys.argv[1]):
+    f = line.split()
+    if f and f[0] == 'RESULT':
+        cases.setdefault((f[2], f[3], f[4]), []).append(f)
+for key in sorted(cases, key=lambda k: (['local', 'http', 's3'].index(k[0]), int(k[1]), int(k[2]))):
+    runs = sorted(cases[key], key=lambda f: float(f[5]))
+    print(' '.join(runs[len(runs) // 2]))
+PYEOF
     kill "${pids[@]}" 2>/dev/null || true
     wait 2>/dev/null || true
     trap - EXIT
     {
         echo "remote sources: $images images (8 shards, 160-320 px JPEGs -> ${REMOTE_SIZE:-224} px), 2 prep threads,"
-        echo "each case a fresh process: cold epoch from coordl_open, then a warm one (all cached)"
-        printf '%-6s %5s %6s %10s %10s %6s %9s %7s %8s %10s %9s\n' source "+ms" depth "cold i/s" "warm i/s" \
-            "c/w" "inflight" "io thr" "threads" "MB fetched" "srv CPU s"
-        awk '$1 == "RESULT" { printf "%-6s %5s %6s %10.1f %10.1f %6.2f %9s %7s %8s %10.1f %9.2f\n",
-            $3, $4, $5, $6, $7, $8, $9, $10, $13, $11 / 1e6, $12 }' "$work/remote.log"
+        echo "each case a fresh process: cold epoch from coordl_open (open s: the open's part), then a warm one (all cached);"
+        echo "each row the median (by cold images/s) of $rounds rounds, the latencies of a depth run back to back"
+        printf '%-6s %5s %6s %7s %10s %10s %6s %9s %7s %8s %10s %9s\n' source "+ms" depth "open s" "cold i/s" \
+            "warm i/s" "c/w" "inflight" "io thr" "threads" "MB fetched" "srv CPU s"
+        awk '$1 == "RESULT" { printf "%-6s %5s %6s %7.2f %10.1f %10.1f %6.2f %9s %7s %8s %10.1f %9.2f\n",
+            $3, $4, $5, $14, $6, $7, $8, $9, $10, $13, $11 / 1e6, $12 }' "$work/remote.median"
         echo
         echo "srv CPU: the server (nginx or s3rver) and its latency proxy (node), user + system, during both epochs"
         echo "threads: the loader process's most threads in the cold epoch (main, 2 prep workers, read-ahead"
@@ -1042,10 +1062,10 @@ NGEOF
              END { for (s = 0; s < 2; s++) { src = s ? "s3" : "http"; k = src " 512"
                    if (base[k] > 0) printf "target %s: cold at +20 ms, depth 512 = %.2fx cold at +0 ms (>= 0.90: %s), %s I/O threads (<= 2: %s)\n",
                        src, slow[k] / base[k], (slow[k] / base[k] >= 0.9 ? "met" : "NOT met"), io[k], (io[k] <= 2 ? "met" : "NOT met") } }' \
-            "$work/remote.log"
+            "$work/remote.median"
         awk '$1 == "RESULT" && $3 == "http" && $4 == 20 && $5 == 512 {
              printf "http at +20 ms, depth 512: cold %.2fx warm (the server shares the 2 cores: %.2f s of its CPU)\n", $8, $12 }' \
-            "$work/remote.log"
+            "$work/remote.median"
         echo "machine load before: $load_before"
         echo "machine load after:  $(uptime)"
     } > "$OUT/remote.txt"

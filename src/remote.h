@@ -11,6 +11,8 @@ CDL_PRIVATE coordl_status cdl__remote_open(const coordl *L, const char *url, voi
 CDL_PRIVATE coordl_status cdl__remote_read(const coordl *L, void *file, void *buf, uint64_t len, uint64_t off, uint64_t *got, char *err, size_t cap);
 CDL_PRIVATE coordl_status cdl__remote_list(const coordl *L, const char *url, char **text, size_t *len, char *why, size_t cap);
 CDL_PRIVATE void cdl__remote_close(const coordl *L, void *file);
+CDL_PRIVATE void cdl__remote_scan_begin(const coordl *L, const char *const *urls, size_t n);
+CDL_PRIVATE void cdl__remote_scan_end(const coordl *L);
 CDL_PRIVATE void cdl__remote_sequential(void *file);
 CDL_PRIVATE void cdl__remote_etag(const void *file, char *out, size_t cap);
 CDL_PRIVATE int cdl__remote_submit(const coordl *L, const char *url, uint64_t off, uint64_t len, void *dst, const void *owner, cdl__remote_done_fn done, void *arg);

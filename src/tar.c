@@ -5,12 +5,13 @@
  * Owns:  the state of one shard scan (cdl__tar_index, on the opening
  *        thread's stack); writes L->index at open
  * Lock:  none: runs at open only
- * Calls: status, io, index (lower layers only: src/modules.txt;
+ * Calls: status, remote, io, index (lower layers only: src/modules.txt;
  *        tools/check-layers.py checks this line).
  */
 #include "platform.h"
 #include "tar.h"
 #include "status.h"
+#include "remote.h"
 #include "io.h"
 #include "io_state.h"
 #include "index.h"
@@ -1001,6 +1002,18 @@ CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, const char *list_t
         rc = cdl__open_fail(COORDL_ERR_INVALID, "source: %s names more than 2^32 shards", L->cfg.source);
     if (rc == COORDL_OK && !(t.win = cdl__malloc(L, CDL_TAR_WINDOW)))
         rc = cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+    /* remote shards: their bytes are asked for ahead of the scan, every
+     * shard at once through the event loop (remote.c); the shards are still
+     * parsed one after another, in order, so the index is the same */
+    const int stream = rc == COORDL_OK && L->io == &cdl__posix_io && L->index.ntar_shards > 0;
+    if (stream) {
+        const char **urls = cdl__calloc(L, L->index.ntar_shards, sizeof *urls);
+        if (urls) {
+            for (size_t i = 0; i < L->index.ntar_shards; i++) urls[i] = L->index.strings + L->index.tar_shards[i];
+            cdl__remote_scan_begin(L, urls, L->index.ntar_shards); /* copies them: the arena may move */
+            cdl__free(L, urls);
+        }
+    }
     for (size_t i = 0; rc == COORDL_OK && i < L->index.ntar_shards; i++) {
         char err[CDL_ERRMSG_MAX];
         t.shard = L->index.strings + L->index.tar_shards[i];
@@ -1021,6 +1034,7 @@ CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, const char *list_t
         cdl__io_close(L, t.file);
         cdl__free(L, copy);
     }
+    if (stream) cdl__remote_scan_end(L);
     if (rc == COORDL_OK) rc = cdl__tar_finish(&t);
     cdl__free(L, t.win);
     if (rc == COORDL_OK && t.skipped > CDL_TAR_SKIPS_LOGGED)

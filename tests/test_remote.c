@@ -292,6 +292,43 @@ static void test_index_reads_headers_in_large_ranges(void **state)
     assert_true(requests <= NSHARDS * 6 + 3 * 7);
 }
 
+/* coordl_open asks for every shard at once (issue 24: one shard after
+ * another, 20 ms a request, the open of 8 shards took 12 s): with the
+ * read-ahead off and one worker, nothing else puts two requests in
+ * flight, so the most in flight is the NSHARDS first answers (sizes and
+ * ETags) asked together; the server, adding 40 ms to each, sees them all
+ * at once too. Counts, not times. */
+static void test_open_scans_every_shard_at_once(void **state)
+{
+    (void)state;
+    char url[256], body[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/lat40/shard-{000000..%06d}.tar", g_faults_port, NSHARDS - 1);
+    fault_get("reset", body);
+    coordl_config cfg = remote_config(url);
+    cfg.cache_bytes = 0;
+    cfg.readahead_items = 0;
+    cfg.threads = 1;
+    cfg.prefetch_batches = 1;
+    coordl *L = tu_open(&cfg);
+    coordl_stats st;
+    coordl_get_stats(L, &st);
+    fault_get("stats", body);
+    long seen = -1;
+    const char *m = strstr(body, "\"max_in_flight\":");
+    if (m) seen = strtol(m + strlen("\"max_in_flight\":"), NULL, 10);
+    printf("open of %d shards: at most %llu requests in flight (server saw %ld at once)\n", NSHARDS,
+           (unsigned long long)st.remote_max_in_flight, seen);
+    assert_int_equal(st.remote_max_in_flight, NSHARDS);
+    assert_int_equal(seen, NSHARDS);
+    coordl_close(L);
+    /* and the batches are those of local disk */
+    tu_run local = local_run(1, 0, 0);
+    tu_run http = run_of(&cfg, 1);
+    assert_same_run(&local, &http, "shards scanned at once, 40 ms a request");
+    tu_run_free(&local);
+    tu_run_free(&http);
+}
+
 static void test_503_slowdown_is_retried_and_batches_are_unchanged(void **state)
 {
     (void)state;
@@ -430,6 +467,7 @@ int main(void)
         cmocka_unit_test(test_http_brace_range_gives_the_local_batches),
         cmocka_unit_test(test_list_file_mixes_urls_and_local_paths),
         cmocka_unit_test(test_index_reads_headers_in_large_ranges),
+        cmocka_unit_test(test_open_scans_every_shard_at_once),
         cmocka_unit_test(test_503_slowdown_is_retried_and_batches_are_unchanged),
         cmocka_unit_test(test_depth_is_transfers_in_flight_not_threads),
         cmocka_unit_test(test_faults_are_errors_naming_the_url),
