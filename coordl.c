@@ -505,6 +505,14 @@ typedef struct cdl__rewrite_budget {
     uint64_t plain_cpu, plain_n, splice_cpu, splice_n;
 } cdl__rewrite_budget;
 
+/* The last batch of llm.c's order a thread located (sampler.c's
+ * cdl__item_at_hinted): the rows of one batch are consecutive windows, so
+ * the batch's first window serves all its rows without the table's lock. */
+typedef struct cdl__item_hint {
+    uint64_t epoch, batch, batch_size, first;
+    int valid;
+} cdl__item_hint;
+
 typedef struct cdl__worker cdl__worker;
 struct cdl__worker {
     coordl *L;
@@ -514,6 +522,7 @@ struct cdl__worker {
     int pu;            /* PU this worker is bound to (planned), or -1     */
     cdl__u8 *readbuf;  size_t readcap;
     cdl__kept_file kept; /* the shard this worker read last, still open */
+    cdl__item_hint item_hint; /* llm.c's order: its last batch's first window */
     cdl__u8 *pix;      size_t pixcap;   /* decoded region, RGB           */
     cdl__u8 *row4;     size_t row4cap;  /* one CMYK row                  */
     float *tmp;        size_t tmpcap;   /* resampling window + one row   */
@@ -1573,6 +1582,7 @@ CDL_PRIVATE coordl_status cdl__index_source(coordl *L);
 
 /* ---- interface ---- */
 CDL_PRIVATE uint64_t cdl__item_at(const coordl *L, const cdl__perm *p, uint64_t pos);
+CDL_PRIVATE uint64_t cdl__item_at_hinted(const coordl *L, const cdl__perm *p, uint64_t pos, cdl__item_hint *h);
 CDL_PRIVATE cdl__perm cdl__perm_for(const coordl *L, uint64_t epoch);
 CDL_PRIVATE uint64_t cdl__epoch_end_at(uint64_t share, uint64_t B, int drop_last, uint64_t cut_epoch, uint64_t cut_pos,
                                        uint64_t epoch);
@@ -8275,6 +8285,25 @@ CDL_PRIVATE uint64_t cdl__sampler_bytes(const coordl *L) {
     return b;
 }
 
+/* cdl__item_at for a thread that keeps a hint: in llm.c's order a batch's
+ * rows are consecutive windows from its first, so only the batch's first
+ * row locates it (the tables' lock, two searches, a permutation); the
+ * others add their row (B = 128: that was 128 lock round trips a batch).
+ * The hint is keyed by (epoch, batch, batch size): the order is a pure
+ * function of them for a handle, so it never goes stale. */
+CDL_PRIVATE uint64_t cdl__item_at_hinted(const coordl *L, const cdl__perm *p, uint64_t pos, cdl__item_hint *h) {
+    if (!L->sampler.llmc || L->sampler.window) return cdl__item_at(L, p, pos);
+    const uint64_t B = L->cfg.batch_size, k = pos / B;
+    if (!h->valid || h->epoch != p->epoch || h->batch != k || h->batch_size != B) {
+        h->first = cdl__item_at(L, p, k * B);
+        h->epoch = p->epoch;
+        h->batch = k;
+        h->batch_size = B;
+        h->valid = 1;
+    }
+    return h->first + pos % B;
+}
+
 /* Dataset item at position `pos` of this rank's share of an epoch. */
 CDL_PRIVATE uint64_t cdl__item_at(const coordl *L, const cdl__perm *p, uint64_t pos) {
     if (L->sampler.window) return cdl__window_item(L, p->epoch, pos * (uint64_t)L->cfg.world + (uint64_t)L->cfg.rank);
@@ -13663,7 +13692,7 @@ CDL_PRIVATE void cdl__worker_prepare(cdl__worker *W, const cdl__claim *c, cdl__r
     W->nboxes = 0;
     W->claim = c;
     cdl__perm perm = cdl__perm_for(L, c->epoch);
-    const uint64_t id = cdl__item_at(L, &perm, c->pos);
+    const uint64_t id = cdl__item_at_hinted(L, &perm, c->pos, &W->item_hint);
     W->ra_entry = cdl__ra_take(L, c->epoch, c->pos, id);
     r->status = cdl__prepare_row(W, c->epoch, id, c->pos, dst, &r->id);
     cdl__ra_release(L, W->ra_entry); /* decoded: its bytes may be reused */

@@ -101,7 +101,7 @@ CDL_PRIVATE void cdl__worker_prepare(cdl__worker *W, const cdl__claim *c, cdl__r
     W->nboxes = 0;
     W->claim = c;
     cdl__perm perm = cdl__perm_for(L, c->epoch);
-    const uint64_t id = cdl__item_at(L, &perm, c->pos);
+    const uint64_t id = cdl__item_at_hinted(L, &perm, c->pos, &W->item_hint);
     W->ra_entry = cdl__ra_take(L, c->epoch, c->pos, id);
     r->status = cdl__prepare_row(W, c->epoch, id, c->pos, dst, &r->id);
     cdl__ra_release(L, W->ra_entry); /* decoded: its bytes may be reused */

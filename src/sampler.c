@@ -26,6 +26,7 @@
 #include "status.h"
 #include "rand.h"
 #include "rand_state.h"
+#include "worker_state.h"
 #include "handle.h"
 
 /* A permutation of [0, n) keyed by (seed, stream, epoch, salt): the epoch
@@ -373,6 +374,25 @@ CDL_PRIVATE uint64_t cdl__sampler_bytes(const coordl *L) {
         b += sizeof *L->sampler.llmc + L->index.nshards * sizeof *L->sampler.llmc->samples +
              2 * (L->index.nshards * sizeof(uint32_t) + (L->index.nshards + 1) * sizeof(uint64_t));
     return b;
+}
+
+/* cdl__item_at for a thread that keeps a hint: in llm.c's order a batch's
+ * rows are consecutive windows from its first, so only the batch's first
+ * row locates it (the tables' lock, two searches, a permutation); the
+ * others add their row (B = 128: that was 128 lock round trips a batch).
+ * The hint is keyed by (epoch, batch, batch size): the order is a pure
+ * function of them for a handle, so it never goes stale. */
+CDL_PRIVATE uint64_t cdl__item_at_hinted(const coordl *L, const cdl__perm *p, uint64_t pos, cdl__item_hint *h) {
+    if (!L->sampler.llmc || L->sampler.window) return cdl__item_at(L, p, pos);
+    const uint64_t B = L->cfg.batch_size, k = pos / B;
+    if (!h->valid || h->epoch != p->epoch || h->batch != k || h->batch_size != B) {
+        h->first = cdl__item_at(L, p, k * B);
+        h->epoch = p->epoch;
+        h->batch = k;
+        h->batch_size = B;
+        h->valid = 1;
+    }
+    return h->first + pos % B;
 }
 
 /* Dataset item at position `pos` of this rank's share of an epoch. */

@@ -4,9 +4,11 @@
 #define CDL_SAMPLER_H
 #include "platform.h"
 #include "sampler_state.h"
+#include "worker_state.h" /* cdl__item_hint */
 
 /* ---- interface ---- */
 CDL_PRIVATE uint64_t cdl__item_at(const coordl *L, const cdl__perm *p, uint64_t pos);
+CDL_PRIVATE uint64_t cdl__item_at_hinted(const coordl *L, const cdl__perm *p, uint64_t pos, cdl__item_hint *h);
 CDL_PRIVATE cdl__perm cdl__perm_for(const coordl *L, uint64_t epoch);
 CDL_PRIVATE uint64_t cdl__epoch_end_at(uint64_t share, uint64_t B, int drop_last, uint64_t cut_epoch, uint64_t cut_pos,
                                        uint64_t epoch);

@@ -21,6 +21,14 @@ typedef struct cdl__rewrite_budget {
     uint64_t plain_cpu, plain_n, splice_cpu, splice_n;
 } cdl__rewrite_budget;
 
+/* The last batch of llm.c's order a thread located (sampler.c's
+ * cdl__item_at_hinted): the rows of one batch are consecutive windows, so
+ * the batch's first window serves all its rows without the table's lock. */
+typedef struct cdl__item_hint {
+    uint64_t epoch, batch, batch_size, first;
+    int valid;
+} cdl__item_hint;
+
 typedef struct cdl__worker cdl__worker;
 struct cdl__worker {
     coordl *L;
@@ -30,6 +38,7 @@ struct cdl__worker {
     int pu;            /* PU this worker is bound to (planned), or -1     */
     cdl__u8 *readbuf;  size_t readcap;
     cdl__kept_file kept; /* the shard this worker read last, still open */
+    cdl__item_hint item_hint; /* llm.c's order: its last batch's first window */
     cdl__u8 *pix;      size_t pixcap;   /* decoded region, RGB           */
     cdl__u8 *row4;     size_t row4cap;  /* one CMYK row                  */
     float *tmp;        size_t tmpcap;   /* resampling window + one row   */
