@@ -588,14 +588,15 @@ CDL_PRIVATE coordl_status cdl__index_source(coordl *L) {
 
 CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, uint64_t id, cdl__u8 **buf, size_t *cap, int grow,
                                     int *too_big, uint64_t *len, uint64_t *storage_bytes, char *err, size_t errcap) {
-    const char *path = cdl__item_path(L, id), *file = path;
+    enum { PLAIN, WINDOW, MEMBER } kind = L->index.shards ? WINDOW : L->index.tar_refs ? MEMBER : PLAIN;
+    /* a token window's shard is found once: it is also its path */
+    const cdl__shard *sh = kind == WINDOW ? cdl__shard_of(L, id) : NULL;
+    const char *path = sh ? L->index.strings + sh->path_off : cdl__item_path(L, id), *file = path;
     uint64_t off = 0, want = 0;
     int whole = 0;
-    enum { PLAIN, WINDOW, MEMBER } kind = L->index.shards ? WINDOW : L->index.tar_refs ? MEMBER : PLAIN;
     char why[CDL_ERRMSG_MAX - 64];
     *len = 0;
     if (kind == WINDOW) {
-        const cdl__shard *sh = cdl__shard_of(L, id);
         want = (uint64_t)(L->cfg.seq_len + 1) * sh->tok_bytes;
         off = CDL_SHARD_HEADER_BYTES + (id - sh->first_item) * L->cfg.seq_len * sh->tok_bytes;
     } else if (kind == MEMBER) {
@@ -716,7 +717,6 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, 
         return rc;
     }
     if (kind == WINDOW && got != want) {
-        const cdl__shard *sh = cdl__shard_of(L, id);
         snprintf(err, errcap, "%s: token window %llu is cut short (%llu of %llu bytes)", path,
                  (unsigned long long)(id - sh->first_item), (unsigned long long)got, (unsigned long long)want);
         return COORDL_ERR_CORRUPT;
