@@ -15,7 +15,9 @@
  *   arena        offset-addressed mmap regions (cache slab, ring)
  *   lock         the stream's shared state types and its robust lock, waits, wakes
  *   worker       a worker's scratch (per-thread buffers every stage reuses)
- *   remote       http(s):// and s3:// reads: one libcurl event loop per handle
+ *   s3           S3's addressing, credentials, SigV4's canonical URL, ListObjectsV2's XML
+ *   http         the event loop: libcurl multi over epoll, requests, retries
+ *   remote       http(s):// and s3:// reads: objects, ranges, the scan stream, listings
  *   io           the coordl_io seam: the POSIX reader, reads through the handle's reader
  *   uring        local reads in flight on one io_uring per handle, its completion thread
  *   index        the item table: ImageFolder and list sources, item accessors
@@ -585,15 +587,36 @@ typedef struct cdl__bytes {
 } cdl__bytes;
 
 #endif /* CDL_WORKER_STATE_H */
-/* ---- src/remote_state.h ------------------------------------------------ */
+/* ---- src/s3_state.h ---------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
-/* remote_state.h - http(s):// and s3:// reads: the types remote.c owns (its
- * state, and the data it shares with other modules). handle.h composes the
- * states; remote.h declares the functions. The event loop's state is
- * private to remote.c (it holds libcurl's types, which no other module
- * sees). */
-#ifndef CDL_REMOTE_STATE_H
-#define CDL_REMOTE_STATE_H
+/* s3_state.h - S3's settings: the type s3.c owns (remote.c's event loop
+ * holds one). */
+#ifndef CDL_S3_STATE_H
+#define CDL_S3_STATE_H
+
+#ifndef COORDL_NO_REMOTE
+typedef struct cdl__s3 {
+    char *endpoint;             /* AWS_ENDPOINT_URL[_S3] without a trailing
+                                   '/', or NULL: AWS itself               */
+    char region[64];
+    char sigv4[96];             /* "aws:amz:REGION:s3"                    */
+    char *key, *secret;         /* NULL: requests go unsigned             */
+    struct curl_slist *headers; /* x-amz-content-sha256 (and the session
+                                   token)                                 */
+    char creds[200];            /* where the credentials came from, by
+                                   variable names only                    */
+    char bad[200];              /* a setting that cannot work, or ""      */
+} cdl__s3;
+#endif
+
+#endif /* CDL_S3_STATE_H */
+/* ---- src/http_state.h -------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* http_state.h - the event loop's types (http.c owns them; remote.c builds
+ * requests and reads objects' entries through them). They hold libcurl's
+ * types, which no module outside remote sources sees. */
+#ifndef CDL_HTTP_STATE_H
+#define CDL_HTTP_STATE_H
 
 typedef struct cdl__rloop cdl__rloop;
 
@@ -612,6 +635,99 @@ typedef struct cdl__remote_counters {
     uint64_t max_in_flight; /* most requests in flight at once            */
 } cdl__remote_counters;
 
+
+#ifndef COORDL_NO_REMOTE
+/* An object opened once: its size and ETag as first seen. Never freed
+ * before the handle closes, so file handles point at it. */
+typedef struct cdl__rentry {
+    struct cdl__rentry *next; /* hash chain */
+    uint64_t size;
+    struct curl_slist *headers; /* "If-Match: <etag>" (and an s3:// object's
+                                   x-amz- headers), or NULL */
+    int s3;                     /* requests are signed (SigV4)            */
+    const char *target;         /* the URL requested: url itself, or an
+                                   s3:// name's HTTP(S) URL (in url[]'s
+                                   storage)                               */
+    char url[];                 /* as the source names it                 */
+} cdl__rentry;
+
+enum { CDL_RQ_QUEUED, CDL_RQ_ACTIVE, CDL_RQ_WAITING };
+
+typedef struct cdl__rreq {
+    struct cdl__rreq *next, *prev; /* queue, or the loop's live list */
+    int state;
+    const char *url;    /* as the source names it: every message's name */
+    const char *target; /* the URL requested, when not url (s3://)       */
+    const struct curl_slist *headers;
+    int s3;             /* sign it (SigV4)                               */
+    int whole;          /* no Range: the whole body into a growing dst
+                           (a ListObjectsV2 page), cap bytes so far      */
+    size_t cap;
+    const coordl *heap; /* whose allocator grows a whole body's dst      */
+    uint64_t off, want, got, skipped;
+    uint64_t expect_total; /* 0: unknown (the object's first request) */
+    uint64_t total;        /* from Content-Range, or a 200's Content-Length */
+    cdl__u8 *dst;
+    long code;
+    int overflow, complete_early, attempts;
+    uint64_t due_ns;
+    CURL *easy;
+    char etag[128];
+    char body[160]; size_t body_len; /* an error answer's first bytes */
+    coordl_status status;
+    char err[CDL_ERRMSG_MAX];
+    /* a synchronous caller waits on cv; an asynchronous one is called */
+    pthread_cond_t *cv;
+    int finished;
+    const void *owner;
+    cdl__remote_done_fn done;
+    void *arg;
+    void *scan_obj;     /* remote.c: a chunk of the index scan's stream */
+    cdl__rloop *loop;   /* the loop it went to (cdl__rm_enqueue)     */
+} cdl__rreq;
+
+struct cdl__rloop {
+    coordl *L;
+    pthread_mutex_t mu;
+    pthread_t thread;
+    int thread_started;
+    int ep, evfd;
+    CURLM *multi;
+    uint32_t timeout_ms;
+    /* R->mu: submissions, cancellation, stop */
+    cdl__rreq *q_head, *q_tail;
+    int stopping;
+    const void *cancel_owner;
+    int cancel_pending;
+    pthread_cond_t cancel_cv;
+    cdl__rentry **table;
+    size_t table_cap, table_n;
+    void *scan; /* remote.c's cdl__rscan: the index scan's stream, while coordl_open scans */
+    cdl__remote_counters counters;
+    /* the loop thread's own */
+    cdl__rreq live; /* sentinel of the requests the loop holds */
+    /* S3, read from the environment when the loop is made (s3.c) and
+     * constant after */
+    cdl__s3 s3;
+    int s3_logged;                  /* R->mu: its settings were logged    */
+    uint64_t in_flight, waiting;
+    uint64_t timer_due;
+    CURL **easy_pool;
+    size_t easy_n, easy_cap;
+};
+
+#endif /* COORDL_NO_REMOTE */
+
+#endif /* CDL_HTTP_STATE_H */
+/* ---- src/remote_state.h ------------------------------------------------ */
+/* SPDX-License-Identifier: MIT */
+/* remote_state.h - http(s):// and s3:// reads: remote.c keeps its state in
+ * the event loop (http_state.h: the loop, its counters, the completion
+ * functions of asynchronous reads); remote.h declares the functions. */
+#ifndef CDL_REMOTE_STATE_H
+#define CDL_REMOTE_STATE_H
+
+/* the loop, its counters and completion functions are http.c's */
 #endif /* CDL_REMOTE_STATE_H */
 /* ---- src/io_state.h ---------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
@@ -1449,6 +1565,39 @@ CDL_PRIVATE void cdl__budget_decode(cdl__worker *W, int spliced, uint64_t ns);
 CDL_PRIVATE int cdl__budget_allows(const cdl__worker *W, double f);
 #endif
 #endif /* CDL_WORKER_H */
+/* ---- src/s3.h ---------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* s3.h - S3's addressing, credentials and canonical form: the functions other modules use (see s3.c). */
+#ifndef CDL_S3_H
+#define CDL_S3_H
+
+/* ---- interface ---- */
+#ifndef COORDL_NO_REMOTE
+CDL_PRIVATE int cdl__s3_env(const coordl *L, cdl__s3 *R);
+CDL_PRIVATE void cdl__s3_forget(const coordl *L, cdl__s3 *R);
+CDL_PRIVATE size_t cdl__s3_pct(char *out, const char *s, size_t n, int keep_slash);
+CDL_PRIVATE char *cdl__s3_url(const coordl *L, const cdl__s3 *R, const char *name, const char *key_or_null,
+                              const char *query, char *why, size_t cap);
+CDL_PRIVATE int cdl__s3_xml_next(const char **pos, const char *tag, char *out, size_t cap);
+#endif
+#endif /* CDL_S3_H */
+/* ---- src/http.h -------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/* http.h - the event loop under remote sources: the functions other modules use (see http.c). */
+#ifndef CDL_HTTP_H
+#define CDL_HTTP_H
+
+/* ---- interface ---- */
+#ifndef COORDL_NO_REMOTE
+CDL_PRIVATE cdl__rentry *cdl__rm_lookup(cdl__rloop *R, const char *url);
+CDL_PRIVATE int cdl__rm_insert(cdl__rloop *R, cdl__rentry *e);
+CDL_PRIVATE void cdl__rm_wake(cdl__rloop *R);
+CDL_PRIVATE void cdl__rm_free(coordl *L, cdl__rloop *R);
+CDL_PRIVATE cdl__rloop *cdl__rm_get(const coordl *Lc, char *why, size_t cap);
+CDL_PRIVATE void cdl__rm_enqueue(cdl__rloop *R, cdl__rreq *q);
+CDL_PRIVATE coordl_status cdl__rm_sync(cdl__rloop *R, cdl__rreq *q, char *err, size_t cap);
+#endif
+#endif /* CDL_HTTP_H */
 /* ---- src/remote.h ------------------------------------------------------ */
 /* SPDX-License-Identifier: MIT */
 /* remote.h - http(s):// and s3:// reads: the functions other modules use (see remote.c). */
@@ -2721,204 +2870,256 @@ CDL_PRIVATE int cdl__budget_allows(const cdl__worker *W, double f) {
     return (double)b->rewrite_cpu <= f * (double)(b->busy_cpu + b->rewrite_cpu) + saved;
 }
 #endif /* COORDL_NO_JPEGTURBO */
-/* ---- src/remote.c ------------------------------------------------------ */
+/* ---- src/s3.c ---------------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
 /*
- * remote.c - http(s):// and s3:// reads: one libcurl event loop per handle.
+ * s3.c - S3's side of remote sources: where an s3:// object is (the
+ * endpoint, path- or virtual-host-style addressing), whose credentials sign
+ * its requests (read from the environment as every AWS tool reads them),
+ * the URL written in SigV4's canonical form, and the XML of a
+ * ListObjectsV2 answer. No I/O: remote.c sends the requests.
  *
- * Owns:  L->rloop: the handle's event-loop thread, libcurl's multi handle
- *        and its keep-alive connections, the table of objects opened so far
- *        (URL -> size, ETag), and every request in flight
- * Lock:  its own mutex (R->mu) guards the submission queue, the table and
- *        the counters; everything else belongs to the event-loop thread.
- *        Callers of cdl__remote_read wait on their own condition variable
- *        under R->mu; asynchronous completions run on the event-loop thread
- *        without R->mu held
+ * Owns:  a cdl__s3 (held by remote.c's event loop): the settings, read once
+ *        when the loop is made and constant after; the secret goes to
+ *        libcurl's signer only, never into a message, a log line or a
+ *        counter
+ * Lock:  none (written before the loop thread starts, read-only after)
  * Calls: status (lower layers only: src/modules.txt; tools/check-layers.py
  *        checks this line).
  */
 
-/* ---- remote sources ---------------------------------------------------------
- * The built-in reader reads a path that is an http://, https:// (or s3://)
- * URL here; io.c dispatches (docs/remote.md). One thread per handle drives
- * libcurl's multi interface with curl_multi_socket_action over epoll:
- * hundreds of ranged GETs in flight on one thread, over a pool of HTTP/1.1
- * keep-alive connections (cleartext HTTP/2 breaks in curl 7.88 after a
- * connection's first request; curl_multi_perform cost 112 against 62 us a
- * request here at 64 in flight). Every request asks for exactly the bytes
- * it wants (`Range: bytes=a-b`) into the caller's buffer; an object's size
- * and ETag come from its first ranged GET (no HEAD), and later requests
- * send `If-Match` with that ETag and check the Content-Range total, so an
- * object that changed since it was indexed is an error naming it, never
- * other bytes. Faults: 5xx, 429 and dropped or cut-short connections are
- * retried with a doubling backoff, CDL_RM_RETRIES times at most; 404, 403,
- * other 4xx, a name that does not resolve and a request with no complete
- * answer within io_timeout_ms are errors at once. Nothing waits unbounded:
- * each attempt is bounded by io_timeout_ms and the attempts are counted. */
-#define CDL_RM_RETRIES 5             /* retries of one request at most          */
-#define CDL_RM_BACKOFF_MS 50         /* first retry's delay; doubles each time  */
-#define CDL_RM_DEFAULT_TIMEOUT_MS 30000u
-#define CDL_RM_SCAN_MIN (64u << 10)  /* a sequential reader's first window      */
-#define CDL_RM_SCAN_MAX (8u << 20)   /* ... doubling while read in order, to    */
-#define CDL_RM_SMALL_READ (64u << 10) /* reads served from the window at most   */
-#define CDL_RM_PROBE 4096u           /* bytes of an object's first ranged GET   */
-#define CDL_RM_LIST_MAX (16u << 20)  /* one ListObjectsV2 page's body at most   */
+#ifndef COORDL_NO_REMOTE
 
-CDL_PRIVATE int cdl__remote_is_url(const char *p) {
-    return strncasecmp(p, "http://", 7) == 0 || strncasecmp(p, "https://", 8) == 0 || strncasecmp(p, "s3://", 5) == 0;
+/* ---- S3 (s3://bucket/key): addressing and signing ----------------------
+ * As every AWS tool: AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL names a
+ * custom endpoint (an S3-compatible store), addressed path-style
+ * (ENDPOINT/bucket/key); without one, AWS itself, virtual-host style
+ * (https://bucket.s3.REGION.amazonaws.com/key; path-style for a bucket
+ * with a dot, which the certificate's wildcard does not cover). Region:
+ * AWS_REGION, AWS_DEFAULT_REGION, else us-east-1. Requests are signed
+ * with SigV4 by libcurl (CURLOPT_AWS_SIGV4) when AWS_ACCESS_KEY_ID and
+ * AWS_SECRET_ACCESS_KEY are set (AWS_SESSION_TOKEN adds
+ * x-amz-security-token), unsigned (a public bucket) when neither is.
+ * curl 7.88 signs the path and the query exactly as written and does not
+ * send x-amz-content-sha256 (S3 answers 400 without it), so the URL is
+ * written canonical here (each key byte but A-Za-z0-9-_.~/ percent-encoded,
+ * query parameters sorted, values encoded likewise) and the header is ours
+ * (UNSIGNED-PAYLOAD: every request is a GET without a body). */
+
+static char *cdl__s3_strdup(const coordl *L, const char *s) {
+    const size_t n = strlen(s);
+    char *d = cdl__malloc(L, n + 1);
+    if (d) memcpy(d, s, n + 1);
+    return d;
 }
+
+static const char *cdl__s3_getenv(const char *name) {
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+/* Zeroes and frees a secret (volatile: the stores are not dropped). */
+static void cdl__s3_wipe(const coordl *L, char *s) {
+    if (!s) return;
+    for (volatile char *p = s; *p; p++) *p = 0;
+    cdl__free(L, s);
+}
+
+CDL_PRIVATE void cdl__s3_forget(const coordl *L, cdl__s3 *R) {
+    cdl__free(L, R->endpoint);
+    cdl__free(L, R->key);
+    cdl__s3_wipe(L, R->secret);
+    curl_slist_free_all(R->headers);
+    R->endpoint = R->key = R->secret = NULL;
+    R->headers = NULL;
+}
+
+/* Reads the S3 settings (once, as the loop is made). 0: out of memory; a
+ * setting that cannot work is kept in s3_bad for the first s3:// open. */
+CDL_PRIVATE int cdl__s3_env(const coordl *L, cdl__s3 *R) {
+    const char *endpoint = cdl__s3_getenv("AWS_ENDPOINT_URL_S3"), *endpoint_var = "AWS_ENDPOINT_URL_S3";
+    if (!endpoint) endpoint = cdl__s3_getenv(endpoint_var = "AWS_ENDPOINT_URL");
+    const char *region = cdl__s3_getenv("AWS_REGION"), *region_var = "AWS_REGION";
+    if (!region) region = cdl__s3_getenv(region_var = "AWS_DEFAULT_REGION");
+    if (!region) region = "us-east-1", region_var = NULL;
+    const char *key = cdl__s3_getenv("AWS_ACCESS_KEY_ID"), *secret = cdl__s3_getenv("AWS_SECRET_ACCESS_KEY");
+    const char *token = cdl__s3_getenv("AWS_SESSION_TOKEN");
+    R->bad[0] = '\0';
+    if (strlen(region) >= sizeof R->region || strspn(region, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(region))
+        snprintf(R->bad, sizeof R->bad, "%s is not a region name (lower-case letters, digits and '-')",
+                 region_var);
+    else
+        snprintf(R->region, sizeof R->region, "%s", region);
+    snprintf(R->sigv4, sizeof R->sigv4, "aws:amz:%s:s3", R->region);
+    if (endpoint) {
+        if (strncasecmp(endpoint, "http://", 7) != 0 && strncasecmp(endpoint, "https://", 8) != 0)
+            snprintf(R->bad, sizeof R->bad, "%s must start with http:// or https://", endpoint_var);
+        if (!(R->endpoint = cdl__s3_strdup(L, endpoint))) return 0;
+        for (size_t n = strlen(R->endpoint); n > 0 && R->endpoint[n - 1] == '/'; n--) R->endpoint[n - 1] = '\0';
+    }
+    if (!key != !secret) {
+        snprintf(R->bad, sizeof R->bad, "%s is set but %s is not", key ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY",
+                 key ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID");
+    } else if (key) {
+        if (!(R->key = cdl__s3_strdup(L, key)) || !(R->secret = cdl__s3_strdup(L, secret))) return 0;
+        snprintf(R->creds, sizeof R->creds, "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY%s from the environment, "
+                 "region %s%s%s", token ? " with AWS_SESSION_TOKEN" : "", R->region, region_var ? " from " : "",
+                 region_var ? region_var : " (the default)");
+    } else {
+        snprintf(R->creds, sizeof R->creds, "none (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are unset: the "
+                 "requests go unsigned, as to a public bucket)");
+    }
+    R->headers = curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+    if (!R->headers) return 0;
+    if (token && key) {
+        const size_t n = strlen(token) + 32;
+        char *h = cdl__malloc(L, n);
+        if (!h) return 0;
+        snprintf(h, n, "x-amz-security-token: %s", token);
+        struct curl_slist *l = curl_slist_append(R->headers, h);
+        cdl__s3_wipe(L, h);
+        if (!l) return 0;
+    }
+    return 1;
+}
+
+/* Appends s percent-encoded as SigV4 canonicalises it: every byte but
+ * A-Za-z0-9-_.~ (and '/' when keep_slash) as %XX, upper-case hex. */
+CDL_PRIVATE size_t cdl__s3_pct(char *out, const char *s, size_t n, int keep_slash) {
+    static const char hex[] = "0123456789ABCDEF";
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+            c == '.' || c == '~' || (keep_slash && c == '/')) {
+            out[k++] = (char)c;
+        } else {
+            out[k++] = '%';
+            out[k++] = hex[c >> 4];
+            out[k++] = hex[c & 15];
+        }
+    }
+    out[k] = '\0';
+    return k;
+}
+
+/* The HTTP(S) URL of s3://bucket/key (key NULL: the bucket itself, for a
+ * listing), with query appended as given (already canonical). Allocated
+ * from L; NULL with why set. */
+CDL_PRIVATE char *cdl__s3_url(const coordl *L, const cdl__s3 *R, const char *name, const char *key_or_null,
+                            const char *query, char *why, size_t cap) {
+    const char *bucket = name + 5, *slash = strchr(bucket, '/');
+    const size_t blen = slash ? (size_t)(slash - bucket) : strlen(bucket);
+    if (R->bad[0]) {
+        snprintf(why, cap, "%s: %s", name, R->bad);
+        return NULL;
+    }
+    if (blen == 0 || blen > 255 || strspn(bucket, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") < blen) {
+        snprintf(why, cap, "%s: not s3://BUCKET/KEY (a bucket name of letters, digits, '.', '-' and '_')", name);
+        return NULL;
+    }
+    const char *key = key_or_null ? key_or_null : "";
+    const size_t klen = strlen(key), qlen = query ? strlen(query) : 0;
+    const size_t n = (R->endpoint ? strlen(R->endpoint) : 0) + 2 * blen + strlen(R->region) + 3 * klen + qlen + 64;
+    char *url = cdl__malloc(L, n);
+    if (!url) {
+        snprintf(why, cap, "out of memory");
+        return NULL;
+    }
+    size_t k;
+    if (R->endpoint || memchr(bucket, '.', blen)) { /* path-style */
+        if (R->endpoint) k = (size_t)snprintf(url, n, "%s/%.*s", R->endpoint, (int)blen, bucket);
+        else k = (size_t)snprintf(url, n, "https://s3.%s.amazonaws.com/%.*s", R->region, (int)blen, bucket);
+        if (key_or_null) url[k++] = '/';
+    } else { /* virtual-host style */
+        k = (size_t)snprintf(url, n, "https://%.*s.s3.%s.amazonaws.com/", (int)blen, bucket, R->region);
+    }
+    k += cdl__s3_pct(url + k, key, klen, 1);
+    if (query) snprintf(url + k, n - k, "?%s", query);
+    return url;
+}
+
+/* The next <tag>...</tag> of a ListObjectsV2 answer from *pos on, its
+ * XML entities decoded, into out; *pos moves past it. 0 when there is no
+ * more, or the text does not fit (cap: a key is 1,024 bytes at most). */
+CDL_PRIVATE int cdl__s3_xml_next(const char **pos, const char *tag, char *out, size_t cap) {
+    char open[48], close[48];
+    snprintf(open, sizeof open, "<%s>", tag);
+    snprintf(close, sizeof close, "</%s>", tag);
+    const char *a = strstr(*pos, open);
+    if (!a) return 0;
+    a += strlen(open);
+    const char *b = strstr(a, close);
+    if (!b) return 0;
+    *pos = b + strlen(close);
+    size_t k = 0;
+    for (const char *p = a; p < b; p++) {
+        unsigned long c = (unsigned char)*p;
+        const int ref = *p == '&';
+        if (ref) {
+            const char *semi = memchr(p, ';', (size_t)(b - p));
+            if (!semi) return 0;
+            const size_t n = (size_t)(semi - p - 1);
+            if (n == 3 && memcmp(p + 1, "amp", 3) == 0) c = '&';
+            else if (n == 2 && memcmp(p + 1, "lt", 2) == 0) c = '<';
+            else if (n == 2 && memcmp(p + 1, "gt", 2) == 0) c = '>';
+            else if (n == 4 && memcmp(p + 1, "quot", 4) == 0) c = '"';
+            else if (n == 4 && memcmp(p + 1, "apos", 4) == 0) c = '\'';
+            else if (n >= 2 && p[1] == '#') c = p[2] == 'x' ? strtoul(p + 3, NULL, 16) : strtoul(p + 2, NULL, 10);
+            else return 0;
+            p = semi;
+        }
+        if (k + 5 > cap) return 0;
+        if (!ref || c < 0x80) { /* raw bytes (UTF-8 already) as they are; a reference as UTF-8 */
+            out[k++] = (char)c;
+        } else if (c < 0x800) {
+            out[k++] = (char)(0xC0 | c >> 6);
+            out[k++] = (char)(0x80 | (c & 63));
+        } else if (c < 0x10000) {
+            out[k++] = (char)(0xE0 | c >> 12);
+            out[k++] = (char)(0x80 | (c >> 6 & 63));
+            out[k++] = (char)(0x80 | (c & 63));
+        } else {
+            out[k++] = (char)(0xF0 | (c >> 18 & 7));
+            out[k++] = (char)(0x80 | (c >> 12 & 63));
+            out[k++] = (char)(0x80 | (c >> 6 & 63));
+            out[k++] = (char)(0x80 | (c & 63));
+        }
+    }
+    out[k] = '\0';
+    return 1;
+}
+
+
+#endif /* COORDL_NO_REMOTE */
+/* ---- src/http.c -------------------------------------------------------- */
+/* SPDX-License-Identifier: MIT */
+/*
+ * http.c - the event loop under remote sources: one thread per handle
+ * drives libcurl's multi interface (curl_multi_socket_action over epoll)
+ * for every HTTP(S) request in flight, over a pool of keep-alive
+ * connections; it starts, judges, retries and completes requests, and
+ * hands each back to its waiting caller or its completion function.
+ * What a request asks for (which object, which bytes, a scan's stream)
+ * is remote.c's.
+ *
+ * Owns:  the cdl__rloop (L->rloop): its thread, libcurl's multi handle and
+ *        easy handles, the submission queue, the live requests, the table
+ *        of objects opened so far (URL -> size, ETag) and the counters
+ * Lock:  R->mu guards the submission queue, the table and the counters;
+ *        everything else belongs to the event-loop thread. Synchronous
+ *        callers wait on their own condition variable under R->mu;
+ *        completion functions run on the event-loop thread without R->mu
+ * Calls: status, s3 (lower layers only: src/modules.txt;
+ *        tools/check-layers.py checks this line).
+ */
 
 #ifndef COORDL_NO_REMOTE
 
-/* An object opened once: its size and ETag as first seen. Never freed
- * before the handle closes, so file handles point at it. */
-typedef struct cdl__rentry {
-    struct cdl__rentry *next; /* hash chain */
-    uint64_t size;
-    struct curl_slist *headers; /* "If-Match: <etag>" (and an s3:// object's
-                                   x-amz- headers), or NULL */
-    int s3;                     /* requests are signed (SigV4)            */
-    const char *target;         /* the URL requested: url itself, or an
-                                   s3:// name's HTTP(S) URL (in url[]'s
-                                   storage)                               */
-    char url[];                 /* as the source names it                 */
-} cdl__rentry;
-
-/* ---- the index scan's stream (cdl__remote_scan_begin) ----
- * coordl_open indexes the shards one after another (tar.c parses each in
- * order), and each shard's headers come in windows that double from 64
- * KiB: read on demand, that is a chain of about 8 ranged GETs per shard of
- * 5 MB, one after another across the shards; at 20 ms a request the open
- * of 8 shards took 2 s (and 12 s before the windows doubled). So while the
- * shards are scanned, their bytes are asked for ahead of the parser as one
- * stream of CDL_RM_CHUNK ranged GETs over the shards in scan order, at most
- * CDL_RM_SCAN_BUDGET bytes issued and not yet parsed past: every shard's
- * first chunk (its size and ETag) at once, then the rest of each shard in
- * order, all on the event loop. The parser finds its bytes there or waits
- * for the one chunk it needs; a byte the stream does not hold (a chunk not
- * asked for yet, one that failed, a read behind the parser) is read as
- * before, by the window below. A shard whose scan jumps a whole chunk
- * (members larger than a chunk: its data is not wanted at open) is not
- * streamed further: its headers are read by windows. */
-#define CDL_RM_CHUNK (1u << 20)
-#define CDL_RM_SCAN_BUDGET (64u << 20)
-
-enum { CDL_CH_NONE, CDL_CH_FLIGHT, CDL_CH_DONE, CDL_CH_DROPPED };
-
-typedef struct cdl__rchunk {
-    cdl__u8 *buf; /* CDL_RM_CHUNK bytes while in flight or done            */
-    uint64_t got;
-    int state;    /* CDL_CH_*; DROPPED: parsed past (or failed): a transfer
-                     still in flight frees buf when it ends                */
-    int in_flight;
-    int touched;  /* the parser read from it                               */
-} cdl__rchunk;
-
-typedef struct cdl__rscan_obj {
-    char *url, *target;   /* target: an s3:// name's HTTP(S) URL, or NULL   */
-    int s3;
-    int probed;           /* its first chunk was asked for                  */
-    int failed;           /* not streamed: its open reads (and reports) it  */
-    int stop;             /* a whole chunk was jumped: no more of it        */
-    char *err;            /* the first answer's error (its open returns it) */
-    cdl__rentry *e;       /* from its first chunk's answer                  */
-    cdl__u8 *first;       /* the first chunk's bytes until the size is known */
-    cdl__rchunk *chunks;  /* ceil(size / CDL_RM_CHUNK), once the size is known */
-    size_t nchunks, next, released; /* next to ask for; first not released */
-} cdl__rscan_obj;
-
-typedef struct cdl__rscan {
-    cdl__rscan_obj *objs;
-    size_t n, cur;       /* the shard being parsed: those before are done */
-    uint64_t held;       /* chunk bytes asked for and not released        */
-    int ending;
-    pthread_cond_t cv;   /* with R->mu: a chunk or a first answer arrived */
-} cdl__rscan;
-
-/* An open file: the object, and for a sequential reader (a tar scan) the
- * window it reads ahead into, and the scan stream's shard. */
-typedef struct cdl__rfile {
-    cdl__rentry *e;
-    cdl__rscan_obj *scan;
-    int sequential;
-    cdl__u8 *win;
-    uint64_t win_off;
-    size_t win_len, win_cap, next_win;
-} cdl__rfile;
-
-enum { CDL_RQ_QUEUED, CDL_RQ_ACTIVE, CDL_RQ_WAITING };
-
-typedef struct cdl__rreq {
-    struct cdl__rreq *next, *prev; /* queue, or the loop's live list */
-    int state;
-    const char *url;    /* as the source names it: every message's name */
-    const char *target; /* the URL requested, when not url (s3://)       */
-    const struct curl_slist *headers;
-    int s3;             /* sign it (SigV4)                               */
-    int whole;          /* no Range: the whole body into a growing dst
-                           (a ListObjectsV2 page), cap bytes so far      */
-    size_t cap;
-    const coordl *heap; /* whose allocator grows a whole body's dst      */
-    uint64_t off, want, got, skipped;
-    uint64_t expect_total; /* 0: unknown (the object's first request) */
-    uint64_t total;        /* from Content-Range, or a 200's Content-Length */
-    cdl__u8 *dst;
-    long code;
-    int overflow, complete_early, attempts;
-    uint64_t due_ns;
-    CURL *easy;
-    char etag[128];
-    char body[160]; size_t body_len; /* an error answer's first bytes */
-    coordl_status status;
-    char err[CDL_ERRMSG_MAX];
-    /* a synchronous caller waits on cv; an asynchronous one is called */
-    pthread_cond_t *cv;
-    int finished;
-    const void *owner;
-    cdl__remote_done_fn done;
-    void *arg;
-    cdl__rscan_obj *scan_obj; /* a chunk of the index scan's stream */
-} cdl__rreq;
-
-struct cdl__rloop {
-    coordl *L;
-    pthread_mutex_t mu;
-    pthread_t thread;
-    int thread_started;
-    int ep, evfd;
-    CURLM *multi;
-    uint32_t timeout_ms;
-    /* R->mu: submissions, cancellation, stop */
-    cdl__rreq *q_head, *q_tail;
-    int stopping;
-    const void *cancel_owner;
-    int cancel_pending;
-    pthread_cond_t cancel_cv;
-    cdl__rentry **table;
-    size_t table_cap, table_n;
-    cdl__rscan *scan; /* the index scan's stream, while coordl_open scans */
-    cdl__remote_counters counters;
-    /* the loop thread's own */
-    cdl__rreq live; /* sentinel of the requests the loop holds */
-    /* S3, read from the environment when the loop is made (cdl__rm_s3_env)
-     * and constant after: the secret goes to libcurl's signer only, never
-     * into a message, a log line or a counter */
-    char *s3_endpoint;              /* AWS_ENDPOINT_URL[_S3] without a
-                                       trailing '/', or NULL: AWS itself */
-    char s3_region[64];
-    char s3_sigv4[96];              /* "aws:amz:REGION:s3"                */
-    char *s3_key, *s3_secret;       /* NULL: requests go unsigned         */
-    struct curl_slist *s3_headers;  /* x-amz-content-sha256 (and the
-                                       session token)                     */
-    char s3_creds[200];             /* where the credentials came from,
-                                       by variable names only             */
-    char s3_bad[200];               /* a setting that cannot work, or ""  */
-    int s3_logged;                  /* R->mu: its settings were logged    */
-    uint64_t in_flight, waiting;
-    uint64_t timer_due;
-    CURL **easy_pool;
-    size_t easy_n, easy_cap;
-};
+#define CDL_RM_RETRIES 5             /* retries of one request at most          */
+#define CDL_RM_BACKOFF_MS 50         /* first retry's delay; doubles each time  */
+#define CDL_RM_DEFAULT_TIMEOUT_MS 30000u
+#define CDL_RM_LIST_MAX (16u << 20)  /* one ListObjectsV2 page's body at most   */
 
 static pthread_once_t cdl__curl_once = PTHREAD_ONCE_INIT;
 static CURLcode cdl__curl_init_rc = CURLE_FAILED_INIT;
@@ -2933,7 +3134,7 @@ static uint64_t cdl__rm_hash(const char *s) {
 }
 
 /* Under R->mu. */
-static cdl__rentry *cdl__rm_lookup(cdl__rloop *R, const char *url) {
+CDL_PRIVATE cdl__rentry *cdl__rm_lookup(cdl__rloop *R, const char *url) {
     if (!R->table_cap) return NULL;
     for (cdl__rentry *e = R->table[cdl__rm_hash(url) % R->table_cap]; e; e = e->next)
         if (strcmp(e->url, url) == 0) return e;
@@ -2941,7 +3142,7 @@ static cdl__rentry *cdl__rm_lookup(cdl__rloop *R, const char *url) {
 }
 
 /* Under R->mu; 0 when memory runs out (e is then the caller's to free). */
-static int cdl__rm_insert(cdl__rloop *R, cdl__rentry *e) {
+CDL_PRIVATE int cdl__rm_insert(cdl__rloop *R, cdl__rentry *e) {
     if (R->table_n + 1 > R->table_cap / 2) {
         const size_t ncap = R->table_cap ? R->table_cap * 2 : 64;
         cdl__rentry **t = cdl__calloc(R->L, ncap, sizeof *t);
@@ -2962,7 +3163,7 @@ static int cdl__rm_insert(cdl__rloop *R, cdl__rentry *e) {
     return 1;
 }
 
-static void cdl__rm_wake(cdl__rloop *R) {
+CDL_PRIVATE void cdl__rm_wake(cdl__rloop *R) {
     const uint64_t one = 1;
     ssize_t w;
     do w = write(R->evfd, &one, sizeof one);
@@ -3106,7 +3307,6 @@ static void cdl__rm_easy_put(cdl__rloop *R, CURL *e) {
     else curl_easy_cleanup(e);
 }
 
-static void cdl__rm_chunk_done(cdl__rloop *R, cdl__rreq *q);
 
 /* Ends q: its caller is told (q may be gone on return). */
 static void cdl__rm_complete(cdl__rloop *R, cdl__rreq *q) {
@@ -3127,8 +3327,7 @@ static void cdl__rm_complete(cdl__rloop *R, cdl__rreq *q) {
         return;
     }
     pthread_mutex_unlock(&R->mu);
-    if (q->scan_obj) cdl__rm_chunk_done(R, q);
-    else q->done(q->arg, q->status, q->got, q->err);
+    q->done(q->arg, q->status, q->got, q->err); /* a scan chunk's: remote.c's */
     cdl__free(R->L, q);
 }
 
@@ -3160,11 +3359,11 @@ static void cdl__rm_start(cdl__rloop *R, cdl__rreq *q) {
     curl_easy_reset(e);
     curl_easy_setopt(e, CURLOPT_URL, q->target ? q->target : q->url);
     if (!q->whole) curl_easy_setopt(e, CURLOPT_RANGE, range);
-    if (q->s3 && R->s3_key) { /* libcurl signs (SigV4) what it sends: path,
+    if (q->s3 && R->s3.key) { /* libcurl signs (SigV4) what it sends: path,
                                  query, Host and our x-amz- headers */
-        curl_easy_setopt(e, CURLOPT_USERNAME, R->s3_key);
-        curl_easy_setopt(e, CURLOPT_PASSWORD, R->s3_secret);
-        curl_easy_setopt(e, CURLOPT_AWS_SIGV4, R->s3_sigv4);
+        curl_easy_setopt(e, CURLOPT_USERNAME, R->s3.key);
+        curl_easy_setopt(e, CURLOPT_PASSWORD, R->s3.secret);
+        curl_easy_setopt(e, CURLOPT_AWS_SIGV4, R->s3.sigv4);
     }
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, q->headers);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, cdl__rm_write_cb);
@@ -3284,7 +3483,7 @@ static void cdl__rm_judge(cdl__rloop *R, cdl__rreq *q, CURLcode rc) {
         } else if (code == 403 || code == 401) {
             cdl__rm_fail(R, q, "%s: HTTP %ld %s%s: access denied%s%s", url, code,
                          code == 403 ? "Forbidden" : "Unauthorized", detail, q->s3 ? "; credentials: " : "",
-                         q->s3 ? R->s3_creds : "");
+                         q->s3 ? R->s3.creds : "");
         } else if (code == 412) {
             cdl__rm_fail(R, q, "%s: changed since it was indexed (its ETag is no longer the one indexed)", url);
         } else if (code == 416) {
@@ -3421,169 +3620,8 @@ static void *cdl__rm_main(void *arg) {
     return NULL;
 }
 
-/* ---- S3 (s3://bucket/key): addressing and signing ----------------------
- * As every AWS tool: AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL names a
- * custom endpoint (an S3-compatible store), addressed path-style
- * (ENDPOINT/bucket/key); without one, AWS itself, virtual-host style
- * (https://bucket.s3.REGION.amazonaws.com/key; path-style for a bucket
- * with a dot, which the certificate's wildcard does not cover). Region:
- * AWS_REGION, AWS_DEFAULT_REGION, else us-east-1. Requests are signed
- * with SigV4 by libcurl (CURLOPT_AWS_SIGV4) when AWS_ACCESS_KEY_ID and
- * AWS_SECRET_ACCESS_KEY are set (AWS_SESSION_TOKEN adds
- * x-amz-security-token), unsigned (a public bucket) when neither is.
- * curl 7.88 signs the path and the query exactly as written and does not
- * send x-amz-content-sha256 (S3 answers 400 without it), so the URL is
- * written canonical here (each key byte but A-Za-z0-9-_.~/ percent-encoded,
- * query parameters sorted, values encoded likewise) and the header is ours
- * (UNSIGNED-PAYLOAD: every request is a GET without a body). */
-
-static char *cdl__rm_strdup(const coordl *L, const char *s) {
-    const size_t n = strlen(s);
-    char *d = cdl__malloc(L, n + 1);
-    if (d) memcpy(d, s, n + 1);
-    return d;
-}
-
-static const char *cdl__rm_env(const char *name) {
-    const char *v = getenv(name);
-    return v && *v ? v : NULL;
-}
-
-/* Zeroes and frees a secret (volatile: the stores are not dropped). */
-static void cdl__rm_wipe(const coordl *L, char *s) {
-    if (!s) return;
-    for (volatile char *p = s; *p; p++) *p = 0;
-    cdl__free(L, s);
-}
-
-static void cdl__rm_s3_forget(const coordl *L, cdl__rloop *R) {
-    cdl__free(L, R->s3_endpoint);
-    cdl__free(L, R->s3_key);
-    cdl__rm_wipe(L, R->s3_secret);
-    curl_slist_free_all(R->s3_headers);
-    R->s3_endpoint = R->s3_key = R->s3_secret = NULL;
-    R->s3_headers = NULL;
-}
-
-/* Reads the S3 settings (once, as the loop is made). 0: out of memory; a
- * setting that cannot work is kept in s3_bad for the first s3:// open. */
-static int cdl__rm_s3_env(const coordl *L, cdl__rloop *R) {
-    const char *endpoint = cdl__rm_env("AWS_ENDPOINT_URL_S3"), *endpoint_var = "AWS_ENDPOINT_URL_S3";
-    if (!endpoint) endpoint = cdl__rm_env(endpoint_var = "AWS_ENDPOINT_URL");
-    const char *region = cdl__rm_env("AWS_REGION"), *region_var = "AWS_REGION";
-    if (!region) region = cdl__rm_env(region_var = "AWS_DEFAULT_REGION");
-    if (!region) region = "us-east-1", region_var = NULL;
-    const char *key = cdl__rm_env("AWS_ACCESS_KEY_ID"), *secret = cdl__rm_env("AWS_SECRET_ACCESS_KEY");
-    const char *token = cdl__rm_env("AWS_SESSION_TOKEN");
-    R->s3_bad[0] = '\0';
-    if (strlen(region) >= sizeof R->s3_region || strspn(region, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(region))
-        snprintf(R->s3_bad, sizeof R->s3_bad, "%s is not a region name (lower-case letters, digits and '-')",
-                 region_var);
-    else
-        snprintf(R->s3_region, sizeof R->s3_region, "%s", region);
-    snprintf(R->s3_sigv4, sizeof R->s3_sigv4, "aws:amz:%s:s3", R->s3_region);
-    if (endpoint) {
-        if (strncasecmp(endpoint, "http://", 7) != 0 && strncasecmp(endpoint, "https://", 8) != 0)
-            snprintf(R->s3_bad, sizeof R->s3_bad, "%s must start with http:// or https://", endpoint_var);
-        if (!(R->s3_endpoint = cdl__rm_strdup(L, endpoint))) return 0;
-        for (size_t n = strlen(R->s3_endpoint); n > 0 && R->s3_endpoint[n - 1] == '/'; n--) R->s3_endpoint[n - 1] = '\0';
-    }
-    if (!key != !secret) {
-        snprintf(R->s3_bad, sizeof R->s3_bad, "%s is set but %s is not", key ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY",
-                 key ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID");
-    } else if (key) {
-        if (!(R->s3_key = cdl__rm_strdup(L, key)) || !(R->s3_secret = cdl__rm_strdup(L, secret))) return 0;
-        snprintf(R->s3_creds, sizeof R->s3_creds, "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY%s from the environment, "
-                 "region %s%s%s", token ? " with AWS_SESSION_TOKEN" : "", R->s3_region, region_var ? " from " : "",
-                 region_var ? region_var : " (the default)");
-    } else {
-        snprintf(R->s3_creds, sizeof R->s3_creds, "none (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are unset: the "
-                 "requests go unsigned, as to a public bucket)");
-    }
-    R->s3_headers = curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-    if (!R->s3_headers) return 0;
-    if (token && key) {
-        const size_t n = strlen(token) + 32;
-        char *h = cdl__malloc(L, n);
-        if (!h) return 0;
-        snprintf(h, n, "x-amz-security-token: %s", token);
-        struct curl_slist *l = curl_slist_append(R->s3_headers, h);
-        cdl__rm_wipe(L, h);
-        if (!l) return 0;
-    }
-    return 1;
-}
-
-/* Appends s percent-encoded as SigV4 canonicalises it: every byte but
- * A-Za-z0-9-_.~ (and '/' when keep_slash) as %XX, upper-case hex. */
-static size_t cdl__rm_pct(char *out, const char *s, size_t n, int keep_slash) {
-    static const char hex[] = "0123456789ABCDEF";
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        const unsigned char c = (unsigned char)s[i];
-        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-            c == '.' || c == '~' || (keep_slash && c == '/')) {
-            out[k++] = (char)c;
-        } else {
-            out[k++] = '%';
-            out[k++] = hex[c >> 4];
-            out[k++] = hex[c & 15];
-        }
-    }
-    out[k] = '\0';
-    return k;
-}
-
-/* The HTTP(S) URL of s3://bucket/key (key NULL: the bucket itself, for a
- * listing), with query appended as given (already canonical). Allocated
- * from L; NULL with why set. */
-static char *cdl__rm_s3_url(const coordl *L, const cdl__rloop *R, const char *name, const char *key_or_null,
-                            const char *query, char *why, size_t cap) {
-    const char *bucket = name + 5, *slash = strchr(bucket, '/');
-    const size_t blen = slash ? (size_t)(slash - bucket) : strlen(bucket);
-    if (R->s3_bad[0]) {
-        snprintf(why, cap, "%s: %s", name, R->s3_bad);
-        return NULL;
-    }
-    if (blen == 0 || blen > 255 || strspn(bucket, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") < blen) {
-        snprintf(why, cap, "%s: not s3://BUCKET/KEY (a bucket name of letters, digits, '.', '-' and '_')", name);
-        return NULL;
-    }
-    const char *key = key_or_null ? key_or_null : "";
-    const size_t klen = strlen(key), qlen = query ? strlen(query) : 0;
-    const size_t n = (R->s3_endpoint ? strlen(R->s3_endpoint) : 0) + 2 * blen + strlen(R->s3_region) + 3 * klen + qlen + 64;
-    char *url = cdl__malloc(L, n);
-    if (!url) {
-        snprintf(why, cap, "out of memory");
-        return NULL;
-    }
-    size_t k;
-    if (R->s3_endpoint || memchr(bucket, '.', blen)) { /* path-style */
-        if (R->s3_endpoint) k = (size_t)snprintf(url, n, "%s/%.*s", R->s3_endpoint, (int)blen, bucket);
-        else k = (size_t)snprintf(url, n, "https://s3.%s.amazonaws.com/%.*s", R->s3_region, (int)blen, bucket);
-        if (key_or_null) url[k++] = '/';
-    } else { /* virtual-host style */
-        k = (size_t)snprintf(url, n, "https://%.*s.s3.%s.amazonaws.com/", (int)blen, bucket, R->s3_region);
-    }
-    k += cdl__rm_pct(url + k, key, klen, 1);
-    if (query) snprintf(url + k, n - k, "?%s", query);
-    return url;
-}
-
-/* Logs once per handle where s3:// requests go and whose credentials
- * sign them: variable names only. */
-static void cdl__rm_s3_log(const coordl *L, cdl__rloop *R) {
-    pthread_mutex_lock(&R->mu);
-    const int first = !R->s3_logged;
-    R->s3_logged = 1;
-    pthread_mutex_unlock(&R->mu);
-    if (first)
-        cdl__log(L, COORDL_LOG_INFO, "s3: %s; credentials: %s",
-                 R->s3_endpoint ? R->s3_endpoint : "AWS (virtual-host style)", R->s3_creds);
-}
-
 /* ---- setup ---- */
-static void cdl__rm_free(coordl *L, cdl__rloop *R) {
+CDL_PRIVATE void cdl__rm_free(coordl *L, cdl__rloop *R) {
     if (!R) return;
     if (R->thread_started) {
         pthread_mutex_lock(&R->mu);
@@ -3602,7 +3640,7 @@ static void cdl__rm_free(coordl *L, cdl__rloop *R) {
             curl_slist_free_all(e->headers);
             cdl__free(L, e);
         }
-    cdl__rm_s3_forget(L, R);
+    cdl__s3_forget(L, &R->s3);
     cdl__free(L, R->table);
     cdl__free(L, R->easy_pool);
     pthread_mutex_destroy(&R->mu);
@@ -3612,7 +3650,7 @@ static void cdl__rm_free(coordl *L, cdl__rloop *R) {
 
 /* The handle's loop, made by the first URL opened (on the opening thread,
  * while the source is indexed; a race is settled by a compare-exchange). */
-static cdl__rloop *cdl__rm_get(const coordl *Lc, char *why, size_t cap) {
+CDL_PRIVATE cdl__rloop *cdl__rm_get(const coordl *Lc, char *why, size_t cap) {
     coordl *L = (coordl *)Lc; /* L->rloop is the loop's slot, written once */
     cdl__rloop *R = atomic_load_explicit(&L->rloop, memory_order_acquire);
     if (R) return R;
@@ -3633,7 +3671,7 @@ static cdl__rloop *cdl__rm_get(const coordl *Lc, char *why, size_t cap) {
     R->timeout_ms = L->cfg.io_timeout_ms ? L->cfg.io_timeout_ms : CDL_RM_DEFAULT_TIMEOUT_MS;
     pthread_mutex_init(&R->mu, NULL);
     pthread_cond_init(&R->cancel_cv, NULL);
-    if (!cdl__rm_s3_env(L, R)) {
+    if (!cdl__s3_env(L, &R->s3)) {
         snprintf(why, cap, "out of memory for the remote reader");
         cdl__rm_free(L, R);
         return NULL;
@@ -3685,7 +3723,7 @@ static cdl__rloop *cdl__rm_get(const coordl *Lc, char *why, size_t cap) {
     return R;
 }
 
-static void cdl__rm_enqueue(cdl__rloop *R, cdl__rreq *q) {
+CDL_PRIVATE void cdl__rm_enqueue(cdl__rloop *R, cdl__rreq *q) {
     q->state = CDL_RQ_QUEUED;
     q->next = NULL;
     pthread_mutex_lock(&R->mu);
@@ -3697,7 +3735,7 @@ static void cdl__rm_enqueue(cdl__rloop *R, cdl__rreq *q) {
 }
 
 /* One request, waited for on the calling thread. */
-static coordl_status cdl__rm_sync(cdl__rloop *R, cdl__rreq *q, char *err, size_t cap) {
+CDL_PRIVATE coordl_status cdl__rm_sync(cdl__rloop *R, cdl__rreq *q, char *err, size_t cap) {
     pthread_cond_t cv;
     pthread_cond_init(&cv, NULL);
     q->cv = &cv;
@@ -3713,6 +3751,127 @@ static coordl_status cdl__rm_sync(cdl__rloop *R, cdl__rreq *q, char *err, size_t
 /* A table entry for url: its size and ETag as answered (If-Match from
  * then on), base headers (an s3:// object's) first; target is copied in.
  * NULL when memory runs out. */
+
+#endif /* COORDL_NO_REMOTE */
+/* ---- src/remote.c ------------------------------------------------------ */
+/* SPDX-License-Identifier: MIT */
+/*
+ * remote.c - http(s):// and s3:// reads: objects, their bytes and listings,
+ * over the event loop of http.c.
+ *
+ * Owns:  what requests ask for: objects opened (entries made and kept in
+ *        the loop's table), open files and their read-ahead windows, the
+ *        index scan's stream of chunks, ListObjectsV2 listings, and the
+ *        asynchronous reads of the read-ahead
+ * Lock:  the loop's mutex (R->mu, http.c) for the scan stream and the
+ *        table; callers of cdl__remote_read wait on their own condition
+ *        variable under it; chunk completions run on the event-loop thread
+ * Calls: status, s3, http (lower layers only: src/modules.txt; tools/check-layers.py
+ *        checks this line).
+ */
+
+/* ---- remote sources ---------------------------------------------------------
+ * The built-in reader reads a path that is an http://, https:// (or s3://)
+ * URL here; io.c dispatches (docs/remote.md). One thread per handle drives
+ * libcurl's multi interface with curl_multi_socket_action over epoll:
+ * hundreds of ranged GETs in flight on one thread, over a pool of HTTP/1.1
+ * keep-alive connections (cleartext HTTP/2 breaks in curl 7.88 after a
+ * connection's first request; curl_multi_perform cost 112 against 62 us a
+ * request here at 64 in flight). Every request asks for exactly the bytes
+ * it wants (`Range: bytes=a-b`) into the caller's buffer; an object's size
+ * and ETag come from its first ranged GET (no HEAD), and later requests
+ * send `If-Match` with that ETag and check the Content-Range total, so an
+ * object that changed since it was indexed is an error naming it, never
+ * other bytes. Faults: 5xx, 429 and dropped or cut-short connections are
+ * retried with a doubling backoff, CDL_RM_RETRIES times at most; 404, 403,
+ * other 4xx, a name that does not resolve and a request with no complete
+ * answer within io_timeout_ms are errors at once. Nothing waits unbounded:
+ * each attempt is bounded by io_timeout_ms and the attempts are counted. */
+#define CDL_RM_SCAN_MIN (64u << 10)  /* a sequential reader's first window      */
+#define CDL_RM_SCAN_MAX (8u << 20)   /* ... doubling while read in order, to    */
+#define CDL_RM_SMALL_READ (64u << 10) /* reads served from the window at most   */
+#define CDL_RM_PROBE 4096u           /* bytes of an object's first ranged GET   */
+
+CDL_PRIVATE int cdl__remote_is_url(const char *p) {
+    return strncasecmp(p, "http://", 7) == 0 || strncasecmp(p, "https://", 8) == 0 || strncasecmp(p, "s3://", 5) == 0;
+}
+
+#ifndef COORDL_NO_REMOTE
+
+/* ---- the index scan's stream (cdl__remote_scan_begin) ----
+ * coordl_open indexes the shards one after another (tar.c parses each in
+ * order), and each shard's headers come in windows that double from 64
+ * KiB: read on demand, that is a chain of about 8 ranged GETs per shard of
+ * 5 MB, one after another across the shards; at 20 ms a request the open
+ * of 8 shards took 2 s (and 12 s before the windows doubled). So while the
+ * shards are scanned, their bytes are asked for ahead of the parser as one
+ * stream of CDL_RM_CHUNK ranged GETs over the shards in scan order, at most
+ * CDL_RM_SCAN_BUDGET bytes issued and not yet parsed past: every shard's
+ * first chunk (its size and ETag) at once, then the rest of each shard in
+ * order, all on the event loop. The parser finds its bytes there or waits
+ * for the one chunk it needs; a byte the stream does not hold (a chunk not
+ * asked for yet, one that failed, a read behind the parser) is read as
+ * before, by the window below. A shard whose scan jumps a whole chunk
+ * (members larger than a chunk: its data is not wanted at open) is not
+ * streamed further: its headers are read by windows. */
+#define CDL_RM_CHUNK (1u << 20)
+#define CDL_RM_SCAN_BUDGET (64u << 20)
+
+enum { CDL_CH_NONE, CDL_CH_FLIGHT, CDL_CH_DONE, CDL_CH_DROPPED };
+
+typedef struct cdl__rchunk {
+    cdl__u8 *buf; /* CDL_RM_CHUNK bytes while in flight or done            */
+    uint64_t got;
+    int state;    /* CDL_CH_*; DROPPED: parsed past (or failed): a transfer
+                     still in flight frees buf when it ends                */
+    int in_flight;
+    int touched;  /* the parser read from it                               */
+} cdl__rchunk;
+
+typedef struct cdl__rscan_obj {
+    char *url, *target;   /* target: an s3:// name's HTTP(S) URL, or NULL   */
+    int s3;
+    int probed;           /* its first chunk was asked for                  */
+    int failed;           /* not streamed: its open reads (and reports) it  */
+    int stop;             /* a whole chunk was jumped: no more of it        */
+    char *err;            /* the first answer's error (its open returns it) */
+    cdl__rentry *e;       /* from its first chunk's answer                  */
+    cdl__u8 *first;       /* the first chunk's bytes until the size is known */
+    cdl__rchunk *chunks;  /* ceil(size / CDL_RM_CHUNK), once the size is known */
+    size_t nchunks, next, released; /* next to ask for; first not released */
+} cdl__rscan_obj;
+
+typedef struct cdl__rscan {
+    cdl__rscan_obj *objs;
+    size_t n, cur;       /* the shard being parsed: those before are done */
+    uint64_t held;       /* chunk bytes asked for and not released        */
+    int ending;
+    pthread_cond_t cv;   /* with R->mu: a chunk or a first answer arrived */
+} cdl__rscan;
+
+/* An open file: the object, and for a sequential reader (a tar scan) the
+ * window it reads ahead into, and the scan stream's shard. */
+typedef struct cdl__rfile {
+    cdl__rentry *e;
+    cdl__rscan_obj *scan;
+    int sequential;
+    cdl__u8 *win;
+    uint64_t win_off;
+    size_t win_len, win_cap, next_win;
+} cdl__rfile;
+
+/* Logs once per handle where s3:// requests go and whose credentials
+ * sign them: variable names only. */
+static void cdl__rm_s3_log(const coordl *L, cdl__rloop *R) {
+    pthread_mutex_lock(&R->mu);
+    const int first = !R->s3_logged;
+    R->s3_logged = 1;
+    pthread_mutex_unlock(&R->mu);
+    if (first)
+        cdl__log(L, COORDL_LOG_INFO, "s3: %s; credentials: %s",
+                 R->s3.endpoint ? R->s3.endpoint : "AWS (virtual-host style)", R->s3.creds);
+}
+
 static cdl__rentry *cdl__rm_entry_make(const coordl *L, const char *url, const char *target, int s3, uint64_t size,
                                        const char *etag, const struct curl_slist *base) {
     const size_t n = strlen(url), tn = target ? strlen(target) + 1 : 0;
@@ -3768,6 +3927,16 @@ static uint64_t cdl__rm_first_size(const cdl__rreq *q) {
 
 /* ---- the index scan's stream (see cdl__rscan above) ---- */
 
+static void cdl__rm_chunk_done(cdl__rloop *R, cdl__rreq *q);
+
+/* A chunk request's completion function (http.c calls it with the request:
+ * arg is the request itself). */
+static void cdl__rm_chunk_done_fn(void *arg, coordl_status status, uint64_t got, const char *err) {
+    (void)status, (void)got, (void)err; /* all in the request */
+    cdl__rreq *q = arg;
+    cdl__rm_chunk_done(q->loop, q);
+}
+
 /* Asks for chunk k of o (its first when the size is not known yet): into
  * R's queue, under R->mu (the caller wakes the loop). 0: out of memory. */
 static int cdl__rm_chunk_ask(cdl__rloop *R, cdl__rscan *S, cdl__rscan_obj *o, size_t k) {
@@ -3781,6 +3950,9 @@ static int cdl__rm_chunk_ask(cdl__rloop *R, cdl__rscan *S, cdl__rscan_obj *o, si
     q->url = o->url;
     q->owner = S;
     q->scan_obj = o;
+    q->loop = R;
+    q->done = cdl__rm_chunk_done_fn;
+    q->arg = q;
     q->dst = buf;
     q->off = (uint64_t)k * CDL_RM_CHUNK;
     if (o->e) {
@@ -3796,7 +3968,7 @@ static int cdl__rm_chunk_ask(cdl__rloop *R, cdl__rscan *S, cdl__rscan_obj *o, si
     } else {
         q->target = o->target;
         q->s3 = o->s3;
-        q->headers = o->s3 ? R->s3_headers : NULL;
+        q->headers = o->s3 ? R->s3.headers : NULL;
         q->want = CDL_RM_CHUNK;
         o->first = buf;
         o->probed = 1;
@@ -3958,7 +4130,7 @@ CDL_PRIVATE void cdl__remote_scan_begin(const coordl *L, const char *const *urls
         if (strncasecmp(o->url, "s3://", 5) == 0) {
             const char *slash = strchr(o->url + 5, '/');
             o->s3 = any_s3 = 1;
-            if (!slash || !slash[1] || !(o->target = cdl__rm_s3_url(L, R, o->url, slash + 1, NULL, why, sizeof why)))
+            if (!slash || !slash[1] || !(o->target = cdl__s3_url(L, &R->s3, o->url, slash + 1, NULL, why, sizeof why)))
                 o->failed = 1; /* its open says why */
         }
     }
@@ -4088,7 +4260,7 @@ CDL_PRIVATE coordl_status cdl__remote_open(const coordl *L, const char *url, voi
                          "source)", url);
                 return COORDL_ERR_INVALID;
             }
-            if (!(target = cdl__rm_s3_url(L, R, url, slash + 1, NULL, why, cap))) return COORDL_ERR_INVALID;
+            if (!(target = cdl__s3_url(L, &R->s3, url, slash + 1, NULL, why, cap))) return COORDL_ERR_INVALID;
             cdl__rm_s3_log(L, R);
         }
         cdl__rreq q;
@@ -4096,7 +4268,7 @@ CDL_PRIVATE coordl_status cdl__remote_open(const coordl *L, const char *url, voi
         q.url = url;
         q.target = target;
         q.s3 = s3;
-        q.headers = s3 ? R->s3_headers : NULL;
+        q.headers = s3 ? R->s3.headers : NULL;
         q.want = sizeof probe;
         q.dst = probe;
         coordl_status rc = cdl__rm_sync(R, &q, why, cap);
@@ -4137,57 +4309,6 @@ CDL_PRIVATE coordl_status cdl__remote_open(const coordl *L, const char *url, voi
     return COORDL_OK;
 }
 
-/* The next <tag>...</tag> of a ListObjectsV2 answer from *pos on, its
- * XML entities decoded, into out; *pos moves past it. 0 when there is no
- * more, or the text does not fit (cap: a key is 1,024 bytes at most). */
-static int cdl__rm_xml_next(const char **pos, const char *tag, char *out, size_t cap) {
-    char open[48], close[48];
-    snprintf(open, sizeof open, "<%s>", tag);
-    snprintf(close, sizeof close, "</%s>", tag);
-    const char *a = strstr(*pos, open);
-    if (!a) return 0;
-    a += strlen(open);
-    const char *b = strstr(a, close);
-    if (!b) return 0;
-    *pos = b + strlen(close);
-    size_t k = 0;
-    for (const char *p = a; p < b; p++) {
-        unsigned long c = (unsigned char)*p;
-        const int ref = *p == '&';
-        if (ref) {
-            const char *semi = memchr(p, ';', (size_t)(b - p));
-            if (!semi) return 0;
-            const size_t n = (size_t)(semi - p - 1);
-            if (n == 3 && memcmp(p + 1, "amp", 3) == 0) c = '&';
-            else if (n == 2 && memcmp(p + 1, "lt", 2) == 0) c = '<';
-            else if (n == 2 && memcmp(p + 1, "gt", 2) == 0) c = '>';
-            else if (n == 4 && memcmp(p + 1, "quot", 4) == 0) c = '"';
-            else if (n == 4 && memcmp(p + 1, "apos", 4) == 0) c = '\'';
-            else if (n >= 2 && p[1] == '#') c = p[2] == 'x' ? strtoul(p + 3, NULL, 16) : strtoul(p + 2, NULL, 10);
-            else return 0;
-            p = semi;
-        }
-        if (k + 5 > cap) return 0;
-        if (!ref || c < 0x80) { /* raw bytes (UTF-8 already) as they are; a reference as UTF-8 */
-            out[k++] = (char)c;
-        } else if (c < 0x800) {
-            out[k++] = (char)(0xC0 | c >> 6);
-            out[k++] = (char)(0x80 | (c & 63));
-        } else if (c < 0x10000) {
-            out[k++] = (char)(0xE0 | c >> 12);
-            out[k++] = (char)(0x80 | (c >> 6 & 63));
-            out[k++] = (char)(0x80 | (c & 63));
-        } else {
-            out[k++] = (char)(0xF0 | (c >> 18 & 7));
-            out[k++] = (char)(0x80 | (c >> 12 & 63));
-            out[k++] = (char)(0x80 | (c >> 6 & 63));
-            out[k++] = (char)(0x80 | (c & 63));
-        }
-    }
-    out[k] = '\0';
-    return 1;
-}
-
 /* Every .tar object under s3://bucket/prefix, listed with ListObjectsV2
  * (a page of up to 1,000 keys per request, following the continuation
  * tokens), in the store's key order, as lines "s3://bucket/key\n" in
@@ -4218,12 +4339,12 @@ CDL_PRIVATE coordl_status cdl__remote_list(const coordl *L, const char *url, cha
         size_t k = 0;
         if (token[0]) {
             k += (size_t)snprintf(query, need, "continuation-token=");
-            k += cdl__rm_pct(query + k, token, strlen(token), 0);
+            k += cdl__s3_pct(query + k, token, strlen(token), 0);
             query[k++] = '&';
         }
         k += (size_t)snprintf(query + k, need - k, "list-type=2&prefix=");
-        cdl__rm_pct(query + k, prefix, strlen(prefix), 0);
-        char *target = cdl__rm_s3_url(L, R, url, NULL, query, why, cap);
+        cdl__s3_pct(query + k, prefix, strlen(prefix), 0);
+        char *target = cdl__s3_url(L, &R->s3, url, NULL, query, why, cap);
         if (!target) {
             rc = COORDL_ERR_INVALID;
             break;
@@ -4235,18 +4356,18 @@ CDL_PRIVATE coordl_status cdl__remote_list(const coordl *L, const char *url, cha
         q.s3 = 1;
         q.whole = 1;
         q.heap = L;
-        q.headers = R->s3_headers;
+        q.headers = R->s3.headers;
         rc = cdl__rm_sync(R, &q, why, cap);
         cdl__free(L, target);
         pages++;
         const char *body = q.dst ? (const char *)q.dst : "";
         if (rc == COORDL_OK && !strstr(body, "<ListBucketResult")) {
             snprintf(why, cap, "%s: the answer to ListObjectsV2 is not a ListBucketResult (is %s an S3 endpoint?)", url,
-                     R->s3_endpoint ? R->s3_endpoint : "AWS");
+                     R->s3.endpoint ? R->s3.endpoint : "AWS");
             rc = COORDL_ERR_IO;
         }
         const char *pos = body;
-        while (rc == COORDL_OK && cdl__rm_xml_next(&pos, "Key", key, sizeof key)) {
+        while (rc == COORDL_OK && cdl__s3_xml_next(&pos, "Key", key, sizeof key)) {
             const size_t n = strlen(key);
             if (n < 4 || strcmp(key + n - 4, ".tar") != 0) continue;
             if (!cdl__reserve(L, (void **)&out, &out_cap, *len + blen + n + 8)) {
@@ -4259,10 +4380,10 @@ CDL_PRIVATE coordl_status cdl__remote_list(const coordl *L, const char *url, cha
         }
         char truncated[16] = "";
         pos = body;
-        cdl__rm_xml_next(&pos, "IsTruncated", truncated, sizeof truncated);
+        cdl__s3_xml_next(&pos, "IsTruncated", truncated, sizeof truncated);
         pos = body;
         const int more = rc == COORDL_OK && strcmp(truncated, "true") == 0;
-        if (more && !cdl__rm_xml_next(&pos, "NextContinuationToken", token, sizeof token)) {
+        if (more && !cdl__s3_xml_next(&pos, "NextContinuationToken", token, sizeof token)) {
             snprintf(why, cap, "%s: a truncated listing page without a NextContinuationToken", url);
             rc = COORDL_ERR_IO;
         }

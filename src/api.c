@@ -21,6 +21,7 @@
 #include "worker_state.h"
 #include "remote.h"
 #include "remote_state.h"
+#include "http_state.h"
 #include "io.h"
 #include "uring.h"
 #include "uring_state.h"

@@ -8,6 +8,7 @@
 #include "placement_state.h"
 #include "lock_state.h"
 #include "remote_state.h"
+#include "http_state.h"
 #include "index_state.h"
 #include "sampler_state.h"
 #include "cache_state.h"

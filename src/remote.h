@@ -4,6 +4,7 @@
 #define CDL_REMOTE_H
 #include "platform.h"
 #include "remote_state.h"
+#include "http_state.h"
 
 /* ---- interface ---- */
 CDL_PRIVATE int cdl__remote_is_url(const char *path);

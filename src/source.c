@@ -17,6 +17,7 @@
 #include "worker_state.h"
 #include "remote.h"
 #include "remote_state.h"
+#include "http_state.h"
 #include "io.h"
 #include "io_state.h"
 #include "uring.h"

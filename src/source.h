@@ -6,6 +6,7 @@
 #include "source_state.h"
 #include "worker_state.h"
 #include "remote_state.h"
+#include "http_state.h"
 #include "uring_state.h"
 
 /* ---- interface ---- */

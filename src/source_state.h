@@ -6,6 +6,7 @@
 #define CDL_SOURCE_STATE_H
 #include "platform.h"
 #include "remote_state.h"
+#include "http_state.h"
 #include "uring_state.h"
 
 /* An item's read in the io_uring (cdl__read_item_start), in the caller's
