@@ -600,7 +600,10 @@ typedef struct coordl_config {
                              "row_written", "admitting"), by the opening
                              thread holding the group's lock ("joined"),
                              by a group's member thread each round
-                             ("heartbeat"), by the consumer on entering
+                             ("heartbeat"), by the read-ahead's io_uring
+                             completion thread before it handles a read
+                             that ended ("uring_complete"), by the
+                             consumer on entering
                              coordl_release ("release") and in
                              coordl_next_into after taking the batch,
                              before copying it ("copying"), and by the MPI

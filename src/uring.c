@@ -35,6 +35,7 @@
 #ifndef COORDL_NO_URING
 
 struct cdl__uring {
+    coordl *L;               /* its handle: the test hook                  */
     struct io_uring ring;
     pthread_mutex_t mu;
     pthread_t thread;
@@ -107,6 +108,7 @@ static void *cdl__uring_main(void *arg) {
             continue;
         }
         if (data == (void *)U) continue; /* a submission taken back */
+        cdl__test_hook(U->L, "uring_complete"); /* a test holds completions back here */
         cdl__uring_req *q = data;
         /* q was filled in before its submission, under U->mu: taking the
          * lock orders what this thread reads of q after those writes (the
@@ -149,6 +151,7 @@ CDL_PRIVATE cdl__uring *cdl__uring_start(const coordl *L, uint32_t depth) {
     }
     cdl__uring *U = cdl__calloc(L, 1, sizeof *U);
     if (!U) return NULL;
+    U->L = (coordl *)(uintptr_t)L;
     /* one entry per read in flight, and the stop request */
     const int e = io_uring_queue_init(depth + 1, &U->ring, 0);
     if (e < 0) {
