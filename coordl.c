@@ -14955,6 +14955,10 @@ CDL_PRIVATE coordl_status cdl__group_open(coordl *L) {
         cdl__broadcast(L, &S->ready_cv);
         cdl__broadcast(L, &S->work_cv);
     }
+    /* the private ring arrays (MPI's per-row bookkeeping) and the ring's
+     * geometry are set before the member thread exists: it reads them when
+     * it drops a dead member's rows */
+    if (rc == COORDL_OK) rc = cdl__ring_alloc(L, L->geom.slot_rows_cap, L->geom.slot_data_cap);
     if (rc == COORDL_OK) {
         cdl__test_hook(L, "joined");
         rc = cdl__member_thread_start(L);
@@ -15176,8 +15180,7 @@ CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
     }
     if (rc == COORDL_OK && L->cfg.group) {
         L->place.memory_bound_all = 0; /* the shm object is placed by first touch */
-        rc = cdl__group_open(L);
-        if (rc == COORDL_OK) rc = cdl__ring_alloc(L, L->geom.slot_rows_cap, L->geom.slot_data_cap); /* private arrays */
+        rc = cdl__group_open(L); /* allocates the ring's private arrays */
     } else if (rc == COORDL_OK) {
         rc = cdl__open_private_stream(L);
     }

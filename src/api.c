@@ -215,8 +215,7 @@ CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
     }
     if (rc == COORDL_OK && L->cfg.group) {
         L->place.memory_bound_all = 0; /* the shm object is placed by first touch */
-        rc = cdl__group_open(L);
-        if (rc == COORDL_OK) rc = cdl__ring_alloc(L, L->geom.slot_rows_cap, L->geom.slot_data_cap); /* private arrays */
+        rc = cdl__group_open(L); /* allocates the ring's private arrays */
     } else if (rc == COORDL_OK) {
         rc = cdl__open_private_stream(L);
     }

@@ -919,6 +919,10 @@ CDL_PRIVATE coordl_status cdl__group_open(coordl *L) {
         cdl__broadcast(L, &S->ready_cv);
         cdl__broadcast(L, &S->work_cv);
     }
+    /* the private ring arrays (MPI's per-row bookkeeping) and the ring's
+     * geometry are set before the member thread exists: it reads them when
+     * it drops a dead member's rows */
+    if (rc == COORDL_OK) rc = cdl__ring_alloc(L, L->geom.slot_rows_cap, L->geom.slot_data_cap);
     if (rc == COORDL_OK) {
         cdl__test_hook(L, "joined");
         rc = cdl__member_thread_start(L);
