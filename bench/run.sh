@@ -425,8 +425,9 @@ run_storage() {
     echo "load before: $load_before"
     "$OUT/bench_storage" --data "$BENCH_DATA" --threads 2 --latencies 2,10 --depths 0,8,32,128 \
         --images "${STORAGE_IMAGES:-0}" --rounds "${STORAGE_ROUNDS:-2}" "${dev_args[@]}" | tee "$OUT/storage.log"
-    # the issue's second case: 20 ms per read at depths 128 and 512
-    "$OUT/bench_storage" --data "$BENCH_DATA" --threads 2 --latencies 20 --depths 128,512 \
+    # the issue's second case: 20 ms per read at depths 128 and 512, beside
+    # the same fresh handles with no latency added (x +0 ms cold)
+    "$OUT/bench_storage" --data "$BENCH_DATA" --threads 2 --latencies 0,20 --depths 128,512 \
         --images "${STORAGE_IMAGES:-0}" --rounds "${STORAGE_ROUNDS:-2}" | tee -a "$OUT/storage.log"
     load_after=$(uptime)
     echo "load after: $load_after"
@@ -441,8 +442,8 @@ run_storage() {
             printf "target: at +10 ms per read, depth 128 reaches %.2fx the warm rate (>= 0.90: %s)\n", $6,
                 ($6 >= 0.9 ? "met" : "NOT met") }' "$OUT/storage.log"
         awk '$1 == "RESULT" && $2 == "storage" && $3 == "20" && $4 == "512" {
-            printf "target: at +20 ms per read, depth 512 reaches %.2fx the warm rate (>= 0.90: %s)\n", $6,
-                ($6 >= 0.9 ? "met" : "NOT met") }' "$OUT/storage.log"
+            printf "target: at +20 ms per read, depth 512 reaches %.2fx the warm rate timed from open, %.2fx from the first batch asked (>= 0.90: %s), %sx the same cold epoch with no latency added\n", $6, $7,
+                ($7 >= 0.9 ? "met" : "NOT met"), $8 }' "$OUT/storage.log"
         awk '$1 == "RESULT" && $2 == "storage" && $3 == "10" && $4 == "0" {
             printf "without read-ahead at +10 ms: %.2fx the warm rate (2 threads / 10 ms = 200 images/s at best)\n", $6 }' \
             "$OUT/storage.log"

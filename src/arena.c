@@ -21,6 +21,19 @@
 #include "placement.h"
 #include "handle.h"
 
+/* Asks for transparent huge pages on a big anonymous mapping. Where THP is
+ * "madvise" only (Debian's default), a mapping without this faults in 4 KiB
+ * pages: on this project's VM a first touch costs ~15 us a page, so 64 MiB
+ * costs ~0.25 s of CPU against ~5 ms in 2 MiB pages (measured). */
+CDL_PRIVATE void cdl__arena_advise_huge(void *p, size_t bytes) {
+#ifdef MADV_HUGEPAGE
+    if (bytes >= (2u << 20)) (void)madvise(p, bytes, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
 /* Maps an arena, binds it to the chosen node(s) before any page is
  * touched, then page-locks it per cache_pin. `populate`: fault every page
  * in now (the ring: it is written at once, and a first touch costs ~15 us
@@ -38,10 +51,7 @@ CDL_PRIVATE coordl_status cdl__arena_map(coordl *L, cdl__arena *a, size_t bytes,
                               bytes, what, strerror(errno), lower);
     a->base = p;
     a->bytes = bytes;
-#ifdef MADV_HUGEPAGE
-    /* Fewer page faults and TLB misses on a big arena where THP allows. */
-    if (bytes >= (2u << 20)) madvise(p, bytes, MADV_HUGEPAGE);
-#endif
+    cdl__arena_advise_huge(p, bytes); /* fewer page faults and TLB misses */
     if (!cdl__placement_bind_memory(L, p, bytes)) L->place.memory_bound_all = 0;
     if (L->cfg.cache_pin != COORDL_PIN_OFF) {
         int locked;
