@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # coordl benchmarks. Run from anywhere; `make bench` runs all of them.
 #
-#   bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|uring|remote|window|dataset]
+#   bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|uring|remote|window|tarindex|dataset]
 #
 #   dataset  make the bench dataset if missing (the other parts do it too)
 #   prep     image-prep throughput: coordl train/eval vs the libjpeg-turbo
@@ -47,6 +47,13 @@
 #            (pages dropped, open included) and warm images/s, shards per
 #            batch, and the sampler's bytes; WINDOW_SHARDS (4) per window,
 #            2 prep threads, medians of BENCH_ROUNDS; build/bench/window.txt
+#   tarindex a saved index (index_path) on a 1M-item tar set (TAR_SHARDS
+#            200 x TAR_PER_SHARD 5000 one-member samples, written once
+#            under BENCH_TAR, about 1 GB): coordl_open's seconds, resident
+#            bytes per item and storage calls when it scans, scans and
+#            saves, and loads, each open in a child process; then 1 rank
+#            vs 4 ranks opening over MPI (storage calls, mpi_index);
+#            build/bench/tarindex.txt
 #   group    coordinated prep: k = 1..4 jobs (processes) each consuming one
 #            epoch, as one coordl group vs k separate loaders: images/s per
 #            job and the jobs' total CPU per epoch; table in
@@ -92,8 +99,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MODE=${1:-all}
-case "$MODE" in all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|uring|remote|window|dataset) ;;
-  *) echo "usage: bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|uring|remote|window|dataset]" >&2; exit 2 ;;
+case "$MODE" in all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|uring|remote|window|tarindex|dataset) ;;
+  *) echo "usage: bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|uring|remote|window|tarindex|dataset]" >&2; exit 2 ;;
 esac
 BENCH_DATA=${BENCH_DATA:-build/bench-data}
 BENCH_INDEX=${BENCH_INDEX:-build/bench-index}
@@ -894,6 +901,29 @@ run_ready() {
 
 # Remote sources (issue 24): the same shards local, over HTTP and over S3,
 # behind a latency-adding proxy, at several read-ahead depths.
+# A saved index on a 1M-item tar set: open's seconds, resident bytes per
+# item and storage calls when it scans, scans and saves, and loads; then
+# the storage calls of 1 rank against 4 ranks opening together over MPI
+# (tests/mpi/mpi_index counts them on its own set: the ratio is the figure).
+run_tarindex() {
+    ensure_lib
+    build bench_tarindex lib
+    log "tarindex: scan, save and load a saved index (bench_tarindex, ${TAR_SHARDS:-200} x ${TAR_PER_SHARD:-5000})"
+    "$OUT/bench_tarindex" --root "${BENCH_TAR:-build/bench-tar}" --shards "${TAR_SHARDS:-200}" \
+        --per-shard "${TAR_PER_SHARD:-5000}" --repeat "${TAR_REPEAT:-3}" | tee "$OUT/tarindex.log"
+    if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
+        log "tarindex: storage calls during coordl_open, 1 rank vs 4 ranks (tests/mpi/mpi_index under mpirun -np 4)"
+        make -s MPI=1 build-mpi/tests/mpi/mpi_index
+        local np_root=""
+        [ "$(id -u)" = 0 ] && np_root=--allow-run-as-root
+        mpirun --oversubscribe $np_root -np 4 build-mpi/tests/mpi/mpi_index build-mpi/mpi-data 2>&1 |
+            grep -E "storage calls" | tee -a "$OUT/tarindex.log"
+    else
+        echo "tarindex: MPI row not run (no mpicc/mpirun; bash bench/run.sh mpi installs OpenMPI)" | tee -a "$OUT/tarindex.log"
+    fi
+    grep -v '^RESULT' "$OUT/tarindex.log" > "$OUT/tarindex.txt"
+}
+
 # The shard-window order (issue 25) against the full shuffle, same shards.
 run_window() {
     ensure_lib
@@ -1093,12 +1123,13 @@ case "$MODE" in
     uring) run_uring ;;
     remote) run_remote ;;
     window) run_window ;;
+    tarindex) run_tarindex ;;
     prep) run_prep ;;
     jpeg) run_jpeg ;;
     index) run_index ;;
     cache) run_cache ;;
     placement) run_placement ;;
-    all) run_prep; run_jpeg; run_index; run_cache; run_placement; run_group; run_llmc; run_llmc_train; run_ready; run_darknet; run_detect; run_storage; run_uring; run_remote; run_window
+    all) run_prep; run_jpeg; run_index; run_cache; run_placement; run_group; run_llmc; run_llmc_train; run_ready; run_darknet; run_detect; run_storage; run_uring; run_remote; run_window; run_tarindex
          if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then run_mpi
          else log "mpi: skipped (no mpicc/mpirun; bash bench/run.sh mpi installs OpenMPI)"; fi ;;
 esac
