@@ -162,6 +162,18 @@ BENCH_UNUSED static double median(double *v, size_t n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* The process's resident set in bytes (/proc/self/statm), 0 if unreadable. */
+BENCH_UNUSED static uint64_t rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long size = 0, resident = 0;
+    if (f) {
+        if (fscanf(f, "%lu %lu", &size, &resident) != 2) resident = 0;
+        fclose(f);
+    }
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
 /* ---- perf control ------------------------------------------------------- */
 
 /* With BENCH_PERF_CTL=<fifo> set (perf record --control fifo:<fifo> -D -1),

@@ -34,17 +34,6 @@ static void quiet_log(void *user, coordl_log_level level, const char *msg)
     (void)msg;
 }
 
-static uint64_t rss_bytes(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long size = 0, resident = 0;
-    if (f) {
-        if (fscanf(f, "%lu %lu", &size, &resident) != 2) resident = 0;
-        fclose(f);
-    }
-    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
-}
-
 static uint64_t heap_in_use(void)
 {
     struct mallinfo2 mi = mallinfo2();
