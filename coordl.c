@@ -1115,6 +1115,10 @@ typedef struct cdl__peer_send {
  * map_ready (stored with release: the I/O threads read it unlocked). */
 typedef struct cdl__peers {
     int comm_set, map_ready, closing, thread_started;
+    int consumer_started;         /* the trainer has asked for a batch:
+                                     until then a coordl_seek (a resume)
+                                     may still move the admission epoch,
+                                     so the map exchange waits for it     */
     _Atomic uint64_t admit_epoch; /* whose share is cached; closed
                                      (UINT64_MAX) by the map exchange     */
     int node_rank, node_ranks;    /* MPI ranks on this node (placement)   */
@@ -1806,6 +1810,7 @@ CDL_PRIVATE void cdl__peer_close(coordl *L);
 CDL_PRIVATE coordl_status cdl__peer_open(coordl *L);
 #endif
 CDL_PRIVATE void cdl__peer_seek(coordl *L, uint64_t epoch, uint64_t batch);
+CDL_PRIVATE void cdl__peer_consumer_started(coordl *L);
 #ifdef COORDL_MPI
 CDL_PRIVATE coordl_status cdl__peer_start(coordl *L);
 CDL_PRIVATE coordl_status cdl__peer_index(coordl *L);
@@ -9016,6 +9021,12 @@ CDL_PRIVATE int cdl__peer_map_pending(coordl *L, uint64_t epoch) {
     return admit == CDL_ADMIT_CLOSED || epoch > admit;
 }
 
+/* The trainer asks for its first batch (coordl_next, _next_into): from
+ * now on the admission epoch moves only by a seek mid-run. Under mu. */
+CDL_PRIVATE void cdl__peer_consumer_started(coordl *L) {
+    if (L->peers.comm_set && !L->peers.consumer_started) L->peers.consumer_started = 1;
+}
+
 /* coordl_seek before the exchange: the rank caches its share of the first
  * whole epoch from the new position instead (a mid-epoch resume skips
  * the rest of that epoch). After the exchange (or once it began) the map
@@ -9265,12 +9276,18 @@ static void cdl__peer_take_reply(coordl *L, int source, int tag, int count) {
     cdl__unlock(L);
 }
 
-/* The admission epoch has been prepared: the claims have moved past it and
- * no slot of it or before is still being filled. Under mu. */
+/* The admission epoch has been prepared: the trainer has asked for a
+ * batch (so a resume's coordl_seek, which comes before it, has set the
+ * epoch), the claims have moved past it and no slot of it or before is
+ * still being filled. Without the first condition a rank whose workers
+ * prepared its share of epoch 0 before its trainer's seek would enter
+ * that share, its peers the share of the epoch resumed at, and items in
+ * neither share would come from storage in every epoch. Under mu. */
 static int cdl__peer_share_prepared(coordl *L) {
     const uint64_t E = atomic_load(&L->peers.admit_epoch);
     const cdl__stream *S = L->S;
     if (E == CDL_ADMIT_CLOSED) return 1;
+    if (!L->peers.consumer_started) return 0;
     if (S->claim_epoch < E || (S->claim_epoch == E && S->claim_pos < cdl__epoch_end(L, E))) return 0;
     for (uint32_t s = 0; s < L->ring.nslots; s++)
         if (L->ring.slots[s].state == CDL_SLOT_FILLING && L->ring.slots[s].epoch <= E) return 0;
@@ -15316,6 +15333,7 @@ static coordl_status cdl__consumer_next(coordl *L, coordl_batch *out, uint64_t *
     memset(out, 0, sizeof *out);
     L->errmsg[0] = '\0';
     *epoch = L->consumer.cur_epoch;
+    cdl__peer_consumer_started(L);
     if (L->consumer.cur_pos >= cdl__epoch_end(L, L->consumer.cur_epoch)) {
         out->epoch = L->consumer.cur_epoch;
         L->consumer.cur_epoch++;

@@ -337,6 +337,7 @@ static coordl_status cdl__consumer_next(coordl *L, coordl_batch *out, uint64_t *
     memset(out, 0, sizeof *out);
     L->errmsg[0] = '\0';
     *epoch = L->consumer.cur_epoch;
+    cdl__peer_consumer_started(L);
     if (L->consumer.cur_pos >= cdl__epoch_end(L, L->consumer.cur_epoch)) {
         out->epoch = L->consumer.cur_epoch;
         L->consumer.cur_epoch++;

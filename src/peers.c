@@ -73,6 +73,12 @@ CDL_PRIVATE int cdl__peer_map_pending(coordl *L, uint64_t epoch) {
     return admit == CDL_ADMIT_CLOSED || epoch > admit;
 }
 
+/* The trainer asks for its first batch (coordl_next, _next_into): from
+ * now on the admission epoch moves only by a seek mid-run. Under mu. */
+CDL_PRIVATE void cdl__peer_consumer_started(coordl *L) {
+    if (L->peers.comm_set && !L->peers.consumer_started) L->peers.consumer_started = 1;
+}
+
 /* coordl_seek before the exchange: the rank caches its share of the first
  * whole epoch from the new position instead (a mid-epoch resume skips
  * the rest of that epoch). After the exchange (or once it began) the map
@@ -322,12 +328,18 @@ static void cdl__peer_take_reply(coordl *L, int source, int tag, int count) {
     cdl__unlock(L);
 }
 
-/* The admission epoch has been prepared: the claims have moved past it and
- * no slot of it or before is still being filled. Under mu. */
+/* The admission epoch has been prepared: the trainer has asked for a
+ * batch (so a resume's coordl_seek, which comes before it, has set the
+ * epoch), the claims have moved past it and no slot of it or before is
+ * still being filled. Without the first condition a rank whose workers
+ * prepared its share of epoch 0 before its trainer's seek would enter
+ * that share, its peers the share of the epoch resumed at, and items in
+ * neither share would come from storage in every epoch. Under mu. */
 static int cdl__peer_share_prepared(coordl *L) {
     const uint64_t E = atomic_load(&L->peers.admit_epoch);
     const cdl__stream *S = L->S;
     if (E == CDL_ADMIT_CLOSED) return 1;
+    if (!L->peers.consumer_started) return 0;
     if (S->claim_epoch < E || (S->claim_epoch == E && S->claim_pos < cdl__epoch_end(L, E))) return 0;
     for (uint32_t s = 0; s < L->ring.nslots; s++)
         if (L->ring.slots[s].state == CDL_SLOT_FILLING && L->ring.slots[s].epoch <= E) return 0;

@@ -19,6 +19,7 @@ CDL_PRIVATE void cdl__peer_close(coordl *L);
 CDL_PRIVATE coordl_status cdl__peer_open(coordl *L);
 #endif
 CDL_PRIVATE void cdl__peer_seek(coordl *L, uint64_t epoch, uint64_t batch);
+CDL_PRIVATE void cdl__peer_consumer_started(coordl *L);
 #ifdef COORDL_MPI
 CDL_PRIVATE coordl_status cdl__peer_start(coordl *L);
 CDL_PRIVATE coordl_status cdl__peer_index(coordl *L);

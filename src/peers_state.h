@@ -67,6 +67,10 @@ typedef struct cdl__peer_send {
  * map_ready (stored with release: the I/O threads read it unlocked). */
 typedef struct cdl__peers {
     int comm_set, map_ready, closing, thread_started;
+    int consumer_started;         /* the trainer has asked for a batch:
+                                     until then a coordl_seek (a resume)
+                                     may still move the admission epoch,
+                                     so the map exchange waits for it     */
     _Atomic uint64_t admit_epoch; /* whose share is cached; closed
                                      (UINT64_MAX) by the map exchange     */
     int node_rank, node_ranks;    /* MPI ranks on this node (placement)   */
