@@ -436,6 +436,10 @@ run_storage() {
     # the same fresh handles with no latency added (x +0 ms cold)
     "$OUT/bench_storage" --data "$BENCH_DATA" --threads 2 --latencies 0,20 --depths 128,512 \
         --images "${STORAGE_IMAGES:-0}" --rounds "${STORAGE_ROUNDS:-2}" | tee -a "$OUT/storage.log"
+    # for reference, the warm rate users see: cached JPEGs rewritten for
+    # random access decode only their crops, which no cold read can
+    "$OUT/bench_storage" --data "$BENCH_DATA" --threads 2 --latencies 20 --depths 512 --random-access 1 \
+        --images "${STORAGE_IMAGES:-0}" --rounds 1 | grep -v '^RESULT' | tee -a "$OUT/storage.log"
     load_after=$(uptime)
     echo "load after: $load_after"
     if [ -n "${dev_args[*]}" ]; then umount "$mnt"; dmsetup remove "$dm"; fi
@@ -449,8 +453,8 @@ run_storage() {
             printf "target: at +10 ms per read, depth 128 reaches %.2fx the warm rate (>= 0.90: %s)\n", $6,
                 ($6 >= 0.9 ? "met" : "NOT met") }' "$OUT/storage.log"
         awk '$1 == "RESULT" && $2 == "storage" && $3 == "20" && $4 == "512" {
-            printf "target: at +20 ms per read, depth 512 reaches %.2fx the warm rate timed from open, %.2fx from the first batch asked (>= 0.90: %s), %sx the same cold epoch with no latency added\n", $6, $7,
-                ($7 >= 0.9 ? "met" : "NOT met"), $8 }' "$OUT/storage.log"
+            printf "target: at +20 ms per read, depth 512 reaches %.2fx the warm rate timed from open (>= 0.90: %s), %.2fx from the first batch asked, %sx the same cold epoch with no latency added, %sx in the next cold epoch\n", $6,
+                ($6 >= 0.9 ? "met" : "NOT met"), $7, $8, $9 }' "$OUT/storage.log"
         awk '$1 == "RESULT" && $2 == "storage" && $3 == "10" && $4 == "0" {
             printf "without read-ahead at +10 ms: %.2fx the warm rate (2 threads / 10 ms = 200 images/s at best)\n", $6 }' \
             "$OUT/storage.log"
