@@ -396,9 +396,11 @@ typedef struct cdl__slot {
     uint32_t rows_claimed, rows_done;
     coordl_status status;   /* first error by row order                     */
     uint32_t err_row;
-    char errmsg[CDL_ERRMSG_MAX];
     size_t data_off, labels_off, ids_off, targets_off; /* in the ring arena */
     size_t nboxes_off;      /* boxes: each row's box count (uint32)        */
+    /* last: what a ready batch's next and release read is in the lines
+     * above (issue 23: after the trainer's step those lines are cold) */
+    char errmsg[CDL_ERRMSG_MAX];
 } cdl__slot;
 
 /* A claimed row: everything its worker needs, copied under the lock, so
@@ -1417,6 +1419,8 @@ typedef struct cdl__membership {
 typedef struct cdl__consumer {
     uint32_t held;            /* batches this consumer holds               */
     uint64_t cur_epoch, cur_pos, cur_index; /* next batch to hand out      */
+    uint32_t next_slot;       /* where that batch most likely is: the slot
+                                 after the last taken (cdl__stream_find) */
     uint64_t last_return_ns;  /* when the consumer's last coordl call ended */
     _Atomic uint64_t stall_tail_ns; /* its time after the last counted point */
     uint64_t stall_tail_epoch;
@@ -13559,9 +13563,16 @@ CDL_PRIVATE void cdl__stream_complete(coordl *L, const cdl__claim *c, const cdl_
     cdl__stream_check(L, "complete");
 }
 
-/* The READY slot holding this consumer's next batch, or -1. Under mu. */
+/* The READY slot holding this consumer's next batch, or -1. Slots are
+ * mostly assigned in ring order, so the search starts at the slot after
+ * the last one taken: a ready batch then costs one slot's lines, not
+ * every slot's (issue 23: after the trainer's step they are cold). At
+ * most one slot matches, wherever the search starts. Under mu. */
 CDL_PRIVATE int cdl__stream_find(const coordl *L) {
-    for (uint32_t s = 0; s < L->ring.nslots; s++) {
+    const uint32_t n = L->ring.nslots;
+    const uint32_t first = L->consumer.next_slot < n ? L->consumer.next_slot : 0;
+    for (uint32_t k = 0; k < n; k++) {
+        const uint32_t s = first + k < n ? first + k : first + k - n;
         const cdl__slot *c = &L->ring.slots[s];
         if (c->state == CDL_SLOT_READY && c->epoch == L->consumer.cur_epoch && c->pos == L->consumer.cur_pos &&
             (c->need_mask & L->member.bit) && !(c->taken_mask & L->member.bit))
@@ -13594,6 +13605,7 @@ CDL_PRIVATE coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *
     cdl__slot *sl = &L->ring.slots[s];
     L->consumer.cur_pos += sl->n;
     L->consumer.cur_index++;
+    L->consumer.next_slot = s + 1 < L->ring.nslots ? s + 1 : 0;
     cdl__epoch_entry(L, sl->epoch)->s.batches++;
     sl->taken_mask |= L->member.bit;
     const coordl_status rc = sl->status;

@@ -12,11 +12,20 @@
  * trainer's step), time coordl_next + coordl_release together. Prints the
  * mean, median, p99 and max of those pairs in microseconds.
  *
+ * Beside it, in the same loop (each after its own sleep, so the machine's
+ * state is the same for all three), two peers: the issue's ideal ready
+ * path, an acquire load of a slot state and a release store, and that
+ * with a mutex lock and unlock around it. On a VM the floor after a sleep
+ * is not zero: the sleeping core's caches and TLB are cold when the
+ * trainer wakes, and the peers show what that costs on this machine.
+ *
  * --markers: before and after each pair, a write(-1, "coordl-mark", 11)
  * (it fails with EBADF and does nothing) so that `strace -f` output shows
  * where each pair starts and ends; bench/run.sh ready counts the system
  * calls of the trainer's thread between the markers.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +53,21 @@ static void sleep_ms(int ms)
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0) {}
 }
+
+static void report(const char *what, uint64_t *t, int n)
+{
+    qsort(t, (size_t)n, sizeof *t, cmp_u64);
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += (double)t[i];
+    printf("  %-40s mean %7.2f us, p50 %7.2f us, p99 %7.2f us, max %8.2f us\n", what, sum / n / 1e3, t[n / 2] / 1e3,
+           t[(size_t)(n * 0.99)] / 1e3, t[n - 1] / 1e3);
+}
+
+/* the peers' slot: a state word on a page of its own, as a ring's is */
+typedef struct {
+    _Alignas(64) atomic_uint state;
+    pthread_mutex_t mu;
+} peer_slot;
 
 static void mark(int on)
 {
@@ -88,7 +112,15 @@ int main(int argc, char **argv)
         return 1;
     }
     coordl_batch b;
-    uint64_t *t = calloc((size_t)calls, sizeof *t);
+    uint64_t *t = calloc((size_t)calls, sizeof *t), *t_atomic = calloc((size_t)calls, sizeof *t),
+             *t_mutex = calloc((size_t)calls, sizeof *t);
+    peer_slot *slot = aligned_alloc(4096, 4096);
+    if (!t || !t_atomic || !t_mutex || !slot) {
+        fprintf(stderr, "bench_ready: out of memory\n");
+        return 1;
+    }
+    atomic_init(&slot->state, 1);
+    pthread_mutex_init(&slot->mu, NULL);
     int n = 0;
     /* the ring fills while the trainer "computes" */
     if (coordl_next(L, &b) == COORDL_OK) coordl_release(L, &b);
@@ -106,15 +138,33 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_ready: coordl_next: %s\n", coordl_errmsg(L));
             return 1;
         }
+        if (!markers) { /* strace's count is of coordl's pairs alone */
+            sleep_ms(sleep_each);
+            uint64_t a0 = now_ns();
+            unsigned st = atomic_load_explicit(&slot->state, memory_order_acquire);
+            atomic_store_explicit(&slot->state, st + 1, memory_order_release);
+            t_atomic[n] = now_ns() - a0;
+            sleep_ms(sleep_each);
+            a0 = now_ns();
+            pthread_mutex_lock(&slot->mu);
+            st = atomic_load_explicit(&slot->state, memory_order_acquire);
+            atomic_store_explicit(&slot->state, st + 1, memory_order_release);
+            pthread_mutex_unlock(&slot->mu);
+            t_mutex[n] = now_ns() - a0;
+        }
         t[n++] = t1 - t0;
     }
-    qsort(t, (size_t)n, sizeof *t, cmp_u64);
-    double sum = 0;
-    for (int i = 0; i < n; i++) sum += (double)t[i];
-    printf("ready batch, %s, prefetch %d, trainer step %d ms, %d pairs: next+release mean %.2f us, p50 %.2f us, "
-           "p99 %.2f us, max %.2f us\n",
-           group ? "coordinated group of 1" : "one process", prefetch, sleep_each, n, sum / n / 1e3, t[n / 2] / 1e3,
-           t[(size_t)(n * 0.99)] / 1e3, t[n - 1] / 1e3);
+    printf("ready batch, %s, prefetch %d, trainer step %d ms, %d pairs (each timed after its own sleep):\n",
+           group ? "coordinated group of 1" : "one process", prefetch, sleep_each, n);
+    report("coordl_next + coordl_release", t, n);
+    if (!markers) {
+        report("peer: acquire load + release store", t_atomic, n);
+        report("peer: mutex lock/unlock around them", t_mutex, n);
+    }
+    free(t_atomic);
+    free(t_mutex);
+    pthread_mutex_destroy(&slot->mu);
+    free(slot);
     free(t);
     coordl_close(L);
     return 0;

@@ -11,6 +11,8 @@
 typedef struct cdl__consumer {
     uint32_t held;            /* batches this consumer holds               */
     uint64_t cur_epoch, cur_pos, cur_index; /* next batch to hand out      */
+    uint32_t next_slot;       /* where that batch most likely is: the slot
+                                 after the last taken (cdl__stream_find) */
     uint64_t last_return_ns;  /* when the consumer's last coordl call ended */
     _Atomic uint64_t stall_tail_ns; /* its time after the last counted point */
     uint64_t stall_tail_epoch;

@@ -43,9 +43,11 @@ typedef struct cdl__slot {
     uint32_t rows_claimed, rows_done;
     coordl_status status;   /* first error by row order                     */
     uint32_t err_row;
-    char errmsg[CDL_ERRMSG_MAX];
     size_t data_off, labels_off, ids_off, targets_off; /* in the ring arena */
     size_t nboxes_off;      /* boxes: each row's box count (uint32)        */
+    /* last: what a ready batch's next and release read is in the lines
+     * above (issue 23: after the trainer's step those lines are cold) */
+    char errmsg[CDL_ERRMSG_MAX];
 } cdl__slot;
 
 /* A claimed row: everything its worker needs, copied under the lock, so

@@ -501,9 +501,16 @@ CDL_PRIVATE void cdl__stream_complete(coordl *L, const cdl__claim *c, const cdl_
     cdl__stream_check(L, "complete");
 }
 
-/* The READY slot holding this consumer's next batch, or -1. Under mu. */
+/* The READY slot holding this consumer's next batch, or -1. Slots are
+ * mostly assigned in ring order, so the search starts at the slot after
+ * the last one taken: a ready batch then costs one slot's lines, not
+ * every slot's (issue 23: after the trainer's step they are cold). At
+ * most one slot matches, wherever the search starts. Under mu. */
 CDL_PRIVATE int cdl__stream_find(const coordl *L) {
-    for (uint32_t s = 0; s < L->ring.nslots; s++) {
+    const uint32_t n = L->ring.nslots;
+    const uint32_t first = L->consumer.next_slot < n ? L->consumer.next_slot : 0;
+    for (uint32_t k = 0; k < n; k++) {
+        const uint32_t s = first + k < n ? first + k : first + k - n;
         const cdl__slot *c = &L->ring.slots[s];
         if (c->state == CDL_SLOT_READY && c->epoch == L->consumer.cur_epoch && c->pos == L->consumer.cur_pos &&
             (c->need_mask & L->member.bit) && !(c->taken_mask & L->member.bit))
@@ -536,6 +543,7 @@ CDL_PRIVATE coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *
     cdl__slot *sl = &L->ring.slots[s];
     L->consumer.cur_pos += sl->n;
     L->consumer.cur_index++;
+    L->consumer.next_slot = s + 1 < L->ring.nslots ? s + 1 : 0;
     cdl__epoch_entry(L, sl->epoch)->s.batches++;
     sl->taken_mask |= L->member.bit;
     const coordl_status rc = sl->status;
