@@ -15,9 +15,13 @@
  * Beside it, in the same loop (each after its own sleep, so the machine's
  * state is the same for all three), two peers: the issue's ideal ready
  * path, an acquire load of a slot state and a release store, and that
- * with a mutex lock and unlock around it. On a VM the floor after a sleep
- * is not zero: the sleeping core's caches and TLB are cold when the
- * trainer wakes, and the peers show what that costs on this machine.
+ * with a mutex lock and unlock around it; and the cost of waking a thread
+ * parked on a condition variable, which a release pays when it frees half
+ * the ring and a worker is parked (once per prefetch / 2 batches). On a VM
+ * the floor after a sleep is not zero: the sleeping core's caches and TLB
+ * are cold when the trainer wakes, and a wake-up that needs the other
+ * (idle) vCPU costs an inter-processor interrupt; the peers show what
+ * those cost on this machine.
  *
  * --markers: before and after each pair, a write(-1, "coordl-mark", 11)
  * (it fails with EBADF and does nothing) so that `strace -f` output shows
@@ -63,11 +67,27 @@ static void report(const char *what, uint64_t *t, int n)
            t[(size_t)(n * 0.99)] / 1e3, t[n - 1] / 1e3);
 }
 
-/* the peers' slot: a state word on a page of its own, as a ring's is */
+/* the peers' slot: a state word on a page of its own, as a ring's is;
+ * and a thread parked on cv until `wakes` moves */
 typedef struct {
     _Alignas(64) atomic_uint state;
     pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned wakes, seen;
+    int stop;
 } peer_slot;
+
+static void *parked_main(void *arg)
+{
+    peer_slot *p = arg;
+    pthread_mutex_lock(&p->mu);
+    while (!p->stop) {
+        while (p->seen == p->wakes && !p->stop) pthread_cond_wait(&p->cv, &p->mu);
+        p->seen = p->wakes;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
 
 static void mark(int on)
 {
@@ -113,14 +133,23 @@ int main(int argc, char **argv)
     }
     coordl_batch b;
     uint64_t *t = calloc((size_t)calls, sizeof *t), *t_atomic = calloc((size_t)calls, sizeof *t),
-             *t_mutex = calloc((size_t)calls, sizeof *t);
+             *t_mutex = calloc((size_t)calls, sizeof *t),
+             *t_wake = calloc((size_t)calls, sizeof *t);
     peer_slot *slot = aligned_alloc(4096, 4096);
-    if (!t || !t_atomic || !t_mutex || !slot) {
+    if (!t || !t_atomic || !t_mutex || !t_wake || !slot) {
         fprintf(stderr, "bench_ready: out of memory\n");
         return 1;
     }
     atomic_init(&slot->state, 1);
     pthread_mutex_init(&slot->mu, NULL);
+    pthread_cond_init(&slot->cv, NULL);
+    slot->wakes = slot->seen = 0;
+    slot->stop = 0;
+    pthread_t parked;
+    if (pthread_create(&parked, NULL, parked_main, slot) != 0) {
+        fprintf(stderr, "bench_ready: cannot start a thread\n");
+        return 1;
+    }
     int n = 0;
     /* the ring fills while the trainer "computes" */
     if (coordl_next(L, &b) == COORDL_OK) coordl_release(L, &b);
@@ -151,6 +180,13 @@ int main(int argc, char **argv)
             atomic_store_explicit(&slot->state, st + 1, memory_order_release);
             pthread_mutex_unlock(&slot->mu);
             t_mutex[n] = now_ns() - a0;
+            sleep_ms(sleep_each); /* the parked thread has long gone back to its wait */
+            a0 = now_ns();
+            pthread_mutex_lock(&slot->mu);
+            slot->wakes++;
+            pthread_mutex_unlock(&slot->mu);
+            pthread_cond_signal(&slot->cv);
+            t_wake[n] = now_ns() - a0;
         }
         t[n++] = t1 - t0;
     }
@@ -160,9 +196,17 @@ int main(int argc, char **argv)
     if (!markers) {
         report("peer: acquire load + release store", t_atomic, n);
         report("peer: mutex lock/unlock around them", t_mutex, n);
+        report("peer: wake a parked thread (cond signal)", t_wake, n);
     }
+    pthread_mutex_lock(&slot->mu);
+    slot->stop = 1;
+    pthread_mutex_unlock(&slot->mu);
+    pthread_cond_signal(&slot->cv);
+    pthread_join(parked, NULL);
     free(t_atomic);
     free(t_mutex);
+    free(t_wake);
+    pthread_cond_destroy(&slot->cv);
     pthread_mutex_destroy(&slot->mu);
     free(slot);
     free(t);
