@@ -13,9 +13,9 @@
  * mean, median, p99 and max of those pairs in microseconds.
  *
  * Beside it, in the same loop (each after its own sleep, so the machine's
- * state is the same for all three), two peers: the issue's ideal ready
- * path, an acquire load of a slot state and a release store, and that
- * with a mutex lock and unlock around it; and the cost of waking a thread
+ * state is the same for all four), three peers: the issue's ideal ready
+ * path, an acquire load of a slot state and a release store; that with a
+ * mutex lock and unlock around it; and the cost of waking a thread
  * parked on a condition variable, which a release pays when it frees half
  * the ring and a worker is parked (once per prefetch / 2 batches). On a VM
  * the floor after a sleep is not zero: the sleeping core's caches and TLB
