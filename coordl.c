@@ -581,6 +581,8 @@ struct cdl__worker {
                                 row), while cdl__worker_prepare runs; else NULL */
     struct cdl__ra_entry *ra_entry; /* its read-ahead entry, or NULL         */
     char err[CDL_ERRMSG_MAX];
+    char item_name[CDL_ERRMSG_MAX / 2]; /* a lazily indexed item's name (its
+                                        block may be dropped meanwhile)    */
 };
 
 typedef struct cdl__bytes {
@@ -845,6 +847,45 @@ typedef struct cdl__shard {
     uint32_t tok_bytes;  /* 2 (uint16) or 4 (uint32)                       */
 } cdl__shard;
 
+/* A tar-shard source indexed lazily (docs/shuffle.md, "Shards indexed as
+ * the window reaches them"): open lists the shards and reads none; a shard
+ * is scanned when the shard-window order first needs its item count or
+ * one of its items. Item ids are (shard << 32) | ordinal in the shard: unique
+ * and stable whatever order the shards are reached in. A shard's count,
+ * once known, is kept (O(shards)); its items (a block: refs and names) stay
+ * resident while in use, at most max_resident blocks, the least recently
+ * used dropped first and scanned again if needed. Everything is under mu:
+ * readers copy what they need out. */
+#define CDL_LAZY_UNKNOWN UINT32_MAX
+#define CDL_LAZY_ID(shard, ordinal) (((uint64_t)(shard) << 32) | (uint64_t)(ordinal))
+typedef struct cdl__lazy_block {
+    cdl__tar_ref *refs;  /* count of them, NULL: not resident              */
+    uint32_t *name_offs; /* per item: its member name in names             */
+    char *names;
+    uint32_t count;
+} cdl__lazy_block;
+/* Scans shard s into *out (refs, names, count); on failure says why in err.
+ * Set by tar.c, which owns the scan (index.c sits below it). */
+typedef coordl_status (*cdl__lazy_scan_fn)(coordl *L, uint32_t shard, cdl__lazy_block *out, char *err,
+                                          size_t errcap);
+typedef struct cdl__lazy {
+    size_t nshards;
+    uint32_t *count;        /* per shard: items, or CDL_LAZY_UNKNOWN      */
+    cdl__lazy_block *block; /* per shard                                  */
+    uint64_t *used;         /* per shard: the tick of its last use         */
+    uint8_t *scanning;      /* per shard: a thread is scanning it          */
+    uint32_t *resident_list; /* the shards whose block is resident        */
+    size_t resident, max_resident;
+    uint64_t tick;
+    uint64_t known_shards, known_items, known_bytes, scans;
+    int32_t max_label;
+    cdl__lazy_scan_fn scan;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;      /* a scan ended                                */
+    char **interned;        /* coordl_item_path's strings: kept until close */
+    size_t ninterned, interned_cap;
+} cdl__lazy;
+
 /* The index module's state (index, tar and source fill it at open; it is
  * read-only after, so any thread reads it without a lock). */
 typedef struct cdl__index {
@@ -871,6 +912,10 @@ typedef struct cdl__index {
                                  (not freed: indexfile.c's cdl__ix_adopt)  */
     cdl__boxes boxes;         /* labels = COORDL_LABELS_BOXES only         */
     cdl__tar_txt *tar_txt;    /* labels = COORDL_LABELS_BOXES, tar: per item */
+    cdl__lazy *lazy;          /* a lazily indexed tar source, else NULL:
+                                 items, tar_refs and names are then NULL
+                                 and num_items is 0 until every shard's
+                                 count is known                            */
 } cdl__index;
 
 #endif /* CDL_INDEX_STATE_H */
@@ -936,6 +981,9 @@ typedef struct cdl__window_epoch {
     uint32_t *order;  /* shard at visiting position i                       */
     uint64_t *prefix; /* items before visiting position i; prefix[nshards]
                          = num_items                                        */
+    size_t known;     /* a lazy index: prefix[0..known] holds, known being
+                         the end of the last window whose every shard's
+                         count is known (nshards: all)                      */
 } cdl__window_epoch;
 
 typedef struct cdl__window {
@@ -948,6 +996,12 @@ typedef struct cdl__window {
                            labelled by class folders orders its ids by
                            class, not by shard): 4 bytes per item           */
     uint64_t bytes;     /* what the tables above and below hold             */
+    int lazy;           /* a lazily indexed tar source: ids are
+                           CDL_LAZY_ID(shard, ordinal), count[s] is
+                           UINT64_MAX until shard s is scanned              */
+    size_t unknown;     /* lazy: shards whose count is not known yet        */
+    _Atomic uint64_t total; /* lazy: the items of the set once every count
+                           is known, else 0                                 */
     pthread_mutex_t mu; /* guards ep[] and victim                            */
     cdl__window_epoch ep[2];
     unsigned victim;    /* entry the next new epoch replaces                 */
@@ -1675,9 +1729,17 @@ CDL_PRIVATE int cdl__wanted_file(const coordl *L, const char *name);
 CDL_PRIVATE coordl_status cdl__index_image_folder(coordl *L, const char *root);
 CDL_PRIVATE coordl_status cdl__index_list_text(coordl *L, const char *list, const char *text, size_t len);
 CDL_PRIVATE const char *cdl__item_path(const coordl *L, uint64_t id);
+CDL_PRIVATE const char *cdl__item_name(const coordl *L, uint64_t id, char *buf, size_t cap);
 CDL_PRIVATE const cdl__shard *cdl__shard_of(const coordl *L, uint64_t id);
 CDL_PRIVATE uint64_t cdl__item_bytes(const coordl *L, uint64_t id);
 CDL_PRIVATE int32_t cdl__item_label(const coordl *L, uint64_t id);
+CDL_PRIVATE coordl_status cdl__lazy_init(coordl *L, cdl__lazy_scan_fn scan, size_t max_resident);
+CDL_PRIVATE void cdl__lazy_free(coordl *L);
+CDL_PRIVATE void cdl__lazy_adopt(const coordl *L, uint32_t s, cdl__lazy_block *b);
+CDL_PRIVATE coordl_status cdl__lazy_count(const coordl *L, uint32_t s, uint32_t *count, char *err, size_t errcap);
+CDL_PRIVATE int cdl__lazy_id_known(const coordl *L, uint64_t id);
+CDL_PRIVATE coordl_status cdl__lazy_ref(const coordl *L, uint64_t id, cdl__tar_ref *ref, char *name, size_t namecap,
+                                        char *err, size_t errcap);
 #endif /* CDL_INDEX_H */
 /* ---- src/tar.h --------------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
@@ -1689,6 +1751,8 @@ CDL_PRIVATE int32_t cdl__item_label(const coordl *L, uint64_t id);
 CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, const char *list_text, size_t list_len);
 CDL_PRIVATE int cdl__is_tar_name(const char *p);
 CDL_PRIVATE coordl_status cdl__tar_list_shards(coordl *L, int kind, const char *list_text, size_t list_len);
+CDL_PRIVATE int cdl__tar_lazy_possible(const coordl *L);
+CDL_PRIVATE int cdl__tar_lazy_open(coordl *L, coordl_status *rc);
 #endif /* CDL_TAR_H */
 /* ---- src/indexfile.h --------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
@@ -1753,6 +1817,11 @@ CDL_PRIVATE const cdl__llmc_epoch *cdl__llmc_table(const coordl *L, uint64_t epo
 CDL_PRIVATE coordl_status cdl__window_init(coordl *L);
 CDL_PRIVATE void cdl__window_free(coordl *L);
 CDL_PRIVATE uint64_t cdl__sampler_bytes(const coordl *L);
+CDL_PRIVATE int cdl__sampler_known(const coordl *L, uint64_t epoch, uint64_t pos, int scan);
+CDL_PRIVATE uint64_t cdl__sampler_num_items(const coordl *L);
+CDL_PRIVATE int cdl__sampler_settle(coordl *L);
+/* cdl__item_at past a lazily indexed epoch's end (found late) */
+#define CDL_NO_ITEM UINT64_MAX
 #endif /* CDL_SAMPLER_H */
 /* ---- src/jpeg_layout.h ------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
@@ -5151,7 +5220,8 @@ CDL_PRIVATE void cdl__uring_stop(const coordl *L, cdl__uring *U) {
  *        token shards and tar items; ImageFolder and list sources; the item
  *        accessors
  * Lock:  filled at open (index, tar, source), read-only after: any thread
- *        reads it without a lock
+ *        reads it without a lock; a lazy index's counts and blocks
+ *        (L->index.lazy) under its own mutex
  * Calls: status, io (lower layers only: src/modules.txt;
  *        tools/check-layers.py checks this line).
  */
@@ -5437,19 +5507,253 @@ CDL_PRIVATE const cdl__shard *cdl__shard_of(const coordl *L, uint64_t id) {
     return &L->index.shards[lo];
 }
 
+/* ---- a lazily indexed tar source (index_state.h) --------------------------- */
+
+CDL_PRIVATE coordl_status cdl__lazy_init(coordl *L, cdl__lazy_scan_fn scan, size_t max_resident) {
+    const size_t ns = L->index.ntar_shards;
+    cdl__lazy *z = cdl__calloc(L, 1, sizeof *z);
+    if (!z) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+    if (pthread_mutex_init(&z->mu, NULL) != 0) {
+        cdl__free(L, z);
+        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot create a mutex");
+    }
+    if (pthread_cond_init(&z->cv, NULL) != 0) {
+        pthread_mutex_destroy(&z->mu);
+        cdl__free(L, z);
+        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot create a condition variable");
+    }
+    L->index.lazy = z; /* from here on cdl__lazy_free (via coordl_close) owns it */
+    z->nshards = ns;
+    z->scan = scan;
+    z->max_resident = max_resident < 2 ? 2 : max_resident;
+    z->max_label = -1;
+    z->count = cdl__malloc(L, (ns ? ns : 1) * sizeof *z->count);
+    z->block = cdl__calloc(L, ns ? ns : 1, sizeof *z->block);
+    z->used = cdl__calloc(L, ns ? ns : 1, sizeof *z->used);
+    z->scanning = cdl__calloc(L, ns ? ns : 1, 1);
+    z->resident_list = cdl__malloc(L, (z->max_resident + 1) * sizeof *z->resident_list);
+    if (!z->count || !z->block || !z->used || !z->scanning || !z->resident_list)
+        return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the lazy index of %zu shards", ns);
+    for (size_t s = 0; s < ns; s++) z->count[s] = CDL_LAZY_UNKNOWN;
+    return COORDL_OK;
+}
+
+static void cdl__lazy_block_free(const coordl *L, cdl__lazy_block *b) {
+    cdl__free(L, b->refs);
+    cdl__free(L, b->name_offs);
+    cdl__free(L, b->names);
+    memset(b, 0, sizeof *b);
+}
+
+CDL_PRIVATE void cdl__lazy_free(coordl *L) {
+    cdl__lazy *z = L->index.lazy;
+    if (!z) return;
+    for (size_t s = 0; z->block && s < z->nshards; s++) cdl__lazy_block_free(L, &z->block[s]);
+    for (size_t i = 0; i < z->ninterned; i++) cdl__free(L, z->interned[i]);
+    cdl__free(L, z->interned);
+    cdl__free(L, z->count);
+    cdl__free(L, z->block);
+    cdl__free(L, z->used);
+    cdl__free(L, z->scanning);
+    cdl__free(L, z->resident_list);
+    pthread_cond_destroy(&z->cv);
+    pthread_mutex_destroy(&z->mu);
+    cdl__free(L, z);
+    L->index.lazy = NULL;
+}
+
+/* Shard s's freshly scanned block b becomes resident (its count learned
+ * if it was not known). Under z->mu. */
+static void cdl__lazy_publish(const coordl *L, uint32_t s, cdl__lazy_block *b) {
+    cdl__lazy *z = L->index.lazy;
+    if (z->count[s] == CDL_LAZY_UNKNOWN) {
+        z->count[s] = b->count;
+        z->known_shards++;
+        z->known_items += b->count;
+        for (uint32_t i = 0; i < b->count; i++) {
+            z->known_bytes += b->refs[i].bytes;
+            if (b->refs[i].label > z->max_label) z->max_label = b->refs[i].label;
+        }
+    }
+    if (b->count == 0) {
+        cdl__lazy_block_free(L, b);
+        return;
+    }
+    /* room for it: the least recently used blocks go (readers copy out
+     * under this lock, so none still points into one) */
+    while (z->resident >= z->max_resident) {
+        size_t lru = 0;
+        for (size_t i = 1; i < z->resident; i++)
+            if (z->used[z->resident_list[i]] < z->used[z->resident_list[lru]]) lru = i;
+        cdl__lazy_block_free(L, &z->block[z->resident_list[lru]]);
+        z->resident_list[lru] = z->resident_list[--z->resident];
+    }
+    z->block[s] = *b;
+    z->resident_list[z->resident++] = s;
+    z->used[s] = ++z->tick;
+}
+
+/* Shard s's block resident, under z->mu (released while this thread scans
+ * it; another thread's scan of it is waited for). A shard whose first scan
+ * fails counts 0 items from then on (said once in the log): the order must
+ * stay a function of the counts. A later scan that fails, or finds another
+ * count (the shard changed), is an error for the item that asked. */
+static coordl_status cdl__lazy_resident(const coordl *L, uint32_t s, char *err, size_t errcap) {
+    cdl__lazy *z = L->index.lazy;
+    for (;;) {
+        if (z->block[s].refs || z->count[s] == 0) {
+            z->used[s] = ++z->tick;
+            return COORDL_OK;
+        }
+        if (!z->scanning[s]) break;
+        pthread_cond_wait(&z->cv, &z->mu);
+    }
+    z->scanning[s] = 1;
+    pthread_mutex_unlock(&z->mu);
+    cdl__lazy_block b;
+    memset(&b, 0, sizeof b);
+    char why[CDL_ERRMSG_MAX];
+    why[0] = '\0';
+    const coordl_status rc = z->scan((coordl *)L, s, &b, why, sizeof why);
+    const char *shard = L->index.strings + L->index.tar_shards[s];
+    pthread_mutex_lock(&z->mu);
+    z->scanning[s] = 0;
+    z->scans++;
+    pthread_cond_broadcast(&z->cv);
+    if (rc != COORDL_OK && z->count[s] == CDL_LAZY_UNKNOWN) {
+        z->count[s] = 0;
+        z->known_shards++;
+        cdl__log(L, COORDL_LOG_ERROR, "source: tar shard %s: %s; its items are left out of every epoch", shard, why);
+        return COORDL_OK;
+    }
+    if (rc != COORDL_OK) {
+        snprintf(err, errcap, "%s", why);
+        return rc;
+    }
+    if (z->count[s] != CDL_LAZY_UNKNOWN && z->count[s] != b.count) {
+        snprintf(err, errcap, "tar shard %s changed since it was first indexed (%u items then, %u now)", shard,
+                 z->count[s], b.count);
+        cdl__lazy_block_free(L, &b);
+        return COORDL_ERR_IO;
+    }
+    cdl__lazy_publish(L, s, &b);
+    return COORDL_OK;
+}
+
+/* Open's scan of a shard (tar.c checks its labels first) kept as if the
+ * sampler had asked for it. */
+CDL_PRIVATE void cdl__lazy_adopt(const coordl *L, uint32_t s, cdl__lazy_block *b) {
+    cdl__lazy *z = L->index.lazy;
+    pthread_mutex_lock(&z->mu);
+    cdl__lazy_publish(L, s, b);
+    pthread_mutex_unlock(&z->mu);
+}
+
+CDL_PRIVATE coordl_status cdl__lazy_count(const coordl *L, uint32_t s, uint32_t *count, char *err, size_t errcap) {
+    cdl__lazy *z = L->index.lazy;
+    coordl_status rc = COORDL_OK;
+    pthread_mutex_lock(&z->mu);
+    if (z->count[s] == CDL_LAZY_UNKNOWN) rc = cdl__lazy_resident(L, s, err, errcap);
+    *count = z->count[s];
+    pthread_mutex_unlock(&z->mu);
+    return rc;
+}
+
+/* Whether id names an item of a shard whose count is known. */
+CDL_PRIVATE int cdl__lazy_id_known(const coordl *L, uint64_t id) {
+    cdl__lazy *z = L->index.lazy;
+    const uint64_t s = id >> 32, k = id & 0xFFFFFFFFu;
+    if (s >= z->nshards) return 0;
+    pthread_mutex_lock(&z->mu);
+    const int ok = z->count[s] != CDL_LAZY_UNKNOWN && k < z->count[s];
+    pthread_mutex_unlock(&z->mu);
+    return ok;
+}
+
+/* Item id's record, and its "shard:member" name into name (namecap > 0),
+ * its shard scanned again if its block was dropped. */
+CDL_PRIVATE coordl_status cdl__lazy_ref(const coordl *L, uint64_t id, cdl__tar_ref *ref, char *name, size_t namecap,
+                                        char *err, size_t errcap) {
+    cdl__lazy *z = L->index.lazy;
+    const uint64_t s = id >> 32, k = id & 0xFFFFFFFFu;
+    if (s >= z->nshards) {
+        snprintf(err, errcap, "item %llu: no such shard", (unsigned long long)id);
+        return COORDL_ERR_INVALID;
+    }
+    const char *shard = L->index.strings + L->index.tar_shards[s];
+    pthread_mutex_lock(&z->mu);
+    coordl_status rc = cdl__lazy_resident(L, (uint32_t)s, err, errcap);
+    if (rc == COORDL_OK && k >= z->count[s]) {
+        snprintf(err, errcap, "%s: item %llu of a shard of %u", shard, (unsigned long long)k, z->count[s]);
+        rc = COORDL_ERR_INVALID;
+    }
+    if (rc == COORDL_OK) {
+        const cdl__lazy_block *b = &z->block[s];
+        *ref = b->refs[k];
+        if (namecap) snprintf(name, namecap, "%s:%s", shard, b->names + b->name_offs[k]);
+    } else if (namecap) {
+        snprintf(name, namecap, "%s:#%llu", shard, (unsigned long long)k);
+    }
+    pthread_mutex_unlock(&z->mu);
+    return rc;
+}
+
+/* coordl_item_path of a lazy item: its name, kept until close (a name is
+ * not resident once its block is dropped). */
+static const char *cdl__lazy_path(const coordl *L, uint64_t id) {
+    cdl__lazy *z = L->index.lazy;
+    char name[CDL_ERRMSG_MAX], err[CDL_ERRMSG_MAX];
+    cdl__tar_ref ref;
+    if (cdl__lazy_ref(L, id, &ref, name, sizeof name, err, sizeof err) != COORDL_OK) return NULL;
+    const size_t n = strlen(name);
+    char *copy = cdl__malloc(L, n + 1);
+    if (!copy) return NULL;
+    memcpy(copy, name, n + 1);
+    pthread_mutex_lock(&z->mu);
+    if (!cdl__reserve(L, (void **)&z->interned, &z->interned_cap, (z->ninterned + 1) * sizeof *z->interned)) {
+        pthread_mutex_unlock(&z->mu);
+        cdl__free(L, copy);
+        return NULL;
+    }
+    z->interned[z->ninterned++] = copy;
+    pthread_mutex_unlock(&z->mu);
+    return copy;
+}
+
+/* Item id's name for a message: cdl__item_path, or for a lazy item its
+ * name formatted into buf (cdl__item_path would keep a copy until close). */
+CDL_PRIVATE const char *cdl__item_name(const coordl *L, uint64_t id, char *buf, size_t cap) {
+    if (!L->index.lazy) return cdl__item_path(L, id);
+    cdl__tar_ref ref;
+    char err[CDL_ERRMSG_MAX];
+    cdl__lazy_ref(L, id, &ref, buf, cap, err, sizeof err); /* on failure buf says "shard:#k" */
+    return buf;
+}
+
 CDL_PRIVATE const char *cdl__item_path(const coordl *L, uint64_t id) {
+    if (L->index.lazy) return cdl__lazy_path(L, id);
     if (L->index.shards) return L->index.strings + cdl__shard_of(L, id)->path_off;
     if (L->index.tar_refs) return L->index.names + L->index.name_offs[id];
     return L->index.strings + L->index.items[id].path_off;
 }
 
 CDL_PRIVATE int32_t cdl__item_label(const coordl *L, uint64_t id) {
+    if (L->index.lazy) {
+        cdl__tar_ref ref;
+        char err[CDL_ERRMSG_MAX];
+        return cdl__lazy_ref(L, id, &ref, NULL, 0, err, sizeof err) == COORDL_OK ? ref.label : -1;
+    }
     if (L->index.shards) return (int32_t)(cdl__shard_of(L, id) - L->index.shards);
     if (L->index.tar_refs) return L->index.tar_refs[id].label;
     return L->index.items[id].label;
 }
 
 CDL_PRIVATE uint64_t cdl__item_bytes(const coordl *L, uint64_t id) {
+    if (L->index.lazy) {
+        cdl__tar_ref ref;
+        char err[CDL_ERRMSG_MAX];
+        return cdl__lazy_ref(L, id, &ref, NULL, 0, err, sizeof err) == COORDL_OK ? ref.bytes : 0;
+    }
     if (L->index.shards) return (uint64_t)(L->cfg.seq_len + 1) * cdl__shard_of(L, id)->tok_bytes;
     if (L->index.tar_refs) return L->index.tar_refs[id].bytes;
     return L->index.items[id].bytes;
@@ -5460,9 +5764,11 @@ CDL_PRIVATE uint64_t cdl__item_bytes(const coordl *L, uint64_t id) {
 /*
  * tar.c - WebDataset tar shards.
  *
- * Owns:  the state of one shard scan (cdl__tar_index, on the opening
- *        thread's stack); writes L->index at open
- * Lock:  none: runs at open only
+ * Owns:  the state of one shard scan (cdl__tar_index, on the scanning
+ *        thread's stack); writes L->index at open; a lazy index's scan of
+ *        one shard (cdl__tar_lazy_scan, index.c's callback)
+ * Lock:  none: at open, one thread; a lazy scan writes only its own
+ *        block, on any thread (index.c publishes it under its lock)
  * Calls: status, remote, io, index (lower layers only: src/modules.txt;
  *        tools/check-layers.py checks this line).
  */
@@ -5562,6 +5868,10 @@ typedef struct cdl__tar_index {
     size_t skipped; /* links and sparse members skipped (the first few logged) */
     /* every shard's samples so far */
     cdl__tar_sample *samples; size_t nsamples, samples_cap;
+    /* a lazy scan (one shard at a time, while training): member names go to
+     * lz_names, not the handle's string arena, which other threads read */
+    int lazy;
+    char *lz_names; size_t lz_len, lz_cap;
     /* class folders seen (first components of member paths), NUL-separated */
     char *classes; size_t classes_len, classes_cap;
     size_t last_class_off; int have_last_class;
@@ -5696,8 +6006,16 @@ static coordl_status cdl__tar_flush(cdl__tar_index *t) {
     t->path[slen] = ':';
     memcpy(t->path + slen + 1, t->image, mlen + 1);
     cdl__tar_sample *s = &t->samples[t->nsamples];
-    if (!cdl__strings_append(L, t->path, slen + 1 + mlen, &s->path_off))
+    if (t->lazy) {
+        if (t->lz_len + mlen + 1 > UINT32_MAX ||
+            !cdl__reserve(L, (void **)&t->lz_names, &t->lz_cap, t->lz_len + mlen + 1))
+            return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory while indexing %s", t->shard);
+        memcpy(t->lz_names + t->lz_len, t->image, mlen + 1);
+        s->path_off = t->lz_len;
+        t->lz_len += mlen + 1;
+    } else if (!cdl__strings_append(L, t->path, slen + 1 + mlen, &s->path_off)) {
         return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory while indexing %s", t->shard);
+    }
     s->offset = t->image_off;
     s->bytes = t->image_bytes;
     s->shard = t->shard_index;
@@ -6438,6 +6756,25 @@ CDL_PRIVATE coordl_status cdl__tar_list_shards(coordl *L, int kind, const char *
     return rc;
 }
 
+/* What a scan's state holds (not the window: its owner frees it). */
+static void cdl__tar_index_free(cdl__tar_index *t) {
+    coordl *L = t->L;
+    cdl__free(L, t->pending_name);
+    cdl__free(L, t->pending_link);
+    cdl__free(L, t->entries);
+    cdl__free(L, t->names);
+    cdl__free(L, t->by_name);
+    cdl__free(L, t->link_path);
+    cdl__free(L, t->link_work);
+    cdl__free(L, t->pax);
+    cdl__free(L, t->key);
+    cdl__free(L, t->image);
+    cdl__free(L, t->path);
+    cdl__free(L, t->samples);
+    cdl__free(L, t->classes);
+    cdl__free(L, t->lz_names);
+}
+
 /* Indexes tar shards: kind 1 a .tar file, 2 a folder of them, 3 a glob,
  * 4 a list of them (its text given); shards already listed (a saved
  * index found stale) are scanned as listed. */
@@ -6490,19 +6827,7 @@ CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, const char *list_t
     if (rc == COORDL_OK && t.skipped > CDL_TAR_SKIPS_LOGGED)
         cdl__log(L, COORDL_LOG_WARN, "source: %s: %zu more link or sparse members skipped (the first %u are named "
                  "above)", L->cfg.source, t.skipped - CDL_TAR_SKIPS_LOGGED, CDL_TAR_SKIPS_LOGGED);
-    cdl__free(L, t.pending_name);
-    cdl__free(L, t.pending_link);
-    cdl__free(L, t.entries);
-    cdl__free(L, t.names);
-    cdl__free(L, t.by_name);
-    cdl__free(L, t.link_path);
-    cdl__free(L, t.link_work);
-    cdl__free(L, t.pax);
-    cdl__free(L, t.key);
-    cdl__free(L, t.image);
-    cdl__free(L, t.path);
-    cdl__free(L, t.samples);
-    cdl__free(L, t.classes);
+    cdl__tar_index_free(&t);
     return rc;
 }
 
@@ -6511,6 +6836,125 @@ CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, const char *list_t
  * stride of seq_len; they are not materialised (a 10-billion-token corpus
  * has 10 million windows of 1024): an item id maps to its shard by a
  * binary search over the shards' first ids. */
+
+/* ---- shards indexed as the window reaches them ------------------------------
+ * (docs/shuffle.md) The shard-window order on tar shards, in one process
+ * with no cache, no saved index and class labels from .cls members, needs
+ * no index at open: it lists the shards, scans the first one (to learn
+ * that its samples carry .cls labels, and to fail early on a source that
+ * is not tar shards), and leaves every other shard to the sampler, which
+ * has each scanned when its window is reached (index.c keeps the counts and
+ * the resident blocks). A scan here is the open's scan of one shard: the
+ * same members, links and labels, so an item is what a full scan makes of
+ * it; only its id differs ((shard << 32) | ordinal, not a dense number). */
+
+/* The lazy index's scan of shard s (cdl__lazy_scan_fn): on any thread. */
+static coordl_status cdl__tar_lazy_scan(coordl *L, uint32_t shard, cdl__lazy_block *out, char *err, size_t errcap) {
+    cdl__tar_index t;
+    memset(&t, 0, sizeof t);
+    t.L = L;
+    t.lazy = 1;
+    t.shard_index = shard;
+    char why[CDL_ERRMSG_MAX];
+    const char *path = L->index.strings + L->index.tar_shards[shard]; /* the arena no longer moves */
+    t.shard = path;
+    coordl_status rc = (t.win = cdl__malloc(L, CDL_TAR_WINDOW)) ? COORDL_OK : COORDL_ERR_NOMEM;
+    if (rc != COORDL_OK) {
+        snprintf(err, errcap, "out of memory");
+        return rc;
+    }
+    rc = cdl__io_open(L, path, &t.file, &t.size, why, sizeof why);
+    if (rc != COORDL_OK) {
+        snprintf(err, errcap, "cannot open it: %s", why);
+    } else {
+        cdl__io_sequential(L, t.file);
+        cdl__open_errmsg[0] = '\0';
+        rc = cdl__tar_scan(&t);
+        cdl__io_close(L, t.file);
+        if (rc != COORDL_OK) snprintf(err, errcap, "%s", cdl__open_errmsg[0] ? cdl__open_errmsg : coordl_strerror(rc));
+    }
+    if (rc == COORDL_OK && t.nsamples > UINT32_MAX - 1) {
+        snprintf(err, errcap, "more than 2^32 - 2 samples in one shard");
+        rc = COORDL_ERR_INVALID;
+    }
+    memset(out, 0, sizeof *out);
+    if (rc == COORDL_OK && t.nsamples) {
+        out->refs = cdl__malloc(L, t.nsamples * sizeof *out->refs);
+        out->name_offs = cdl__malloc(L, t.nsamples * sizeof *out->name_offs);
+        if (!out->refs || !out->name_offs) {
+            cdl__free(L, out->refs);
+            cdl__free(L, out->name_offs);
+            memset(out, 0, sizeof *out);
+            snprintf(err, errcap, "out of memory for %zu items", t.nsamples);
+            rc = COORDL_ERR_NOMEM;
+        }
+    }
+    if (rc == COORDL_OK) {
+        size_t unlabelled = 0;
+        for (size_t i = 0; i < t.nsamples; i++) {
+            const cdl__tar_sample *x = &t.samples[i];
+            out->refs[i].offset = x->offset;
+            out->refs[i].bytes = x->bytes;
+            out->refs[i].shard = shard;
+            out->refs[i].label = x->label;
+            out->name_offs[i] = (uint32_t)x->path_off;
+            unlabelled += x->label < 0;
+        }
+        out->count = (uint32_t)t.nsamples;
+        out->names = t.lz_names; /* the block owns them now */
+        t.lz_names = NULL;
+        if (unlabelled)
+            cdl__log(L, COORDL_LOG_WARN, "source: tar shard %s: %zu of %zu samples have no .cls member; their label "
+                     "is -1 (a lazily indexed source takes labels from .cls members only)", path, unlabelled,
+                     t.nsamples);
+    }
+    cdl__free(L, t.win);
+    cdl__tar_index_free(&t);
+    return rc;
+}
+
+/* Whether open may leave the shards unscanned (see above). */
+CDL_PRIVATE int cdl__tar_lazy_possible(const coordl *L) {
+    return L->cfg.shuffle == COORDL_SHUFFLE_SHARD_WINDOW && L->cfg.pipeline != COORDL_PIPE_TOKENS && L->cfg.pipeline != COORDL_PIPE_AUDIO &&
+           L->cfg.labels == COORDL_LABELS_CLASS && L->cfg.cache_bytes == 0 && !(L->cfg.group && L->cfg.group[0]) &&
+           !L->cfg.mpi_comm;
+}
+
+/* Open's part of a lazy index, the shards listed: the first shard scanned.
+ * 1: lazy from here on; 0: scan every shard instead (the first shard's
+ * samples carry no .cls label: their labels are class folders, numbered
+ * over the whole set); < 0: an error (said through cdl__open_fail). */
+CDL_PRIVATE int cdl__tar_lazy_open(coordl *L, coordl_status *rc) {
+    const size_t ns = L->index.ntar_shards;
+    const uint64_t width = L->cfg.shuffle_window_shards ? L->cfg.shuffle_window_shards : 8;
+    /* the windows the workers, the read-ahead and the stream may be in at
+     * once: the current one, the next, and the one before */
+    const uint64_t resident = 3 * width + 16;
+    *rc = cdl__lazy_init(L, cdl__tar_lazy_scan, (size_t)(resident < ns ? resident : ns));
+    if (*rc != COORDL_OK) return -1;
+    char err[CDL_ERRMSG_MAX];
+    cdl__lazy_block b;
+    coordl_status r = cdl__tar_lazy_scan(L, 0, &b, err, sizeof err);
+    if (r != COORDL_OK) {
+        *rc = cdl__open_fail(r, "source: tar shard %s: %s", L->index.strings + L->index.tar_shards[0], err);
+        return -1;
+    }
+    int labelled = b.count > 0;
+    for (uint32_t i = 0; i < b.count && labelled; i++) labelled = b.refs[i].label >= 0;
+    if (!labelled) {
+        cdl__free(L, b.refs);
+        cdl__free(L, b.name_offs);
+        cdl__free(L, b.names);
+        cdl__lazy_free(L);
+        cdl__log(L, COORDL_LOG_INFO, "source: %s: the first shard's samples have no .cls labels, so every shard is "
+                 "scanned at open (class-folder labels are numbered over the whole set)", L->cfg.source);
+        return 0;
+    }
+    cdl__lazy_adopt(L, 0, &b); /* kept: epoch 0 may start there */
+    cdl__log(L, COORDL_LOG_INFO, "source: %s: %zu tar shards, indexed as the shard window reaches them "
+             "(docs/shuffle.md)", L->cfg.source, ns);
+    return 1;
+}
 /* ---- src/indexfile.c --------------------------------------------------- */
 /* SPDX-License-Identifier: MIT */
 /*
@@ -7097,6 +7541,11 @@ CDL_PRIVATE coordl_status cdl__index_tar_saved(coordl *L, int kind, const char *
         cdl__log(L, COORDL_LOG_INFO, "%s: %s not used with labels = COORDL_LABELS_BOXES (the shards are "
                  "scanned for their .txt members)", what, path);
         path = NULL;
+    }
+    if ((!path || !path[0]) && cdl__tar_lazy_possible(L)) {
+        const int lazy = cdl__tar_lazy_open(L, &rc);
+        if (lazy > 0) return COORDL_OK;
+        if (lazy < 0) return rc;
     }
     if (!path || !path[0]) return cdl__ix_scan(L, kind, text, len, NULL, CDL_IX_HEAP, what);
     char why[CDL_ERRMSG_MAX];
@@ -7716,6 +8165,7 @@ CDL_PRIVATE coordl_status cdl__index_source(coordl *L) {
     if (L->cfg.index_path && L->cfg.index_path[0] && !L->index.tar_refs)
         cdl__log(L, COORDL_LOG_INFO, "index_path: %s is not tar shards; scanned, nothing saved (a saved index "
                  "is for tar-shard sources: docs/index.md)", src);
+    if (L->index.lazy) return COORDL_OK; /* counted as the shards are reached */
     if (L->index.num_items == 0)
         return cdl__open_fail(COORDL_ERR_INVALID, "source: %s holds no %s", src,
                               L->cfg.pipeline == COORDL_PIPE_AUDIO ? "WAV files (.wav)"
@@ -7734,10 +8184,21 @@ CDL_PRIVATE coordl_status cdl__index_source(coordl *L) {
 
 CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, uint64_t id, cdl__u8 **buf, size_t *cap, int grow,
                                     int *too_big, uint64_t *len, uint64_t *storage_bytes, char *err, size_t errcap) {
-    enum { PLAIN, WINDOW, MEMBER } kind = L->index.shards ? WINDOW : L->index.tar_refs ? MEMBER : PLAIN;
+    enum { PLAIN, WINDOW, MEMBER } kind = L->index.shards ? WINDOW
+                                          : L->index.tar_refs || L->index.lazy ? MEMBER : PLAIN;
     /* a token window's shard is found once: it is also its path */
     const cdl__shard *sh = kind == WINDOW ? cdl__shard_of(L, id) : NULL;
-    const char *path = sh ? L->index.strings + sh->path_off : cdl__item_path(L, id), *file = path;
+    cdl__tar_ref lazy_ref;
+    if (L->index.lazy) { /* its shard scanned again if its block was dropped */
+        *len = 0;
+        const coordl_status rc = cdl__lazy_ref(L, id, &lazy_ref, NULL, 0, err, errcap);
+        if (rc != COORDL_OK) return rc;
+    }
+    /* a lazy item's messages name its shard (and the offset): its member
+     * name is not resident */
+    const char *path = sh ? L->index.strings + sh->path_off
+                       : L->index.lazy ? L->index.strings + L->index.tar_shards[id >> 32] : cdl__item_path(L, id);
+    const char *file = path;
     uint64_t off = 0, want = 0;
     int whole = 0;
     char why[CDL_ERRMSG_MAX - 64];
@@ -7746,7 +8207,7 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, 
         want = (uint64_t)(L->cfg.seq_len + 1) * sh->tok_bytes;
         off = CDL_SHARD_HEADER_BYTES + (id - sh->first_item) * L->cfg.seq_len * sh->tok_bytes;
     } else if (kind == MEMBER) {
-        const cdl__tar_ref *ti = &L->index.tar_refs[id];
+        const cdl__tar_ref *ti = L->index.lazy ? &lazy_ref : &L->index.tar_refs[id];
         file = L->index.strings + L->index.tar_shards[ti->shard];
         off = ti->offset;
         want = ti->bytes;
@@ -7890,8 +8351,12 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, 
  * name the item: that read says why). */
 CDL_PRIVATE int cdl__read_item_async(const coordl *L, uint64_t id, cdl__u8 *dst, size_t cap, const void *owner,
                                      cdl__remote_done_fn done, void *arg) {
-    if (!L->index.tar_refs || L->index.shards) return 0;
-    const cdl__tar_ref *ti = &L->index.tar_refs[id];
+    if ((!L->index.tar_refs && !L->index.lazy) || L->index.shards) return 0;
+    cdl__tar_ref lazy_ref;
+    char why[CDL_ERRMSG_MAX];
+    if (L->index.lazy && cdl__lazy_ref(L, id, &lazy_ref, NULL, 0, why, sizeof why) != COORDL_OK)
+        return 0; /* cdl__read_item says why */
+    const cdl__tar_ref *ti = L->index.lazy ? &lazy_ref : &L->index.tar_refs[id];
     const char *file = L->index.strings + L->index.tar_shards[ti->shard];
     const uint64_t want = ti->bytes;
     if (L->io != &cdl__posix_io || !cdl__remote_is_url(file) || want == 0 || want > L->cfg.max_item_bytes ||
@@ -7941,6 +8406,7 @@ static coordl_status cdl__item_read_end(const coordl *L, const cdl__item_aread *
 }
 
 static const char *cdl__item_file(const coordl *L, uint64_t id) {
+    if (L->index.lazy) return L->index.strings + L->index.tar_shards[id >> 32];
     if (!L->index.tar_refs) return cdl__item_path(L, id);
     return L->index.strings + L->index.tar_shards[L->index.tar_refs[id].shard];
 }
@@ -7967,11 +8433,16 @@ CDL_PRIVATE int cdl__read_item_start(const coordl *L, cdl__uring *U, cdl__item_a
                                      size_t errcap, cdl__remote_done_fn done, void *arg) {
     if (!U || L->io != &cdl__posix_io || L->index.shards) return 0;
     const char *file = cdl__item_file(L, id);
-    const int member = L->index.tar_refs != NULL;
+    const int member = L->index.tar_refs != NULL || L->index.lazy != NULL;
     uint64_t off = 0, want = 0;
     if (member) {
-        off = L->index.tar_refs[id].offset;
-        want = L->index.tar_refs[id].bytes;
+        cdl__tar_ref lazy_ref;
+        char why0[CDL_ERRMSG_MAX];
+        if (L->index.lazy && cdl__lazy_ref(L, id, &lazy_ref, NULL, 0, why0, sizeof why0) != COORDL_OK)
+            return 0; /* cdl__read_item says why */
+        const cdl__tar_ref *ti = L->index.lazy ? &lazy_ref : &L->index.tar_refs[id];
+        off = ti->offset;
+        want = ti->bytes;
         if (want == 0 || want > L->cfg.max_item_bytes) return 0;
     }
     if (cdl__remote_is_url(file)) return 0;
@@ -8078,7 +8549,7 @@ CDL_PRIVATE coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes
  * Lock:  the llm.c tables under their own mutex (llmc->mu), the
  *        shard-window tables under theirs (window->mu); the rest is set
  *        at open and by coordl_set under the stream's lock
- * Calls: status, rand (lower layers only: src/modules.txt;
+ * Calls: status, rand, index (lower layers only: src/modules.txt;
  *        tools/check-layers.py checks this line).
  */
 
@@ -8135,17 +8606,21 @@ static uint64_t cdl__perm_apply(const cdl__perm *p, uint64_t x) {
  * snapshot it took at its last restart. */
 CDL_PRIVATE uint64_t cdl__epoch_end_at(uint64_t share, uint64_t B, int drop_last, uint64_t cut_epoch, uint64_t cut_pos,
                                        uint64_t epoch) {
+    if (share == UINT64_MAX) return UINT64_MAX; /* a lazy index, not all counted yet */
     const uint64_t from = epoch == cut_epoch ? cut_pos : 0;
     return drop_last ? from + (share - from) / B * B : share;
 }
 
 CDL_PRIVATE uint64_t cdl__epoch_end(const coordl *L, uint64_t epoch) {
-    return cdl__epoch_end_at(L->sampler.share, L->cfg.batch_size, L->cfg.drop_last, L->S->cut_epoch, L->S->cut_pos,
+    /* a lazy index settles the share on another thread (UINT64_MAX before) */
+    return cdl__epoch_end_at(__atomic_load_n(&L->sampler.share, __ATOMIC_RELAXED), L->cfg.batch_size, L->cfg.drop_last, L->S->cut_epoch, L->S->cut_pos,
                              epoch);
 }
 
 CDL_PRIVATE uint64_t cdl__batches_for(const coordl *L, uint64_t B) {
-    return L->cfg.drop_last ? L->sampler.share / B : (L->sampler.share + B - 1) / B;
+    const uint64_t share = __atomic_load_n(&L->sampler.share, __ATOMIC_RELAXED);
+    if (share == UINT64_MAX) return 0; /* a lazy index, not all counted yet */
+    return L->cfg.drop_last ? share / B : (share + B - 1) / B;
 }
 
 /* llm.c's DataLoader order (token_order = COORDL_TOKENS_LLMC). With P
@@ -8278,10 +8753,13 @@ static const cdl__window_epoch *cdl__window_table(const coordl *L, uint64_t epoc
     Wn->victim ^= 1u;
     cdl__perm order = cdl__perm_keyed(Wn->nshards, 0, L->cfg.seed, CDL_STREAM_WINDOW_SHARDS, epoch, 0);
     e->prefix[0] = 0;
+    e->known = Wn->nshards;
     for (size_t i = 0; i < Wn->nshards; i++) {
         e->order[i] = (uint32_t)cdl__perm_apply(&order, i);
-        e->prefix[i + 1] = e->prefix[i] + Wn->count[e->order[i]];
+        if (Wn->count[e->order[i]] == UINT64_MAX && e->known == Wn->nshards) e->known = i;
+        e->prefix[i + 1] = e->known == Wn->nshards ? e->prefix[i] + Wn->count[e->order[i]] : e->prefix[i];
     }
+    if (e->known < Wn->nshards) e->known = e->known / Wn->width * Wn->width; /* whole windows */
     e->epoch = epoch;
     e->valid = 1;
     return e;
@@ -8298,12 +8776,64 @@ static size_t cdl__window_find(const uint64_t *prefix, size_t lo, size_t hi, uin
     return lo;
 }
 
-/* The item at global position g < num_items of `epoch`. */
+/* A lazy index: scans (through index.c) the shards of the windows of
+ * `epoch` up to the one holding global position g, so that g maps to an item
+ * or is known to be past the epoch's end. 1: it is; 0: not without a scan
+ * (scan = 0 asks only). Not under Wn->mu: a scan reads storage. */
+static int cdl__window_ensure(const coordl *L, uint64_t epoch, uint64_t g, int scan) {
+    cdl__window *Wn = L->sampler.window;
+    uint32_t todo[64];
+    for (;;) {
+        pthread_mutex_lock(&Wn->mu);
+        const cdl__window_epoch *e = cdl__window_table(L, epoch);
+        const size_t ns = Wn->nshards;
+        if (e->known == ns || g < e->prefix[e->known]) {
+            pthread_mutex_unlock(&Wn->mu);
+            return 1;
+        }
+        if (!scan) {
+            pthread_mutex_unlock(&Wn->mu);
+            return 0;
+        }
+        /* the next window's shards not counted yet, up to 64 at a time */
+        size_t n = 0;
+        const size_t hi = Wn->width < ns - e->known ? e->known + (size_t)Wn->width : ns;
+        for (size_t i = e->known; i < hi && n < 64; i++)
+            if (Wn->count[e->order[i]] == UINT64_MAX) todo[n++] = e->order[i];
+        pthread_mutex_unlock(&Wn->mu);
+        for (size_t i = 0; i < n; i++) {
+            uint32_t count = 0;
+            char err[CDL_ERRMSG_MAX];
+            /* a shard that cannot be scanned counts 0 (index.c logs it);
+             * a later failure of a counted shard does not change its count */
+            if (cdl__lazy_count(L, todo[i], &count, err, sizeof err) != COORDL_OK || count == CDL_LAZY_UNKNOWN) count = 0;
+            pthread_mutex_lock(&Wn->mu);
+            if (Wn->count[todo[i]] == UINT64_MAX) {
+                Wn->count[todo[i]] = count;
+                Wn->ep[0].valid = Wn->ep[1].valid = 0; /* prefix sums grow: rebuilt when next asked */
+                if (--Wn->unknown == 0) {
+                    uint64_t total = 0;
+                    for (size_t s = 0; s < ns; s++) total += Wn->count[s];
+                    atomic_store_explicit(&Wn->total, total, memory_order_release);
+                }
+            }
+            pthread_mutex_unlock(&Wn->mu);
+        }
+    }
+}
+
+/* The item at global position g < num_items of `epoch` (a lazy index:
+ * CDL_NO_ITEM past the epoch's end, which may not have been known). */
 static uint64_t cdl__window_item(const coordl *L, uint64_t epoch, uint64_t g) {
     cdl__window *Wn = L->sampler.window;
+    if (Wn->lazy) cdl__window_ensure(L, epoch, g, 1);
     pthread_mutex_lock(&Wn->mu);
     const cdl__window_epoch *e = cdl__window_table(L, epoch);
     const size_t ns = Wn->nshards;
+    if (Wn->lazy && g >= e->prefix[ns]) { /* every count known (ensured): past the end */
+        pthread_mutex_unlock(&Wn->mu);
+        return CDL_NO_ITEM;
+    }
     const uint64_t w = cdl__window_find(e->prefix, 0, ns, g) / Wn->width;
     const size_t lo = (size_t)(w * Wn->width), hi = Wn->width < ns - lo ? lo + (size_t)Wn->width : ns;
     const uint64_t base = e->prefix[lo], n = e->prefix[hi] - base;
@@ -8311,8 +8841,8 @@ static uint64_t cdl__window_item(const coordl *L, uint64_t epoch, uint64_t g) {
     const uint64_t t = base + cdl__perm_apply(&within, g - base);
     const size_t i = cdl__window_find(e->prefix, lo, hi, t);
     const uint32_t s = e->order[i];
-    const uint64_t k = Wn->first[s] + (t - e->prefix[i]);
-    const uint64_t id = Wn->by_shard ? Wn->by_shard[k] : k;
+    const uint64_t k = Wn->lazy ? 0 : Wn->first[s] + (t - e->prefix[i]);
+    const uint64_t id = Wn->lazy ? CDL_LAZY_ID(s, t - e->prefix[i]) : Wn->by_shard ? Wn->by_shard[k] : k;
     pthread_mutex_unlock(&Wn->mu);
     return id;
 }
@@ -8358,7 +8888,11 @@ CDL_PRIVATE coordl_status cdl__window_init(coordl *L) {
     Wn->bytes = sizeof *Wn + (ns + 1) * (sizeof *Wn->count + sizeof *Wn->first) +
                 2 * (ns + 1) * (sizeof *Wn->ep[0].order + sizeof *Wn->ep[0].prefix);
     const uint64_t N = L->index.num_items;
-    if (tokens) { /* a token shard's windows are consecutive ids */
+    if (L->index.lazy) { /* counted as the windows reach the shards */
+        Wn->lazy = 1;
+        Wn->unknown = ns;
+        for (size_t s = 0; s < ns; s++) Wn->count[s] = UINT64_MAX;
+    } else if (tokens) { /* a token shard's windows are consecutive ids */
         for (size_t s = 0; s < ns; s++) {
             Wn->count[s] = L->index.shards[s].nwindows;
             Wn->first[s] = L->index.shards[s].first_item;
@@ -8400,6 +8934,33 @@ CDL_PRIVATE coordl_status cdl__window_init(coordl *L) {
     cdl__window_table(L, 0);
     pthread_mutex_unlock(&Wn->mu);
     return COORDL_OK;
+}
+
+/* A lazy index: whether position pos of `epoch` (this rank's share) maps
+ * without a scan; with scan, scans what it needs (see cdl__window_ensure). */
+CDL_PRIVATE int cdl__sampler_known(const coordl *L, uint64_t epoch, uint64_t pos, int scan) {
+    if (!L->sampler.window || !L->sampler.window->lazy) return 1;
+    return cdl__window_ensure(L, epoch, pos * (uint64_t)L->cfg.world + (uint64_t)L->cfg.rank, scan);
+}
+
+/* Items in the set: a lazy index's once every shard is counted, else 0. */
+CDL_PRIVATE uint64_t cdl__sampler_num_items(const coordl *L) {
+    if (!L->index.lazy) return L->index.num_items;
+    return L->sampler.window ? atomic_load_explicit(&L->sampler.window->total, memory_order_acquire) : 0;
+}
+
+/* A lazy index's share and batch count once every shard is counted (the
+ * last window of epoch 0 reached): until then the share is UINT64_MAX (an
+ * epoch end found by the stream) and the batch count 0. 1: they are set
+ * (now or before). Under the stream's lock. */
+CDL_PRIVATE int cdl__sampler_settle(coordl *L) {
+    if (!L->sampler.window || !L->sampler.window->lazy) return 1;
+    if (__atomic_load_n(&L->sampler.share, __ATOMIC_RELAXED) != UINT64_MAX) return 1;
+    const uint64_t total = atomic_load_explicit(&L->sampler.window->total, memory_order_acquire);
+    if (total == 0 && L->sampler.window->unknown) return 0;
+    __atomic_store_n(&L->sampler.share, total / (uint64_t)L->cfg.world, __ATOMIC_RELAXED);
+    __atomic_store_n(&L->sampler.bpe, cdl__batches_for(L, L->cfg.batch_size), __ATOMIC_RELAXED);
+    return 1;
 }
 
 CDL_PRIVATE void cdl__window_free(coordl *L) {
@@ -9729,7 +10290,12 @@ static int cdl__pos_before(uint64_t e1, uint64_t p1, uint64_t e2, uint64_t p2) {
 
 /* cdl__epoch_end on the snapshot taken at the last restart. */
 static uint64_t cdl__ra_epoch_end(const cdl__readahead *R, uint64_t epoch) {
-    return cdl__epoch_end_at(R->share, R->batch_size, R->drop_last, R->cut_epoch, R->cut_pos, epoch);
+    uint64_t share = R->share;
+    if (share == UINT64_MAX) { /* a lazy index: its end, once every shard is counted */
+        const uint64_t n = cdl__sampler_num_items(R->L);
+        if (n) share = n / (uint64_t)R->L->cfg.world;
+    }
+    return cdl__epoch_end_at(share, R->batch_size, R->drop_last, R->cut_epoch, R->cut_pos, epoch);
 }
 
 /* Frees the entries at the tail that are done with, and their bytes. */
@@ -9871,7 +10437,16 @@ static void *cdl__ra_main(void *arg) {
             perm = cdl__perm_for(L, epoch);
             perm_epoch = epoch;
         }
+        if (!cdl__sampler_known(L, epoch, pos, 0)) {
+            /* a lazy index: the shards of the window ahead are scanned
+             * here, without the lock the workers take their entries under */
+            pthread_mutex_unlock(&R->mu);
+            cdl__sampler_known(L, epoch, pos, 1);
+            pthread_mutex_lock(&R->mu);
+            continue;
+        }
         const uint64_t id = cdl__item_at(L, &perm, pos);
+        if (id == CDL_NO_ITEM) continue; /* past a lazy epoch's end, now known */
         const uint64_t want = cdl__item_bytes(L, id), need = (want + 16 + 63) / 64 * 64;
         const int skip = cdl__ra_not_from_storage(L, id) || want == 0 || want > L->cfg.max_item_bytes ||
                          need > R->bytes;
@@ -12802,7 +13377,7 @@ CDL_PRIVATE int cdl__rewrite_idle(cdl__worker *W, cdl__counters *done) {
 static coordl_status cdl__prepare_item_bytes(cdl__worker *W, uint64_t epoch, uint64_t id, void *dst,
                                              cdl__bytes *in) {
     coordl *L = W->L;
-    const char *path = cdl__item_path(L, id);
+    const char *path = cdl__item_name(L, id, W->item_name, sizeof W->item_name);
 #ifndef COORDL_NO_JPEGTURBO
     if (L->cfg.pipeline != COORDL_PIPE_TOKENS && L->cfg.pipeline != COORDL_PIPE_AUDIO && cdl__is_jpeg(in)) {
         cdl__jpeg_layout lay;
@@ -13400,6 +13975,18 @@ static cdl__slot *cdl__slot_to_fill(coordl *L) {
         if (sl->state != CDL_SLOT_FREE) continue;
         uint64_t epoch = S->claim_epoch, pos = S->claim_pos, index = S->claim_index;
         uint64_t end = cdl__epoch_end(L, epoch);
+        if (end == UINT64_MAX) {
+            /* a lazy index whose shards are not all counted: the batch's
+             * last row either maps or lies past the end, which is known
+             * from then on (the read-ahead scans ahead, so this rarely
+             * reads a shard under the lock); a consumer waiting at the end
+             * learns it */
+            cdl__sampler_known(L, epoch, pos + L->cfg.batch_size - 1, 1);
+            if (cdl__sampler_settle(L)) {
+                end = cdl__epoch_end(L, epoch);
+                cdl__broadcast(L, &S->ready_cv);
+            }
+        }
         if (pos >= end) {
             /* partitioned cache: past the cached epoch, wait for the map */
             if (cdl__peer_claim_waits(L, epoch)) return NULL;
@@ -13829,8 +14416,22 @@ static coordl_status cdl__prepare_row(cdl__worker *W, uint64_t epoch, uint64_t i
     for (int attempt = 0; attempt < CDL_SUBSTITUTE_TRIES; attempt++) {
         W->row.bad_samples++;
         cdl__log(L, COORDL_LOG_WARN, "bad sample substituted: %s", W->err);
-        uint64_t sub = cdl__hash4(L->cfg.seed, CDL_STREAM_SUBST, epoch, pos * CDL_SUBSTITUTE_TRIES + (uint64_t)attempt) % L->index.num_items;
-        if (sub == id) sub = (sub + 1) % L->index.num_items;
+        const uint64_t draw = cdl__hash4(L->cfg.seed, CDL_STREAM_SUBST, epoch, pos * CDL_SUBSTITUTE_TRIES + (uint64_t)attempt);
+        uint64_t sub;
+        if (L->index.lazy) { /* a lazy index: another item of the same shard (its count is known) */
+            uint32_t count = 0;
+            char why[CDL_ERRMSG_MAX];
+            if (cdl__lazy_count(L, (uint32_t)(id >> 32), &count, why, sizeof why) != COORDL_OK || count == 0 ||
+                count == CDL_LAZY_UNKNOWN)
+                break;
+            const uint64_t k = id & 0xFFFFFFFFu;
+            uint64_t j = draw % count;
+            if (j == k) j = (j + 1) % count;
+            sub = CDL_LAZY_ID(id >> 32, j);
+        } else {
+            sub = draw % L->index.num_items;
+            if (sub == id) sub = (sub + 1) % L->index.num_items;
+        }
         if (sub == id) break; /* a one-item dataset has nothing to substitute */
         rc = cdl__prepare_item(W, epoch, sub, dst);
         *row_id = sub;
@@ -15108,11 +15709,14 @@ static coordl_status cdl__open_handle(const coordl_config *cfg, coordl **out) {
  * without reallocating it). */
 static coordl_status cdl__open_geometry(coordl *L) {
     L->sampler.share = L->sampler.llmc ? L->sampler.llmc->total * L->cfg.batch_size : L->index.num_items / (uint64_t)L->cfg.world;
+    if (L->index.lazy) L->sampler.share = UINT64_MAX; /* known once every shard is counted (cdl__sampler_settle) */
     L->sampler.bpe = cdl__batches_for(L, L->cfg.batch_size);
-    if (L->sampler.share == 0)
+    if (L->index.lazy) {
+        /* nothing to check before the shards are counted */
+    } else if (L->sampler.share == 0)
         return cdl__open_fail(COORDL_ERR_INVALID, "world: %d ranks but only %llu items; every rank needs at least "
                               "one item per epoch", L->cfg.world, (unsigned long long)L->index.num_items);
-    if (L->sampler.bpe == 0)
+    else if (L->sampler.bpe == 0)
         return cdl__open_fail(COORDL_ERR_INVALID, "batch_size: %u is larger than this rank's %llu items per epoch "
                               "with drop_last; lower batch_size", L->cfg.batch_size, (unsigned long long)L->sampler.share);
     cdl__output_setup(L);
@@ -15371,6 +15975,14 @@ static coordl_status cdl__consumer_next(coordl *L, coordl_batch *out, uint64_t *
         }
         const int s = cdl__stream_find(L);
         if (s >= 0) return cdl__stream_take(L, (uint32_t)s, out);
+        if (L->consumer.cur_pos >= cdl__epoch_end(L, L->consumer.cur_epoch)) {
+            /* a lazy index's epoch end, learned while this call waited */
+            out->epoch = L->consumer.cur_epoch;
+            L->consumer.cur_epoch++;
+            L->consumer.cur_pos = 0;
+            L->consumer.cur_index = 0;
+            return COORDL_END_OF_EPOCH;
+        }
         if (cdl__consumer_help(L)) continue;
         cdl__signal(L, &S->work_cv); /* below the release mark a worker may sleep */
         cdl__wait(L, &S->ready_cv);
@@ -15484,7 +16096,15 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
         return COORDL_ERR_UNSUPPORTED;
     }
     cdl__lock(L);
-    if (batch >= L->sampler.bpe) {
+    if (L->index.lazy && L->sampler.bpe == 0) {
+        /* a lazy index not all counted: the batch's first row must map
+         * (this counts the shards of its epoch up to it) */
+        cdl__sampler_known(L, epoch, batch * L->cfg.batch_size, 1);
+        cdl__sampler_settle(L);
+    }
+    if (L->sampler.bpe == 0 && L->index.lazy) {
+        /* still unknown: the first row is before the end */
+    } else if (batch >= L->sampler.bpe) {
         snprintf(L->errmsg, sizeof L->errmsg, "coordl_seek: batch %llu is not below batches_per_epoch (%llu)",
                  (unsigned long long)batch, (unsigned long long)L->sampler.bpe);
         cdl__unlock(L);
@@ -15740,7 +16360,7 @@ CDL_PRIVATE void cdl__get_config(const coordl *L, coordl_config *out) {
     out->pci_bus_id = NULL;
 }
 
-uint64_t coordl_num_items(const coordl *L) { return L ? L->index.num_items : 0; }
+uint64_t coordl_num_items(const coordl *L) { return L ? cdl__sampler_num_items(L) : 0; }
 
 uint64_t coordl_batches_per_epoch(const coordl *L) {
     if (!L) return 0;
@@ -15753,13 +16373,18 @@ uint64_t coordl_batches_per_epoch(const coordl *L) {
 
 uint32_t coordl_num_classes(const coordl *L) { return L ? L->index.num_classes : 0; }
 
+/* Whether id is an item of L (a lazy index's: of a shard counted yet). */
+static int cdl__id_valid(const coordl *L, uint64_t id) {
+    return L->index.lazy ? cdl__lazy_id_known(L, id) : id < L->index.num_items;
+}
+
 const char *coordl_item_path(const coordl *L, uint64_t id) {
-    if (!L || id >= L->index.num_items) return NULL;
+    if (!L || !cdl__id_valid(L, id)) return NULL;
     return cdl__item_path(L, id);
 }
 
 int32_t coordl_item_label(const coordl *L, uint64_t id) {
-    if (!L || id >= L->index.num_items) return -1;
+    if (!L || !cdl__id_valid(L, id)) return -1;
     return cdl__item_label(L, id);
 }
 
@@ -15813,7 +16438,7 @@ static coordl_status cdl__transform_of(cdl__worker *W, uint64_t epoch, uint64_t 
         /* audio: the crop window in (resampled) samples, from the header */
         cdl__wav wav;
         uint64_t n = 0;
-        coordl_status rc = cdl__wav_open(W, cdl__item_path(L, id), in, &wav, &n);
+        coordl_status rc = cdl__wav_open(W, cdl__item_name(L, id, W->item_name, sizeof W->item_name), in, &wav, &n);
         if (rc != COORDL_OK) return rc;
         out->image_w = (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n);
         out->image_h = 1;
@@ -15830,7 +16455,7 @@ static coordl_status cdl__transform_of(cdl__worker *W, uint64_t epoch, uint64_t 
         return COORDL_OK;
     }
     int iw = 0, ih = 0;
-    coordl_status rc = cdl__image_size(W, cdl__item_path(L, id), in, &iw, &ih);
+    coordl_status rc = cdl__image_size(W, cdl__item_name(L, id, W->item_name, sizeof W->item_name), in, &iw, &ih);
     if (rc != COORDL_OK) return rc;
     cdl__geom g;
     cdl__lock(L); /* the plan reads the output size coordl_set writes */
@@ -15862,7 +16487,7 @@ static coordl_status cdl__transform_of(cdl__worker *W, uint64_t epoch, uint64_t 
  * under the stream's lock (the consumer's calls write it under that lock). */
 CDL_PRIVATE coordl_status cdl__sample_transform(coordl *L, uint64_t epoch, uint64_t id, coordl_transform *out) {
     if (!L) return COORDL_ERR_INVALID;
-    if (!out || id >= L->index.num_items) {
+    if (!out || !cdl__id_valid(L, id)) {
         cdl__lock(L);
         if (!out) snprintf(L->errmsg, sizeof L->errmsg, "coordl_sample_transform: out must not be NULL");
         else snprintf(L->errmsg, sizeof L->errmsg, "coordl_sample_transform: item %llu is not below num_items "
@@ -15880,7 +16505,8 @@ CDL_PRIVATE coordl_status cdl__sample_transform(coordl *L, uint64_t epoch, uint6
     if (rc == COORDL_OK) rc = cdl__transform_of(&W, epoch, id, &in, out);
     cdl__transform_done(&W);
     if (rc != COORDL_OK) {
-        if (!W.err[0]) snprintf(W.err, sizeof W.err, "%.400s: %s", cdl__item_path(L, id), coordl_strerror(rc));
+        if (!W.err[0]) snprintf(W.err, sizeof W.err, "%.400s: %s", cdl__item_name(L, id, W.item_name, sizeof W.item_name),
+                                      coordl_strerror(rc));
         cdl__lock(L);
         snprintf(L->errmsg, sizeof L->errmsg, "coordl_sample_transform: %.480s", W.err);
         cdl__unlock(L);
@@ -15928,6 +16554,7 @@ void coordl_close(coordl *L) {
     cdl__free(L, L->index.boxes.bad);
     cdl__free(L, L->index.tar_shards);
     cdl__ix_release(L);
+    cdl__lazy_free(L);
     cdl__llmc_free(L);
     cdl__window_free(L);
     cdl__free(L, L->index.shards);

@@ -254,6 +254,13 @@ typedef enum {
                                 no shards: COORDL_ERR_INVALID. Not with
                                 token_order = COORDL_TOKENS_LLMC (llm.c's
                                 order is already a shard order).
+                                On tar shards with .cls labels, one
+                                process, no cache and no index_path, open
+                                scans one shard and each other shard is
+                                indexed when its window is reached: ids are
+                                then (shard << 32) | ordinal, and the item
+                                and batch counts read 0 until every shard
+                                is counted; the batches are the same.
                                 docs/shuffle.md                             */
 } coordl_shuffle;
 
@@ -1179,16 +1186,23 @@ COORDL_API coordl_status coordl_get_epoch_stats_sized(const coordl *L, uint64_t 
 COORDL_API coordl_status coordl_get_config_sized(const coordl *L, coordl_config *out, size_t out_size);
 #define coordl_get_config(L, out) coordl_get_config_sized((L), (out), sizeof(coordl_config))
 
-/* Number of items in the dataset (all ranks). Thread safety: any thread. */
+/* Number of items in the dataset (all ranks). A tar source indexed lazily
+ * (COORDL_SHUFFLE_SHARD_WINDOW, docs/shuffle.md): 0 until every shard has
+ * been counted (by the end of the first epoch read), then the count.
+ * Thread safety: any thread. */
 COORDL_API uint64_t coordl_num_items(const coordl *L);
 
-/* Batches per epoch for this rank (with drop_last, only full batches).
+/* Batches per epoch for this rank (with drop_last, only full batches); a
+ * lazily indexed source: 0 until every shard has been counted.
  * Thread safety: any thread. */
 COORDL_API uint64_t coordl_batches_per_epoch(const coordl *L);
 
 /* Path of item `id` (as indexed; for a tar shard's member
  * "<shard path>:<member name>"), or NULL when id is out of range. The
- * string lives as long as the handle. Thread safety: any thread. */
+ * string lives as long as the handle. A lazily indexed source's ids are
+ * (shard << 32) | ordinal; its names are not resident: each call may read
+ * the shard's headers again and keeps a copy of the name until close.
+ * Thread safety: any thread. */
 COORDL_API const char *coordl_item_path(const coordl *L, uint64_t id);
 
 /* Label of item `id`, or -1 when id is out of range.

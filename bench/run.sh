@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # coordl benchmarks. Run from anywhere; `make bench` runs all of them.
 #
-#   bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|uring|remote|window|tarindex|dataset]
+#   bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|uring|remote|window|lazy|tarindex|dataset]
 #
 #   dataset  make the bench dataset if missing (the other parts do it too)
 #   prep     image-prep throughput: coordl train/eval vs the libjpeg-turbo
@@ -47,6 +47,13 @@
 #            (pages dropped, open included) and warm images/s, shards per
 #            batch, and the sampler's bytes; WINDOW_SHARDS (4) per window,
 #            2 prep threads, medians of BENCH_ROUNDS; build/bench/window.txt
+#   lazy     tar shards indexed as the shard window reaches them, on
+#            virtual sets (a coordl_io generating the shards: no disk):
+#            a 100M-sample set (20,000 shards x 5,000): open and first-batch
+#            seconds, RSS, steady images/s; and a 1M set both orders hold:
+#            the full shuffle (every shard scanned at open) against the
+#            shard-window order, side by side; build/bench/lazy.txt. Under
+#            a minute.
 #   tarindex a saved index (index_path) on a 1M-item tar set (TAR_SHARDS
 #            200 x TAR_PER_SHARD 5000 one-member samples, written once
 #            under BENCH_TAR, about 1 GB): coordl_open's seconds, resident
@@ -99,8 +106,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MODE=${1:-all}
-case "$MODE" in all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|uring|remote|window|tarindex|dataset) ;;
-  *) echo "usage: bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|uring|remote|window|tarindex|dataset]" >&2; exit 2 ;;
+case "$MODE" in all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|uring|remote|window|lazy|tarindex|dataset) ;;
+  *) echo "usage: bash bench/run.sh [all|prep|jpeg|index|cache|placement|mpi|group|llmc|llmc-train|ready|detect|darknet|storage|uring|remote|window|lazy|tarindex|dataset]" >&2; exit 2 ;;
 esac
 BENCH_DATA=${BENCH_DATA:-build/bench-data}
 BENCH_INDEX=${BENCH_INDEX:-build/bench-index}
@@ -970,6 +977,20 @@ PYEOF
     } | tee "$OUT/window.txt"
 }
 
+# Shards indexed as the window reaches them (issue 25), on virtual sets.
+run_lazy() {
+    ensure_lib
+    build bench_lazy lib
+    log "lazy: a virtual 100M-sample set (20,000 shards x 5,000) in shard-window order; a 1M set, full vs window"
+    "$OUT/bench_lazy" --threads 2 --batches 300 | tee "$OUT/lazy.log"
+    {
+        echo "virtual WebDataset sets (coordl_io, one 48 px JPEG + .cls a sample, 32 px EVAL output, batch 32, 2 prep"
+        echo "threads, window 8 shards); RSS = growth of VmRSS from before coordl_open; img/s over 300 batches after the first"
+        printf '%-6s %-7s %10s %8s %14s %12s %11s %9s\n' set order items open_s first_batch_s rss_open_MB rss_end_MB img/s
+        awk '/^RESULT lazy/ { printf "%-6s %-7s %10s %8s %14s %12s %11s %9s\n", $3, $4, $5, $6, $7, $8, $9, $10 }' "$OUT/lazy.log"
+    } | tee "$OUT/lazy.txt"
+}
+
 run_remote() {
     ensure_lib
     build bench_remote lib
@@ -1127,13 +1148,14 @@ case "$MODE" in
     uring) run_uring ;;
     remote) run_remote ;;
     window) run_window ;;
+    lazy) run_lazy ;;
     tarindex) run_tarindex ;;
     prep) run_prep ;;
     jpeg) run_jpeg ;;
     index) run_index ;;
     cache) run_cache ;;
     placement) run_placement ;;
-    all) run_prep; run_jpeg; run_index; run_cache; run_placement; run_group; run_llmc; run_llmc_train; run_ready; run_darknet; run_detect; run_storage; run_uring; run_remote; run_window; run_tarindex
+    all) run_prep; run_jpeg; run_index; run_cache; run_placement; run_group; run_llmc; run_llmc_train; run_ready; run_darknet; run_detect; run_storage; run_uring; run_remote; run_window; run_lazy; run_tarindex
          if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then run_mpi
          else log "mpi: skipped (no mpicc/mpirun; bash bench/run.sh mpi installs OpenMPI)"; fi ;;
 esac

@@ -100,11 +100,14 @@ static coordl_status cdl__open_handle(const coordl_config *cfg, coordl **out) {
  * without reallocating it). */
 static coordl_status cdl__open_geometry(coordl *L) {
     L->sampler.share = L->sampler.llmc ? L->sampler.llmc->total * L->cfg.batch_size : L->index.num_items / (uint64_t)L->cfg.world;
+    if (L->index.lazy) L->sampler.share = UINT64_MAX; /* known once every shard is counted (cdl__sampler_settle) */
     L->sampler.bpe = cdl__batches_for(L, L->cfg.batch_size);
-    if (L->sampler.share == 0)
+    if (L->index.lazy) {
+        /* nothing to check before the shards are counted */
+    } else if (L->sampler.share == 0)
         return cdl__open_fail(COORDL_ERR_INVALID, "world: %d ranks but only %llu items; every rank needs at least "
                               "one item per epoch", L->cfg.world, (unsigned long long)L->index.num_items);
-    if (L->sampler.bpe == 0)
+    else if (L->sampler.bpe == 0)
         return cdl__open_fail(COORDL_ERR_INVALID, "batch_size: %u is larger than this rank's %llu items per epoch "
                               "with drop_last; lower batch_size", L->cfg.batch_size, (unsigned long long)L->sampler.share);
     cdl__output_setup(L);
@@ -363,6 +366,14 @@ static coordl_status cdl__consumer_next(coordl *L, coordl_batch *out, uint64_t *
         }
         const int s = cdl__stream_find(L);
         if (s >= 0) return cdl__stream_take(L, (uint32_t)s, out);
+        if (L->consumer.cur_pos >= cdl__epoch_end(L, L->consumer.cur_epoch)) {
+            /* a lazy index's epoch end, learned while this call waited */
+            out->epoch = L->consumer.cur_epoch;
+            L->consumer.cur_epoch++;
+            L->consumer.cur_pos = 0;
+            L->consumer.cur_index = 0;
+            return COORDL_END_OF_EPOCH;
+        }
         if (cdl__consumer_help(L)) continue;
         cdl__signal(L, &S->work_cv); /* below the release mark a worker may sleep */
         cdl__wait(L, &S->ready_cv);
@@ -476,7 +487,15 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
         return COORDL_ERR_UNSUPPORTED;
     }
     cdl__lock(L);
-    if (batch >= L->sampler.bpe) {
+    if (L->index.lazy && L->sampler.bpe == 0) {
+        /* a lazy index not all counted: the batch's first row must map
+         * (this counts the shards of its epoch up to it) */
+        cdl__sampler_known(L, epoch, batch * L->cfg.batch_size, 1);
+        cdl__sampler_settle(L);
+    }
+    if (L->sampler.bpe == 0 && L->index.lazy) {
+        /* still unknown: the first row is before the end */
+    } else if (batch >= L->sampler.bpe) {
         snprintf(L->errmsg, sizeof L->errmsg, "coordl_seek: batch %llu is not below batches_per_epoch (%llu)",
                  (unsigned long long)batch, (unsigned long long)L->sampler.bpe);
         cdl__unlock(L);
@@ -732,7 +751,7 @@ CDL_PRIVATE void cdl__get_config(const coordl *L, coordl_config *out) {
     out->pci_bus_id = NULL;
 }
 
-uint64_t coordl_num_items(const coordl *L) { return L ? L->index.num_items : 0; }
+uint64_t coordl_num_items(const coordl *L) { return L ? cdl__sampler_num_items(L) : 0; }
 
 uint64_t coordl_batches_per_epoch(const coordl *L) {
     if (!L) return 0;
@@ -745,13 +764,18 @@ uint64_t coordl_batches_per_epoch(const coordl *L) {
 
 uint32_t coordl_num_classes(const coordl *L) { return L ? L->index.num_classes : 0; }
 
+/* Whether id is an item of L (a lazy index's: of a shard counted yet). */
+static int cdl__id_valid(const coordl *L, uint64_t id) {
+    return L->index.lazy ? cdl__lazy_id_known(L, id) : id < L->index.num_items;
+}
+
 const char *coordl_item_path(const coordl *L, uint64_t id) {
-    if (!L || id >= L->index.num_items) return NULL;
+    if (!L || !cdl__id_valid(L, id)) return NULL;
     return cdl__item_path(L, id);
 }
 
 int32_t coordl_item_label(const coordl *L, uint64_t id) {
-    if (!L || id >= L->index.num_items) return -1;
+    if (!L || !cdl__id_valid(L, id)) return -1;
     return cdl__item_label(L, id);
 }
 
@@ -805,7 +829,7 @@ static coordl_status cdl__transform_of(cdl__worker *W, uint64_t epoch, uint64_t 
         /* audio: the crop window in (resampled) samples, from the header */
         cdl__wav wav;
         uint64_t n = 0;
-        coordl_status rc = cdl__wav_open(W, cdl__item_path(L, id), in, &wav, &n);
+        coordl_status rc = cdl__wav_open(W, cdl__item_name(L, id, W->item_name, sizeof W->item_name), in, &wav, &n);
         if (rc != COORDL_OK) return rc;
         out->image_w = (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n);
         out->image_h = 1;
@@ -822,7 +846,7 @@ static coordl_status cdl__transform_of(cdl__worker *W, uint64_t epoch, uint64_t 
         return COORDL_OK;
     }
     int iw = 0, ih = 0;
-    coordl_status rc = cdl__image_size(W, cdl__item_path(L, id), in, &iw, &ih);
+    coordl_status rc = cdl__image_size(W, cdl__item_name(L, id, W->item_name, sizeof W->item_name), in, &iw, &ih);
     if (rc != COORDL_OK) return rc;
     cdl__geom g;
     cdl__lock(L); /* the plan reads the output size coordl_set writes */
@@ -854,7 +878,7 @@ static coordl_status cdl__transform_of(cdl__worker *W, uint64_t epoch, uint64_t 
  * under the stream's lock (the consumer's calls write it under that lock). */
 CDL_PRIVATE coordl_status cdl__sample_transform(coordl *L, uint64_t epoch, uint64_t id, coordl_transform *out) {
     if (!L) return COORDL_ERR_INVALID;
-    if (!out || id >= L->index.num_items) {
+    if (!out || !cdl__id_valid(L, id)) {
         cdl__lock(L);
         if (!out) snprintf(L->errmsg, sizeof L->errmsg, "coordl_sample_transform: out must not be NULL");
         else snprintf(L->errmsg, sizeof L->errmsg, "coordl_sample_transform: item %llu is not below num_items "
@@ -872,7 +896,8 @@ CDL_PRIVATE coordl_status cdl__sample_transform(coordl *L, uint64_t epoch, uint6
     if (rc == COORDL_OK) rc = cdl__transform_of(&W, epoch, id, &in, out);
     cdl__transform_done(&W);
     if (rc != COORDL_OK) {
-        if (!W.err[0]) snprintf(W.err, sizeof W.err, "%.400s: %s", cdl__item_path(L, id), coordl_strerror(rc));
+        if (!W.err[0]) snprintf(W.err, sizeof W.err, "%.400s: %s", cdl__item_name(L, id, W.item_name, sizeof W.item_name),
+                                      coordl_strerror(rc));
         cdl__lock(L);
         snprintf(L->errmsg, sizeof L->errmsg, "coordl_sample_transform: %.480s", W.err);
         cdl__unlock(L);
@@ -920,6 +945,7 @@ void coordl_close(coordl *L) {
     cdl__free(L, L->index.boxes.bad);
     cdl__free(L, L->index.tar_shards);
     cdl__ix_release(L);
+    cdl__lazy_free(L);
     cdl__llmc_free(L);
     cdl__window_free(L);
     cdl__free(L, L->index.shards);

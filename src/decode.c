@@ -236,7 +236,7 @@ CDL_PRIVATE int cdl__rewrite_idle(cdl__worker *W, cdl__counters *done) {
 static coordl_status cdl__prepare_item_bytes(cdl__worker *W, uint64_t epoch, uint64_t id, void *dst,
                                              cdl__bytes *in) {
     coordl *L = W->L;
-    const char *path = cdl__item_path(L, id);
+    const char *path = cdl__item_name(L, id, W->item_name, sizeof W->item_name);
 #ifndef COORDL_NO_JPEGTURBO
     if (L->cfg.pipeline != COORDL_PIPE_TOKENS && L->cfg.pipeline != COORDL_PIPE_AUDIO && cdl__is_jpeg(in)) {
         cdl__jpeg_layout lay;

@@ -6,7 +6,8 @@
  *        token shards and tar items; ImageFolder and list sources; the item
  *        accessors
  * Lock:  filled at open (index, tar, source), read-only after: any thread
- *        reads it without a lock
+ *        reads it without a lock; a lazy index's counts and blocks
+ *        (L->index.lazy) under its own mutex
  * Calls: status, io (lower layers only: src/modules.txt;
  *        tools/check-layers.py checks this line).
  */
@@ -299,19 +300,253 @@ CDL_PRIVATE const cdl__shard *cdl__shard_of(const coordl *L, uint64_t id) {
     return &L->index.shards[lo];
 }
 
+/* ---- a lazily indexed tar source (index_state.h) --------------------------- */
+
+CDL_PRIVATE coordl_status cdl__lazy_init(coordl *L, cdl__lazy_scan_fn scan, size_t max_resident) {
+    const size_t ns = L->index.ntar_shards;
+    cdl__lazy *z = cdl__calloc(L, 1, sizeof *z);
+    if (!z) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory");
+    if (pthread_mutex_init(&z->mu, NULL) != 0) {
+        cdl__free(L, z);
+        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot create a mutex");
+    }
+    if (pthread_cond_init(&z->cv, NULL) != 0) {
+        pthread_mutex_destroy(&z->mu);
+        cdl__free(L, z);
+        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot create a condition variable");
+    }
+    L->index.lazy = z; /* from here on cdl__lazy_free (via coordl_close) owns it */
+    z->nshards = ns;
+    z->scan = scan;
+    z->max_resident = max_resident < 2 ? 2 : max_resident;
+    z->max_label = -1;
+    z->count = cdl__malloc(L, (ns ? ns : 1) * sizeof *z->count);
+    z->block = cdl__calloc(L, ns ? ns : 1, sizeof *z->block);
+    z->used = cdl__calloc(L, ns ? ns : 1, sizeof *z->used);
+    z->scanning = cdl__calloc(L, ns ? ns : 1, 1);
+    z->resident_list = cdl__malloc(L, (z->max_resident + 1) * sizeof *z->resident_list);
+    if (!z->count || !z->block || !z->used || !z->scanning || !z->resident_list)
+        return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the lazy index of %zu shards", ns);
+    for (size_t s = 0; s < ns; s++) z->count[s] = CDL_LAZY_UNKNOWN;
+    return COORDL_OK;
+}
+
+static void cdl__lazy_block_free(const coordl *L, cdl__lazy_block *b) {
+    cdl__free(L, b->refs);
+    cdl__free(L, b->name_offs);
+    cdl__free(L, b->names);
+    memset(b, 0, sizeof *b);
+}
+
+CDL_PRIVATE void cdl__lazy_free(coordl *L) {
+    cdl__lazy *z = L->index.lazy;
+    if (!z) return;
+    for (size_t s = 0; z->block && s < z->nshards; s++) cdl__lazy_block_free(L, &z->block[s]);
+    for (size_t i = 0; i < z->ninterned; i++) cdl__free(L, z->interned[i]);
+    cdl__free(L, z->interned);
+    cdl__free(L, z->count);
+    cdl__free(L, z->block);
+    cdl__free(L, z->used);
+    cdl__free(L, z->scanning);
+    cdl__free(L, z->resident_list);
+    pthread_cond_destroy(&z->cv);
+    pthread_mutex_destroy(&z->mu);
+    cdl__free(L, z);
+    L->index.lazy = NULL;
+}
+
+/* Shard s's freshly scanned block b becomes resident (its count learned
+ * if it was not known). Under z->mu. */
+static void cdl__lazy_publish(const coordl *L, uint32_t s, cdl__lazy_block *b) {
+    cdl__lazy *z = L->index.lazy;
+    if (z->count[s] == CDL_LAZY_UNKNOWN) {
+        z->count[s] = b->count;
+        z->known_shards++;
+        z->known_items += b->count;
+        for (uint32_t i = 0; i < b->count; i++) {
+            z->known_bytes += b->refs[i].bytes;
+            if (b->refs[i].label > z->max_label) z->max_label = b->refs[i].label;
+        }
+    }
+    if (b->count == 0) {
+        cdl__lazy_block_free(L, b);
+        return;
+    }
+    /* room for it: the least recently used blocks go (readers copy out
+     * under this lock, so none still points into one) */
+    while (z->resident >= z->max_resident) {
+        size_t lru = 0;
+        for (size_t i = 1; i < z->resident; i++)
+            if (z->used[z->resident_list[i]] < z->used[z->resident_list[lru]]) lru = i;
+        cdl__lazy_block_free(L, &z->block[z->resident_list[lru]]);
+        z->resident_list[lru] = z->resident_list[--z->resident];
+    }
+    z->block[s] = *b;
+    z->resident_list[z->resident++] = s;
+    z->used[s] = ++z->tick;
+}
+
+/* Shard s's block resident, under z->mu (released while this thread scans
+ * it; another thread's scan of it is waited for). A shard whose first scan
+ * fails counts 0 items from then on (said once in the log): the order must
+ * stay a function of the counts. A later scan that fails, or finds another
+ * count (the shard changed), is an error for the item that asked. */
+static coordl_status cdl__lazy_resident(const coordl *L, uint32_t s, char *err, size_t errcap) {
+    cdl__lazy *z = L->index.lazy;
+    for (;;) {
+        if (z->block[s].refs || z->count[s] == 0) {
+            z->used[s] = ++z->tick;
+            return COORDL_OK;
+        }
+        if (!z->scanning[s]) break;
+        pthread_cond_wait(&z->cv, &z->mu);
+    }
+    z->scanning[s] = 1;
+    pthread_mutex_unlock(&z->mu);
+    cdl__lazy_block b;
+    memset(&b, 0, sizeof b);
+    char why[CDL_ERRMSG_MAX];
+    why[0] = '\0';
+    const coordl_status rc = z->scan((coordl *)L, s, &b, why, sizeof why);
+    const char *shard = L->index.strings + L->index.tar_shards[s];
+    pthread_mutex_lock(&z->mu);
+    z->scanning[s] = 0;
+    z->scans++;
+    pthread_cond_broadcast(&z->cv);
+    if (rc != COORDL_OK && z->count[s] == CDL_LAZY_UNKNOWN) {
+        z->count[s] = 0;
+        z->known_shards++;
+        cdl__log(L, COORDL_LOG_ERROR, "source: tar shard %s: %s; its items are left out of every epoch", shard, why);
+        return COORDL_OK;
+    }
+    if (rc != COORDL_OK) {
+        snprintf(err, errcap, "%s", why);
+        return rc;
+    }
+    if (z->count[s] != CDL_LAZY_UNKNOWN && z->count[s] != b.count) {
+        snprintf(err, errcap, "tar shard %s changed since it was first indexed (%u items then, %u now)", shard,
+                 z->count[s], b.count);
+        cdl__lazy_block_free(L, &b);
+        return COORDL_ERR_IO;
+    }
+    cdl__lazy_publish(L, s, &b);
+    return COORDL_OK;
+}
+
+/* Open's scan of a shard (tar.c checks its labels first) kept as if the
+ * sampler had asked for it. */
+CDL_PRIVATE void cdl__lazy_adopt(const coordl *L, uint32_t s, cdl__lazy_block *b) {
+    cdl__lazy *z = L->index.lazy;
+    pthread_mutex_lock(&z->mu);
+    cdl__lazy_publish(L, s, b);
+    pthread_mutex_unlock(&z->mu);
+}
+
+CDL_PRIVATE coordl_status cdl__lazy_count(const coordl *L, uint32_t s, uint32_t *count, char *err, size_t errcap) {
+    cdl__lazy *z = L->index.lazy;
+    coordl_status rc = COORDL_OK;
+    pthread_mutex_lock(&z->mu);
+    if (z->count[s] == CDL_LAZY_UNKNOWN) rc = cdl__lazy_resident(L, s, err, errcap);
+    *count = z->count[s];
+    pthread_mutex_unlock(&z->mu);
+    return rc;
+}
+
+/* Whether id names an item of a shard whose count is known. */
+CDL_PRIVATE int cdl__lazy_id_known(const coordl *L, uint64_t id) {
+    cdl__lazy *z = L->index.lazy;
+    const uint64_t s = id >> 32, k = id & 0xFFFFFFFFu;
+    if (s >= z->nshards) return 0;
+    pthread_mutex_lock(&z->mu);
+    const int ok = z->count[s] != CDL_LAZY_UNKNOWN && k < z->count[s];
+    pthread_mutex_unlock(&z->mu);
+    return ok;
+}
+
+/* Item id's record, and its "shard:member" name into name (namecap > 0),
+ * its shard scanned again if its block was dropped. */
+CDL_PRIVATE coordl_status cdl__lazy_ref(const coordl *L, uint64_t id, cdl__tar_ref *ref, char *name, size_t namecap,
+                                        char *err, size_t errcap) {
+    cdl__lazy *z = L->index.lazy;
+    const uint64_t s = id >> 32, k = id & 0xFFFFFFFFu;
+    if (s >= z->nshards) {
+        snprintf(err, errcap, "item %llu: no such shard", (unsigned long long)id);
+        return COORDL_ERR_INVALID;
+    }
+    const char *shard = L->index.strings + L->index.tar_shards[s];
+    pthread_mutex_lock(&z->mu);
+    coordl_status rc = cdl__lazy_resident(L, (uint32_t)s, err, errcap);
+    if (rc == COORDL_OK && k >= z->count[s]) {
+        snprintf(err, errcap, "%s: item %llu of a shard of %u", shard, (unsigned long long)k, z->count[s]);
+        rc = COORDL_ERR_INVALID;
+    }
+    if (rc == COORDL_OK) {
+        const cdl__lazy_block *b = &z->block[s];
+        *ref = b->refs[k];
+        if (namecap) snprintf(name, namecap, "%s:%s", shard, b->names + b->name_offs[k]);
+    } else if (namecap) {
+        snprintf(name, namecap, "%s:#%llu", shard, (unsigned long long)k);
+    }
+    pthread_mutex_unlock(&z->mu);
+    return rc;
+}
+
+/* coordl_item_path of a lazy item: its name, kept until close (a name is
+ * not resident once its block is dropped). */
+static const char *cdl__lazy_path(const coordl *L, uint64_t id) {
+    cdl__lazy *z = L->index.lazy;
+    char name[CDL_ERRMSG_MAX], err[CDL_ERRMSG_MAX];
+    cdl__tar_ref ref;
+    if (cdl__lazy_ref(L, id, &ref, name, sizeof name, err, sizeof err) != COORDL_OK) return NULL;
+    const size_t n = strlen(name);
+    char *copy = cdl__malloc(L, n + 1);
+    if (!copy) return NULL;
+    memcpy(copy, name, n + 1);
+    pthread_mutex_lock(&z->mu);
+    if (!cdl__reserve(L, (void **)&z->interned, &z->interned_cap, (z->ninterned + 1) * sizeof *z->interned)) {
+        pthread_mutex_unlock(&z->mu);
+        cdl__free(L, copy);
+        return NULL;
+    }
+    z->interned[z->ninterned++] = copy;
+    pthread_mutex_unlock(&z->mu);
+    return copy;
+}
+
+/* Item id's name for a message: cdl__item_path, or for a lazy item its
+ * name formatted into buf (cdl__item_path would keep a copy until close). */
+CDL_PRIVATE const char *cdl__item_name(const coordl *L, uint64_t id, char *buf, size_t cap) {
+    if (!L->index.lazy) return cdl__item_path(L, id);
+    cdl__tar_ref ref;
+    char err[CDL_ERRMSG_MAX];
+    cdl__lazy_ref(L, id, &ref, buf, cap, err, sizeof err); /* on failure buf says "shard:#k" */
+    return buf;
+}
+
 CDL_PRIVATE const char *cdl__item_path(const coordl *L, uint64_t id) {
+    if (L->index.lazy) return cdl__lazy_path(L, id);
     if (L->index.shards) return L->index.strings + cdl__shard_of(L, id)->path_off;
     if (L->index.tar_refs) return L->index.names + L->index.name_offs[id];
     return L->index.strings + L->index.items[id].path_off;
 }
 
 CDL_PRIVATE int32_t cdl__item_label(const coordl *L, uint64_t id) {
+    if (L->index.lazy) {
+        cdl__tar_ref ref;
+        char err[CDL_ERRMSG_MAX];
+        return cdl__lazy_ref(L, id, &ref, NULL, 0, err, sizeof err) == COORDL_OK ? ref.label : -1;
+    }
     if (L->index.shards) return (int32_t)(cdl__shard_of(L, id) - L->index.shards);
     if (L->index.tar_refs) return L->index.tar_refs[id].label;
     return L->index.items[id].label;
 }
 
 CDL_PRIVATE uint64_t cdl__item_bytes(const coordl *L, uint64_t id) {
+    if (L->index.lazy) {
+        cdl__tar_ref ref;
+        char err[CDL_ERRMSG_MAX];
+        return cdl__lazy_ref(L, id, &ref, NULL, 0, err, sizeof err) == COORDL_OK ? ref.bytes : 0;
+    }
     if (L->index.shards) return (uint64_t)(L->cfg.seq_len + 1) * cdl__shard_of(L, id)->tok_bytes;
     if (L->index.tar_refs) return L->index.tar_refs[id].bytes;
     return L->index.items[id].bytes;

@@ -59,6 +59,45 @@ typedef struct cdl__shard {
     uint32_t tok_bytes;  /* 2 (uint16) or 4 (uint32)                       */
 } cdl__shard;
 
+/* A tar-shard source indexed lazily (docs/shuffle.md, "Shards indexed as
+ * the window reaches them"): open lists the shards and reads none; a shard
+ * is scanned when the shard-window order first needs its item count or
+ * one of its items. Item ids are (shard << 32) | ordinal in the shard: unique
+ * and stable whatever order the shards are reached in. A shard's count,
+ * once known, is kept (O(shards)); its items (a block: refs and names) stay
+ * resident while in use, at most max_resident blocks, the least recently
+ * used dropped first and scanned again if needed. Everything is under mu:
+ * readers copy what they need out. */
+#define CDL_LAZY_UNKNOWN UINT32_MAX
+#define CDL_LAZY_ID(shard, ordinal) (((uint64_t)(shard) << 32) | (uint64_t)(ordinal))
+typedef struct cdl__lazy_block {
+    cdl__tar_ref *refs;  /* count of them, NULL: not resident              */
+    uint32_t *name_offs; /* per item: its member name in names             */
+    char *names;
+    uint32_t count;
+} cdl__lazy_block;
+/* Scans shard s into *out (refs, names, count); on failure says why in err.
+ * Set by tar.c, which owns the scan (index.c sits below it). */
+typedef coordl_status (*cdl__lazy_scan_fn)(coordl *L, uint32_t shard, cdl__lazy_block *out, char *err,
+                                          size_t errcap);
+typedef struct cdl__lazy {
+    size_t nshards;
+    uint32_t *count;        /* per shard: items, or CDL_LAZY_UNKNOWN      */
+    cdl__lazy_block *block; /* per shard                                  */
+    uint64_t *used;         /* per shard: the tick of its last use         */
+    uint8_t *scanning;      /* per shard: a thread is scanning it          */
+    uint32_t *resident_list; /* the shards whose block is resident        */
+    size_t resident, max_resident;
+    uint64_t tick;
+    uint64_t known_shards, known_items, known_bytes, scans;
+    int32_t max_label;
+    cdl__lazy_scan_fn scan;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;      /* a scan ended                                */
+    char **interned;        /* coordl_item_path's strings: kept until close */
+    size_t ninterned, interned_cap;
+} cdl__lazy;
+
 /* The index module's state (index, tar and source fill it at open; it is
  * read-only after, so any thread reads it without a lock). */
 typedef struct cdl__index {
@@ -85,6 +124,10 @@ typedef struct cdl__index {
                                  (not freed: indexfile.c's cdl__ix_adopt)  */
     cdl__boxes boxes;         /* labels = COORDL_LABELS_BOXES only         */
     cdl__tar_txt *tar_txt;    /* labels = COORDL_LABELS_BOXES, tar: per item */
+    cdl__lazy *lazy;          /* a lazily indexed tar source, else NULL:
+                                 items, tar_refs and names are then NULL
+                                 and num_items is 0 until every shard's
+                                 count is known                            */
 } cdl__index;
 
 #endif /* CDL_INDEX_STATE_H */

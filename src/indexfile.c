@@ -591,6 +591,11 @@ CDL_PRIVATE coordl_status cdl__index_tar_saved(coordl *L, int kind, const char *
                  "scanned for their .txt members)", what, path);
         path = NULL;
     }
+    if ((!path || !path[0]) && cdl__tar_lazy_possible(L)) {
+        const int lazy = cdl__tar_lazy_open(L, &rc);
+        if (lazy > 0) return COORDL_OK;
+        if (lazy < 0) return rc;
+    }
     if (!path || !path[0]) return cdl__ix_scan(L, kind, text, len, NULL, CDL_IX_HEAP, what);
     char why[CDL_ERRMSG_MAX];
     int absent;

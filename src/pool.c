@@ -22,6 +22,7 @@
 #include "lock_state.h"
 #include "worker_state.h"
 #include "index.h"
+#include "index_state.h"
 #include "sampler.h"
 #include "sampler_state.h"
 #include "cache.h"
@@ -71,8 +72,22 @@ static coordl_status cdl__prepare_row(cdl__worker *W, uint64_t epoch, uint64_t i
     for (int attempt = 0; attempt < CDL_SUBSTITUTE_TRIES; attempt++) {
         W->row.bad_samples++;
         cdl__log(L, COORDL_LOG_WARN, "bad sample substituted: %s", W->err);
-        uint64_t sub = cdl__hash4(L->cfg.seed, CDL_STREAM_SUBST, epoch, pos * CDL_SUBSTITUTE_TRIES + (uint64_t)attempt) % L->index.num_items;
-        if (sub == id) sub = (sub + 1) % L->index.num_items;
+        const uint64_t draw = cdl__hash4(L->cfg.seed, CDL_STREAM_SUBST, epoch, pos * CDL_SUBSTITUTE_TRIES + (uint64_t)attempt);
+        uint64_t sub;
+        if (L->index.lazy) { /* a lazy index: another item of the same shard (its count is known) */
+            uint32_t count = 0;
+            char why[CDL_ERRMSG_MAX];
+            if (cdl__lazy_count(L, (uint32_t)(id >> 32), &count, why, sizeof why) != COORDL_OK || count == 0 ||
+                count == CDL_LAZY_UNKNOWN)
+                break;
+            const uint64_t k = id & 0xFFFFFFFFu;
+            uint64_t j = draw % count;
+            if (j == k) j = (j + 1) % count;
+            sub = CDL_LAZY_ID(id >> 32, j);
+        } else {
+            sub = draw % L->index.num_items;
+            if (sub == id) sub = (sub + 1) % L->index.num_items;
+        }
         if (sub == id) break; /* a one-item dataset has nothing to substitute */
         rc = cdl__prepare_item(W, epoch, sub, dst);
         *row_id = sub;

@@ -54,7 +54,12 @@ static int cdl__pos_before(uint64_t e1, uint64_t p1, uint64_t e2, uint64_t p2) {
 
 /* cdl__epoch_end on the snapshot taken at the last restart. */
 static uint64_t cdl__ra_epoch_end(const cdl__readahead *R, uint64_t epoch) {
-    return cdl__epoch_end_at(R->share, R->batch_size, R->drop_last, R->cut_epoch, R->cut_pos, epoch);
+    uint64_t share = R->share;
+    if (share == UINT64_MAX) { /* a lazy index: its end, once every shard is counted */
+        const uint64_t n = cdl__sampler_num_items(R->L);
+        if (n) share = n / (uint64_t)R->L->cfg.world;
+    }
+    return cdl__epoch_end_at(share, R->batch_size, R->drop_last, R->cut_epoch, R->cut_pos, epoch);
 }
 
 /* Frees the entries at the tail that are done with, and their bytes. */
@@ -196,7 +201,16 @@ static void *cdl__ra_main(void *arg) {
             perm = cdl__perm_for(L, epoch);
             perm_epoch = epoch;
         }
+        if (!cdl__sampler_known(L, epoch, pos, 0)) {
+            /* a lazy index: the shards of the window ahead are scanned
+             * here, without the lock the workers take their entries under */
+            pthread_mutex_unlock(&R->mu);
+            cdl__sampler_known(L, epoch, pos, 1);
+            pthread_mutex_lock(&R->mu);
+            continue;
+        }
         const uint64_t id = cdl__item_at(L, &perm, pos);
+        if (id == CDL_NO_ITEM) continue; /* past a lazy epoch's end, now known */
         const uint64_t want = cdl__item_bytes(L, id), need = (want + 16 + 63) / 64 * 64;
         const int skip = cdl__ra_not_from_storage(L, id) || want == 0 || want > L->cfg.max_item_bytes ||
                          need > R->bytes;

@@ -17,7 +17,7 @@
  * Lock:  the llm.c tables under their own mutex (llmc->mu), the
  *        shard-window tables under theirs (window->mu); the rest is set
  *        at open and by coordl_set under the stream's lock
- * Calls: status, rand (lower layers only: src/modules.txt;
+ * Calls: status, rand, index (lower layers only: src/modules.txt;
  *        tools/check-layers.py checks this line).
  */
 #include "platform.h"
@@ -27,6 +27,8 @@
 #include "rand.h"
 #include "rand_state.h"
 #include "worker_state.h"
+#include "index.h"
+#include "index_state.h"
 #include "handle.h"
 
 /* A permutation of [0, n) keyed by (seed, stream, epoch, salt): the epoch
@@ -82,17 +84,21 @@ static uint64_t cdl__perm_apply(const cdl__perm *p, uint64_t x) {
  * snapshot it took at its last restart. */
 CDL_PRIVATE uint64_t cdl__epoch_end_at(uint64_t share, uint64_t B, int drop_last, uint64_t cut_epoch, uint64_t cut_pos,
                                        uint64_t epoch) {
+    if (share == UINT64_MAX) return UINT64_MAX; /* a lazy index, not all counted yet */
     const uint64_t from = epoch == cut_epoch ? cut_pos : 0;
     return drop_last ? from + (share - from) / B * B : share;
 }
 
 CDL_PRIVATE uint64_t cdl__epoch_end(const coordl *L, uint64_t epoch) {
-    return cdl__epoch_end_at(L->sampler.share, L->cfg.batch_size, L->cfg.drop_last, L->S->cut_epoch, L->S->cut_pos,
+    /* a lazy index settles the share on another thread (UINT64_MAX before) */
+    return cdl__epoch_end_at(__atomic_load_n(&L->sampler.share, __ATOMIC_RELAXED), L->cfg.batch_size, L->cfg.drop_last, L->S->cut_epoch, L->S->cut_pos,
                              epoch);
 }
 
 CDL_PRIVATE uint64_t cdl__batches_for(const coordl *L, uint64_t B) {
-    return L->cfg.drop_last ? L->sampler.share / B : (L->sampler.share + B - 1) / B;
+    const uint64_t share = __atomic_load_n(&L->sampler.share, __ATOMIC_RELAXED);
+    if (share == UINT64_MAX) return 0; /* a lazy index, not all counted yet */
+    return L->cfg.drop_last ? share / B : (share + B - 1) / B;
 }
 
 /* llm.c's DataLoader order (token_order = COORDL_TOKENS_LLMC). With P
@@ -225,10 +231,13 @@ static const cdl__window_epoch *cdl__window_table(const coordl *L, uint64_t epoc
     Wn->victim ^= 1u;
     cdl__perm order = cdl__perm_keyed(Wn->nshards, 0, L->cfg.seed, CDL_STREAM_WINDOW_SHARDS, epoch, 0);
     e->prefix[0] = 0;
+    e->known = Wn->nshards;
     for (size_t i = 0; i < Wn->nshards; i++) {
         e->order[i] = (uint32_t)cdl__perm_apply(&order, i);
-        e->prefix[i + 1] = e->prefix[i] + Wn->count[e->order[i]];
+        if (Wn->count[e->order[i]] == UINT64_MAX && e->known == Wn->nshards) e->known = i;
+        e->prefix[i + 1] = e->known == Wn->nshards ? e->prefix[i] + Wn->count[e->order[i]] : e->prefix[i];
     }
+    if (e->known < Wn->nshards) e->known = e->known / Wn->width * Wn->width; /* whole windows */
     e->epoch = epoch;
     e->valid = 1;
     return e;
@@ -245,12 +254,64 @@ static size_t cdl__window_find(const uint64_t *prefix, size_t lo, size_t hi, uin
     return lo;
 }
 
-/* The item at global position g < num_items of `epoch`. */
+/* A lazy index: scans (through index.c) the shards of the windows of
+ * `epoch` up to the one holding global position g, so that g maps to an item
+ * or is known to be past the epoch's end. 1: it is; 0: not without a scan
+ * (scan = 0 asks only). Not under Wn->mu: a scan reads storage. */
+static int cdl__window_ensure(const coordl *L, uint64_t epoch, uint64_t g, int scan) {
+    cdl__window *Wn = L->sampler.window;
+    uint32_t todo[64];
+    for (;;) {
+        pthread_mutex_lock(&Wn->mu);
+        const cdl__window_epoch *e = cdl__window_table(L, epoch);
+        const size_t ns = Wn->nshards;
+        if (e->known == ns || g < e->prefix[e->known]) {
+            pthread_mutex_unlock(&Wn->mu);
+            return 1;
+        }
+        if (!scan) {
+            pthread_mutex_unlock(&Wn->mu);
+            return 0;
+        }
+        /* the next window's shards not counted yet, up to 64 at a time */
+        size_t n = 0;
+        const size_t hi = Wn->width < ns - e->known ? e->known + (size_t)Wn->width : ns;
+        for (size_t i = e->known; i < hi && n < 64; i++)
+            if (Wn->count[e->order[i]] == UINT64_MAX) todo[n++] = e->order[i];
+        pthread_mutex_unlock(&Wn->mu);
+        for (size_t i = 0; i < n; i++) {
+            uint32_t count = 0;
+            char err[CDL_ERRMSG_MAX];
+            /* a shard that cannot be scanned counts 0 (index.c logs it);
+             * a later failure of a counted shard does not change its count */
+            if (cdl__lazy_count(L, todo[i], &count, err, sizeof err) != COORDL_OK || count == CDL_LAZY_UNKNOWN) count = 0;
+            pthread_mutex_lock(&Wn->mu);
+            if (Wn->count[todo[i]] == UINT64_MAX) {
+                Wn->count[todo[i]] = count;
+                Wn->ep[0].valid = Wn->ep[1].valid = 0; /* prefix sums grow: rebuilt when next asked */
+                if (--Wn->unknown == 0) {
+                    uint64_t total = 0;
+                    for (size_t s = 0; s < ns; s++) total += Wn->count[s];
+                    atomic_store_explicit(&Wn->total, total, memory_order_release);
+                }
+            }
+            pthread_mutex_unlock(&Wn->mu);
+        }
+    }
+}
+
+/* The item at global position g < num_items of `epoch` (a lazy index:
+ * CDL_NO_ITEM past the epoch's end, which may not have been known). */
 static uint64_t cdl__window_item(const coordl *L, uint64_t epoch, uint64_t g) {
     cdl__window *Wn = L->sampler.window;
+    if (Wn->lazy) cdl__window_ensure(L, epoch, g, 1);
     pthread_mutex_lock(&Wn->mu);
     const cdl__window_epoch *e = cdl__window_table(L, epoch);
     const size_t ns = Wn->nshards;
+    if (Wn->lazy && g >= e->prefix[ns]) { /* every count known (ensured): past the end */
+        pthread_mutex_unlock(&Wn->mu);
+        return CDL_NO_ITEM;
+    }
     const uint64_t w = cdl__window_find(e->prefix, 0, ns, g) / Wn->width;
     const size_t lo = (size_t)(w * Wn->width), hi = Wn->width < ns - lo ? lo + (size_t)Wn->width : ns;
     const uint64_t base = e->prefix[lo], n = e->prefix[hi] - base;
@@ -258,8 +319,8 @@ static uint64_t cdl__window_item(const coordl *L, uint64_t epoch, uint64_t g) {
     const uint64_t t = base + cdl__perm_apply(&within, g - base);
     const size_t i = cdl__window_find(e->prefix, lo, hi, t);
     const uint32_t s = e->order[i];
-    const uint64_t k = Wn->first[s] + (t - e->prefix[i]);
-    const uint64_t id = Wn->by_shard ? Wn->by_shard[k] : k;
+    const uint64_t k = Wn->lazy ? 0 : Wn->first[s] + (t - e->prefix[i]);
+    const uint64_t id = Wn->lazy ? CDL_LAZY_ID(s, t - e->prefix[i]) : Wn->by_shard ? Wn->by_shard[k] : k;
     pthread_mutex_unlock(&Wn->mu);
     return id;
 }
@@ -305,7 +366,11 @@ CDL_PRIVATE coordl_status cdl__window_init(coordl *L) {
     Wn->bytes = sizeof *Wn + (ns + 1) * (sizeof *Wn->count + sizeof *Wn->first) +
                 2 * (ns + 1) * (sizeof *Wn->ep[0].order + sizeof *Wn->ep[0].prefix);
     const uint64_t N = L->index.num_items;
-    if (tokens) { /* a token shard's windows are consecutive ids */
+    if (L->index.lazy) { /* counted as the windows reach the shards */
+        Wn->lazy = 1;
+        Wn->unknown = ns;
+        for (size_t s = 0; s < ns; s++) Wn->count[s] = UINT64_MAX;
+    } else if (tokens) { /* a token shard's windows are consecutive ids */
         for (size_t s = 0; s < ns; s++) {
             Wn->count[s] = L->index.shards[s].nwindows;
             Wn->first[s] = L->index.shards[s].first_item;
@@ -347,6 +412,33 @@ CDL_PRIVATE coordl_status cdl__window_init(coordl *L) {
     cdl__window_table(L, 0);
     pthread_mutex_unlock(&Wn->mu);
     return COORDL_OK;
+}
+
+/* A lazy index: whether position pos of `epoch` (this rank's share) maps
+ * without a scan; with scan, scans what it needs (see cdl__window_ensure). */
+CDL_PRIVATE int cdl__sampler_known(const coordl *L, uint64_t epoch, uint64_t pos, int scan) {
+    if (!L->sampler.window || !L->sampler.window->lazy) return 1;
+    return cdl__window_ensure(L, epoch, pos * (uint64_t)L->cfg.world + (uint64_t)L->cfg.rank, scan);
+}
+
+/* Items in the set: a lazy index's once every shard is counted, else 0. */
+CDL_PRIVATE uint64_t cdl__sampler_num_items(const coordl *L) {
+    if (!L->index.lazy) return L->index.num_items;
+    return L->sampler.window ? atomic_load_explicit(&L->sampler.window->total, memory_order_acquire) : 0;
+}
+
+/* A lazy index's share and batch count once every shard is counted (the
+ * last window of epoch 0 reached): until then the share is UINT64_MAX (an
+ * epoch end found by the stream) and the batch count 0. 1: they are set
+ * (now or before). Under the stream's lock. */
+CDL_PRIVATE int cdl__sampler_settle(coordl *L) {
+    if (!L->sampler.window || !L->sampler.window->lazy) return 1;
+    if (__atomic_load_n(&L->sampler.share, __ATOMIC_RELAXED) != UINT64_MAX) return 1;
+    const uint64_t total = atomic_load_explicit(&L->sampler.window->total, memory_order_acquire);
+    if (total == 0 && L->sampler.window->unknown) return 0;
+    __atomic_store_n(&L->sampler.share, total / (uint64_t)L->cfg.world, __ATOMIC_RELAXED);
+    __atomic_store_n(&L->sampler.bpe, cdl__batches_for(L, L->cfg.batch_size), __ATOMIC_RELAXED);
+    return 1;
 }
 
 CDL_PRIVATE void cdl__window_free(coordl *L) {

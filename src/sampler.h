@@ -21,4 +21,9 @@ CDL_PRIVATE const cdl__llmc_epoch *cdl__llmc_table(const coordl *L, uint64_t epo
 CDL_PRIVATE coordl_status cdl__window_init(coordl *L);
 CDL_PRIVATE void cdl__window_free(coordl *L);
 CDL_PRIVATE uint64_t cdl__sampler_bytes(const coordl *L);
+CDL_PRIVATE int cdl__sampler_known(const coordl *L, uint64_t epoch, uint64_t pos, int scan);
+CDL_PRIVATE uint64_t cdl__sampler_num_items(const coordl *L);
+CDL_PRIVATE int cdl__sampler_settle(coordl *L);
+/* cdl__item_at past a lazily indexed epoch's end (found late) */
+#define CDL_NO_ITEM UINT64_MAX
 #endif /* CDL_SAMPLER_H */

@@ -37,6 +37,9 @@ typedef struct cdl__window_epoch {
     uint32_t *order;  /* shard at visiting position i                       */
     uint64_t *prefix; /* items before visiting position i; prefix[nshards]
                          = num_items                                        */
+    size_t known;     /* a lazy index: prefix[0..known] holds, known being
+                         the end of the last window whose every shard's
+                         count is known (nshards: all)                      */
 } cdl__window_epoch;
 
 typedef struct cdl__window {
@@ -49,6 +52,12 @@ typedef struct cdl__window {
                            labelled by class folders orders its ids by
                            class, not by shard): 4 bytes per item           */
     uint64_t bytes;     /* what the tables above and below hold             */
+    int lazy;           /* a lazily indexed tar source: ids are
+                           CDL_LAZY_ID(shard, ordinal), count[s] is
+                           UINT64_MAX until shard s is scanned              */
+    size_t unknown;     /* lazy: shards whose count is not known yet        */
+    _Atomic uint64_t total; /* lazy: the items of the set once every count
+                           is known, else 0                                 */
     pthread_mutex_t mu; /* guards ep[] and victim                            */
     cdl__window_epoch ep[2];
     unsigned victim;    /* entry the next new epoch replaces                 */

@@ -571,6 +571,7 @@ CDL_PRIVATE coordl_status cdl__index_source(coordl *L) {
     if (L->cfg.index_path && L->cfg.index_path[0] && !L->index.tar_refs)
         cdl__log(L, COORDL_LOG_INFO, "index_path: %s is not tar shards; scanned, nothing saved (a saved index "
                  "is for tar-shard sources: docs/index.md)", src);
+    if (L->index.lazy) return COORDL_OK; /* counted as the shards are reached */
     if (L->index.num_items == 0)
         return cdl__open_fail(COORDL_ERR_INVALID, "source: %s holds no %s", src,
                               L->cfg.pipeline == COORDL_PIPE_AUDIO ? "WAV files (.wav)"
@@ -589,10 +590,21 @@ CDL_PRIVATE coordl_status cdl__index_source(coordl *L) {
 
 CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, uint64_t id, cdl__u8 **buf, size_t *cap, int grow,
                                     int *too_big, uint64_t *len, uint64_t *storage_bytes, char *err, size_t errcap) {
-    enum { PLAIN, WINDOW, MEMBER } kind = L->index.shards ? WINDOW : L->index.tar_refs ? MEMBER : PLAIN;
+    enum { PLAIN, WINDOW, MEMBER } kind = L->index.shards ? WINDOW
+                                          : L->index.tar_refs || L->index.lazy ? MEMBER : PLAIN;
     /* a token window's shard is found once: it is also its path */
     const cdl__shard *sh = kind == WINDOW ? cdl__shard_of(L, id) : NULL;
-    const char *path = sh ? L->index.strings + sh->path_off : cdl__item_path(L, id), *file = path;
+    cdl__tar_ref lazy_ref;
+    if (L->index.lazy) { /* its shard scanned again if its block was dropped */
+        *len = 0;
+        const coordl_status rc = cdl__lazy_ref(L, id, &lazy_ref, NULL, 0, err, errcap);
+        if (rc != COORDL_OK) return rc;
+    }
+    /* a lazy item's messages name its shard (and the offset): its member
+     * name is not resident */
+    const char *path = sh ? L->index.strings + sh->path_off
+                       : L->index.lazy ? L->index.strings + L->index.tar_shards[id >> 32] : cdl__item_path(L, id);
+    const char *file = path;
     uint64_t off = 0, want = 0;
     int whole = 0;
     char why[CDL_ERRMSG_MAX - 64];
@@ -601,7 +613,7 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, 
         want = (uint64_t)(L->cfg.seq_len + 1) * sh->tok_bytes;
         off = CDL_SHARD_HEADER_BYTES + (id - sh->first_item) * L->cfg.seq_len * sh->tok_bytes;
     } else if (kind == MEMBER) {
-        const cdl__tar_ref *ti = &L->index.tar_refs[id];
+        const cdl__tar_ref *ti = L->index.lazy ? &lazy_ref : &L->index.tar_refs[id];
         file = L->index.strings + L->index.tar_shards[ti->shard];
         off = ti->offset;
         want = ti->bytes;
@@ -745,8 +757,12 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, 
  * name the item: that read says why). */
 CDL_PRIVATE int cdl__read_item_async(const coordl *L, uint64_t id, cdl__u8 *dst, size_t cap, const void *owner,
                                      cdl__remote_done_fn done, void *arg) {
-    if (!L->index.tar_refs || L->index.shards) return 0;
-    const cdl__tar_ref *ti = &L->index.tar_refs[id];
+    if ((!L->index.tar_refs && !L->index.lazy) || L->index.shards) return 0;
+    cdl__tar_ref lazy_ref;
+    char why[CDL_ERRMSG_MAX];
+    if (L->index.lazy && cdl__lazy_ref(L, id, &lazy_ref, NULL, 0, why, sizeof why) != COORDL_OK)
+        return 0; /* cdl__read_item says why */
+    const cdl__tar_ref *ti = L->index.lazy ? &lazy_ref : &L->index.tar_refs[id];
     const char *file = L->index.strings + L->index.tar_shards[ti->shard];
     const uint64_t want = ti->bytes;
     if (L->io != &cdl__posix_io || !cdl__remote_is_url(file) || want == 0 || want > L->cfg.max_item_bytes ||
@@ -796,6 +812,7 @@ static coordl_status cdl__item_read_end(const coordl *L, const cdl__item_aread *
 }
 
 static const char *cdl__item_file(const coordl *L, uint64_t id) {
+    if (L->index.lazy) return L->index.strings + L->index.tar_shards[id >> 32];
     if (!L->index.tar_refs) return cdl__item_path(L, id);
     return L->index.strings + L->index.tar_shards[L->index.tar_refs[id].shard];
 }
@@ -822,11 +839,16 @@ CDL_PRIVATE int cdl__read_item_start(const coordl *L, cdl__uring *U, cdl__item_a
                                      size_t errcap, cdl__remote_done_fn done, void *arg) {
     if (!U || L->io != &cdl__posix_io || L->index.shards) return 0;
     const char *file = cdl__item_file(L, id);
-    const int member = L->index.tar_refs != NULL;
+    const int member = L->index.tar_refs != NULL || L->index.lazy != NULL;
     uint64_t off = 0, want = 0;
     if (member) {
-        off = L->index.tar_refs[id].offset;
-        want = L->index.tar_refs[id].bytes;
+        cdl__tar_ref lazy_ref;
+        char why0[CDL_ERRMSG_MAX];
+        if (L->index.lazy && cdl__lazy_ref(L, id, &lazy_ref, NULL, 0, why0, sizeof why0) != COORDL_OK)
+            return 0; /* cdl__read_item says why */
+        const cdl__tar_ref *ti = L->index.lazy ? &lazy_ref : &L->index.tar_refs[id];
+        off = ti->offset;
+        want = ti->bytes;
         if (want == 0 || want > L->cfg.max_item_bytes) return 0;
     }
     if (cdl__remote_is_url(file)) return 0;

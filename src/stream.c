@@ -338,6 +338,18 @@ static cdl__slot *cdl__slot_to_fill(coordl *L) {
         if (sl->state != CDL_SLOT_FREE) continue;
         uint64_t epoch = S->claim_epoch, pos = S->claim_pos, index = S->claim_index;
         uint64_t end = cdl__epoch_end(L, epoch);
+        if (end == UINT64_MAX) {
+            /* a lazy index whose shards are not all counted: the batch's
+             * last row either maps or lies past the end, which is known
+             * from then on (the read-ahead scans ahead, so this rarely
+             * reads a shard under the lock); a consumer waiting at the end
+             * learns it */
+            cdl__sampler_known(L, epoch, pos + L->cfg.batch_size - 1, 1);
+            if (cdl__sampler_settle(L)) {
+                end = cdl__epoch_end(L, epoch);
+                cdl__broadcast(L, &S->ready_cv);
+            }
+        }
         if (pos >= end) {
             /* partitioned cache: past the cached epoch, wait for the map */
             if (cdl__peer_claim_waits(L, epoch)) return NULL;

@@ -2,9 +2,11 @@
 /*
  * tar.c - WebDataset tar shards.
  *
- * Owns:  the state of one shard scan (cdl__tar_index, on the opening
- *        thread's stack); writes L->index at open
- * Lock:  none: runs at open only
+ * Owns:  the state of one shard scan (cdl__tar_index, on the scanning
+ *        thread's stack); writes L->index at open; a lazy index's scan of
+ *        one shard (cdl__tar_lazy_scan, index.c's callback)
+ * Lock:  none: at open, one thread; a lazy scan writes only its own
+ *        block, on any thread (index.c publishes it under its lock)
  * Calls: status, remote, io, index (lower layers only: src/modules.txt;
  *        tools/check-layers.py checks this line).
  */
@@ -15,6 +17,7 @@
 #include "io.h"
 #include "io_state.h"
 #include "index.h"
+#include "index_state.h"
 #include "handle.h"
 
 /* ---- WebDataset tar shards ------------------------------------------------
@@ -112,6 +115,10 @@ typedef struct cdl__tar_index {
     size_t skipped; /* links and sparse members skipped (the first few logged) */
     /* every shard's samples so far */
     cdl__tar_sample *samples; size_t nsamples, samples_cap;
+    /* a lazy scan (one shard at a time, while training): member names go to
+     * lz_names, not the handle's string arena, which other threads read */
+    int lazy;
+    char *lz_names; size_t lz_len, lz_cap;
     /* class folders seen (first components of member paths), NUL-separated */
     char *classes; size_t classes_len, classes_cap;
     size_t last_class_off; int have_last_class;
@@ -246,8 +253,16 @@ static coordl_status cdl__tar_flush(cdl__tar_index *t) {
     t->path[slen] = ':';
     memcpy(t->path + slen + 1, t->image, mlen + 1);
     cdl__tar_sample *s = &t->samples[t->nsamples];
-    if (!cdl__strings_append(L, t->path, slen + 1 + mlen, &s->path_off))
+    if (t->lazy) {
+        if (t->lz_len + mlen + 1 > UINT32_MAX ||
+            !cdl__reserve(L, (void **)&t->lz_names, &t->lz_cap, t->lz_len + mlen + 1))
+            return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory while indexing %s", t->shard);
+        memcpy(t->lz_names + t->lz_len, t->image, mlen + 1);
+        s->path_off = t->lz_len;
+        t->lz_len += mlen + 1;
+    } else if (!cdl__strings_append(L, t->path, slen + 1 + mlen, &s->path_off)) {
         return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory while indexing %s", t->shard);
+    }
     s->offset = t->image_off;
     s->bytes = t->image_bytes;
     s->shard = t->shard_index;
@@ -988,6 +1003,25 @@ CDL_PRIVATE coordl_status cdl__tar_list_shards(coordl *L, int kind, const char *
     return rc;
 }
 
+/* What a scan's state holds (not the window: its owner frees it). */
+static void cdl__tar_index_free(cdl__tar_index *t) {
+    coordl *L = t->L;
+    cdl__free(L, t->pending_name);
+    cdl__free(L, t->pending_link);
+    cdl__free(L, t->entries);
+    cdl__free(L, t->names);
+    cdl__free(L, t->by_name);
+    cdl__free(L, t->link_path);
+    cdl__free(L, t->link_work);
+    cdl__free(L, t->pax);
+    cdl__free(L, t->key);
+    cdl__free(L, t->image);
+    cdl__free(L, t->path);
+    cdl__free(L, t->samples);
+    cdl__free(L, t->classes);
+    cdl__free(L, t->lz_names);
+}
+
 /* Indexes tar shards: kind 1 a .tar file, 2 a folder of them, 3 a glob,
  * 4 a list of them (its text given); shards already listed (a saved
  * index found stale) are scanned as listed. */
@@ -1040,19 +1074,7 @@ CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, const char *list_t
     if (rc == COORDL_OK && t.skipped > CDL_TAR_SKIPS_LOGGED)
         cdl__log(L, COORDL_LOG_WARN, "source: %s: %zu more link or sparse members skipped (the first %u are named "
                  "above)", L->cfg.source, t.skipped - CDL_TAR_SKIPS_LOGGED, CDL_TAR_SKIPS_LOGGED);
-    cdl__free(L, t.pending_name);
-    cdl__free(L, t.pending_link);
-    cdl__free(L, t.entries);
-    cdl__free(L, t.names);
-    cdl__free(L, t.by_name);
-    cdl__free(L, t.link_path);
-    cdl__free(L, t.link_work);
-    cdl__free(L, t.pax);
-    cdl__free(L, t.key);
-    cdl__free(L, t.image);
-    cdl__free(L, t.path);
-    cdl__free(L, t.samples);
-    cdl__free(L, t.classes);
+    cdl__tar_index_free(&t);
     return rc;
 }
 
@@ -1061,3 +1083,122 @@ CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, const char *list_t
  * stride of seq_len; they are not materialised (a 10-billion-token corpus
  * has 10 million windows of 1024): an item id maps to its shard by a
  * binary search over the shards' first ids. */
+
+/* ---- shards indexed as the window reaches them ------------------------------
+ * (docs/shuffle.md) The shard-window order on tar shards, in one process
+ * with no cache, no saved index and class labels from .cls members, needs
+ * no index at open: it lists the shards, scans the first one (to learn
+ * that its samples carry .cls labels, and to fail early on a source that
+ * is not tar shards), and leaves every other shard to the sampler, which
+ * has each scanned when its window is reached (index.c keeps the counts and
+ * the resident blocks). A scan here is the open's scan of one shard: the
+ * same members, links and labels, so an item is what a full scan makes of
+ * it; only its id differs ((shard << 32) | ordinal, not a dense number). */
+
+/* The lazy index's scan of shard s (cdl__lazy_scan_fn): on any thread. */
+static coordl_status cdl__tar_lazy_scan(coordl *L, uint32_t shard, cdl__lazy_block *out, char *err, size_t errcap) {
+    cdl__tar_index t;
+    memset(&t, 0, sizeof t);
+    t.L = L;
+    t.lazy = 1;
+    t.shard_index = shard;
+    char why[CDL_ERRMSG_MAX];
+    const char *path = L->index.strings + L->index.tar_shards[shard]; /* the arena no longer moves */
+    t.shard = path;
+    coordl_status rc = (t.win = cdl__malloc(L, CDL_TAR_WINDOW)) ? COORDL_OK : COORDL_ERR_NOMEM;
+    if (rc != COORDL_OK) {
+        snprintf(err, errcap, "out of memory");
+        return rc;
+    }
+    rc = cdl__io_open(L, path, &t.file, &t.size, why, sizeof why);
+    if (rc != COORDL_OK) {
+        snprintf(err, errcap, "cannot open it: %s", why);
+    } else {
+        cdl__io_sequential(L, t.file);
+        cdl__open_errmsg[0] = '\0';
+        rc = cdl__tar_scan(&t);
+        cdl__io_close(L, t.file);
+        if (rc != COORDL_OK) snprintf(err, errcap, "%s", cdl__open_errmsg[0] ? cdl__open_errmsg : coordl_strerror(rc));
+    }
+    if (rc == COORDL_OK && t.nsamples > UINT32_MAX - 1) {
+        snprintf(err, errcap, "more than 2^32 - 2 samples in one shard");
+        rc = COORDL_ERR_INVALID;
+    }
+    memset(out, 0, sizeof *out);
+    if (rc == COORDL_OK && t.nsamples) {
+        out->refs = cdl__malloc(L, t.nsamples * sizeof *out->refs);
+        out->name_offs = cdl__malloc(L, t.nsamples * sizeof *out->name_offs);
+        if (!out->refs || !out->name_offs) {
+            cdl__free(L, out->refs);
+            cdl__free(L, out->name_offs);
+            memset(out, 0, sizeof *out);
+            snprintf(err, errcap, "out of memory for %zu items", t.nsamples);
+            rc = COORDL_ERR_NOMEM;
+        }
+    }
+    if (rc == COORDL_OK) {
+        size_t unlabelled = 0;
+        for (size_t i = 0; i < t.nsamples; i++) {
+            const cdl__tar_sample *x = &t.samples[i];
+            out->refs[i].offset = x->offset;
+            out->refs[i].bytes = x->bytes;
+            out->refs[i].shard = shard;
+            out->refs[i].label = x->label;
+            out->name_offs[i] = (uint32_t)x->path_off;
+            unlabelled += x->label < 0;
+        }
+        out->count = (uint32_t)t.nsamples;
+        out->names = t.lz_names; /* the block owns them now */
+        t.lz_names = NULL;
+        if (unlabelled)
+            cdl__log(L, COORDL_LOG_WARN, "source: tar shard %s: %zu of %zu samples have no .cls member; their label "
+                     "is -1 (a lazily indexed source takes labels from .cls members only)", path, unlabelled,
+                     t.nsamples);
+    }
+    cdl__free(L, t.win);
+    cdl__tar_index_free(&t);
+    return rc;
+}
+
+/* Whether open may leave the shards unscanned (see above). */
+CDL_PRIVATE int cdl__tar_lazy_possible(const coordl *L) {
+    return L->cfg.shuffle == COORDL_SHUFFLE_SHARD_WINDOW && L->cfg.pipeline != COORDL_PIPE_TOKENS && L->cfg.pipeline != COORDL_PIPE_AUDIO &&
+           L->cfg.labels == COORDL_LABELS_CLASS && L->cfg.cache_bytes == 0 && !(L->cfg.group && L->cfg.group[0]) &&
+           !L->cfg.mpi_comm;
+}
+
+/* Open's part of a lazy index, the shards listed: the first shard scanned.
+ * 1: lazy from here on; 0: scan every shard instead (the first shard's
+ * samples carry no .cls label: their labels are class folders, numbered
+ * over the whole set); < 0: an error (said through cdl__open_fail). */
+CDL_PRIVATE int cdl__tar_lazy_open(coordl *L, coordl_status *rc) {
+    const size_t ns = L->index.ntar_shards;
+    const uint64_t width = L->cfg.shuffle_window_shards ? L->cfg.shuffle_window_shards : 8;
+    /* the windows the workers, the read-ahead and the stream may be in at
+     * once: the current one, the next, and the one before */
+    const uint64_t resident = 3 * width + 16;
+    *rc = cdl__lazy_init(L, cdl__tar_lazy_scan, (size_t)(resident < ns ? resident : ns));
+    if (*rc != COORDL_OK) return -1;
+    char err[CDL_ERRMSG_MAX];
+    cdl__lazy_block b;
+    coordl_status r = cdl__tar_lazy_scan(L, 0, &b, err, sizeof err);
+    if (r != COORDL_OK) {
+        *rc = cdl__open_fail(r, "source: tar shard %s: %s", L->index.strings + L->index.tar_shards[0], err);
+        return -1;
+    }
+    int labelled = b.count > 0;
+    for (uint32_t i = 0; i < b.count && labelled; i++) labelled = b.refs[i].label >= 0;
+    if (!labelled) {
+        cdl__free(L, b.refs);
+        cdl__free(L, b.name_offs);
+        cdl__free(L, b.names);
+        cdl__lazy_free(L);
+        cdl__log(L, COORDL_LOG_INFO, "source: %s: the first shard's samples have no .cls labels, so every shard is "
+                 "scanned at open (class-folder labels are numbered over the whole set)", L->cfg.source);
+        return 0;
+    }
+    cdl__lazy_adopt(L, 0, &b); /* kept: epoch 0 may start there */
+    cdl__log(L, COORDL_LOG_INFO, "source: %s: %zu tar shards, indexed as the shard window reaches them "
+             "(docs/shuffle.md)", L->cfg.source, ns);
+    return 1;
+}

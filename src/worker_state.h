@@ -93,6 +93,8 @@ struct cdl__worker {
                                 row), while cdl__worker_prepare runs; else NULL */
     struct cdl__ra_entry *ra_entry; /* its read-ahead entry, or NULL         */
     char err[CDL_ERRMSG_MAX];
+    char item_name[CDL_ERRMSG_MAX / 2]; /* a lazily indexed item's name (its
+                                        block may be dropped meanwhile)    */
 };
 
 typedef struct cdl__bytes {

@@ -12,6 +12,13 @@
  * coordinated group's sibling gets the same order and one with another
  * window size is refused naming the field.
  *
+ * Every test runs twice: with the shards indexed at open (index_path set:
+ * a full scan, saved, then loaded; dense ids) and indexed as the window
+ * reaches them (no index_path: the .cls-labelled set is indexed lazily,
+ * ids (shard << 32) | ordinal, mapped back to dense ids here). The two
+ * must give the same batches, row for row; a test that needs the cache or
+ * a group runs that part fully indexed, and still matches the lazy run.
+ *
  * Datasets (made once):
  *   tar/  eight .tar shards of 13, 5, 21, 0, 1, 9, 17, 11 samples (77, an
  *         empty shard among them); every sample a 16 x 16 JPEG of its own
@@ -37,6 +44,37 @@ static const int k_sizes[NSHARDS] = {13, 5, 21, 0, 1, 9, 17, 11};
 #define NONEMPTY 7
 
 static char *g_dir, *g_tar, *g_cf, *g_tok, *g_list;
+static int g_lazy;               /* this pass indexes the shards lazily    */
+static char g_index_path[4096];  /* the other pass's saved index          */
+
+/* A batch id as a dense id of the tar set: a lazy id (shard << 32 |
+ * ordinal) becomes the shard's first dense id + ordinal (the .cls set's
+ * dense ids run shard by shard). Other ids are dense already. */
+static uint64_t dense_id(uint64_t id)
+{
+    if (id >> 32 == 0) return id;
+    uint64_t first = 0;
+    for (uint64_t s = 0; s < (id >> 32); s++) first += (uint64_t)k_sizes[s];
+    return first + (id & 0xFFFFFFFFu);
+}
+
+/* tu_batch_hash with dense ids: the same for both passes. */
+static uint64_t batch_hash(const coordl_batch *b)
+{
+    uint64_t h = TU_FNV_OFFSET;
+    h = tu_fnv1a(h, &b->n, sizeof b->n);
+    h = tu_fnv1a(h, &b->epoch, sizeof b->epoch);
+    h = tu_fnv1a(h, &b->index, sizeof b->index);
+    for (uint32_t i = 0; i < b->n; i++) {
+        const uint64_t d = dense_id(b->ids[i]);
+        h = tu_fnv1a(h, &d, sizeof d);
+    }
+    if (b->n) {
+        h = tu_fnv1a(h, b->labels, (size_t)b->n * sizeof *b->labels);
+        h = tu_fnv1a(h, b->data, b->data_bytes);
+    }
+    return h;
+}
 
 static int group_setup(void **state)
 {
@@ -113,6 +151,7 @@ static int group_setup(void **state)
         free(pix);
     }
     g_list = tu_join(g_dir, "list.txt");
+    snprintf(g_index_path, sizeof g_index_path, "%s/tar.index", g_dir);
     const char *text = "f0.jpg\t0\nf1.jpg\t1\n";
     tu_write_file(g_list, text, strlen(text));
     return 0;
@@ -140,6 +179,7 @@ static coordl_config window_config(uint32_t W, uint32_t batch)
     cfg.shuffle = COORDL_SHUFFLE_SHARD_WINDOW;
     cfg.shuffle_window_shards = W;
     cfg.seed = 7;
+    if (!g_lazy) cfg.index_path = g_index_path;
     return cfg;
 }
 
@@ -157,10 +197,10 @@ static void take_batch(rows_t *r, const coordl_batch *b)
 {
     const size_t row = b->data_bytes / (b->n ? b->n : 1);
     assert_true(r->nbatches < NITEMS * 6);
-    r->bhash[r->nbatches++] = tu_batch_hash(b);
+    r->bhash[r->nbatches++] = batch_hash(b);
     for (uint32_t i = 0; i < b->n; i++) {
         assert_true(r->nrows < NITEMS * 6);
-        r->ids[r->nrows] = b->ids[i];
+        r->ids[r->nrows] = dense_id(b->ids[i]);
         r->label[r->nrows] = b->labels[i];
         r->epoch[r->nrows] = b->epoch;
         r->rowhash[r->nrows] = tu_fnv1a(TU_FNV_OFFSET, (const uint8_t *)b->data + i * row, row);
@@ -402,10 +442,14 @@ static void test_drop_last_cuts_the_same_order(void **state)
     rows_t *all = run_cfg(&cfg, 2);
     cfg.drop_last = 1;
     coordl *L = tu_open(&cfg);
-    assert_int_equal(coordl_batches_per_epoch(L), 7);
+    /* a lazy index knows the count once every shard is reached */
+    assert_int_equal(coordl_batches_per_epoch(L), g_lazy ? 0 : 7);
+    assert_int_equal(coordl_num_items(L), g_lazy ? 0 : NITEMS);
     rows_t *r = calloc(1, sizeof *r);
     assert_non_null(r);
     read_epochs(L, 2, r);
+    assert_int_equal(coordl_batches_per_epoch(L), 7);
+    assert_int_equal(coordl_num_items(L), NITEMS);
     coordl_close(L);
     assert_int_equal(r->nrows, 140);
     for (uint64_t e = 0; e < 2; e++) {
@@ -662,7 +706,7 @@ static void test_group_sibling_gets_the_same_order(void **state)
             coordl_status rc = coordl_next(L, &b);
             if (rc == COORDL_END_OF_EPOCH) { e++; continue; }
             if (rc != COORDL_OK) _exit(3);
-            r.bhash[r.nbatches++] = tu_batch_hash(&b);
+            r.bhash[r.nbatches++] = batch_hash(&b);
             coordl_release(L, &b);
         }
         coordl_close(L);
@@ -718,5 +762,9 @@ int main(void)
         cmocka_unit_test(test_refusals_and_what_is_reported),
         cmocka_unit_test(test_group_sibling_gets_the_same_order),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    int failed = cmocka_run_group_tests_name("indexed at open", tests, group_setup, NULL);
+    snprintf(g_index_path, sizeof g_index_path, "%s", "");
+    g_lazy = 1;
+    failed += cmocka_run_group_tests_name("indexed as the window reaches the shards", tests, NULL, group_teardown);
+    return failed;
 }

@@ -1,0 +1,213 @@
+/*
+ * test_lazy_index.c - tar shards indexed as the shard window reaches them
+ * (shuffle = COORDL_SHUFFLE_SHARD_WINDOW, no index_path, no cache, one
+ * process, .cls labels: docs/shuffle.md). Over a virtual set served by a
+ * coordl_io (tu_virtual_tar.h), nothing on disk:
+ *   - 100M samples (20,000 shards x 5,000): open reads one shard, not
+ *     20,000; num_items and batches_per_epoch say 0 (not known yet); the
+ *     first batches come from the first window's shards, with the labels
+ *     and names of their members;
+ *   - a small set: every item exactly once per epoch, the counts known
+ *     after epoch 0, epoch 1 another order;
+ *   - a shard that cannot be read counts 0 items (logged), the others are
+ *     all there.
+ * test_shard_window.c runs the whole shard-window suite both ways and
+ * checks the lazy batches equal the fully indexed ones row for row.
+ */
+#include "test_util.h"
+#include "tu_virtual_tar.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint8_t *g_jpg;
+static size_t g_jpg_len;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    uint8_t base[3] = {120, 60, 200};
+    uint8_t *pix = tu_textured_rgb(8, 8, base, 5);
+    g_jpg = tu_encode_jpeg(pix, 8, 8, 3, NULL, &g_jpg_len);
+    free(pix);
+    assert_true(g_jpg_len <= 4096);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    free(g_jpg);
+    return 0;
+}
+
+static coordl_config lazy_config(tu_vtar *v, uint32_t W, uint32_t batch)
+{
+    coordl_config cfg = tu_config(v->list_path);
+    cfg.io = &v->table;
+    cfg.pipeline = COORDL_PIPE_EVAL;
+    cfg.out_w = cfg.out_h = 8;
+    cfg.batch_size = batch;
+    cfg.shuffle = COORDL_SHUFFLE_SHARD_WINDOW;
+    cfg.shuffle_window_shards = W;
+    cfg.seed = 11;
+    cfg.threads = 2;
+    return cfg;
+}
+
+static void test_virtual_100m_set_opens_reading_one_shard(void **state)
+{
+    (void)state;
+    tu_vtar *v = malloc(sizeof *v);
+    assert_non_null(v);
+    assert_int_equal(tu_vtar_init(v, "/virtual-100m", 20000, 5000, g_jpg, g_jpg_len), 0);
+    coordl_config cfg = lazy_config(v, 8, 32);
+    coordl *L = tu_open(&cfg);
+    /* open scans the first shard (are its samples .cls-labelled?); the
+     * workers and the read-ahead, started by open, may have begun on the
+     * first window: at most 2 windows of 8, never the 20,000 */
+    const uint64_t at_open = atomic_load(&v->shards_opened);
+    if (at_open < 1 || at_open > 1 + 2 * 8) fail_msg("%llu shards opened by coordl_open", (unsigned long long)at_open);
+    assert_int_equal(coordl_num_items(L), 0);
+    assert_int_equal(coordl_batches_per_epoch(L), 0);
+    uint32_t shards[64];
+    size_t nshards = 0;
+    for (int k = 0; k < 4; k++) {
+        coordl_batch b;
+        assert_int_equal(coordl_next(L, &b), COORDL_OK);
+        assert_int_equal(b.n, 32);
+        assert_int_equal(b.epoch, 0);
+        for (uint32_t i = 0; i < b.n; i++) {
+            const uint32_t s = (uint32_t)(b.ids[i] >> 32), j = (uint32_t)(b.ids[i] & 0xFFFFFFFFu);
+            assert_true(s < 20000 && j < 5000);
+            assert_int_equal(b.labels[i], (int32_t)tu_vtar_label(s, j));
+            size_t x = 0;
+            while (x < nshards && shards[x] != s) x++;
+            if (x == nshards) shards[nshards++] = s;
+            if (i == 0 && k == 0) {
+                char want[128];
+                snprintf(want, sizeof want, "/virtual-100m/shard-%05u.tar:k%05u_%06u.jpg", s, s, j);
+                assert_string_equal(coordl_item_path(L, b.ids[i]), want);
+                assert_int_equal(coordl_item_label(L, b.ids[i]), (int32_t)tu_vtar_label(s, j));
+            }
+        }
+        coordl_release(L, &b);
+    }
+    /* 128 rows of a window of 8 shards x 5,000: from those 8 shards */
+    assert_true(nshards >= 2 && nshards <= 8);
+    /* the first window, the read-ahead's next one at most, and the first shard */
+    const uint64_t opened = atomic_load(&v->shards_opened);
+    if (opened > 1 + 2 * 8) fail_msg("%llu shards opened for 4 batches", (unsigned long long)opened);
+    assert_null(coordl_item_path(L, ((uint64_t)20000 << 32))); /* no such shard */
+    coordl_close(L);
+    tu_vtar_destroy(v);
+    free(v);
+}
+
+/* Reads `epochs` epochs; ids[e * n + k] is epoch e's k-th row. Returns rows. */
+static size_t read_all(coordl *L, unsigned epochs, uint64_t *ids, size_t cap, const tu_vtar *v)
+{
+    size_t n = 0;
+    for (unsigned e = 0; e < epochs;) {
+        coordl_batch b;
+        coordl_status rc = coordl_next(L, &b);
+        if (rc == COORDL_END_OF_EPOCH) { e++; continue; }
+        if (rc != COORDL_OK) fail_msg("coordl_next: %s: %s", coordl_strerror(rc), coordl_errmsg(L));
+        for (uint32_t i = 0; i < b.n; i++) {
+            assert_true(n < cap);
+            const uint32_t s = (uint32_t)(b.ids[i] >> 32), j = (uint32_t)(b.ids[i] & 0xFFFFFFFFu);
+            assert_true(s < v->nshards && j < v->per_shard);
+            assert_int_equal(b.labels[i], (int32_t)tu_vtar_label(s, j));
+            ids[n++] = b.ids[i];
+        }
+        coordl_release(L, &b);
+    }
+    return n;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Every id of shards [0, nshards) but `skip`, once, in ids[0..n). */
+static void assert_each_once(const uint64_t *ids, size_t n, const tu_vtar *v, int64_t skip)
+{
+    uint64_t *s = malloc(n * sizeof *s);
+    assert_non_null(s);
+    memcpy(s, ids, n * sizeof *s);
+    qsort(s, n, sizeof *s, cmp_u64);
+    size_t k = 0;
+    for (uint32_t sh = 0; sh < v->nshards; sh++) {
+        if ((int64_t)sh == skip) continue;
+        for (uint32_t j = 0; j < v->per_shard; j++, k++) {
+            assert_true(k < n);
+            assert_int_equal(s[k], ((uint64_t)sh << 32) | j);
+        }
+    }
+    assert_int_equal(k, n);
+    free(s);
+}
+
+static void test_every_item_once_and_the_counts_after_epoch_0(void **state)
+{
+    (void)state;
+    tu_vtar v;
+    assert_int_equal(tu_vtar_init(&v, "/virtual-small", 30, 7, g_jpg, g_jpg_len), 0);
+    coordl_config cfg = lazy_config(&v, 4, 16);
+    coordl *L = tu_open(&cfg);
+    assert_int_equal(coordl_num_items(L), 0);
+    static uint64_t ids[210 * 2];
+    const size_t n = read_all(L, 2, ids, 210 * 2, &v);
+    assert_int_equal(n, 420);
+    assert_each_once(ids, 210, &v, -1);
+    assert_each_once(ids + 210, 210, &v, -1);
+    assert_true(memcmp(ids, ids + 210, 210 * sizeof ids[0]) != 0);
+    assert_int_equal(coordl_num_items(L), 210);
+    assert_int_equal(coordl_batches_per_epoch(L), 14); /* ceil(210 / 16) */
+    /* seek back into epoch 0 gives its batches again */
+    assert_int_equal(coordl_seek(L, 0, 3), COORDL_OK);
+    coordl_batch b;
+    assert_int_equal(coordl_next(L, &b), COORDL_OK);
+    assert_memory_equal(b.ids, ids + 3 * 16, 16 * sizeof ids[0]);
+    coordl_release(L, &b);
+    coordl_close(L);
+    tu_vtar_destroy(&v);
+}
+
+static void test_a_shard_that_cannot_be_read_counts_zero(void **state)
+{
+    (void)state;
+    tu_vtar v;
+    assert_int_equal(tu_vtar_init(&v, "/virtual-bad", 12, 5, g_jpg, g_jpg_len), 0);
+    v.fail_shard = 7;
+    tu_log_record *log = tu_log_record_new();
+    coordl_config cfg = lazy_config(&v, 3, 8);
+    cfg.log = tu_log_record_fn;
+    cfg.log_user = log;
+    coordl *L = tu_open(&cfg);
+    static uint64_t ids[60 * 2];
+    const size_t n = read_all(L, 2, ids, 60 * 2, &v);
+    assert_int_equal(n, 2 * 55);
+    assert_each_once(ids, 55, &v, 7);
+    assert_each_once(ids + 55, 55, &v, 7);
+    assert_int_equal(coordl_num_items(L), 55);
+    coordl_close(L);
+    assert_true(tu_log_contains(log, "/virtual-bad/shard-00007.tar"));
+    assert_true(tu_log_contains(log, "left out of every epoch"));
+    tu_log_record_free(log);
+    tu_vtar_destroy(&v);
+}
+
+int main(void)
+{
+    tu_main_init(300);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_virtual_100m_set_opens_reading_one_shard),
+        cmocka_unit_test(test_every_item_once_and_the_counts_after_epoch_0),
+        cmocka_unit_test(test_a_shard_that_cannot_be_read_counts_zero),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
