@@ -460,6 +460,37 @@ static void test_shard_gone_or_changed_after_indexing(void **state)
     free(orig);
 }
 
+/* The shard-window order over HTTP indexes the shards lazily (one process,
+ * no cache, no index_path: docs/shuffle.md): open reads the first shard
+ * only (the item count is not known yet), and the batches are the ones the
+ * same shards give from local disk in the same order, byte for byte, two
+ * epochs (ids (shard << 32) | ordinal on both sides). */
+static void test_shard_window_over_http_indexes_shards_as_reached(void **state)
+{
+    (void)state;
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/shard-{000000..%06d}.tar", g_nginx_port, NSHARDS - 1);
+    char *glob = tu_join(g_data, "shard-*.tar");
+    coordl_config local = remote_config(glob);
+    local.shuffle = COORDL_SHUFFLE_SHARD_WINDOW;
+    local.shuffle_window_shards = 2;
+    local.readahead_items = 16;
+    coordl_config http = local;
+    http.source = url;
+    coordl *L = tu_open(&http);
+    assert_int_equal(coordl_num_items(L), 0); /* lazily indexed */
+    tu_run a, b;
+    memset(&b, 0, sizeof b);
+    if (tu_run_epochs(L, 2, &b) != COORDL_OK) fail_msg("%s: %s", url, coordl_errmsg(L));
+    assert_int_equal(coordl_num_items(L), NSHARDS * PER_SHARD);
+    coordl_close(L);
+    a = run_of(&local, 2);
+    assert_same_run(&a, &b, "nginx, shard-window order indexed as reached");
+    tu_run_free(&a);
+    tu_run_free(&b);
+    free(glob);
+}
+
 int main(void)
 {
     tu_main_init(240);
@@ -472,6 +503,7 @@ int main(void)
         cmocka_unit_test(test_depth_is_transfers_in_flight_not_threads),
         cmocka_unit_test(test_faults_are_errors_naming_the_url),
         cmocka_unit_test(test_shard_gone_or_changed_after_indexing),
+        cmocka_unit_test(test_shard_window_over_http_indexes_shards_as_reached),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
