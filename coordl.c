@@ -1091,12 +1091,24 @@ typedef struct cdl__lru {
     uint64_t bytes_used, items;
 } cdl__lru;
 
+/* A lazily indexed source's entries for one shard (ids (shard << 32) |
+ * ordinal): allocated when the shard's first item is admitted, so a set no
+ * index fits costs 8 bytes a shard plus an entry per item of the shards
+ * the cache holds items of. */
+typedef struct cdl__shard_entries {
+    uint32_t n;
+    cdl__cache_entry e[];
+} cdl__shard_entries;
+
 /* The cache module's state. The entries' states are atomics (see
  * cdl__cache_entry); the slab's byte counts live in the stream (S), so a
  * group shares them. */
 typedef struct cdl__cache {
     cdl__arena arena;          /* the slab                                  */
     cdl__cache_entry *entries; /* per item                                  */
+    _Atomic(cdl__shard_entries *) *by_shard; /* instead, for a lazy index:
+                                  per shard, NULL until it holds an item  */
+    size_t nshards;
     cdl__lru *lru;             /* cache_policy LRU instead of MinIO         */
     _Atomic uint64_t idle_cursor; /* next entry an idle worker looks at for
                                      a JPEG rewrite (decode)              */
@@ -1843,6 +1855,7 @@ CDL_PRIVATE uint32_t cdl__rst_interval(const cdl__jpeg_layout *lay, size_t len);
 /* ---- interface ---- */
 CDL_PRIVATE _Atomic uint32_t *cdl__cache_reader(coordl *L, uint32_t k);
 CDL_PRIVATE int cdl__cache_holds(const coordl *L, uint64_t id);
+CDL_PRIVATE int cdl__cache_minio(const coordl *L);
 #ifdef COORDL_MPI
 CDL_PRIVATE uint32_t cdl__cache_room(const coordl *L, uint64_t id);
 #endif
@@ -6839,8 +6852,8 @@ CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, const char *list_t
 
 /* ---- shards indexed as the window reaches them ------------------------------
  * (docs/shuffle.md) The shard-window order on tar shards, in one process
- * with no cache, no saved index and class labels from .cls members, needs
- * no index at open: it lists the shards, scans the first one (to learn
+ * with no cache or the MinIO one, no saved index and class labels from
+ * .cls members, needs no index at open: it lists the shards, scans the first one (to learn
  * that its samples carry .cls labels, and to fail early on a source that
  * is not tar shards), and leaves every other shard to the sampler, which
  * has each scanned when its window is reached (index.c keeps the counts and
@@ -6916,7 +6929,8 @@ static coordl_status cdl__tar_lazy_scan(coordl *L, uint32_t shard, cdl__lazy_blo
 /* Whether open may leave the shards unscanned (see above). */
 CDL_PRIVATE int cdl__tar_lazy_possible(const coordl *L) {
     return L->cfg.shuffle == COORDL_SHUFFLE_SHARD_WINDOW && L->cfg.pipeline != COORDL_PIPE_TOKENS && L->cfg.pipeline != COORDL_PIPE_AUDIO &&
-           L->cfg.labels == COORDL_LABELS_CLASS && L->cfg.cache_bytes == 0 && !(L->cfg.group && L->cfg.group[0]) &&
+           L->cfg.labels == COORDL_LABELS_CLASS &&
+           (L->cfg.cache_bytes == 0 || L->cfg.cache_policy == COORDL_CACHE_MINIO) && !(L->cfg.group && L->cfg.group[0]) &&
            !L->cfg.mpi_comm;
 }
 
@@ -9181,7 +9195,7 @@ CDL_PRIVATE size_t cdl__rst_room(const cdl__u8 *p, size_t len) {
  *        words (one writer per state change, its member recorded); readers
  *        record what they read in their member's reading[] words; the LRU
  *        has its own mutex
- * Calls: status, arena, jpeg_layout (lower layers only: src/modules.txt;
+ * Calls: status, index, arena, jpeg_layout (lower layers only: src/modules.txt;
  *        tools/check-layers.py checks this line).
  */
 
@@ -9197,6 +9211,41 @@ CDL_PRIVATE size_t cdl__rst_room(const cdl__u8 *p, size_t len) {
  * not looked at, and are cleared), where a count it raised would stay
  * raised for the life of a group's shared memory. */
 
+/* Item id's entry, or NULL: a lazy index's shard that holds no item yet
+ * (every lookup then is a miss). */
+static cdl__cache_entry *cdl__ce(const coordl *L, uint64_t id) {
+    if (L->cache.entries) return &L->cache.entries[id];
+    const uint64_t s = id >> 32, k = id & 0xFFFFFFFFu;
+    if (!L->cache.by_shard || s >= L->cache.nshards) return NULL;
+    cdl__shard_entries *se = atomic_load_explicit(&L->cache.by_shard[s], memory_order_acquire);
+    return se && k < se->n ? &se->e[k] : NULL;
+}
+
+/* Item id's entry, its shard's table made first if need be (a lazy index:
+ * the shard's count is known, it was scanned to read the item). */
+static cdl__cache_entry *cdl__ce_make(coordl *L, uint64_t id) {
+    cdl__cache_entry *ce = cdl__ce(L, id);
+    if (ce || !L->cache.by_shard || (id >> 32) >= L->cache.nshards) return ce;
+    uint32_t n = 0;
+    char err[CDL_ERRMSG_MAX];
+    if (cdl__lazy_count(L, (uint32_t)(id >> 32), &n, err, sizeof err) != COORDL_OK || n == 0 ||
+        n == CDL_LAZY_UNKNOWN)
+        return NULL;
+    cdl__shard_entries *se = cdl__calloc(L, 1, sizeof *se + (size_t)n * sizeof se->e[0]), *none = NULL;
+    if (!se) return NULL;
+    se->n = n;
+    if (!atomic_compare_exchange_strong(&L->cache.by_shard[id >> 32], &none, se)) cdl__free(L, se); /* another made it */
+    return cdl__ce(L, id);
+}
+
+/* Whether the MinIO cache is on (a table per item, or per shard). */
+CDL_PRIVATE int cdl__cache_minio(const coordl *L) { return L->cache.entries != NULL || L->cache.by_shard != NULL; }
+
+/* What a reader records for item id: never 0 (no record); two items may
+ * share it (a lazy id's two halves are folded), which only makes a rewrite
+ * back off for nothing. */
+static uint32_t cdl__reader_tag(uint64_t id) { return (uint32_t)((id ^ (id >> 32)) % 0xFFFFFFFFu) + 1; }
+
 /* This member's reader record k (0 <= k < CDL_MAX_READERS). */
 CDL_PRIVATE _Atomic uint32_t *cdl__cache_reader(coordl *L, uint32_t k) {
     return &L->S->members[L->member.me].reading[k];
@@ -9206,7 +9255,8 @@ CDL_PRIVATE _Atomic uint32_t *cdl__cache_reader(coordl *L, uint32_t k) {
 /* The room item id's entry holds (its bytes never outgrow it), 0 when the
  * item is not cached. */
 CDL_PRIVATE uint32_t cdl__cache_room(const coordl *L, uint64_t id) {
-    const cdl__cache_entry *ce = &L->cache.entries[id];
+    const cdl__cache_entry *ce = cdl__ce(L, id);
+    if (!ce) return 0;
     const uint32_t s = atomic_load_explicit(&ce->state, memory_order_acquire) & CDL_CE_STATE;
     return s == CDL_CE_PRESENT || s == CDL_CE_REWRITING ? ce->cap : 0;
 }
@@ -9214,7 +9264,9 @@ CDL_PRIVATE uint32_t cdl__cache_room(const coordl *L, uint64_t id) {
 
 /* Whether item id's bytes are cached (present, or being rewritten). */
 CDL_PRIVATE int cdl__cache_holds(const coordl *L, uint64_t id) {
-    const uint32_t s = atomic_load_explicit(&L->cache.entries[id].state, memory_order_acquire) & CDL_CE_STATE;
+    const cdl__cache_entry *ce = cdl__ce(L, id);
+    if (!ce) return 0;
+    const uint32_t s = atomic_load_explicit(&ce->state, memory_order_acquire) & CDL_CE_STATE;
     return s == CDL_CE_PRESENT || s == CDL_CE_REWRITING;
 }
 
@@ -9224,8 +9276,9 @@ CDL_PRIVATE int cdl__cache_holds(const coordl *L, uint64_t id) {
  * are still plain). */
 CDL_PRIVATE const cdl__u8 *cdl__cache_acquire_minio(coordl *L, _Atomic uint32_t *reader, uint64_t id, uint32_t *len,
                                                int *kind, uint32_t *cap) {
-    cdl__cache_entry *ce = &L->cache.entries[id];
-    atomic_store(reader, (uint32_t)id + 1); /* then look: see the comment above */
+    cdl__cache_entry *ce = cdl__ce(L, id);
+    if (!ce) return NULL;
+    atomic_store(reader, cdl__reader_tag(id)); /* then look: see the comment above */
     if ((atomic_load(&ce->state) & CDL_CE_STATE) != CDL_CE_PRESENT) {
         atomic_store_explicit(reader, 0, memory_order_release);
         return NULL;
@@ -9252,13 +9305,18 @@ CDL_PRIVATE void cdl__cache_release_minio(_Atomic uint32_t *reader) {
  * usually make it smaller). Returns the entry's ce->jpeg, or -1 when the
  * item was not admitted. */
 CDL_PRIVATE int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len, uint32_t *cap_out) {
-    cdl__cache_entry *ce = &L->cache.entries[id];
+    if (len == 0 || len > UINT32_MAX / 2) return -1;
+    /* full for this item: a lazy index makes no shard table for it */
+    if (atomic_load(&L->S->cache_used) + len > L->cfg.cache_bytes) return -1;
+    cdl__cache_entry *ce = cdl__ce_make(L, id);
+    if (!ce) return -1;
     const uint32_t admitting = CDL_CE_ADMITTING | CDL_CE_OWNER(L->member.me);
     uint32_t expect = CDL_CE_EMPTY;
-    if (len == 0 || len > UINT32_MAX / 2) return -1;
     if (!atomic_compare_exchange_strong(&ce->state, &expect, admitting)) return -1;
     const int image = cdl__pipeline_is_image(L->cfg.pipeline);
-    const size_t room = L->cfg.jpeg_random_access && image ? cdl__rst_room(bytes, len) : 0;
+    /* a lazy index does not know the bytes still to come, so it gives no
+     * JPEG rewrite room (MinIO must never lose an item to it) */
+    const size_t room = L->cfg.jpeg_random_access && image && L->cache.entries ? cdl__rst_room(bytes, len) : 0;
     const uint64_t rest = L->index.dataset_bytes > atomic_load(&L->S->cache_src_bytes) + len
                               ? L->index.dataset_bytes - atomic_load(&L->S->cache_src_bytes) - len : 0;
     uint64_t used = atomic_load(&L->S->cache_used), cap;
@@ -9294,14 +9352,15 @@ CDL_PRIVATE int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *by
  * claimed by another worker). */
 CDL_PRIVATE int cdl__cache_claim_rewrite(coordl *L, uint64_t id) {
     uint32_t plain = CDL_CE_PLAIN;
-    return atomic_compare_exchange_strong(&L->cache.entries[id].jpeg, &plain,
-                                          CDL_CE_CLAIMED | CDL_CE_OWNER(L->member.me));
+    cdl__cache_entry *ce = cdl__ce(L, id);
+    return ce && atomic_compare_exchange_strong(&ce->jpeg, &plain, CDL_CE_CLAIMED | CDL_CE_OWNER(L->member.me));
 }
 
 /* The claim's owner gives the rewrite back untried (PLAIN again). */
 CDL_PRIVATE void cdl__cache_unclaim_rewrite(coordl *L, uint64_t id) {
     uint32_t claimed = CDL_CE_CLAIMED | CDL_CE_OWNER(L->member.me);
-    atomic_compare_exchange_strong(&L->cache.entries[id].jpeg, &claimed, CDL_CE_PLAIN);
+    cdl__cache_entry *ce = cdl__ce(L, id);
+    if (ce) atomic_compare_exchange_strong(&ce->jpeg, &claimed, CDL_CE_PLAIN);
 }
 
 /* Whether a reader other than `self` reads entry id now: the records of
@@ -9312,7 +9371,7 @@ static int cdl__cache_read_elsewhere(coordl *L, const _Atomic uint32_t *self, ui
         if (!(live >> m & 1u)) continue;
         const cdl__member *mb = &L->S->members[m];
         for (uint32_t k = 0; k < CDL_MAX_READERS; k++) /* 1 KiB a member, once per rewrite */
-            if (&mb->reading[k] != self && atomic_load(&mb->reading[k]) == (uint32_t)id + 1) return 1;
+            if (&mb->reading[k] != self && atomic_load(&mb->reading[k]) == cdl__reader_tag(id)) return 1;
     }
     return 0;
 }
@@ -9323,7 +9382,8 @@ static int cdl__cache_read_elsewhere(coordl *L, const _Atomic uint32_t *self, ui
  * there: the claim is given back (PLAIN again, tried again later). */
 CDL_PRIVATE int cdl__cache_replace_minio(coordl *L, const _Atomic uint32_t *self, uint64_t id, const cdl__u8 *bytes,
                                     size_t len) {
-    cdl__cache_entry *ce = &L->cache.entries[id];
+    cdl__cache_entry *ce = cdl__ce(L, id);
+    if (!ce) return 0;
     const uint32_t claimed = CDL_CE_CLAIMED | CDL_CE_OWNER(L->member.me);
     const uint32_t rewriting = CDL_CE_REWRITING | CDL_CE_OWNER(L->member.me);
     if (len > ce->cap) { /* cannot happen with cdl__jpeg_rewrite's limit; never loop on it */
@@ -9361,7 +9421,8 @@ CDL_PRIVATE int cdl__cache_replace_minio(coordl *L, const _Atomic uint32_t *self
 /* The claim's owner gives the rewrite up for good: never tried again. */
 CDL_PRIVATE void cdl__cache_keep_minio(coordl *L, uint64_t id) {
     uint32_t claimed = CDL_CE_CLAIMED | CDL_CE_OWNER(L->member.me);
-    if (atomic_compare_exchange_strong(&L->cache.entries[id].jpeg, &claimed, CDL_CE_KEEP))
+    cdl__cache_entry *ce = cdl__ce(L, id);
+    if (ce && atomic_compare_exchange_strong(&ce->jpeg, &claimed, CDL_CE_KEEP))
         atomic_fetch_sub(&L->S->cache_plain_items, 1);
 }
 #endif
@@ -9463,7 +9524,7 @@ CDL_PRIVATE coordl_status cdl__cache_clamp(coordl *L) {
         /* JPEG rewrites may use up to 1/8 more (the room jpeg_layout.c reserves:
          * 3-5% for photos, 12-25% for progressive and arithmetic sources) */
         const uint64_t most = L->index.dataset_bytes + (L->cfg.jpeg_random_access ? L->index.dataset_bytes / 8 : 0) + (64u << 20);
-        if (slab > most) slab = most;
+        if (slab > most && !L->index.lazy) slab = most; /* a lazy index does not know the set's bytes */
     }
     const long pages = sysconf(_SC_PHYS_PAGES);
     const uint64_t ram = pages > 0 ? (uint64_t)pages * cdl__page_size() : 0;
@@ -9500,6 +9561,12 @@ CDL_PRIVATE coordl_status cdl__cache_create(coordl *L) {
         return COORDL_OK;
     }
     const uint64_t slab = L->cfg.cache_bytes;
+    if (L->index.lazy) {
+        L->cache.nshards = L->index.ntar_shards;
+        L->cache.by_shard = cdl__calloc(L, L->cache.nshards ? L->cache.nshards : 1, sizeof *L->cache.by_shard);
+        if (!L->cache.by_shard) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the cache's shard table");
+        return cdl__arena_map(L, &L->cache.arena, (size_t)slab, 0, "cache slab", "cache_bytes");
+    }
     L->cache.entries = cdl__calloc(L, L->index.num_items, sizeof *L->cache.entries);
     if (!L->cache.entries) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the cache table (one entry per item); set cache_bytes = 0 for no cache");
     return cdl__arena_map(L, &L->cache.arena, (size_t)slab, 0, "cache slab", "cache_bytes");
@@ -9519,6 +9586,11 @@ CDL_PRIVATE void cdl__cache_destroy(coordl *L) {
         L->cache.lru = NULL;
     }
     cdl__arena_unmap(L, &L->cache.arena);
+    if (L->cache.by_shard) {
+        for (size_t s = 0; s < L->cache.nshards; s++) cdl__free(L, atomic_load(&L->cache.by_shard[s]));
+        cdl__free(L, (void *)L->cache.by_shard);
+        L->cache.by_shard = NULL;
+    }
     if (!L->member.shm_base) cdl__free(L, L->cache.entries);
     L->cache.entries = NULL;
 }
@@ -10329,7 +10401,7 @@ static void cdl__ra_trim(cdl__readahead *R) {
 static int cdl__ra_not_from_storage(const coordl *L, uint64_t id) {
     /* an entry being rewritten (jpeg.c) is held too, its rewrite long
      * done by the time its row is claimed */
-    if (L->cache.entries && cdl__cache_holds(L, id)) return 1;
+    if (cdl__cache_minio(L) && cdl__cache_holds(L, id)) return 1;
     if (L->cache.lru) {
         pthread_mutex_lock(&L->cache.lru->mu);
         const int held = L->cache.lru->data[id] != NULL;
@@ -10757,7 +10829,7 @@ CDL_PRIVATE coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *ou
     int hit = 0;
     W->held = 0;
     W->fetch_kind = -1;
-    if (L->cache.entries && W->reader) {
+    if (cdl__cache_minio(L) && W->reader) {
         uint32_t len;
         const cdl__u8 *p = cdl__cache_acquire_minio(L, W->reader, id, &len, &W->fetch_kind, &W->fetch_cap);
         if (p) { out->p = p; out->len = len; hit = 1; W->held = id + 1; }
@@ -10792,7 +10864,7 @@ CDL_PRIVATE coordl_status cdl__fetch(cdl__worker *W, uint64_t id, cdl__bytes *ou
         if (rc == COORDL_OK) {
             W->row.cache_misses++;
             W->row.storage_reads++;
-            if (L->cache.entries && may_admit) W->fetch_kind = cdl__cache_admit_minio(L, id, out->p, out->len, &W->fetch_cap);
+            if (cdl__cache_minio(L) && may_admit) W->fetch_kind = cdl__cache_admit_minio(L, id, out->p, out->len, &W->fetch_cap);
             else if (L->cache.lru) cdl__cache_admit_lru(L, id, out->p, out->len);
         }
         uint64_t t2 = cdl__now_ns();
@@ -16284,7 +16356,7 @@ CDL_PRIVATE void cdl__get_stats(const coordl *L, coordl_stats *out) {
     out->stall_ns += atomic_load(&M->consumer.stall_tail_ns); /* the consumer's last call, not yet moved in */
     out->group_members = (uint32_t)__builtin_popcount(atomic_load(&M->S->live_mask));
     cdl__unlock(M);
-    if (L->cache.entries) {
+    if (cdl__cache_minio(L)) {
         out->cache_bytes_used = atomic_load(&M->S->cache_used);
         out->cache_items = atomic_load(&M->S->cache_items);
         out->cache_item_bytes = atomic_load(&M->S->cache_src_bytes);
@@ -16395,7 +16467,7 @@ int32_t coordl_item_label(const coordl *L, uint64_t id) {
  * diagnostic call must not change what the cache holds). */
 static coordl_status cdl__transform_bytes(cdl__worker *W, uint64_t id, cdl__bytes *in) {
     coordl *L = W->L;
-    if (L->cache.entries) {
+    if (cdl__cache_minio(L)) {
         uint32_t len;
         pthread_mutex_lock(&L->api_reader.mu);
         _Atomic uint32_t *reader = cdl__cache_reader(L, CDL_READER_API);

@@ -255,7 +255,8 @@ typedef enum {
                                 token_order = COORDL_TOKENS_LLMC (llm.c's
                                 order is already a shard order).
                                 On tar shards with .cls labels, one
-                                process, no cache and no index_path, open
+                                process, no cache or the MinIO one, and no
+                                index_path, open
                                 scans one shard and each other shard is
                                 indexed when its window is reached: ids are
                                 then (shard << 32) | ordinal, and the item

@@ -675,7 +675,7 @@ CDL_PRIVATE void cdl__get_stats(const coordl *L, coordl_stats *out) {
     out->stall_ns += atomic_load(&M->consumer.stall_tail_ns); /* the consumer's last call, not yet moved in */
     out->group_members = (uint32_t)__builtin_popcount(atomic_load(&M->S->live_mask));
     cdl__unlock(M);
-    if (L->cache.entries) {
+    if (cdl__cache_minio(L)) {
         out->cache_bytes_used = atomic_load(&M->S->cache_used);
         out->cache_items = atomic_load(&M->S->cache_items);
         out->cache_item_bytes = atomic_load(&M->S->cache_src_bytes);
@@ -786,7 +786,7 @@ int32_t coordl_item_label(const coordl *L, uint64_t id) {
  * diagnostic call must not change what the cache holds). */
 static coordl_status cdl__transform_bytes(cdl__worker *W, uint64_t id, cdl__bytes *in) {
     coordl *L = W->L;
-    if (L->cache.entries) {
+    if (cdl__cache_minio(L)) {
         uint32_t len;
         pthread_mutex_lock(&L->api_reader.mu);
         _Atomic uint32_t *reader = cdl__cache_reader(L, CDL_READER_API);

@@ -16,7 +16,7 @@
  *        words (one writer per state change, its member recorded); readers
  *        record what they read in their member's reading[] words; the LRU
  *        has its own mutex
- * Calls: status, arena, jpeg_layout (lower layers only: src/modules.txt;
+ * Calls: status, index, arena, jpeg_layout (lower layers only: src/modules.txt;
  *        tools/check-layers.py checks this line).
  */
 #include "platform.h"
@@ -26,6 +26,8 @@
 #include "arena.h"
 #include "lock_state.h"
 #include "jpeg_layout.h"
+#include "index.h"
+#include "index_state.h"
 #include "handle.h"
 
 /* Cached JPEGs may be rewritten in place (jpeg.c: restart markers for
@@ -40,6 +42,41 @@
  * not looked at, and are cleared), where a count it raised would stay
  * raised for the life of a group's shared memory. */
 
+/* Item id's entry, or NULL: a lazy index's shard that holds no item yet
+ * (every lookup then is a miss). */
+static cdl__cache_entry *cdl__ce(const coordl *L, uint64_t id) {
+    if (L->cache.entries) return &L->cache.entries[id];
+    const uint64_t s = id >> 32, k = id & 0xFFFFFFFFu;
+    if (!L->cache.by_shard || s >= L->cache.nshards) return NULL;
+    cdl__shard_entries *se = atomic_load_explicit(&L->cache.by_shard[s], memory_order_acquire);
+    return se && k < se->n ? &se->e[k] : NULL;
+}
+
+/* Item id's entry, its shard's table made first if need be (a lazy index:
+ * the shard's count is known, it was scanned to read the item). */
+static cdl__cache_entry *cdl__ce_make(coordl *L, uint64_t id) {
+    cdl__cache_entry *ce = cdl__ce(L, id);
+    if (ce || !L->cache.by_shard || (id >> 32) >= L->cache.nshards) return ce;
+    uint32_t n = 0;
+    char err[CDL_ERRMSG_MAX];
+    if (cdl__lazy_count(L, (uint32_t)(id >> 32), &n, err, sizeof err) != COORDL_OK || n == 0 ||
+        n == CDL_LAZY_UNKNOWN)
+        return NULL;
+    cdl__shard_entries *se = cdl__calloc(L, 1, sizeof *se + (size_t)n * sizeof se->e[0]), *none = NULL;
+    if (!se) return NULL;
+    se->n = n;
+    if (!atomic_compare_exchange_strong(&L->cache.by_shard[id >> 32], &none, se)) cdl__free(L, se); /* another made it */
+    return cdl__ce(L, id);
+}
+
+/* Whether the MinIO cache is on (a table per item, or per shard). */
+CDL_PRIVATE int cdl__cache_minio(const coordl *L) { return L->cache.entries != NULL || L->cache.by_shard != NULL; }
+
+/* What a reader records for item id: never 0 (no record); two items may
+ * share it (a lazy id's two halves are folded), which only makes a rewrite
+ * back off for nothing. */
+static uint32_t cdl__reader_tag(uint64_t id) { return (uint32_t)((id ^ (id >> 32)) % 0xFFFFFFFFu) + 1; }
+
 /* This member's reader record k (0 <= k < CDL_MAX_READERS). */
 CDL_PRIVATE _Atomic uint32_t *cdl__cache_reader(coordl *L, uint32_t k) {
     return &L->S->members[L->member.me].reading[k];
@@ -49,7 +86,8 @@ CDL_PRIVATE _Atomic uint32_t *cdl__cache_reader(coordl *L, uint32_t k) {
 /* The room item id's entry holds (its bytes never outgrow it), 0 when the
  * item is not cached. */
 CDL_PRIVATE uint32_t cdl__cache_room(const coordl *L, uint64_t id) {
-    const cdl__cache_entry *ce = &L->cache.entries[id];
+    const cdl__cache_entry *ce = cdl__ce(L, id);
+    if (!ce) return 0;
     const uint32_t s = atomic_load_explicit(&ce->state, memory_order_acquire) & CDL_CE_STATE;
     return s == CDL_CE_PRESENT || s == CDL_CE_REWRITING ? ce->cap : 0;
 }
@@ -57,7 +95,9 @@ CDL_PRIVATE uint32_t cdl__cache_room(const coordl *L, uint64_t id) {
 
 /* Whether item id's bytes are cached (present, or being rewritten). */
 CDL_PRIVATE int cdl__cache_holds(const coordl *L, uint64_t id) {
-    const uint32_t s = atomic_load_explicit(&L->cache.entries[id].state, memory_order_acquire) & CDL_CE_STATE;
+    const cdl__cache_entry *ce = cdl__ce(L, id);
+    if (!ce) return 0;
+    const uint32_t s = atomic_load_explicit(&ce->state, memory_order_acquire) & CDL_CE_STATE;
     return s == CDL_CE_PRESENT || s == CDL_CE_REWRITING;
 }
 
@@ -67,8 +107,9 @@ CDL_PRIVATE int cdl__cache_holds(const coordl *L, uint64_t id) {
  * are still plain). */
 CDL_PRIVATE const cdl__u8 *cdl__cache_acquire_minio(coordl *L, _Atomic uint32_t *reader, uint64_t id, uint32_t *len,
                                                int *kind, uint32_t *cap) {
-    cdl__cache_entry *ce = &L->cache.entries[id];
-    atomic_store(reader, (uint32_t)id + 1); /* then look: see the comment above */
+    cdl__cache_entry *ce = cdl__ce(L, id);
+    if (!ce) return NULL;
+    atomic_store(reader, cdl__reader_tag(id)); /* then look: see the comment above */
     if ((atomic_load(&ce->state) & CDL_CE_STATE) != CDL_CE_PRESENT) {
         atomic_store_explicit(reader, 0, memory_order_release);
         return NULL;
@@ -95,13 +136,18 @@ CDL_PRIVATE void cdl__cache_release_minio(_Atomic uint32_t *reader) {
  * usually make it smaller). Returns the entry's ce->jpeg, or -1 when the
  * item was not admitted. */
 CDL_PRIVATE int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *bytes, size_t len, uint32_t *cap_out) {
-    cdl__cache_entry *ce = &L->cache.entries[id];
+    if (len == 0 || len > UINT32_MAX / 2) return -1;
+    /* full for this item: a lazy index makes no shard table for it */
+    if (atomic_load(&L->S->cache_used) + len > L->cfg.cache_bytes) return -1;
+    cdl__cache_entry *ce = cdl__ce_make(L, id);
+    if (!ce) return -1;
     const uint32_t admitting = CDL_CE_ADMITTING | CDL_CE_OWNER(L->member.me);
     uint32_t expect = CDL_CE_EMPTY;
-    if (len == 0 || len > UINT32_MAX / 2) return -1;
     if (!atomic_compare_exchange_strong(&ce->state, &expect, admitting)) return -1;
     const int image = cdl__pipeline_is_image(L->cfg.pipeline);
-    const size_t room = L->cfg.jpeg_random_access && image ? cdl__rst_room(bytes, len) : 0;
+    /* a lazy index does not know the bytes still to come, so it gives no
+     * JPEG rewrite room (MinIO must never lose an item to it) */
+    const size_t room = L->cfg.jpeg_random_access && image && L->cache.entries ? cdl__rst_room(bytes, len) : 0;
     const uint64_t rest = L->index.dataset_bytes > atomic_load(&L->S->cache_src_bytes) + len
                               ? L->index.dataset_bytes - atomic_load(&L->S->cache_src_bytes) - len : 0;
     uint64_t used = atomic_load(&L->S->cache_used), cap;
@@ -137,14 +183,15 @@ CDL_PRIVATE int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *by
  * claimed by another worker). */
 CDL_PRIVATE int cdl__cache_claim_rewrite(coordl *L, uint64_t id) {
     uint32_t plain = CDL_CE_PLAIN;
-    return atomic_compare_exchange_strong(&L->cache.entries[id].jpeg, &plain,
-                                          CDL_CE_CLAIMED | CDL_CE_OWNER(L->member.me));
+    cdl__cache_entry *ce = cdl__ce(L, id);
+    return ce && atomic_compare_exchange_strong(&ce->jpeg, &plain, CDL_CE_CLAIMED | CDL_CE_OWNER(L->member.me));
 }
 
 /* The claim's owner gives the rewrite back untried (PLAIN again). */
 CDL_PRIVATE void cdl__cache_unclaim_rewrite(coordl *L, uint64_t id) {
     uint32_t claimed = CDL_CE_CLAIMED | CDL_CE_OWNER(L->member.me);
-    atomic_compare_exchange_strong(&L->cache.entries[id].jpeg, &claimed, CDL_CE_PLAIN);
+    cdl__cache_entry *ce = cdl__ce(L, id);
+    if (ce) atomic_compare_exchange_strong(&ce->jpeg, &claimed, CDL_CE_PLAIN);
 }
 
 /* Whether a reader other than `self` reads entry id now: the records of
@@ -155,7 +202,7 @@ static int cdl__cache_read_elsewhere(coordl *L, const _Atomic uint32_t *self, ui
         if (!(live >> m & 1u)) continue;
         const cdl__member *mb = &L->S->members[m];
         for (uint32_t k = 0; k < CDL_MAX_READERS; k++) /* 1 KiB a member, once per rewrite */
-            if (&mb->reading[k] != self && atomic_load(&mb->reading[k]) == (uint32_t)id + 1) return 1;
+            if (&mb->reading[k] != self && atomic_load(&mb->reading[k]) == cdl__reader_tag(id)) return 1;
     }
     return 0;
 }
@@ -166,7 +213,8 @@ static int cdl__cache_read_elsewhere(coordl *L, const _Atomic uint32_t *self, ui
  * there: the claim is given back (PLAIN again, tried again later). */
 CDL_PRIVATE int cdl__cache_replace_minio(coordl *L, const _Atomic uint32_t *self, uint64_t id, const cdl__u8 *bytes,
                                     size_t len) {
-    cdl__cache_entry *ce = &L->cache.entries[id];
+    cdl__cache_entry *ce = cdl__ce(L, id);
+    if (!ce) return 0;
     const uint32_t claimed = CDL_CE_CLAIMED | CDL_CE_OWNER(L->member.me);
     const uint32_t rewriting = CDL_CE_REWRITING | CDL_CE_OWNER(L->member.me);
     if (len > ce->cap) { /* cannot happen with cdl__jpeg_rewrite's limit; never loop on it */
@@ -204,7 +252,8 @@ CDL_PRIVATE int cdl__cache_replace_minio(coordl *L, const _Atomic uint32_t *self
 /* The claim's owner gives the rewrite up for good: never tried again. */
 CDL_PRIVATE void cdl__cache_keep_minio(coordl *L, uint64_t id) {
     uint32_t claimed = CDL_CE_CLAIMED | CDL_CE_OWNER(L->member.me);
-    if (atomic_compare_exchange_strong(&L->cache.entries[id].jpeg, &claimed, CDL_CE_KEEP))
+    cdl__cache_entry *ce = cdl__ce(L, id);
+    if (ce && atomic_compare_exchange_strong(&ce->jpeg, &claimed, CDL_CE_KEEP))
         atomic_fetch_sub(&L->S->cache_plain_items, 1);
 }
 #endif
@@ -306,7 +355,7 @@ CDL_PRIVATE coordl_status cdl__cache_clamp(coordl *L) {
         /* JPEG rewrites may use up to 1/8 more (the room jpeg_layout.c reserves:
          * 3-5% for photos, 12-25% for progressive and arithmetic sources) */
         const uint64_t most = L->index.dataset_bytes + (L->cfg.jpeg_random_access ? L->index.dataset_bytes / 8 : 0) + (64u << 20);
-        if (slab > most) slab = most;
+        if (slab > most && !L->index.lazy) slab = most; /* a lazy index does not know the set's bytes */
     }
     const long pages = sysconf(_SC_PHYS_PAGES);
     const uint64_t ram = pages > 0 ? (uint64_t)pages * cdl__page_size() : 0;
@@ -343,6 +392,12 @@ CDL_PRIVATE coordl_status cdl__cache_create(coordl *L) {
         return COORDL_OK;
     }
     const uint64_t slab = L->cfg.cache_bytes;
+    if (L->index.lazy) {
+        L->cache.nshards = L->index.ntar_shards;
+        L->cache.by_shard = cdl__calloc(L, L->cache.nshards ? L->cache.nshards : 1, sizeof *L->cache.by_shard);
+        if (!L->cache.by_shard) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the cache's shard table");
+        return cdl__arena_map(L, &L->cache.arena, (size_t)slab, 0, "cache slab", "cache_bytes");
+    }
     L->cache.entries = cdl__calloc(L, L->index.num_items, sizeof *L->cache.entries);
     if (!L->cache.entries) return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the cache table (one entry per item); set cache_bytes = 0 for no cache");
     return cdl__arena_map(L, &L->cache.arena, (size_t)slab, 0, "cache slab", "cache_bytes");
@@ -362,6 +417,11 @@ CDL_PRIVATE void cdl__cache_destroy(coordl *L) {
         L->cache.lru = NULL;
     }
     cdl__arena_unmap(L, &L->cache.arena);
+    if (L->cache.by_shard) {
+        for (size_t s = 0; s < L->cache.nshards; s++) cdl__free(L, atomic_load(&L->cache.by_shard[s]));
+        cdl__free(L, (void *)L->cache.by_shard);
+        L->cache.by_shard = NULL;
+    }
     if (!L->member.shm_base) cdl__free(L, L->cache.entries);
     L->cache.entries = NULL;
 }

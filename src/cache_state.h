@@ -44,12 +44,24 @@ typedef struct cdl__lru {
     uint64_t bytes_used, items;
 } cdl__lru;
 
+/* A lazily indexed source's entries for one shard (ids (shard << 32) |
+ * ordinal): allocated when the shard's first item is admitted, so a set no
+ * index fits costs 8 bytes a shard plus an entry per item of the shards
+ * the cache holds items of. */
+typedef struct cdl__shard_entries {
+    uint32_t n;
+    cdl__cache_entry e[];
+} cdl__shard_entries;
+
 /* The cache module's state. The entries' states are atomics (see
  * cdl__cache_entry); the slab's byte counts live in the stream (S), so a
  * group shares them. */
 typedef struct cdl__cache {
     cdl__arena arena;          /* the slab                                  */
     cdl__cache_entry *entries; /* per item                                  */
+    _Atomic(cdl__shard_entries *) *by_shard; /* instead, for a lazy index:
+                                  per shard, NULL until it holds an item  */
+    size_t nshards;
     cdl__lru *lru;             /* cache_policy LRU instead of MinIO         */
     _Atomic uint64_t idle_cursor; /* next entry an idle worker looks at for
                                      a JPEG rewrite (decode)              */

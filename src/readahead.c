@@ -93,7 +93,7 @@ static void cdl__ra_trim(cdl__readahead *R) {
 static int cdl__ra_not_from_storage(const coordl *L, uint64_t id) {
     /* an entry being rewritten (jpeg.c) is held too, its rewrite long
      * done by the time its row is claimed */
-    if (L->cache.entries && cdl__cache_holds(L, id)) return 1;
+    if (cdl__cache_minio(L) && cdl__cache_holds(L, id)) return 1;
     if (L->cache.lru) {
         pthread_mutex_lock(&L->cache.lru->mu);
         const int held = L->cache.lru->data[id] != NULL;

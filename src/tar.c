@@ -1086,8 +1086,8 @@ CDL_PRIVATE coordl_status cdl__index_tar(coordl *L, int kind, const char *list_t
 
 /* ---- shards indexed as the window reaches them ------------------------------
  * (docs/shuffle.md) The shard-window order on tar shards, in one process
- * with no cache, no saved index and class labels from .cls members, needs
- * no index at open: it lists the shards, scans the first one (to learn
+ * with no cache or the MinIO one, no saved index and class labels from
+ * .cls members, needs no index at open: it lists the shards, scans the first one (to learn
  * that its samples carry .cls labels, and to fail early on a source that
  * is not tar shards), and leaves every other shard to the sampler, which
  * has each scanned when its window is reached (index.c keeps the counts and
@@ -1163,7 +1163,8 @@ static coordl_status cdl__tar_lazy_scan(coordl *L, uint32_t shard, cdl__lazy_blo
 /* Whether open may leave the shards unscanned (see above). */
 CDL_PRIVATE int cdl__tar_lazy_possible(const coordl *L) {
     return L->cfg.shuffle == COORDL_SHUFFLE_SHARD_WINDOW && L->cfg.pipeline != COORDL_PIPE_TOKENS && L->cfg.pipeline != COORDL_PIPE_AUDIO &&
-           L->cfg.labels == COORDL_LABELS_CLASS && L->cfg.cache_bytes == 0 && !(L->cfg.group && L->cfg.group[0]) &&
+           L->cfg.labels == COORDL_LABELS_CLASS &&
+           (L->cfg.cache_bytes == 0 || L->cfg.cache_policy == COORDL_CACHE_MINIO) && !(L->cfg.group && L->cfg.group[0]) &&
            !L->cfg.mpi_comm;
 }
 

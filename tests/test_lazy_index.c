@@ -1,6 +1,6 @@
 /*
  * test_lazy_index.c - tar shards indexed as the shard window reaches them
- * (shuffle = COORDL_SHUFFLE_SHARD_WINDOW, no index_path, no cache, one
+ * (shuffle = COORDL_SHUFFLE_SHARD_WINDOW, no index_path, no LRU cache, one
  * process, .cls labels: docs/shuffle.md). Over a virtual set served by a
  * coordl_io (tu_virtual_tar.h), nothing on disk:
  *   - 100M samples (20,000 shards x 5,000): open reads one shard, not
@@ -10,7 +10,11 @@
  *   - a small set: every item exactly once per epoch, the counts known
  *     after epoch 0, epoch 1 another order;
  *   - a shard that cannot be read counts 0 items (logged), the others are
- *     all there.
+ *     all there;
+ *   - the MinIO cache over a lazy index (per-shard entry tables): a budget
+ *     of the whole set serves epoch 1 without a storage read, a budget of
+ *     100 items holds exactly 100 and serves exactly them, and the batches
+ *     are those of the run without a cache.
  * test_shard_window.c runs the whole shard-window suite both ways and
  * checks the lazy batches equal the fully indexed ones row for row.
  */
@@ -201,6 +205,63 @@ static void test_a_shard_that_cannot_be_read_counts_zero(void **state)
     tu_vtar_destroy(&v);
 }
 
+/* The hash of `epochs` epochs of batches, chained from h. */
+static uint64_t batches_hash(coordl *L, unsigned epochs, uint64_t h)
+{
+    for (unsigned e = 0; e < epochs;) {
+        coordl_batch b;
+        coordl_status rc = coordl_next(L, &b);
+        if (rc == COORDL_END_OF_EPOCH) { e++; continue; }
+        if (rc != COORDL_OK) fail_msg("coordl_next: %s: %s", coordl_strerror(rc), coordl_errmsg(L));
+        h = tu_fnv1a(h, &b.n, sizeof b.n);
+        h = tu_fnv1a(h, b.ids, b.n * sizeof b.ids[0]);
+        h = tu_fnv1a(h, b.labels, b.n * sizeof b.labels[0]);
+        h = tu_fnv1a(h, b.data, b.data_bytes);
+        coordl_release(L, &b);
+    }
+    return h;
+}
+
+static void test_minio_cache_over_a_lazy_index(void **state)
+{
+    (void)state;
+    tu_vtar v;
+    assert_int_equal(tu_vtar_init(&v, "/virtual-cache", 30, 7, g_jpg, g_jpg_len), 0);
+    coordl_config cfg = lazy_config(&v, 4, 16);
+    cfg.threads = 1; /* exact per-epoch counts (no overlap of epochs) */
+    cfg.readahead_items = 0;
+    coordl *L = tu_open(&cfg);
+    const uint64_t plain = batches_hash(L, 3, TU_FNV_OFFSET);
+    coordl_close(L);
+
+    /* the whole set cached: epoch 1 and 2 read nothing from storage */
+    cfg.cache_bytes = 1 << 20;
+    L = tu_open(&cfg);
+    assert_int_equal(coordl_num_items(L), 0); /* still lazy with a cache */
+    coordl_stats st1;
+    uint64_t whole = batches_hash(L, 1, TU_FNV_OFFSET);
+    coordl_get_stats(L, &st1);
+    assert_int_equal(st1.cache_items, 210);
+    const uint64_t reads0 = st1.storage_reads;
+    whole = batches_hash(L, 2, whole);
+    coordl_get_stats(L, &st1);
+    assert_int_equal(st1.storage_reads, reads0);
+    assert_int_equal(st1.cache_hits, 420);
+    coordl_close(L);
+    assert_true(whole == plain);
+
+    /* 100 items' worth: exactly 100 cached, exactly 100 hits an epoch */
+    cfg.cache_bytes = 100 * g_jpg_len;
+    L = tu_open(&cfg);
+    const uint64_t cut = batches_hash(L, 3, TU_FNV_OFFSET);
+    coordl_get_stats(L, &st1);
+    assert_int_equal(st1.cache_items, 100);
+    assert_int_equal(st1.cache_hits, 200);
+    coordl_close(L);
+    assert_true(cut == plain);
+    tu_vtar_destroy(&v);
+}
+
 int main(void)
 {
     tu_main_init(300);
@@ -208,6 +269,7 @@ int main(void)
         cmocka_unit_test(test_virtual_100m_set_opens_reading_one_shard),
         cmocka_unit_test(test_every_item_once_and_the_counts_after_epoch_0),
         cmocka_unit_test(test_a_shard_that_cannot_be_read_counts_zero),
+        cmocka_unit_test(test_minio_cache_over_a_lazy_index),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

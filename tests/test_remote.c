@@ -461,7 +461,7 @@ static void test_shard_gone_or_changed_after_indexing(void **state)
 }
 
 /* The shard-window order over HTTP indexes the shards lazily (one process,
- * no cache, no index_path: docs/shuffle.md): open reads the first shard
+ * no LRU cache, no index_path: docs/shuffle.md): open reads the first shard
  * only (the item count is not known yet), and the batches are the ones the
  * same shards give from local disk in the same order, byte for byte, two
  * epochs (ids (shard << 32) | ordinal on both sides). */
