@@ -1002,6 +1002,10 @@ typedef struct cdl__window {
     size_t unknown;     /* lazy: shards whose count is not known yet        */
     _Atomic uint64_t total; /* lazy: the items of the set once every count
                            is known, else 0                                 */
+    int front_valid;    /* lazy: the furthest window an item was mapped in  */
+    uint64_t front_epoch, front_window; /* (reset by a seek)                */
+    int ahead_stop;     /* lazy: the scan-ahead threads exit                */
+    pthread_cond_t ahead_cv; /* with mu: the front moved, or stop           */
     pthread_mutex_t mu; /* guards ep[] and victim                            */
     cdl__window_epoch ep[2];
     unsigned victim;    /* entry the next new epoch replaces                 */
@@ -1429,6 +1433,10 @@ typedef struct cdl__ring {
 
 /* The pool's state: this process's workers and read-ahead (set at open,
  * stopped at close; stop is read by the workers under the stream's lock). */
+/* Threads scanning a lazily indexed set's shards ahead of the order: two,
+ * so one shard's scan waits on storage while another's goes on. */
+#define CDL_SCAN_AHEAD_THREADS 2
+
 typedef struct cdl__pool {
     cdl__readahead *ra;    /* read-ahead, or NULL                          */
     cdl__worker *workers;
@@ -1436,6 +1444,9 @@ typedef struct cdl__pool {
                               prepares itself (cdl__consumer_help)          */
     int nworkers;
     int stop;              /* this process's workers exit                  */
+    pthread_t ahead[CDL_SCAN_AHEAD_THREADS]; /* a lazy index's scan-ahead
+                              threads (cdl__scan_ahead_main)               */
+    int nahead;
 } cdl__pool;
 
 #endif /* CDL_POOL_STATE_H */
@@ -1750,6 +1761,8 @@ CDL_PRIVATE void cdl__lazy_free(coordl *L);
 CDL_PRIVATE void cdl__lazy_adopt(const coordl *L, uint32_t s, cdl__lazy_block *b);
 CDL_PRIVATE coordl_status cdl__lazy_count(const coordl *L, uint32_t s, uint32_t *count, char *err, size_t errcap);
 CDL_PRIVATE int cdl__lazy_id_known(const coordl *L, uint64_t id);
+CDL_PRIVATE int cdl__lazy_prefetch(const coordl *L, uint32_t s);
+CDL_PRIVATE int cdl__lazy_ready(const coordl *L, uint32_t s);
 CDL_PRIVATE coordl_status cdl__lazy_ref(const coordl *L, uint64_t id, cdl__tar_ref *ref, char *name, size_t namecap,
                                         char *err, size_t errcap);
 #endif /* CDL_INDEX_H */
@@ -1832,6 +1845,10 @@ CDL_PRIVATE uint64_t cdl__sampler_bytes(const coordl *L);
 CDL_PRIVATE int cdl__sampler_known(const coordl *L, uint64_t epoch, uint64_t pos, int scan);
 CDL_PRIVATE uint64_t cdl__sampler_num_items(const coordl *L);
 CDL_PRIVATE int cdl__sampler_settle(coordl *L);
+CDL_PRIVATE size_t cdl__sampler_ahead(const coordl *L, uint32_t *out, size_t cap);
+CDL_PRIVATE void cdl__sampler_ahead_scan(const coordl *L, uint32_t s);
+CDL_PRIVATE void cdl__sampler_ahead_stop(const coordl *L);
+CDL_PRIVATE void cdl__sampler_seeked(const coordl *L);
 /* cdl__item_at past a lazily indexed epoch's end (found late) */
 #define CDL_NO_ITEM UINT64_MAX
 #endif /* CDL_SAMPLER_H */
@@ -5611,7 +5628,7 @@ static void cdl__lazy_publish(const coordl *L, uint32_t s, cdl__lazy_block *b) {
  * fails counts 0 items from then on (said once in the log): the order must
  * stay a function of the counts. A later scan that fails, or finds another
  * count (the shard changed), is an error for the item that asked. */
-static coordl_status cdl__lazy_resident(const coordl *L, uint32_t s, char *err, size_t errcap) {
+static coordl_status cdl__lazy_resident(const coordl *L, uint32_t s, char *err, size_t errcap, int wait) {
     cdl__lazy *z = L->index.lazy;
     for (;;) {
         if (z->block[s].refs || z->count[s] == 0) {
@@ -5619,6 +5636,7 @@ static coordl_status cdl__lazy_resident(const coordl *L, uint32_t s, char *err, 
             return COORDL_OK;
         }
         if (!z->scanning[s]) break;
+        if (!wait) return COORDL_OK; /* another thread scans it */
         pthread_cond_wait(&z->cv, &z->mu);
     }
     z->scanning[s] = 1;
@@ -5666,10 +5684,33 @@ CDL_PRIVATE coordl_status cdl__lazy_count(const coordl *L, uint32_t s, uint32_t 
     cdl__lazy *z = L->index.lazy;
     coordl_status rc = COORDL_OK;
     pthread_mutex_lock(&z->mu);
-    if (z->count[s] == CDL_LAZY_UNKNOWN) rc = cdl__lazy_resident(L, s, err, errcap);
+    if (z->count[s] == CDL_LAZY_UNKNOWN) rc = cdl__lazy_resident(L, s, err, errcap, 1);
     *count = z->count[s];
     pthread_mutex_unlock(&z->mu);
     return rc;
+}
+
+/* Shard s's block made resident ahead of need (the scan-ahead threads):
+ * scanned here unless it is resident or another thread scans it. 1: its
+ * count is known now (0: being scanned elsewhere, or a later scan failed). */
+CDL_PRIVATE int cdl__lazy_prefetch(const coordl *L, uint32_t s) {
+    cdl__lazy *z = L->index.lazy;
+    char err[CDL_ERRMSG_MAX];
+    pthread_mutex_lock(&z->mu);
+    cdl__lazy_resident(L, s, err, sizeof err, 0);
+    const int known = z->count[s] != CDL_LAZY_UNKNOWN;
+    pthread_mutex_unlock(&z->mu);
+    return known;
+}
+
+/* Whether shard s's block is resident, or it has no items (nothing to
+ * scan ahead). */
+CDL_PRIVATE int cdl__lazy_ready(const coordl *L, uint32_t s) {
+    cdl__lazy *z = L->index.lazy;
+    pthread_mutex_lock(&z->mu);
+    const int ready = z->block[s].refs != NULL || z->count[s] == 0 || z->scanning[s];
+    pthread_mutex_unlock(&z->mu);
+    return ready;
 }
 
 /* Whether id names an item of a shard whose count is known. */
@@ -5695,7 +5736,7 @@ CDL_PRIVATE coordl_status cdl__lazy_ref(const coordl *L, uint64_t id, cdl__tar_r
     }
     const char *shard = L->index.strings + L->index.tar_shards[s];
     pthread_mutex_lock(&z->mu);
-    coordl_status rc = cdl__lazy_resident(L, (uint32_t)s, err, errcap);
+    coordl_status rc = cdl__lazy_resident(L, (uint32_t)s, err, errcap, 1);
     if (rc == COORDL_OK && k >= z->count[s]) {
         snprintf(err, errcap, "%s: item %llu of a shard of %u", shard, (unsigned long long)k, z->count[s]);
         rc = COORDL_ERR_INVALID;
@@ -8790,6 +8831,28 @@ static size_t cdl__window_find(const uint64_t *prefix, size_t lo, size_t hi, uin
     return lo;
 }
 
+/* A lazy index: shard s's count into the tables (scanned if not known).
+ * Not under Wn->mu. */
+static void cdl__window_learn(const coordl *L, uint32_t s) {
+    cdl__window *Wn = L->sampler.window;
+    uint32_t count = 0;
+    char err[CDL_ERRMSG_MAX];
+    /* a shard that cannot be scanned counts 0 (index.c logs it); a later
+     * failure of a counted shard does not change its count */
+    if (cdl__lazy_count(L, s, &count, err, sizeof err) != COORDL_OK || count == CDL_LAZY_UNKNOWN) count = 0;
+    pthread_mutex_lock(&Wn->mu);
+    if (Wn->count[s] == UINT64_MAX) {
+        Wn->count[s] = count;
+        Wn->ep[0].valid = Wn->ep[1].valid = 0; /* prefix sums grow: rebuilt when next asked */
+        if (--Wn->unknown == 0) {
+            uint64_t total = 0;
+            for (size_t i = 0; i < Wn->nshards; i++) total += Wn->count[i];
+            atomic_store_explicit(&Wn->total, total, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&Wn->mu);
+}
+
 /* A lazy index: scans (through index.c) the shards of the windows of
  * `epoch` up to the one holding global position g, so that g maps to an item
  * or is known to be past the epoch's end. 1: it is; 0: not without a scan
@@ -8815,24 +8878,7 @@ static int cdl__window_ensure(const coordl *L, uint64_t epoch, uint64_t g, int s
         for (size_t i = e->known; i < hi && n < 64; i++)
             if (Wn->count[e->order[i]] == UINT64_MAX) todo[n++] = e->order[i];
         pthread_mutex_unlock(&Wn->mu);
-        for (size_t i = 0; i < n; i++) {
-            uint32_t count = 0;
-            char err[CDL_ERRMSG_MAX];
-            /* a shard that cannot be scanned counts 0 (index.c logs it);
-             * a later failure of a counted shard does not change its count */
-            if (cdl__lazy_count(L, todo[i], &count, err, sizeof err) != COORDL_OK || count == CDL_LAZY_UNKNOWN) count = 0;
-            pthread_mutex_lock(&Wn->mu);
-            if (Wn->count[todo[i]] == UINT64_MAX) {
-                Wn->count[todo[i]] = count;
-                Wn->ep[0].valid = Wn->ep[1].valid = 0; /* prefix sums grow: rebuilt when next asked */
-                if (--Wn->unknown == 0) {
-                    uint64_t total = 0;
-                    for (size_t s = 0; s < ns; s++) total += Wn->count[s];
-                    atomic_store_explicit(&Wn->total, total, memory_order_release);
-                }
-            }
-            pthread_mutex_unlock(&Wn->mu);
-        }
+        for (size_t i = 0; i < n; i++) cdl__window_learn(L, todo[i]);
     }
 }
 
@@ -8851,6 +8897,13 @@ static uint64_t cdl__window_item(const coordl *L, uint64_t epoch, uint64_t g) {
     const uint64_t w = cdl__window_find(e->prefix, 0, ns, g) / Wn->width;
     const size_t lo = (size_t)(w * Wn->width), hi = Wn->width < ns - lo ? lo + (size_t)Wn->width : ns;
     const uint64_t base = e->prefix[lo], n = e->prefix[hi] - base;
+    if (Wn->lazy && (!Wn->front_valid || epoch > Wn->front_epoch || (epoch == Wn->front_epoch && w > Wn->front_window))) {
+        /* the scan-ahead threads make the window after this one ready */
+        Wn->front_valid = 1;
+        Wn->front_epoch = epoch;
+        Wn->front_window = w;
+        pthread_cond_broadcast(&Wn->ahead_cv);
+    }
     cdl__perm within = cdl__perm_keyed(n, 0, L->cfg.seed, CDL_STREAM_WINDOW_ITEMS, epoch, w);
     const uint64_t t = base + cdl__perm_apply(&within, g - base);
     const size_t i = cdl__window_find(e->prefix, lo, hi, t);
@@ -8885,6 +8938,11 @@ CDL_PRIVATE coordl_status cdl__window_init(coordl *L) {
     if (pthread_mutex_init(&Wn->mu, NULL) != 0) {
         cdl__free(L, Wn);
         return cdl__open_fail(COORDL_ERR_NOMEM, "cannot create a mutex");
+    }
+    if (pthread_cond_init(&Wn->ahead_cv, NULL) != 0) {
+        pthread_mutex_destroy(&Wn->mu);
+        cdl__free(L, Wn);
+        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot create a condition variable");
     }
     L->sampler.window = Wn; /* from here on cdl__window_free (via coordl_close) owns it */
     if (L->cfg.shuffle_window_shards == 0) L->cfg.shuffle_window_shards = 8; /* coordl_get_config reports it */
@@ -8957,6 +9015,65 @@ CDL_PRIVATE int cdl__sampler_known(const coordl *L, uint64_t epoch, uint64_t pos
     return cdl__window_ensure(L, epoch, pos * (uint64_t)L->cfg.world + (uint64_t)L->cfg.rank, scan);
 }
 
+/* A lazy index's scan-ahead (pool.c runs the threads): the shards of the
+ * front window (the furthest an item was mapped in) and of the one after
+ * it, possibly in the next epoch, whose blocks are not resident, into
+ * out[0..n); waits while there are none. 0: stop. */
+CDL_PRIVATE size_t cdl__sampler_ahead(const coordl *L, uint32_t *out, size_t cap) {
+    cdl__window *Wn = L->sampler.window;
+    pthread_mutex_lock(&Wn->mu);
+    for (;;) {
+        if (Wn->ahead_stop) break;
+        size_t n = 0;
+        if (Wn->front_valid) {
+            const size_t ns = Wn->nshards;
+            const uint64_t nwin = (ns + Wn->width - 1) / Wn->width;
+            for (uint64_t k = 0; k < 2 && n < cap; k++) {
+                uint64_t epoch = Wn->front_epoch, w = Wn->front_window + k;
+                if (w >= nwin) {
+                    epoch++;
+                    w -= nwin;
+                }
+                const cdl__window_epoch *e = cdl__window_table(L, epoch);
+                const size_t hi = (w + 1) * Wn->width < ns ? (size_t)((w + 1) * Wn->width) : ns;
+                for (size_t i = (size_t)(w * Wn->width); i < hi && n < cap; i++)
+                    if (!cdl__lazy_ready(L, e->order[i])) out[n++] = e->order[i];
+            }
+        }
+        if (n) {
+            pthread_mutex_unlock(&Wn->mu);
+            return n;
+        }
+        pthread_cond_wait(&Wn->ahead_cv, &Wn->mu);
+    }
+    pthread_mutex_unlock(&Wn->mu);
+    return 0;
+}
+
+/* Shard s made resident by a scan-ahead thread, its count recorded. */
+CDL_PRIVATE void cdl__sampler_ahead_scan(const coordl *L, uint32_t s) {
+    if (cdl__lazy_prefetch(L, s)) cdl__window_learn(L, s);
+}
+
+/* The scan-ahead threads exit (they may be mid-scan: join them after). */
+CDL_PRIVATE void cdl__sampler_ahead_stop(const coordl *L) {
+    cdl__window *Wn = L->sampler.window;
+    if (!Wn || !Wn->lazy) return;
+    pthread_mutex_lock(&Wn->mu);
+    Wn->ahead_stop = 1;
+    pthread_cond_broadcast(&Wn->ahead_cv);
+    pthread_mutex_unlock(&Wn->mu);
+}
+
+/* A seek: the front window is found again from the next item mapped. */
+CDL_PRIVATE void cdl__sampler_seeked(const coordl *L) {
+    cdl__window *Wn = L->sampler.window;
+    if (!Wn || !Wn->lazy) return;
+    pthread_mutex_lock(&Wn->mu);
+    Wn->front_valid = 0;
+    pthread_mutex_unlock(&Wn->mu);
+}
+
 /* Items in the set: a lazy index's once every shard is counted, else 0. */
 CDL_PRIVATE uint64_t cdl__sampler_num_items(const coordl *L) {
     if (!L->index.lazy) return L->index.num_items;
@@ -8970,8 +9087,10 @@ CDL_PRIVATE uint64_t cdl__sampler_num_items(const coordl *L) {
 CDL_PRIVATE int cdl__sampler_settle(coordl *L) {
     if (!L->sampler.window || !L->sampler.window->lazy) return 1;
     if (__atomic_load_n(&L->sampler.share, __ATOMIC_RELAXED) != UINT64_MAX) return 1;
+    /* 0 until every shard is counted: a lazy set has items (open found
+     * some in its first shard), so a known total is never 0 */
     const uint64_t total = atomic_load_explicit(&L->sampler.window->total, memory_order_acquire);
-    if (total == 0 && L->sampler.window->unknown) return 0;
+    if (total == 0) return 0;
     __atomic_store_n(&L->sampler.share, total / (uint64_t)L->cfg.world, __ATOMIC_RELAXED);
     __atomic_store_n(&L->sampler.bpe, cdl__batches_for(L, L->cfg.batch_size), __ATOMIC_RELAXED);
     return 1;
@@ -8987,6 +9106,7 @@ CDL_PRIVATE void cdl__window_free(coordl *L) {
     cdl__free(L, Wn->count);
     cdl__free(L, Wn->first);
     cdl__free(L, Wn->by_shard);
+    pthread_cond_destroy(&Wn->ahead_cv);
     pthread_mutex_destroy(&Wn->mu);
     cdl__free(L, Wn);
     L->sampler.window = NULL;
@@ -14440,8 +14560,8 @@ CDL_PRIVATE coordl_status cdl__stream_init(cdl__stream *S, int pshared) {
 /*
  * pool.c - the worker pool.
  *
- * Owns:  L->pool: the worker threads, the consumer's helper scratch, and
- *        the stop flag
+ * Owns:  L->pool: the worker threads, the consumer's helper scratch, the
+ *        stop flag, and a lazy index's scan-ahead threads
  * Lock:  the stream's lock for claims and stop; each worker's scratch is
  *        its own
  * Calls: status, rand, placement, lock, io, index, sampler, cache, readahead,
@@ -14669,6 +14789,20 @@ static int cdl__worker_start(cdl__worker *W, int bind, int *bound) {
     return e;
 }
 
+/* A lazy index's scan-ahead thread: makes the shards of the window after
+ * the one the order is in resident before a worker, the read-ahead or the
+ * stream's assignment (under its lock) would wait for their scan. With two
+ * of them a window's shards are scanned two at a time. */
+static void *cdl__scan_ahead_main(void *arg) {
+    coordl *L = arg;
+    uint32_t todo[64];
+    pthread_setname_np(pthread_self(), "coordl-index");
+    size_t n;
+    while ((n = cdl__sampler_ahead(L, todo, 64)) > 0)
+        for (size_t i = 0; i < n; i++) cdl__sampler_ahead_scan(L, todo[i]);
+    return NULL;
+}
+
 CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
     const cdl__placement *P = &L->place;
     int first, count;
@@ -14735,10 +14869,22 @@ CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
         L->stats.st.threads_bound += (uint32_t)bound;
     }
     L->stats.st.threads = (uint32_t)n;
+    if (L->index.lazy && L->sampler.window) {
+        for (int i = 0; i < CDL_SCAN_AHEAD_THREADS; i++) {
+            const int e = pthread_create(&L->pool.ahead[i], NULL, cdl__scan_ahead_main, L);
+            if (e != 0) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start a scan-ahead thread: %s", strerror(e));
+            L->pool.nahead++;
+        }
+    }
     return COORDL_OK;
 }
 
 CDL_PRIVATE void cdl__pool_stop(coordl *L) {
+    if (L->pool.nahead) { /* first: one may be mid-scan, through the readers the others close */
+        cdl__sampler_ahead_stop(L);
+        for (int i = 0; i < L->pool.nahead; i++) pthread_join(L->pool.ahead[i], NULL);
+        L->pool.nahead = 0;
+    }
     if (!L->pool.workers && !L->pool.helper) {
         cdl__ra_stop(L);
         return;
@@ -15855,7 +16001,9 @@ static coordl_status cdl__open_private_stream(coordl *L) {
 static void cdl__open_log(coordl *L) {
     cdl__log(L, COORDL_LOG_INFO, "opened %s: %llu items, %u classes, %llu batches/epoch, %d workers, "
              "cache %llu bytes", L->cfg.source, (unsigned long long)L->index.num_items, L->index.num_classes,
-             (unsigned long long)L->sampler.bpe, L->pool.nworkers, (unsigned long long)L->cfg.cache_bytes);
+             /* a lazy index's workers may have settled it already */
+             (unsigned long long)__atomic_load_n(&L->sampler.bpe, __ATOMIC_RELAXED), L->pool.nworkers,
+             (unsigned long long)L->cfg.cache_bytes);
     char node[32];
     if (L->place.node >= 0) snprintf(node, sizeof node, "node %d", L->place.node);
     else snprintf(node, sizeof node, "%d nodes (interleaved)", L->place.nnodes);
@@ -16189,6 +16337,7 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
     L->S->cut_epoch = UINT64_MAX; /* whole epochs of the current size again */
     L->S->cut_pos = 0;
     cdl__peer_seek(L, epoch, batch);
+    cdl__sampler_seeked(L);
     cdl__stream_restart(L, 0);
     cdl__unlock(L);
     return COORDL_OK;

@@ -174,7 +174,9 @@ static coordl_status cdl__open_private_stream(coordl *L) {
 static void cdl__open_log(coordl *L) {
     cdl__log(L, COORDL_LOG_INFO, "opened %s: %llu items, %u classes, %llu batches/epoch, %d workers, "
              "cache %llu bytes", L->cfg.source, (unsigned long long)L->index.num_items, L->index.num_classes,
-             (unsigned long long)L->sampler.bpe, L->pool.nworkers, (unsigned long long)L->cfg.cache_bytes);
+             /* a lazy index's workers may have settled it already */
+             (unsigned long long)__atomic_load_n(&L->sampler.bpe, __ATOMIC_RELAXED), L->pool.nworkers,
+             (unsigned long long)L->cfg.cache_bytes);
     char node[32];
     if (L->place.node >= 0) snprintf(node, sizeof node, "node %d", L->place.node);
     else snprintf(node, sizeof node, "%d nodes (interleaved)", L->place.nnodes);
@@ -508,6 +510,7 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
     L->S->cut_epoch = UINT64_MAX; /* whole epochs of the current size again */
     L->S->cut_pos = 0;
     cdl__peer_seek(L, epoch, batch);
+    cdl__sampler_seeked(L);
     cdl__stream_restart(L, 0);
     cdl__unlock(L);
     return COORDL_OK;

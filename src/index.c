@@ -391,7 +391,7 @@ static void cdl__lazy_publish(const coordl *L, uint32_t s, cdl__lazy_block *b) {
  * fails counts 0 items from then on (said once in the log): the order must
  * stay a function of the counts. A later scan that fails, or finds another
  * count (the shard changed), is an error for the item that asked. */
-static coordl_status cdl__lazy_resident(const coordl *L, uint32_t s, char *err, size_t errcap) {
+static coordl_status cdl__lazy_resident(const coordl *L, uint32_t s, char *err, size_t errcap, int wait) {
     cdl__lazy *z = L->index.lazy;
     for (;;) {
         if (z->block[s].refs || z->count[s] == 0) {
@@ -399,6 +399,7 @@ static coordl_status cdl__lazy_resident(const coordl *L, uint32_t s, char *err, 
             return COORDL_OK;
         }
         if (!z->scanning[s]) break;
+        if (!wait) return COORDL_OK; /* another thread scans it */
         pthread_cond_wait(&z->cv, &z->mu);
     }
     z->scanning[s] = 1;
@@ -446,10 +447,33 @@ CDL_PRIVATE coordl_status cdl__lazy_count(const coordl *L, uint32_t s, uint32_t 
     cdl__lazy *z = L->index.lazy;
     coordl_status rc = COORDL_OK;
     pthread_mutex_lock(&z->mu);
-    if (z->count[s] == CDL_LAZY_UNKNOWN) rc = cdl__lazy_resident(L, s, err, errcap);
+    if (z->count[s] == CDL_LAZY_UNKNOWN) rc = cdl__lazy_resident(L, s, err, errcap, 1);
     *count = z->count[s];
     pthread_mutex_unlock(&z->mu);
     return rc;
+}
+
+/* Shard s's block made resident ahead of need (the scan-ahead threads):
+ * scanned here unless it is resident or another thread scans it. 1: its
+ * count is known now (0: being scanned elsewhere, or a later scan failed). */
+CDL_PRIVATE int cdl__lazy_prefetch(const coordl *L, uint32_t s) {
+    cdl__lazy *z = L->index.lazy;
+    char err[CDL_ERRMSG_MAX];
+    pthread_mutex_lock(&z->mu);
+    cdl__lazy_resident(L, s, err, sizeof err, 0);
+    const int known = z->count[s] != CDL_LAZY_UNKNOWN;
+    pthread_mutex_unlock(&z->mu);
+    return known;
+}
+
+/* Whether shard s's block is resident, or it has no items (nothing to
+ * scan ahead). */
+CDL_PRIVATE int cdl__lazy_ready(const coordl *L, uint32_t s) {
+    cdl__lazy *z = L->index.lazy;
+    pthread_mutex_lock(&z->mu);
+    const int ready = z->block[s].refs != NULL || z->count[s] == 0 || z->scanning[s];
+    pthread_mutex_unlock(&z->mu);
+    return ready;
 }
 
 /* Whether id names an item of a shard whose count is known. */
@@ -475,7 +499,7 @@ CDL_PRIVATE coordl_status cdl__lazy_ref(const coordl *L, uint64_t id, cdl__tar_r
     }
     const char *shard = L->index.strings + L->index.tar_shards[s];
     pthread_mutex_lock(&z->mu);
-    coordl_status rc = cdl__lazy_resident(L, (uint32_t)s, err, errcap);
+    coordl_status rc = cdl__lazy_resident(L, (uint32_t)s, err, errcap, 1);
     if (rc == COORDL_OK && k >= z->count[s]) {
         snprintf(err, errcap, "%s: item %llu of a shard of %u", shard, (unsigned long long)k, z->count[s]);
         rc = COORDL_ERR_INVALID;

@@ -2,8 +2,8 @@
 /*
  * pool.c - the worker pool.
  *
- * Owns:  L->pool: the worker threads, the consumer's helper scratch, and
- *        the stop flag
+ * Owns:  L->pool: the worker threads, the consumer's helper scratch, the
+ *        stop flag, and a lazy index's scan-ahead threads
  * Lock:  the stream's lock for claims and stop; each worker's scratch is
  *        its own
  * Calls: status, rand, placement, lock, io, index, sampler, cache, readahead,
@@ -12,6 +12,7 @@
  */
 #include "platform.h"
 #include "pool.h"
+#include "pool_state.h"
 #include "status.h"
 #include "status_state.h"
 #include "rand.h"
@@ -253,6 +254,20 @@ static int cdl__worker_start(cdl__worker *W, int bind, int *bound) {
     return e;
 }
 
+/* A lazy index's scan-ahead thread: makes the shards of the window after
+ * the one the order is in resident before a worker, the read-ahead or the
+ * stream's assignment (under its lock) would wait for their scan. With two
+ * of them a window's shards are scanned two at a time. */
+static void *cdl__scan_ahead_main(void *arg) {
+    coordl *L = arg;
+    uint32_t todo[64];
+    pthread_setname_np(pthread_self(), "coordl-index");
+    size_t n;
+    while ((n = cdl__sampler_ahead(L, todo, 64)) > 0)
+        for (size_t i = 0; i < n; i++) cdl__sampler_ahead_scan(L, todo[i]);
+    return NULL;
+}
+
 CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
     const cdl__placement *P = &L->place;
     int first, count;
@@ -319,10 +334,22 @@ CDL_PRIVATE coordl_status cdl__pool_start(coordl *L) {
         L->stats.st.threads_bound += (uint32_t)bound;
     }
     L->stats.st.threads = (uint32_t)n;
+    if (L->index.lazy && L->sampler.window) {
+        for (int i = 0; i < CDL_SCAN_AHEAD_THREADS; i++) {
+            const int e = pthread_create(&L->pool.ahead[i], NULL, cdl__scan_ahead_main, L);
+            if (e != 0) return cdl__open_fail(COORDL_ERR_NOMEM, "cannot start a scan-ahead thread: %s", strerror(e));
+            L->pool.nahead++;
+        }
+    }
     return COORDL_OK;
 }
 
 CDL_PRIVATE void cdl__pool_stop(coordl *L) {
+    if (L->pool.nahead) { /* first: one may be mid-scan, through the readers the others close */
+        cdl__sampler_ahead_stop(L);
+        for (int i = 0; i < L->pool.nahead; i++) pthread_join(L->pool.ahead[i], NULL);
+        L->pool.nahead = 0;
+    }
     if (!L->pool.workers && !L->pool.helper) {
         cdl__ra_stop(L);
         return;

@@ -10,6 +10,10 @@
 
 /* The pool's state: this process's workers and read-ahead (set at open,
  * stopped at close; stop is read by the workers under the stream's lock). */
+/* Threads scanning a lazily indexed set's shards ahead of the order: two,
+ * so one shard's scan waits on storage while another's goes on. */
+#define CDL_SCAN_AHEAD_THREADS 2
+
 typedef struct cdl__pool {
     cdl__readahead *ra;    /* read-ahead, or NULL                          */
     cdl__worker *workers;
@@ -17,6 +21,9 @@ typedef struct cdl__pool {
                               prepares itself (cdl__consumer_help)          */
     int nworkers;
     int stop;              /* this process's workers exit                  */
+    pthread_t ahead[CDL_SCAN_AHEAD_THREADS]; /* a lazy index's scan-ahead
+                              threads (cdl__scan_ahead_main)               */
+    int nahead;
 } cdl__pool;
 
 #endif /* CDL_POOL_STATE_H */

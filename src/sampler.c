@@ -254,6 +254,28 @@ static size_t cdl__window_find(const uint64_t *prefix, size_t lo, size_t hi, uin
     return lo;
 }
 
+/* A lazy index: shard s's count into the tables (scanned if not known).
+ * Not under Wn->mu. */
+static void cdl__window_learn(const coordl *L, uint32_t s) {
+    cdl__window *Wn = L->sampler.window;
+    uint32_t count = 0;
+    char err[CDL_ERRMSG_MAX];
+    /* a shard that cannot be scanned counts 0 (index.c logs it); a later
+     * failure of a counted shard does not change its count */
+    if (cdl__lazy_count(L, s, &count, err, sizeof err) != COORDL_OK || count == CDL_LAZY_UNKNOWN) count = 0;
+    pthread_mutex_lock(&Wn->mu);
+    if (Wn->count[s] == UINT64_MAX) {
+        Wn->count[s] = count;
+        Wn->ep[0].valid = Wn->ep[1].valid = 0; /* prefix sums grow: rebuilt when next asked */
+        if (--Wn->unknown == 0) {
+            uint64_t total = 0;
+            for (size_t i = 0; i < Wn->nshards; i++) total += Wn->count[i];
+            atomic_store_explicit(&Wn->total, total, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&Wn->mu);
+}
+
 /* A lazy index: scans (through index.c) the shards of the windows of
  * `epoch` up to the one holding global position g, so that g maps to an item
  * or is known to be past the epoch's end. 1: it is; 0: not without a scan
@@ -279,24 +301,7 @@ static int cdl__window_ensure(const coordl *L, uint64_t epoch, uint64_t g, int s
         for (size_t i = e->known; i < hi && n < 64; i++)
             if (Wn->count[e->order[i]] == UINT64_MAX) todo[n++] = e->order[i];
         pthread_mutex_unlock(&Wn->mu);
-        for (size_t i = 0; i < n; i++) {
-            uint32_t count = 0;
-            char err[CDL_ERRMSG_MAX];
-            /* a shard that cannot be scanned counts 0 (index.c logs it);
-             * a later failure of a counted shard does not change its count */
-            if (cdl__lazy_count(L, todo[i], &count, err, sizeof err) != COORDL_OK || count == CDL_LAZY_UNKNOWN) count = 0;
-            pthread_mutex_lock(&Wn->mu);
-            if (Wn->count[todo[i]] == UINT64_MAX) {
-                Wn->count[todo[i]] = count;
-                Wn->ep[0].valid = Wn->ep[1].valid = 0; /* prefix sums grow: rebuilt when next asked */
-                if (--Wn->unknown == 0) {
-                    uint64_t total = 0;
-                    for (size_t s = 0; s < ns; s++) total += Wn->count[s];
-                    atomic_store_explicit(&Wn->total, total, memory_order_release);
-                }
-            }
-            pthread_mutex_unlock(&Wn->mu);
-        }
+        for (size_t i = 0; i < n; i++) cdl__window_learn(L, todo[i]);
     }
 }
 
@@ -315,6 +320,13 @@ static uint64_t cdl__window_item(const coordl *L, uint64_t epoch, uint64_t g) {
     const uint64_t w = cdl__window_find(e->prefix, 0, ns, g) / Wn->width;
     const size_t lo = (size_t)(w * Wn->width), hi = Wn->width < ns - lo ? lo + (size_t)Wn->width : ns;
     const uint64_t base = e->prefix[lo], n = e->prefix[hi] - base;
+    if (Wn->lazy && (!Wn->front_valid || epoch > Wn->front_epoch || (epoch == Wn->front_epoch && w > Wn->front_window))) {
+        /* the scan-ahead threads make the window after this one ready */
+        Wn->front_valid = 1;
+        Wn->front_epoch = epoch;
+        Wn->front_window = w;
+        pthread_cond_broadcast(&Wn->ahead_cv);
+    }
     cdl__perm within = cdl__perm_keyed(n, 0, L->cfg.seed, CDL_STREAM_WINDOW_ITEMS, epoch, w);
     const uint64_t t = base + cdl__perm_apply(&within, g - base);
     const size_t i = cdl__window_find(e->prefix, lo, hi, t);
@@ -349,6 +361,11 @@ CDL_PRIVATE coordl_status cdl__window_init(coordl *L) {
     if (pthread_mutex_init(&Wn->mu, NULL) != 0) {
         cdl__free(L, Wn);
         return cdl__open_fail(COORDL_ERR_NOMEM, "cannot create a mutex");
+    }
+    if (pthread_cond_init(&Wn->ahead_cv, NULL) != 0) {
+        pthread_mutex_destroy(&Wn->mu);
+        cdl__free(L, Wn);
+        return cdl__open_fail(COORDL_ERR_NOMEM, "cannot create a condition variable");
     }
     L->sampler.window = Wn; /* from here on cdl__window_free (via coordl_close) owns it */
     if (L->cfg.shuffle_window_shards == 0) L->cfg.shuffle_window_shards = 8; /* coordl_get_config reports it */
@@ -421,6 +438,65 @@ CDL_PRIVATE int cdl__sampler_known(const coordl *L, uint64_t epoch, uint64_t pos
     return cdl__window_ensure(L, epoch, pos * (uint64_t)L->cfg.world + (uint64_t)L->cfg.rank, scan);
 }
 
+/* A lazy index's scan-ahead (pool.c runs the threads): the shards of the
+ * front window (the furthest an item was mapped in) and of the one after
+ * it, possibly in the next epoch, whose blocks are not resident, into
+ * out[0..n); waits while there are none. 0: stop. */
+CDL_PRIVATE size_t cdl__sampler_ahead(const coordl *L, uint32_t *out, size_t cap) {
+    cdl__window *Wn = L->sampler.window;
+    pthread_mutex_lock(&Wn->mu);
+    for (;;) {
+        if (Wn->ahead_stop) break;
+        size_t n = 0;
+        if (Wn->front_valid) {
+            const size_t ns = Wn->nshards;
+            const uint64_t nwin = (ns + Wn->width - 1) / Wn->width;
+            for (uint64_t k = 0; k < 2 && n < cap; k++) {
+                uint64_t epoch = Wn->front_epoch, w = Wn->front_window + k;
+                if (w >= nwin) {
+                    epoch++;
+                    w -= nwin;
+                }
+                const cdl__window_epoch *e = cdl__window_table(L, epoch);
+                const size_t hi = (w + 1) * Wn->width < ns ? (size_t)((w + 1) * Wn->width) : ns;
+                for (size_t i = (size_t)(w * Wn->width); i < hi && n < cap; i++)
+                    if (!cdl__lazy_ready(L, e->order[i])) out[n++] = e->order[i];
+            }
+        }
+        if (n) {
+            pthread_mutex_unlock(&Wn->mu);
+            return n;
+        }
+        pthread_cond_wait(&Wn->ahead_cv, &Wn->mu);
+    }
+    pthread_mutex_unlock(&Wn->mu);
+    return 0;
+}
+
+/* Shard s made resident by a scan-ahead thread, its count recorded. */
+CDL_PRIVATE void cdl__sampler_ahead_scan(const coordl *L, uint32_t s) {
+    if (cdl__lazy_prefetch(L, s)) cdl__window_learn(L, s);
+}
+
+/* The scan-ahead threads exit (they may be mid-scan: join them after). */
+CDL_PRIVATE void cdl__sampler_ahead_stop(const coordl *L) {
+    cdl__window *Wn = L->sampler.window;
+    if (!Wn || !Wn->lazy) return;
+    pthread_mutex_lock(&Wn->mu);
+    Wn->ahead_stop = 1;
+    pthread_cond_broadcast(&Wn->ahead_cv);
+    pthread_mutex_unlock(&Wn->mu);
+}
+
+/* A seek: the front window is found again from the next item mapped. */
+CDL_PRIVATE void cdl__sampler_seeked(const coordl *L) {
+    cdl__window *Wn = L->sampler.window;
+    if (!Wn || !Wn->lazy) return;
+    pthread_mutex_lock(&Wn->mu);
+    Wn->front_valid = 0;
+    pthread_mutex_unlock(&Wn->mu);
+}
+
 /* Items in the set: a lazy index's once every shard is counted, else 0. */
 CDL_PRIVATE uint64_t cdl__sampler_num_items(const coordl *L) {
     if (!L->index.lazy) return L->index.num_items;
@@ -434,8 +510,10 @@ CDL_PRIVATE uint64_t cdl__sampler_num_items(const coordl *L) {
 CDL_PRIVATE int cdl__sampler_settle(coordl *L) {
     if (!L->sampler.window || !L->sampler.window->lazy) return 1;
     if (__atomic_load_n(&L->sampler.share, __ATOMIC_RELAXED) != UINT64_MAX) return 1;
+    /* 0 until every shard is counted: a lazy set has items (open found
+     * some in its first shard), so a known total is never 0 */
     const uint64_t total = atomic_load_explicit(&L->sampler.window->total, memory_order_acquire);
-    if (total == 0 && L->sampler.window->unknown) return 0;
+    if (total == 0) return 0;
     __atomic_store_n(&L->sampler.share, total / (uint64_t)L->cfg.world, __ATOMIC_RELAXED);
     __atomic_store_n(&L->sampler.bpe, cdl__batches_for(L, L->cfg.batch_size), __ATOMIC_RELAXED);
     return 1;
@@ -451,6 +529,7 @@ CDL_PRIVATE void cdl__window_free(coordl *L) {
     cdl__free(L, Wn->count);
     cdl__free(L, Wn->first);
     cdl__free(L, Wn->by_shard);
+    pthread_cond_destroy(&Wn->ahead_cv);
     pthread_mutex_destroy(&Wn->mu);
     cdl__free(L, Wn);
     L->sampler.window = NULL;

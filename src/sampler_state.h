@@ -58,6 +58,10 @@ typedef struct cdl__window {
     size_t unknown;     /* lazy: shards whose count is not known yet        */
     _Atomic uint64_t total; /* lazy: the items of the set once every count
                            is known, else 0                                 */
+    int front_valid;    /* lazy: the furthest window an item was mapped in  */
+    uint64_t front_epoch, front_window; /* (reset by a seek)                */
+    int ahead_stop;     /* lazy: the scan-ahead threads exit                */
+    pthread_cond_t ahead_cv; /* with mu: the front moved, or stop           */
     pthread_mutex_t mu; /* guards ep[] and victim                            */
     cdl__window_epoch ep[2];
     unsigned victim;    /* entry the next new epoch replaces                 */

@@ -14,7 +14,10 @@
  *   - the MinIO cache over a lazy index (per-shard entry tables): a budget
  *     of the whole set serves epoch 1 without a storage read, a budget of
  *     100 items holds exactly 100 and serves exactly them, and the batches
- *     are those of the run without a cache.
+ *     are those of the run without a cache;
+ *   - the scan-ahead threads ("coordl-index") scan the next window's shards
+ *     while the trainer holds still after its first batch, and no shard
+ *     beyond it.
  * test_shard_window.c runs the whole shard-window suite both ways and
  * checks the lazy batches equal the fully indexed ones row for row.
  */
@@ -24,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static uint8_t *g_jpg;
 static size_t g_jpg_len;
@@ -262,6 +266,43 @@ static void test_minio_cache_over_a_lazy_index(void **state)
     tu_vtar_destroy(&v);
 }
 
+/* 40 shards x 100, window 4 (400 items); the ring and read-ahead hold
+ * fewer than 400 rows, so after one batch the workers and the read-ahead
+ * need window 0's shards only: window 1's are scanned by the scan-ahead
+ * threads (all but shard 0, which open scans, if it is one of them). */
+static void test_scan_ahead_threads_scan_the_next_window(void **state)
+{
+    (void)state;
+    tu_vtar v;
+    assert_int_equal(tu_vtar_init(&v, "/virtual-ahead", 40, 100, g_jpg, g_jpg_len), 0);
+    coordl_config cfg = lazy_config(&v, 4, 16);
+    cfg.prefetch_batches = 4;
+    cfg.readahead_items = 32;
+    coordl *L = tu_open(&cfg);
+    coordl_batch b;
+    assert_int_equal(coordl_next(L, &b), COORDL_OK);
+    /* up to 10 s for window 1 to be scanned (it takes milliseconds) */
+    size_t by_index = 0;
+    for (int t = 0; t < 1000; t++) {
+        if (atomic_load(&v.shards_opened) >= 8) {
+            by_index = 0;
+            for (uint32_t s = 0; s < v.nshards; s++)
+                by_index += atomic_load(&v.opened[s]) && strcmp(v.first_opener[s], "coordl-index") == 0;
+            if (by_index >= 3) break;
+        }
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    const uint64_t opened = atomic_load(&v.shards_opened);
+    printf("after one batch: %llu shards opened, %zu first by a scan-ahead thread\n", (unsigned long long)opened,
+           by_index);
+    assert_true(opened >= 8 && opened <= 9); /* windows 0 and 1, and shard 0 */
+    assert_true(by_index >= 3);
+    coordl_release(L, &b);
+    coordl_close(L);
+    tu_vtar_destroy(&v);
+}
+
 int main(void)
 {
     tu_main_init(300);
@@ -270,6 +311,7 @@ int main(void)
         cmocka_unit_test(test_every_item_once_and_the_counts_after_epoch_0),
         cmocka_unit_test(test_a_shard_that_cannot_be_read_counts_zero),
         cmocka_unit_test(test_minio_cache_over_a_lazy_index),
+        cmocka_unit_test(test_scan_ahead_threads_scan_the_next_window),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -16,6 +16,7 @@
 #define COORDL_TU_VIRTUAL_TAR_H
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,6 +39,8 @@ typedef struct tu_vtar {
     int64_t fail_shard; /* this shard's open fails with EIO; -1: none */
     _Atomic uint64_t opens, shard_opens, reads;
     _Atomic uint8_t *opened;       /* per shard: opened at least once     */
+    char (*first_opener)[16];      /* per shard: the name of the thread that
+                                      opened it first                      */
     _Atomic uint64_t shards_opened; /* distinct shards opened            */
 } tu_vtar;
 
@@ -108,7 +111,10 @@ static int tu_vtar_open(void *user, const char *path, void **file, uint64_t *siz
     if (strncmp(path, v->root, rl) != 0 || sscanf(path + rl, "/shard-%5u.ta%1s", &k, tail) != 2 || k >= v->nshards)
         return -ENOENT;
     atomic_fetch_add(&v->shard_opens, 1);
-    if (atomic_exchange(&v->opened[k], 1) == 0) atomic_fetch_add(&v->shards_opened, 1);
+    if (atomic_exchange(&v->opened[k], 1) == 0) {
+        pthread_getname_np(pthread_self(), v->first_opener[k], sizeof v->first_opener[k]);
+        atomic_fetch_add(&v->shards_opened, 1); /* after the name: a reader of the count sees it */
+    }
     if ((int64_t)k == v->fail_shard) return -EIO;
     *file = (void *)(uintptr_t)(k + 2);
     *size = tu_vtar_shard_size(v);
@@ -165,9 +171,11 @@ static int tu_vtar_init(tu_vtar *v, const char *root, uint32_t nshards, uint32_t
     const size_t line = strlen(root) + 24;
     v->list = malloc((size_t)nshards * line + 1);
     v->opened = calloc(nshards ? nshards : 1, sizeof *v->opened);
-    if (!v->list || !v->opened) {
+    v->first_opener = calloc(nshards ? nshards : 1, sizeof *v->first_opener);
+    if (!v->list || !v->opened || !v->first_opener) {
         free(v->list);
         free((void *)v->opened);
+        free(v->first_opener);
         return -1;
     }
     for (uint32_t k = 0; k < nshards; k++)
@@ -183,6 +191,8 @@ static void tu_vtar_destroy(tu_vtar *v)
 {
     free(v->list);
     free((void *)v->opened);
+    free(v->first_opener);
+    v->first_opener = NULL;
     v->list = NULL;
     v->opened = NULL;
 }
