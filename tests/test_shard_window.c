@@ -442,9 +442,17 @@ static void test_drop_last_cuts_the_same_order(void **state)
     rows_t *all = run_cfg(&cfg, 2);
     cfg.drop_last = 1;
     coordl *L = tu_open(&cfg);
-    /* a lazy index knows the count once every shard is reached */
-    assert_int_equal(coordl_batches_per_epoch(L), g_lazy ? 0 : 7);
-    assert_int_equal(coordl_num_items(L), g_lazy ? 0 : NITEMS);
+    /* a lazy index knows the count once every shard is reached: 0 before
+     * (the workers, started by open, may have reached them all already in
+     * a set this small) */
+    const uint64_t bpe0 = coordl_batches_per_epoch(L), n0 = coordl_num_items(L);
+    if (g_lazy) {
+        assert_true(bpe0 == 0 || bpe0 == 7);
+        assert_true(n0 == 0 || n0 == NITEMS);
+    } else {
+        assert_int_equal(bpe0, 7);
+        assert_int_equal(n0, NITEMS);
+    }
     rows_t *r = calloc(1, sizeof *r);
     assert_non_null(r);
     read_epochs(L, 2, r);
