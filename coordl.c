@@ -878,6 +878,10 @@ typedef struct cdl__lazy {
     size_t resident, max_resident;
     uint64_t tick;
     uint64_t known_shards, known_items, known_bytes, scans;
+    uint64_t failed, failed_reported; /* shards whose first scan failed;
+                                         those coordl_next has reported  */
+    coordl_status first_fail_rc;
+    char first_fail[CDL_ERRMSG_MAX];   /* the first one's message         */
     int32_t max_label;
     cdl__lazy_scan_fn scan;
     pthread_mutex_t mu;
@@ -1761,6 +1765,7 @@ CDL_PRIVATE void cdl__lazy_free(coordl *L);
 CDL_PRIVATE void cdl__lazy_adopt(const coordl *L, uint32_t s, cdl__lazy_block *b);
 CDL_PRIVATE coordl_status cdl__lazy_count(const coordl *L, uint32_t s, uint32_t *count, char *err, size_t errcap);
 CDL_PRIVATE int cdl__lazy_id_known(const coordl *L, uint64_t id);
+CDL_PRIVATE int cdl__lazy_new_failure(const coordl *L, coordl_status *rc, char *msg, size_t cap);
 CDL_PRIVATE int cdl__lazy_prefetch(const coordl *L, uint32_t s);
 CDL_PRIVATE int cdl__lazy_ready(const coordl *L, uint32_t s);
 CDL_PRIVATE coordl_status cdl__lazy_ref(const coordl *L, uint64_t id, cdl__tar_ref *ref, char *name, size_t namecap,
@@ -5655,6 +5660,11 @@ static coordl_status cdl__lazy_resident(const coordl *L, uint32_t s, char *err, 
         z->count[s] = 0;
         z->known_shards++;
         cdl__log(L, COORDL_LOG_ERROR, "source: tar shard %s: %s; its items are left out of every epoch", shard, why);
+        if (z->failed++ == 0) {
+            z->first_fail_rc = rc;
+            snprintf(z->first_fail, sizeof z->first_fail, "tar shard %s: %s; its items are left out of every epoch",
+                     shard, why);
+        }
         return COORDL_OK;
     }
     if (rc != COORDL_OK) {
@@ -5711,6 +5721,24 @@ CDL_PRIVATE int cdl__lazy_ready(const coordl *L, uint32_t s) {
     const int ready = z->block[s].refs != NULL || z->count[s] == 0 || z->scanning[s];
     pthread_mutex_unlock(&z->mu);
     return ready;
+}
+
+/* A shard whose first scan failed since the last call: 1 once per such
+ * shard (the message of the first one), for coordl_next to report under
+ * COORDL_BAD_FAIL. */
+CDL_PRIVATE int cdl__lazy_new_failure(const coordl *L, coordl_status *rc, char *msg, size_t cap) {
+    cdl__lazy *z = L->index.lazy;
+    pthread_mutex_lock(&z->mu);
+    const int news = z->failed > z->failed_reported;
+    if (news) {
+        *rc = z->first_fail_rc;
+        if (z->failed_reported == 0) snprintf(msg, cap, "%s", z->first_fail);
+        else snprintf(msg, cap, "%llu more tar shard(s) could not be read; their items are left out of every epoch "
+                      "(the log names them)", (unsigned long long)(z->failed - z->failed_reported));
+        z->failed_reported = z->failed;
+    }
+    pthread_mutex_unlock(&z->mu);
+    return news;
 }
 
 /* Whether id names an item of a shard whose count is known. */
@@ -16170,6 +16198,10 @@ static coordl_status cdl__consumer_next(coordl *L, coordl_batch *out, uint64_t *
     L->errmsg[0] = '\0';
     *epoch = L->consumer.cur_epoch;
     cdl__peer_consumer_started(L);
+    coordl_status lazy_rc;
+    if (L->index.lazy && L->cfg.on_bad_sample == COORDL_BAD_FAIL &&
+        cdl__lazy_new_failure(L, &lazy_rc, L->errmsg, sizeof L->errmsg))
+        return lazy_rc; /* a shard the order left out: said once; the next call goes on */
     if (L->consumer.cur_pos >= cdl__epoch_end(L, L->consumer.cur_epoch)) {
         out->epoch = L->consumer.cur_epoch;
         L->consumer.cur_epoch++;

@@ -343,6 +343,10 @@ static coordl_status cdl__consumer_next(coordl *L, coordl_batch *out, uint64_t *
     L->errmsg[0] = '\0';
     *epoch = L->consumer.cur_epoch;
     cdl__peer_consumer_started(L);
+    coordl_status lazy_rc;
+    if (L->index.lazy && L->cfg.on_bad_sample == COORDL_BAD_FAIL &&
+        cdl__lazy_new_failure(L, &lazy_rc, L->errmsg, sizeof L->errmsg))
+        return lazy_rc; /* a shard the order left out: said once; the next call goes on */
     if (L->consumer.cur_pos >= cdl__epoch_end(L, L->consumer.cur_epoch)) {
         out->epoch = L->consumer.cur_epoch;
         L->consumer.cur_epoch++;

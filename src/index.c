@@ -418,6 +418,11 @@ static coordl_status cdl__lazy_resident(const coordl *L, uint32_t s, char *err, 
         z->count[s] = 0;
         z->known_shards++;
         cdl__log(L, COORDL_LOG_ERROR, "source: tar shard %s: %s; its items are left out of every epoch", shard, why);
+        if (z->failed++ == 0) {
+            z->first_fail_rc = rc;
+            snprintf(z->first_fail, sizeof z->first_fail, "tar shard %s: %s; its items are left out of every epoch",
+                     shard, why);
+        }
         return COORDL_OK;
     }
     if (rc != COORDL_OK) {
@@ -474,6 +479,24 @@ CDL_PRIVATE int cdl__lazy_ready(const coordl *L, uint32_t s) {
     const int ready = z->block[s].refs != NULL || z->count[s] == 0 || z->scanning[s];
     pthread_mutex_unlock(&z->mu);
     return ready;
+}
+
+/* A shard whose first scan failed since the last call: 1 once per such
+ * shard (the message of the first one), for coordl_next to report under
+ * COORDL_BAD_FAIL. */
+CDL_PRIVATE int cdl__lazy_new_failure(const coordl *L, coordl_status *rc, char *msg, size_t cap) {
+    cdl__lazy *z = L->index.lazy;
+    pthread_mutex_lock(&z->mu);
+    const int news = z->failed > z->failed_reported;
+    if (news) {
+        *rc = z->first_fail_rc;
+        if (z->failed_reported == 0) snprintf(msg, cap, "%s", z->first_fail);
+        else snprintf(msg, cap, "%llu more tar shard(s) could not be read; their items are left out of every epoch "
+                      "(the log names them)", (unsigned long long)(z->failed - z->failed_reported));
+        z->failed_reported = z->failed;
+    }
+    pthread_mutex_unlock(&z->mu);
+    return news;
 }
 
 /* Whether id names an item of a shard whose count is known. */

@@ -20,6 +20,7 @@ CDL_PRIVATE void cdl__lazy_free(coordl *L);
 CDL_PRIVATE void cdl__lazy_adopt(const coordl *L, uint32_t s, cdl__lazy_block *b);
 CDL_PRIVATE coordl_status cdl__lazy_count(const coordl *L, uint32_t s, uint32_t *count, char *err, size_t errcap);
 CDL_PRIVATE int cdl__lazy_id_known(const coordl *L, uint64_t id);
+CDL_PRIVATE int cdl__lazy_new_failure(const coordl *L, coordl_status *rc, char *msg, size_t cap);
 CDL_PRIVATE int cdl__lazy_prefetch(const coordl *L, uint32_t s);
 CDL_PRIVATE int cdl__lazy_ready(const coordl *L, uint32_t s);
 CDL_PRIVATE coordl_status cdl__lazy_ref(const coordl *L, uint64_t id, cdl__tar_ref *ref, char *name, size_t namecap,

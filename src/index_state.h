@@ -90,6 +90,10 @@ typedef struct cdl__lazy {
     size_t resident, max_resident;
     uint64_t tick;
     uint64_t known_shards, known_items, known_bytes, scans;
+    uint64_t failed, failed_reported; /* shards whose first scan failed;
+                                         those coordl_next has reported  */
+    coordl_status first_fail_rc;
+    char first_fail[CDL_ERRMSG_MAX];   /* the first one's message         */
     int32_t max_label;
     cdl__lazy_scan_fn scan;
     pthread_mutex_t mu;
