@@ -300,6 +300,15 @@ static int cdl__window_ensure(const coordl *L, uint64_t epoch, uint64_t g, int s
         const size_t hi = Wn->width < ns - e->known ? e->known + (size_t)Wn->width : ns;
         for (size_t i = e->known; i < hi && n < 64; i++)
             if (Wn->count[e->order[i]] == UINT64_MAX) todo[n++] = e->order[i];
+        /* the scan-ahead threads join in on this window (the first one
+         * of a run: no item mapped yet) rather than wait for the next */
+        const uint64_t w = e->known / Wn->width;
+        if (!Wn->front_valid || epoch > Wn->front_epoch || (epoch == Wn->front_epoch && w > Wn->front_window)) {
+            Wn->front_valid = 1;
+            Wn->front_epoch = epoch;
+            Wn->front_window = w;
+            pthread_cond_broadcast(&Wn->ahead_cv);
+        }
         pthread_mutex_unlock(&Wn->mu);
         for (size_t i = 0; i < n; i++) cdl__window_learn(L, todo[i]);
     }
