@@ -1854,6 +1854,7 @@ CDL_PRIVATE size_t cdl__sampler_ahead(const coordl *L, uint32_t *out, size_t cap
 CDL_PRIVATE void cdl__sampler_ahead_scan(const coordl *L, uint32_t s);
 CDL_PRIVATE void cdl__sampler_ahead_stop(const coordl *L);
 CDL_PRIVATE void cdl__sampler_seeked(const coordl *L);
+CDL_PRIVATE uint64_t cdl__sample_key(const coordl *L, uint64_t id);
 /* cdl__item_at past a lazily indexed epoch's end (found late) */
 #define CDL_NO_ITEM UINT64_MAX
 #endif /* CDL_SAMPLER_H */
@@ -9111,6 +9112,20 @@ CDL_PRIVATE void cdl__sampler_seeked(const coordl *L) {
     pthread_mutex_unlock(&Wn->mu);
 }
 
+/* The key of item id's random augmentation (its crop, flip, ...): the id,
+ * but in the shard-window order on a .cls-labelled tar set the sample's
+ * place in its shard ((shard << 32) | ordinal: a lazy index's id), so a
+ * run that indexed its shards lazily (one process) and one that shares a
+ * full index (a group, MPI ranks, index_path) draw the same augmentation
+ * for the same sample, as they visit the same samples in the same order:
+ * a job resumed on another rank count gets the same pixels. */
+CDL_PRIVATE uint64_t cdl__sample_key(const coordl *L, uint64_t id) {
+    const cdl__window *Wn = L->sampler.window;
+    if (!Wn || Wn->lazy || Wn->by_shard || !L->index.tar_refs) return id;
+    const uint32_t s = L->index.tar_refs[id].shard;
+    return CDL_LAZY_ID(s, id - Wn->first[s]);
+}
+
 /* Items in the set: a lazy index's once every shard is counted, else 0. */
 CDL_PRIVATE uint64_t cdl__sampler_num_items(const coordl *L) {
     if (!L->index.lazy) return L->index.num_items;
@@ -11054,7 +11069,7 @@ CDL_PRIVATE void cdl__fetch_done(cdl__worker *W) {
  * Owns:  nothing: the crop, flip, scale and colour jitter are drawn from
  *        (seed, epoch, item) before decoding
  * Lock:  none
- * Calls: rand (lower layers only: src/modules.txt; tools/check-layers.py
+ * Calls: rand, sampler (lower layers only: src/modules.txt; tools/check-layers.py
  *        checks this line).
  */
 
@@ -11393,7 +11408,8 @@ CDL_PRIVATE void cdl__plan(const coordl *L, uint32_t out_w, uint32_t out_h, uint
     } else if (L->cfg.pipeline == COORDL_PIPE_EVAL || L->cfg.pipeline == COORDL_PIPE_EXACT) {
         cdl__plan_eval(W, H, L->cfg.pipeline == COORDL_PIPE_EXACT, g);
     } else {
-        cdl__rng rng = cdl__rng_for(L->cfg.seed, CDL_STREAM_CROP, epoch, id);
+        /* keyed by the sample (sampler.c: the same in a lazy and a full index) */
+        cdl__rng rng = cdl__rng_for(L->cfg.seed, CDL_STREAM_CROP, epoch, cdl__sample_key(L, id));
         if (L->cfg.train_crop == COORDL_CROP_DARKNET) cdl__plan_darknet(L, &rng, W, H, g);
         else if (L->cfg.train_crop == COORDL_CROP_DARKNET_BOXES) cdl__plan_darknet_boxes(L, &rng, W, H, g);
         else if (L->cfg.train_crop == COORDL_CROP_SSD) cdl__plan_ssd(L, &rng, id, W, H, g);

@@ -7,13 +7,17 @@
  *   1. 100M samples (20,000 shards x 5,000), shard-window order: seconds
  *      to coordl_open, to the first batch, resident memory (VmRSS) after
  *      open and after the timed batches, and steady images/s;
- *   2. a set both orders can hold (--small-shards x 5,000): the full
+ *   2. the same 100M set behind a reader that sleeps --read-us in every
+ *      read (storage latency: a shard's scan is 2 reads a sample): open,
+ *      first batch (the first window's 8 shards scanned 3 at a time) and
+ *      steady images/s (the scan-ahead threads keep the next window ready);
+ *   3. a set both orders can hold (--small-shards x 5,000): the full
  *      shuffle (every shard scanned at open, 24 bytes an item) against the
  *      shard-window order (lazy), open seconds, RSS and images/s, in one
  *      run.
  *
  *   bench_lazy [--shards 20000] [--small-shards 200] [--batches 300]
- *              [--threads 2] [--window 8]
+ *              [--threads 2] [--window 8] [--read-us 20]
  *
  * RESULT lines:
  *   RESULT lazy SET ORDER items open_s first_batch_s rss_open_mb rss_end_mb img/s
@@ -94,6 +98,7 @@ int main(int argc, char **argv)
 {
     uint32_t shards = 20000, small = 200, window = 8;
     unsigned batches = 300;
+    long read_us = 20;
     int threads = 2;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--shards")) shards = (uint32_t)atoi(argv[i + 1]);
@@ -101,6 +106,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--batches")) batches = (unsigned)atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--window")) window = (uint32_t)atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--read-us")) read_us = atol(argv[i + 1]);
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
     }
     /* one 48 x 48 JPEG for every sample */
@@ -132,6 +138,13 @@ int main(int argc, char **argv)
         return 1;
     }
     run("big", big, COORDL_SHUFFLE_SHARD_WINDOW, window, threads, batches);
+    if (read_us > 0) {
+        big->read_delay_ns = read_us * 1000;
+        char set[32];
+        snprintf(set, sizeof set, "big+%ldus", read_us);
+        run(set, big, COORDL_SHUFFLE_SHARD_WINDOW, window, threads, batches);
+        big->read_delay_ns = 0;
+    }
     run("both", both, COORDL_SHUFFLE_FULL, window, threads, batches);
     run("both", both, COORDL_SHUFFLE_SHARD_WINDOW, window, threads, batches);
     tu_vtar_destroy(big);

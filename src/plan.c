@@ -12,7 +12,7 @@
  * Owns:  nothing: the crop, flip, scale and colour jitter are drawn from
  *        (seed, epoch, item) before decoding
  * Lock:  none
- * Calls: rand (lower layers only: src/modules.txt; tools/check-layers.py
+ * Calls: rand, sampler (lower layers only: src/modules.txt; tools/check-layers.py
  *        checks this line).
  */
 #include "platform.h"
@@ -20,6 +20,7 @@
 #include "plan.h"
 #include "rand.h"
 #include "rand_state.h"
+#include "sampler.h"
 #include "worker_state.h"
 #include "index_state.h"
 #include "handle.h"
@@ -359,7 +360,8 @@ CDL_PRIVATE void cdl__plan(const coordl *L, uint32_t out_w, uint32_t out_h, uint
     } else if (L->cfg.pipeline == COORDL_PIPE_EVAL || L->cfg.pipeline == COORDL_PIPE_EXACT) {
         cdl__plan_eval(W, H, L->cfg.pipeline == COORDL_PIPE_EXACT, g);
     } else {
-        cdl__rng rng = cdl__rng_for(L->cfg.seed, CDL_STREAM_CROP, epoch, id);
+        /* keyed by the sample (sampler.c: the same in a lazy and a full index) */
+        cdl__rng rng = cdl__rng_for(L->cfg.seed, CDL_STREAM_CROP, epoch, cdl__sample_key(L, id));
         if (L->cfg.train_crop == COORDL_CROP_DARKNET) cdl__plan_darknet(L, &rng, W, H, g);
         else if (L->cfg.train_crop == COORDL_CROP_DARKNET_BOXES) cdl__plan_darknet_boxes(L, &rng, W, H, g);
         else if (L->cfg.train_crop == COORDL_CROP_SSD) cdl__plan_ssd(L, &rng, id, W, H, g);

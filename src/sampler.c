@@ -506,6 +506,20 @@ CDL_PRIVATE void cdl__sampler_seeked(const coordl *L) {
     pthread_mutex_unlock(&Wn->mu);
 }
 
+/* The key of item id's random augmentation (its crop, flip, ...): the id,
+ * but in the shard-window order on a .cls-labelled tar set the sample's
+ * place in its shard ((shard << 32) | ordinal: a lazy index's id), so a
+ * run that indexed its shards lazily (one process) and one that shares a
+ * full index (a group, MPI ranks, index_path) draw the same augmentation
+ * for the same sample, as they visit the same samples in the same order:
+ * a job resumed on another rank count gets the same pixels. */
+CDL_PRIVATE uint64_t cdl__sample_key(const coordl *L, uint64_t id) {
+    const cdl__window *Wn = L->sampler.window;
+    if (!Wn || Wn->lazy || Wn->by_shard || !L->index.tar_refs) return id;
+    const uint32_t s = L->index.tar_refs[id].shard;
+    return CDL_LAZY_ID(s, id - Wn->first[s]);
+}
+
 /* Items in the set: a lazy index's once every shard is counted, else 0. */
 CDL_PRIVATE uint64_t cdl__sampler_num_items(const coordl *L) {
     if (!L->index.lazy) return L->index.num_items;

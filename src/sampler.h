@@ -28,6 +28,7 @@ CDL_PRIVATE size_t cdl__sampler_ahead(const coordl *L, uint32_t *out, size_t cap
 CDL_PRIVATE void cdl__sampler_ahead_scan(const coordl *L, uint32_t s);
 CDL_PRIVATE void cdl__sampler_ahead_stop(const coordl *L);
 CDL_PRIVATE void cdl__sampler_seeked(const coordl *L);
+CDL_PRIVATE uint64_t cdl__sample_key(const coordl *L, uint64_t id);
 /* cdl__item_at past a lazily indexed epoch's end (found late) */
 #define CDL_NO_ITEM UINT64_MAX
 #endif /* CDL_SAMPLER_H */

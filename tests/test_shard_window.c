@@ -408,6 +408,37 @@ static void test_same_seed_same_batches_other_seed_or_epoch_differs(void **state
     free(d);
 }
 
+/* The train pipeline's random crops and flips are drawn per sample, not
+ * per id: a lazily indexed run and a fully indexed one (index_path) give
+ * the same pixels, row by row, two epochs (with the augmentation keyed by
+ * the id, a lazy id (shard << 32 | ordinal) drew other crops than the
+ * dense id of the same sample: MPI ranks, which share a full index, then
+ * disagreed with a 1-rank run). */
+static void test_train_augmentation_is_per_sample_lazy_or_not(void **state)
+{
+    (void)state;
+    coordl_config cfg = window_config(3, 4);
+    cfg.pipeline = COORDL_PIPE_TRAIN;
+    cfg.out_w = cfg.out_h = 8;
+    cfg.index_path = NULL; /* lazy */
+    rows_t *lazy = run_cfg(&cfg, 2);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/train.index", g_dir);
+    cfg.index_path = path; /* scanned and saved at open: dense ids */
+    rows_t *full = run_cfg(&cfg, 2);
+    assert_int_equal(lazy->nrows, full->nrows);
+    assert_memory_equal(lazy->ids, full->ids, lazy->nrows * sizeof lazy->ids[0]);
+    assert_memory_equal(lazy->rowhash, full->rowhash, lazy->nrows * sizeof lazy->rowhash[0]);
+    /* and the crops are random: the two epochs' rows of one item differ */
+    size_t differ = 0;
+    for (size_t i = 0; i < NITEMS; i++)
+        for (size_t j = NITEMS; j < 2 * NITEMS; j++)
+            if (lazy->ids[j] == lazy->ids[i]) differ += lazy->rowhash[j] != lazy->rowhash[i];
+    assert_true(differ > NITEMS / 2);
+    free(lazy);
+    free(full);
+}
+
 /* ---- seek, drop_last, coordl_set ------------------------------------- */
 
 /* coordl_seek(e, k) then reading on gives the batches a run from the start
@@ -761,6 +792,7 @@ int main(void)
         cmocka_unit_test(test_every_item_once_per_epoch),
         cmocka_unit_test(test_window_items_are_contiguous_and_from_at_most_W_shards),
         cmocka_unit_test(test_same_seed_same_batches_other_seed_or_epoch_differs),
+        cmocka_unit_test(test_train_augmentation_is_per_sample_lazy_or_not),
         cmocka_unit_test(test_seek_resumes_the_same_batches),
         cmocka_unit_test(test_drop_last_cuts_the_same_order),
         cmocka_unit_test(test_set_batch_size_mid_epoch_keeps_the_order),

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "coordl.h"
 
@@ -37,6 +38,7 @@ typedef struct tu_vtar {
     char *list;
     size_t list_len;
     int64_t fail_shard; /* this shard's open fails with EIO; -1: none */
+    long read_delay_ns; /* slept in every read_at (storage latency)      */
     _Atomic uint64_t opens, shard_opens, reads;
     _Atomic uint8_t *opened;       /* per shard: opened at least once     */
     char (*first_opener)[16];      /* per shard: the name of the thread that
@@ -125,6 +127,10 @@ static int64_t tu_vtar_read_at(void *user, void *file, void *buf, uint64_t len, 
 {
     tu_vtar *v = user;
     atomic_fetch_add(&v->reads, 1);
+    if (v->read_delay_ns > 0) {
+        const struct timespec ts = {v->read_delay_ns / 1000000000L, v->read_delay_ns % 1000000000L};
+        nanosleep(&ts, NULL);
+    }
     const uintptr_t f = (uintptr_t)file;
     if (f == 1) {
         if (offset >= v->list_len) return 0;
