@@ -5663,8 +5663,8 @@ static coordl_status cdl__lazy_resident(const coordl *L, uint32_t s, char *err, 
         cdl__log(L, COORDL_LOG_ERROR, "source: tar shard %s: %s; its items are left out of every epoch", shard, why);
         if (z->failed++ == 0) {
             z->first_fail_rc = rc;
-            snprintf(z->first_fail, sizeof z->first_fail, "tar shard %s: %s; its items are left out of every epoch",
-                     shard, why);
+            snprintf(z->first_fail, sizeof z->first_fail, "tar shard %.180s: %.260s; its items are left out of every "
+                     "epoch", shard, why); /* within the buffer: the log line above has it whole */
         }
         return COORDL_OK;
     }
@@ -7361,6 +7361,7 @@ CDL_PRIVATE coordl_status cdl__ix_adopt(coordl *L, cdl__u8 *p, size_t n, int map
     uint64_t pos = cdl__ix_u64(p + CDL_IXH_SHARDSEC), end = pos + cdl__ix_u64(p + CDL_IXH_SHARDSEC + 8);
     for (uint64_t i = 0; ok && i < shards; i++) {
         cdl__ix_shard s;
+        memset(&s, 0, sizeof s); /* filled: the image was checked (gcc -O3 cannot see it) */
         cdl__ix_shard_next(p, &pos, end, &s); /* checked */
         ok = cdl__reserve(L, (void **)&strings, &strings_cap, strings_len + s.path_len + 1);
         if (!ok) break;

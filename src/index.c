@@ -420,8 +420,8 @@ static coordl_status cdl__lazy_resident(const coordl *L, uint32_t s, char *err, 
         cdl__log(L, COORDL_LOG_ERROR, "source: tar shard %s: %s; its items are left out of every epoch", shard, why);
         if (z->failed++ == 0) {
             z->first_fail_rc = rc;
-            snprintf(z->first_fail, sizeof z->first_fail, "tar shard %s: %s; its items are left out of every epoch",
-                     shard, why);
+            snprintf(z->first_fail, sizeof z->first_fail, "tar shard %.180s: %.260s; its items are left out of every "
+                     "epoch", shard, why); /* within the buffer: the log line above has it whole */
         }
         return COORDL_OK;
     }
