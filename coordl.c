@@ -858,6 +858,8 @@ typedef struct cdl__shard {
  * readers copy what they need out. */
 #define CDL_LAZY_UNKNOWN UINT32_MAX
 #define CDL_LAZY_ID(shard, ordinal) (((uint64_t)(shard) << 32) | (uint64_t)(ordinal))
+#define CDL_LAZY_SHARD(id) ((uint32_t)((id) >> 32))
+#define CDL_LAZY_ORDINAL(id) ((uint32_t)((id) & 0xFFFFFFFFu))
 typedef struct cdl__lazy_block {
     cdl__tar_ref *refs;  /* count of them, NULL: not resident              */
     uint32_t *name_offs; /* per item: its member name in names             */
@@ -877,12 +879,10 @@ typedef struct cdl__lazy {
     uint32_t *resident_list; /* the shards whose block is resident        */
     size_t resident, max_resident;
     uint64_t tick;
-    uint64_t known_shards, known_items, known_bytes, scans;
     uint64_t failed, failed_reported; /* shards whose first scan failed;
                                          those coordl_next has reported  */
     coordl_status first_fail_rc;
     char first_fail[CDL_ERRMSG_MAX];   /* the first one's message         */
-    int32_t max_label;
     cdl__lazy_scan_fn scan;
     pthread_mutex_t mu;
     pthread_cond_t cv;      /* a scan ended                                */
@@ -1762,12 +1762,15 @@ CDL_PRIVATE uint64_t cdl__item_bytes(const coordl *L, uint64_t id);
 CDL_PRIVATE int32_t cdl__item_label(const coordl *L, uint64_t id);
 CDL_PRIVATE coordl_status cdl__lazy_init(coordl *L, cdl__lazy_scan_fn scan, size_t max_resident);
 CDL_PRIVATE void cdl__lazy_free(coordl *L);
+CDL_PRIVATE void cdl__lazy_block_free(const coordl *L, cdl__lazy_block *b);
 CDL_PRIVATE void cdl__lazy_adopt(const coordl *L, uint32_t s, cdl__lazy_block *b);
 CDL_PRIVATE coordl_status cdl__lazy_count(const coordl *L, uint32_t s, uint32_t *count, char *err, size_t errcap);
 CDL_PRIVATE int cdl__lazy_id_known(const coordl *L, uint64_t id);
 CDL_PRIVATE int cdl__lazy_new_failure(const coordl *L, coordl_status *rc, char *msg, size_t cap);
 CDL_PRIVATE int cdl__lazy_prefetch(const coordl *L, uint32_t s);
 CDL_PRIVATE int cdl__lazy_ready(const coordl *L, uint32_t s);
+CDL_PRIVATE const cdl__tar_ref *cdl__tar_ref_of(const coordl *L, uint64_t id, cdl__tar_ref *copy, coordl_status *rc,
+                                                char *err, size_t errcap);
 CDL_PRIVATE coordl_status cdl__lazy_ref(const coordl *L, uint64_t id, cdl__tar_ref *ref, char *name, size_t namecap,
                                         char *err, size_t errcap);
 #endif /* CDL_INDEX_H */
@@ -5562,7 +5565,6 @@ CDL_PRIVATE coordl_status cdl__lazy_init(coordl *L, cdl__lazy_scan_fn scan, size
     z->nshards = ns;
     z->scan = scan;
     z->max_resident = max_resident < 2 ? 2 : max_resident;
-    z->max_label = -1;
     z->count = cdl__malloc(L, (ns ? ns : 1) * sizeof *z->count);
     z->block = cdl__calloc(L, ns ? ns : 1, sizeof *z->block);
     z->used = cdl__calloc(L, ns ? ns : 1, sizeof *z->used);
@@ -5574,7 +5576,7 @@ CDL_PRIVATE coordl_status cdl__lazy_init(coordl *L, cdl__lazy_scan_fn scan, size
     return COORDL_OK;
 }
 
-static void cdl__lazy_block_free(const coordl *L, cdl__lazy_block *b) {
+CDL_PRIVATE void cdl__lazy_block_free(const coordl *L, cdl__lazy_block *b) {
     cdl__free(L, b->refs);
     cdl__free(L, b->name_offs);
     cdl__free(L, b->names);
@@ -5602,15 +5604,7 @@ CDL_PRIVATE void cdl__lazy_free(coordl *L) {
  * if it was not known). Under z->mu. */
 static void cdl__lazy_publish(const coordl *L, uint32_t s, cdl__lazy_block *b) {
     cdl__lazy *z = L->index.lazy;
-    if (z->count[s] == CDL_LAZY_UNKNOWN) {
-        z->count[s] = b->count;
-        z->known_shards++;
-        z->known_items += b->count;
-        for (uint32_t i = 0; i < b->count; i++) {
-            z->known_bytes += b->refs[i].bytes;
-            if (b->refs[i].label > z->max_label) z->max_label = b->refs[i].label;
-        }
-    }
+    if (z->count[s] == CDL_LAZY_UNKNOWN) z->count[s] = b->count;
     if (b->count == 0) {
         cdl__lazy_block_free(L, b);
         return;
@@ -5655,11 +5649,9 @@ static coordl_status cdl__lazy_resident(const coordl *L, uint32_t s, char *err, 
     const char *shard = L->index.strings + L->index.tar_shards[s];
     pthread_mutex_lock(&z->mu);
     z->scanning[s] = 0;
-    z->scans++;
     pthread_cond_broadcast(&z->cv);
     if (rc != COORDL_OK && z->count[s] == CDL_LAZY_UNKNOWN) {
         z->count[s] = 0;
-        z->known_shards++;
         cdl__log(L, COORDL_LOG_ERROR, "source: tar shard %s: %s; its items are left out of every epoch", shard, why);
         if (z->failed++ == 0) {
             z->first_fail_rc = rc;
@@ -5745,7 +5737,7 @@ CDL_PRIVATE int cdl__lazy_new_failure(const coordl *L, coordl_status *rc, char *
 /* Whether id names an item of a shard whose count is known. */
 CDL_PRIVATE int cdl__lazy_id_known(const coordl *L, uint64_t id) {
     cdl__lazy *z = L->index.lazy;
-    const uint64_t s = id >> 32, k = id & 0xFFFFFFFFu;
+    const uint32_t s = CDL_LAZY_SHARD(id), k = CDL_LAZY_ORDINAL(id);
     if (s >= z->nshards) return 0;
     pthread_mutex_lock(&z->mu);
     const int ok = z->count[s] != CDL_LAZY_UNKNOWN && k < z->count[s];
@@ -5758,16 +5750,16 @@ CDL_PRIVATE int cdl__lazy_id_known(const coordl *L, uint64_t id) {
 CDL_PRIVATE coordl_status cdl__lazy_ref(const coordl *L, uint64_t id, cdl__tar_ref *ref, char *name, size_t namecap,
                                         char *err, size_t errcap) {
     cdl__lazy *z = L->index.lazy;
-    const uint64_t s = id >> 32, k = id & 0xFFFFFFFFu;
+    const uint32_t s = CDL_LAZY_SHARD(id), k = CDL_LAZY_ORDINAL(id);
     if (s >= z->nshards) {
         snprintf(err, errcap, "item %llu: no such shard", (unsigned long long)id);
         return COORDL_ERR_INVALID;
     }
     const char *shard = L->index.strings + L->index.tar_shards[s];
     pthread_mutex_lock(&z->mu);
-    coordl_status rc = cdl__lazy_resident(L, (uint32_t)s, err, errcap, 1);
+    coordl_status rc = cdl__lazy_resident(L, s, err, errcap, 1);
     if (rc == COORDL_OK && k >= z->count[s]) {
-        snprintf(err, errcap, "%s: item %llu of a shard of %u", shard, (unsigned long long)k, z->count[s]);
+        snprintf(err, errcap, "%s: item %u of a shard of %u", shard, k, z->count[s]);
         rc = COORDL_ERR_INVALID;
     }
     if (rc == COORDL_OK) {
@@ -5775,10 +5767,22 @@ CDL_PRIVATE coordl_status cdl__lazy_ref(const coordl *L, uint64_t id, cdl__tar_r
         *ref = b->refs[k];
         if (namecap) snprintf(name, namecap, "%s:%s", shard, b->names + b->name_offs[k]);
     } else if (namecap) {
-        snprintf(name, namecap, "%s:#%llu", shard, (unsigned long long)k);
+        snprintf(name, namecap, "%s:#%u", shard, k);
     }
     pthread_mutex_unlock(&z->mu);
     return rc;
+}
+
+/* Item id's tar record: in tar_refs, or for a lazy index copied into
+ * *copy (its shard scanned again if its block was dropped); NULL when the
+ * source has no tar records, or it cannot be had (*rc and err say why). */
+CDL_PRIVATE const cdl__tar_ref *cdl__tar_ref_of(const coordl *L, uint64_t id, cdl__tar_ref *copy, coordl_status *rc,
+                                                char *err, size_t errcap) {
+    *rc = COORDL_OK;
+    if (L->index.tar_refs) return &L->index.tar_refs[id];
+    if (!L->index.lazy) return NULL;
+    *rc = cdl__lazy_ref(L, id, copy, NULL, 0, err, errcap);
+    return *rc == COORDL_OK ? copy : NULL;
 }
 
 /* coordl_item_path of a lazy item: its name, kept until close (a name is
@@ -5821,24 +5825,26 @@ CDL_PRIVATE const char *cdl__item_path(const coordl *L, uint64_t id) {
 }
 
 CDL_PRIVATE int32_t cdl__item_label(const coordl *L, uint64_t id) {
-    if (L->index.lazy) {
-        cdl__tar_ref ref;
+    if (L->index.tar_refs || L->index.lazy) {
+        cdl__tar_ref copy;
         char err[CDL_ERRMSG_MAX];
-        return cdl__lazy_ref(L, id, &ref, NULL, 0, err, sizeof err) == COORDL_OK ? ref.label : -1;
+        coordl_status rc;
+        const cdl__tar_ref *r = cdl__tar_ref_of(L, id, &copy, &rc, err, sizeof err);
+        return r ? r->label : -1;
     }
     if (L->index.shards) return (int32_t)(cdl__shard_of(L, id) - L->index.shards);
-    if (L->index.tar_refs) return L->index.tar_refs[id].label;
     return L->index.items[id].label;
 }
 
 CDL_PRIVATE uint64_t cdl__item_bytes(const coordl *L, uint64_t id) {
-    if (L->index.lazy) {
-        cdl__tar_ref ref;
+    if (L->index.tar_refs || L->index.lazy) {
+        cdl__tar_ref copy;
         char err[CDL_ERRMSG_MAX];
-        return cdl__lazy_ref(L, id, &ref, NULL, 0, err, sizeof err) == COORDL_OK ? ref.bytes : 0;
+        coordl_status rc;
+        const cdl__tar_ref *r = cdl__tar_ref_of(L, id, &copy, &rc, err, sizeof err);
+        return r ? r->bytes : 0;
     }
     if (L->index.shards) return (uint64_t)(L->cfg.seq_len + 1) * cdl__shard_of(L, id)->tok_bytes;
-    if (L->index.tar_refs) return L->index.tar_refs[id].bytes;
     return L->index.items[id].bytes;
 }
 
@@ -6965,9 +6971,7 @@ static coordl_status cdl__tar_lazy_scan(coordl *L, uint32_t shard, cdl__lazy_blo
         out->refs = cdl__malloc(L, t.nsamples * sizeof *out->refs);
         out->name_offs = cdl__malloc(L, t.nsamples * sizeof *out->name_offs);
         if (!out->refs || !out->name_offs) {
-            cdl__free(L, out->refs);
-            cdl__free(L, out->name_offs);
-            memset(out, 0, sizeof *out);
+            cdl__lazy_block_free(L, out);
             snprintf(err, errcap, "out of memory for %zu items", t.nsamples);
             rc = COORDL_ERR_NOMEM;
         }
@@ -7026,9 +7030,7 @@ CDL_PRIVATE int cdl__tar_lazy_open(coordl *L, coordl_status *rc) {
     int labelled = b.count > 0;
     for (uint32_t i = 0; i < b.count && labelled; i++) labelled = b.refs[i].label >= 0;
     if (!labelled) {
-        cdl__free(L, b.refs);
-        cdl__free(L, b.name_offs);
-        cdl__free(L, b.names);
+        cdl__lazy_block_free(L, &b);
         cdl__lazy_free(L);
         cdl__log(L, COORDL_LOG_INFO, "source: %s: the first shard's samples have no .cls labels, so every shard is "
                  "scanned at open (class-folder labels are numbered over the whole set)", L->cfg.source);
@@ -8273,26 +8275,24 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, 
                                           : L->index.tar_refs || L->index.lazy ? MEMBER : PLAIN;
     /* a token window's shard is found once: it is also its path */
     const cdl__shard *sh = kind == WINDOW ? cdl__shard_of(L, id) : NULL;
-    cdl__tar_ref lazy_ref;
-    if (L->index.lazy) { /* its shard scanned again if its block was dropped */
-        *len = 0;
-        const coordl_status rc = cdl__lazy_ref(L, id, &lazy_ref, NULL, 0, err, errcap);
-        if (rc != COORDL_OK) return rc;
-    }
+    cdl__tar_ref copy;
+    coordl_status ref_rc = COORDL_OK;
+    /* a lazy item's shard is scanned again here if its block was dropped */
+    const cdl__tar_ref *ti = kind == MEMBER ? cdl__tar_ref_of(L, id, &copy, &ref_rc, err, errcap) : NULL;
+    *len = 0;
+    if (ref_rc != COORDL_OK) return ref_rc;
     /* a lazy item's messages name its shard (and the offset): its member
      * name is not resident */
     const char *path = sh ? L->index.strings + sh->path_off
-                       : L->index.lazy ? L->index.strings + L->index.tar_shards[id >> 32] : cdl__item_path(L, id);
+                       : L->index.lazy ? L->index.strings + L->index.tar_shards[CDL_LAZY_SHARD(id)] : cdl__item_path(L, id);
     const char *file = path;
     uint64_t off = 0, want = 0;
     int whole = 0;
     char why[CDL_ERRMSG_MAX - 64];
-    *len = 0;
     if (kind == WINDOW) {
         want = (uint64_t)(L->cfg.seq_len + 1) * sh->tok_bytes;
         off = CDL_SHARD_HEADER_BYTES + (id - sh->first_item) * L->cfg.seq_len * sh->tok_bytes;
     } else if (kind == MEMBER) {
-        const cdl__tar_ref *ti = L->index.lazy ? &lazy_ref : &L->index.tar_refs[id];
         file = L->index.strings + L->index.tar_shards[ti->shard];
         off = ti->offset;
         want = ti->bytes;
@@ -8436,12 +8436,12 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, 
  * name the item: that read says why). */
 CDL_PRIVATE int cdl__read_item_async(const coordl *L, uint64_t id, cdl__u8 *dst, size_t cap, const void *owner,
                                      cdl__remote_done_fn done, void *arg) {
-    if ((!L->index.tar_refs && !L->index.lazy) || L->index.shards) return 0;
-    cdl__tar_ref lazy_ref;
+    if (L->index.shards) return 0;
+    cdl__tar_ref copy;
     char why[CDL_ERRMSG_MAX];
-    if (L->index.lazy && cdl__lazy_ref(L, id, &lazy_ref, NULL, 0, why, sizeof why) != COORDL_OK)
-        return 0; /* cdl__read_item says why */
-    const cdl__tar_ref *ti = L->index.lazy ? &lazy_ref : &L->index.tar_refs[id];
+    coordl_status rc;
+    const cdl__tar_ref *ti = cdl__tar_ref_of(L, id, &copy, &rc, why, sizeof why);
+    if (!ti) return 0; /* not a tar member, or cdl__read_item says why */
     const char *file = L->index.strings + L->index.tar_shards[ti->shard];
     const uint64_t want = ti->bytes;
     if (L->io != &cdl__posix_io || !cdl__remote_is_url(file) || want == 0 || want > L->cfg.max_item_bytes ||
@@ -8491,7 +8491,7 @@ static coordl_status cdl__item_read_end(const coordl *L, const cdl__item_aread *
 }
 
 static const char *cdl__item_file(const coordl *L, uint64_t id) {
-    if (L->index.lazy) return L->index.strings + L->index.tar_shards[id >> 32];
+    if (L->index.lazy) return L->index.strings + L->index.tar_shards[CDL_LAZY_SHARD(id)];
     if (!L->index.tar_refs) return cdl__item_path(L, id);
     return L->index.strings + L->index.tar_shards[L->index.tar_refs[id].shard];
 }
@@ -8521,11 +8521,11 @@ CDL_PRIVATE int cdl__read_item_start(const coordl *L, cdl__uring *U, cdl__item_a
     const int member = L->index.tar_refs != NULL || L->index.lazy != NULL;
     uint64_t off = 0, want = 0;
     if (member) {
-        cdl__tar_ref lazy_ref;
+        cdl__tar_ref copy;
         char why0[CDL_ERRMSG_MAX];
-        if (L->index.lazy && cdl__lazy_ref(L, id, &lazy_ref, NULL, 0, why0, sizeof why0) != COORDL_OK)
-            return 0; /* cdl__read_item says why */
-        const cdl__tar_ref *ti = L->index.lazy ? &lazy_ref : &L->index.tar_refs[id];
+        coordl_status ref_rc;
+        const cdl__tar_ref *ti = cdl__tar_ref_of(L, id, &copy, &ref_rc, why0, sizeof why0);
+        if (!ti) return 0; /* cdl__read_item says why */
         off = ti->offset;
         want = ti->bytes;
         if (want == 0 || want > L->cfg.max_item_bytes) return 0;
@@ -8889,7 +8889,7 @@ static void cdl__window_learn(const coordl *L, uint32_t s) {
  * (scan = 0 asks only). Not under Wn->mu: a scan reads storage. */
 static int cdl__window_ensure(const coordl *L, uint64_t epoch, uint64_t g, int scan) {
     cdl__window *Wn = L->sampler.window;
-    uint32_t todo[64];
+    uint32_t pending[64];
     for (;;) {
         pthread_mutex_lock(&Wn->mu);
         const cdl__window_epoch *e = cdl__window_table(L, epoch);
@@ -8906,7 +8906,7 @@ static int cdl__window_ensure(const coordl *L, uint64_t epoch, uint64_t g, int s
         size_t n = 0;
         const size_t hi = Wn->width < ns - e->known ? e->known + (size_t)Wn->width : ns;
         for (size_t i = e->known; i < hi && n < 64; i++)
-            if (Wn->count[e->order[i]] == UINT64_MAX) todo[n++] = e->order[i];
+            if (Wn->count[e->order[i]] == UINT64_MAX) pending[n++] = e->order[i];
         /* the scan-ahead threads join in on this window (the first one
          * of a run: no item mapped yet) rather than wait for the next */
         const uint64_t w = e->known / Wn->width;
@@ -8917,7 +8917,7 @@ static int cdl__window_ensure(const coordl *L, uint64_t epoch, uint64_t g, int s
             pthread_cond_broadcast(&Wn->ahead_cv);
         }
         pthread_mutex_unlock(&Wn->mu);
-        for (size_t i = 0; i < n; i++) cdl__window_learn(L, todo[i]);
+        for (size_t i = 0; i < n; i++) cdl__window_learn(L, pending[i]);
     }
 }
 
@@ -9388,7 +9388,7 @@ CDL_PRIVATE size_t cdl__rst_room(const cdl__u8 *p, size_t len) {
  * (every lookup then is a miss). */
 static cdl__cache_entry *cdl__ce(const coordl *L, uint64_t id) {
     if (L->cache.entries) return &L->cache.entries[id];
-    const uint64_t s = id >> 32, k = id & 0xFFFFFFFFu;
+    const uint32_t s = CDL_LAZY_SHARD(id), k = CDL_LAZY_ORDINAL(id);
     if (!L->cache.by_shard || s >= L->cache.nshards) return NULL;
     cdl__shard_entries *se = atomic_load_explicit(&L->cache.by_shard[s], memory_order_acquire);
     return se && k < se->n ? &se->e[k] : NULL;
@@ -9398,16 +9398,17 @@ static cdl__cache_entry *cdl__ce(const coordl *L, uint64_t id) {
  * the shard's count is known, it was scanned to read the item). */
 static cdl__cache_entry *cdl__ce_make(coordl *L, uint64_t id) {
     cdl__cache_entry *ce = cdl__ce(L, id);
-    if (ce || !L->cache.by_shard || (id >> 32) >= L->cache.nshards) return ce;
+    const uint32_t s = CDL_LAZY_SHARD(id);
+    if (ce || !L->cache.by_shard || s >= L->cache.nshards) return ce;
     uint32_t n = 0;
     char err[CDL_ERRMSG_MAX];
-    if (cdl__lazy_count(L, (uint32_t)(id >> 32), &n, err, sizeof err) != COORDL_OK || n == 0 ||
+    if (cdl__lazy_count(L, s, &n, err, sizeof err) != COORDL_OK || n == 0 ||
         n == CDL_LAZY_UNKNOWN)
         return NULL;
     cdl__shard_entries *se = cdl__calloc(L, 1, sizeof *se + (size_t)n * sizeof se->e[0]), *none = NULL;
     if (!se) return NULL;
     se->n = n;
-    if (!atomic_compare_exchange_strong(&L->cache.by_shard[id >> 32], &none, se)) cdl__free(L, se); /* another made it */
+    if (!atomic_compare_exchange_strong(&L->cache.by_shard[s], &none, se)) cdl__free(L, se); /* another made it */
     return cdl__ce(L, id);
 }
 
@@ -14224,9 +14225,9 @@ static cdl__slot *cdl__slot_to_fill(coordl *L) {
         if (end == UINT64_MAX) {
             /* a lazy index whose shards are not all counted: the batch's
              * last row either maps or lies past the end, which is known
-             * from then on (the read-ahead scans ahead, so this rarely
-             * reads a shard under the lock); a consumer waiting at the end
-             * learns it */
+             * from then on (the scan-ahead threads keep the next window
+             * scanned, so this rarely reads a shard under the lock); a
+             * consumer waiting at the end learns it */
             cdl__sampler_known(L, epoch, pos + L->cfg.batch_size - 1, 1);
             if (cdl__sampler_settle(L)) {
                 end = cdl__epoch_end(L, epoch);
@@ -14667,13 +14668,12 @@ static coordl_status cdl__prepare_row(cdl__worker *W, uint64_t epoch, uint64_t i
         if (L->index.lazy) { /* a lazy index: another item of the same shard (its count is known) */
             uint32_t count = 0;
             char why[CDL_ERRMSG_MAX];
-            if (cdl__lazy_count(L, (uint32_t)(id >> 32), &count, why, sizeof why) != COORDL_OK || count == 0 ||
+            if (cdl__lazy_count(L, CDL_LAZY_SHARD(id), &count, why, sizeof why) != COORDL_OK || count == 0 ||
                 count == CDL_LAZY_UNKNOWN)
                 break;
-            const uint64_t k = id & 0xFFFFFFFFu;
-            uint64_t j = draw % count;
-            if (j == k) j = (j + 1) % count;
-            sub = CDL_LAZY_ID(id >> 32, j);
+            uint32_t j = (uint32_t)(draw % count);
+            if (j == CDL_LAZY_ORDINAL(id)) j = (j + 1) % count;
+            sub = CDL_LAZY_ID(CDL_LAZY_SHARD(id), j);
         } else {
             sub = draw % L->index.num_items;
             if (sub == id) sub = (sub + 1) % L->index.num_items;
@@ -14849,11 +14849,11 @@ static int cdl__worker_start(cdl__worker *W, int bind, int *bound) {
  * of them a window's shards are scanned two at a time. */
 static void *cdl__scan_ahead_main(void *arg) {
     coordl *L = arg;
-    uint32_t todo[64];
+    uint32_t shards[64];
     pthread_setname_np(pthread_self(), "coordl-index");
     size_t n;
-    while ((n = cdl__sampler_ahead(L, todo, 64)) > 0)
-        for (size_t i = 0; i < n; i++) cdl__sampler_ahead_scan(L, todo[i]);
+    while ((n = cdl__sampler_ahead(L, shards, 64)) > 0)
+        for (size_t i = 0; i < n; i++) cdl__sampler_ahead_scan(L, shards[i]);
     return NULL;
 }
 
@@ -16218,6 +16218,15 @@ static int cdl__consumer_help(coordl *L) {
 
 /* coordl_next under mu: the end of an epoch, or the next batch in order
  * (waiting for it). *epoch: the epoch the call's time belongs to. */
+/* The consumer is at the end of its epoch: the next call starts the next. */
+static coordl_status cdl__consumer_epoch_ended(coordl *L, coordl_batch *out) {
+    out->epoch = L->consumer.cur_epoch;
+    L->consumer.cur_epoch++;
+    L->consumer.cur_pos = 0;
+    L->consumer.cur_index = 0;
+    return COORDL_END_OF_EPOCH;
+}
+
 static coordl_status cdl__consumer_next(coordl *L, coordl_batch *out, uint64_t *epoch) {
     cdl__stream *S = L->S;
     memset(out, 0, sizeof *out);
@@ -16228,13 +16237,7 @@ static coordl_status cdl__consumer_next(coordl *L, coordl_batch *out, uint64_t *
     if (L->index.lazy && L->cfg.on_bad_sample == COORDL_BAD_FAIL &&
         cdl__lazy_new_failure(L, &lazy_rc, L->errmsg, sizeof L->errmsg))
         return lazy_rc; /* a shard the order left out: said once; the next call goes on */
-    if (L->consumer.cur_pos >= cdl__epoch_end(L, L->consumer.cur_epoch)) {
-        out->epoch = L->consumer.cur_epoch;
-        L->consumer.cur_epoch++;
-        L->consumer.cur_pos = 0;
-        L->consumer.cur_index = 0;
-        return COORDL_END_OF_EPOCH;
-    }
+    if (L->consumer.cur_pos >= cdl__epoch_end(L, L->consumer.cur_epoch)) return cdl__consumer_epoch_ended(L, out);
     if (S->broken) {
         snprintf(L->errmsg, sizeof L->errmsg, "the batch ring could not be reallocated by coordl_set; "
                  "close this handle");
@@ -16253,14 +16256,8 @@ static coordl_status cdl__consumer_next(coordl *L, coordl_batch *out, uint64_t *
         }
         const int s = cdl__stream_find(L);
         if (s >= 0) return cdl__stream_take(L, (uint32_t)s, out);
-        if (L->consumer.cur_pos >= cdl__epoch_end(L, L->consumer.cur_epoch)) {
-            /* a lazy index's epoch end, learned while this call waited */
-            out->epoch = L->consumer.cur_epoch;
-            L->consumer.cur_epoch++;
-            L->consumer.cur_pos = 0;
-            L->consumer.cur_index = 0;
-            return COORDL_END_OF_EPOCH;
-        }
+        /* a lazy index's epoch end, learned while this call waited */
+        if (L->consumer.cur_pos >= cdl__epoch_end(L, L->consumer.cur_epoch)) return cdl__consumer_epoch_ended(L, out);
         if (cdl__consumer_help(L)) continue;
         cdl__signal(L, &S->work_cv); /* below the release mark a worker may sleep */
         cdl__wait(L, &S->ready_cv);
@@ -16380,9 +16377,9 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
         cdl__sampler_known(L, epoch, batch * L->cfg.batch_size, 1);
         cdl__sampler_settle(L);
     }
-    if (L->sampler.bpe == 0 && L->index.lazy) {
-        /* still unknown: the first row is before the end */
-    } else if (batch >= L->sampler.bpe) {
+    /* still unknown after that: the first row maps, so it is before the end */
+    const int count_known = !(L->index.lazy && L->sampler.bpe == 0);
+    if (count_known && batch >= L->sampler.bpe) {
         snprintf(L->errmsg, sizeof L->errmsg, "coordl_seek: batch %llu is not below batches_per_epoch (%llu)",
                  (unsigned long long)batch, (unsigned long long)L->sampler.bpe);
         cdl__unlock(L);

@@ -337,6 +337,15 @@ static int cdl__consumer_help(coordl *L) {
 
 /* coordl_next under mu: the end of an epoch, or the next batch in order
  * (waiting for it). *epoch: the epoch the call's time belongs to. */
+/* The consumer is at the end of its epoch: the next call starts the next. */
+static coordl_status cdl__consumer_epoch_ended(coordl *L, coordl_batch *out) {
+    out->epoch = L->consumer.cur_epoch;
+    L->consumer.cur_epoch++;
+    L->consumer.cur_pos = 0;
+    L->consumer.cur_index = 0;
+    return COORDL_END_OF_EPOCH;
+}
+
 static coordl_status cdl__consumer_next(coordl *L, coordl_batch *out, uint64_t *epoch) {
     cdl__stream *S = L->S;
     memset(out, 0, sizeof *out);
@@ -347,13 +356,7 @@ static coordl_status cdl__consumer_next(coordl *L, coordl_batch *out, uint64_t *
     if (L->index.lazy && L->cfg.on_bad_sample == COORDL_BAD_FAIL &&
         cdl__lazy_new_failure(L, &lazy_rc, L->errmsg, sizeof L->errmsg))
         return lazy_rc; /* a shard the order left out: said once; the next call goes on */
-    if (L->consumer.cur_pos >= cdl__epoch_end(L, L->consumer.cur_epoch)) {
-        out->epoch = L->consumer.cur_epoch;
-        L->consumer.cur_epoch++;
-        L->consumer.cur_pos = 0;
-        L->consumer.cur_index = 0;
-        return COORDL_END_OF_EPOCH;
-    }
+    if (L->consumer.cur_pos >= cdl__epoch_end(L, L->consumer.cur_epoch)) return cdl__consumer_epoch_ended(L, out);
     if (S->broken) {
         snprintf(L->errmsg, sizeof L->errmsg, "the batch ring could not be reallocated by coordl_set; "
                  "close this handle");
@@ -372,14 +375,8 @@ static coordl_status cdl__consumer_next(coordl *L, coordl_batch *out, uint64_t *
         }
         const int s = cdl__stream_find(L);
         if (s >= 0) return cdl__stream_take(L, (uint32_t)s, out);
-        if (L->consumer.cur_pos >= cdl__epoch_end(L, L->consumer.cur_epoch)) {
-            /* a lazy index's epoch end, learned while this call waited */
-            out->epoch = L->consumer.cur_epoch;
-            L->consumer.cur_epoch++;
-            L->consumer.cur_pos = 0;
-            L->consumer.cur_index = 0;
-            return COORDL_END_OF_EPOCH;
-        }
+        /* a lazy index's epoch end, learned while this call waited */
+        if (L->consumer.cur_pos >= cdl__epoch_end(L, L->consumer.cur_epoch)) return cdl__consumer_epoch_ended(L, out);
         if (cdl__consumer_help(L)) continue;
         cdl__signal(L, &S->work_cv); /* below the release mark a worker may sleep */
         cdl__wait(L, &S->ready_cv);
@@ -499,9 +496,9 @@ coordl_status coordl_seek(coordl *L, uint64_t epoch, uint64_t batch) {
         cdl__sampler_known(L, epoch, batch * L->cfg.batch_size, 1);
         cdl__sampler_settle(L);
     }
-    if (L->sampler.bpe == 0 && L->index.lazy) {
-        /* still unknown: the first row is before the end */
-    } else if (batch >= L->sampler.bpe) {
+    /* still unknown after that: the first row maps, so it is before the end */
+    const int count_known = !(L->index.lazy && L->sampler.bpe == 0);
+    if (count_known && batch >= L->sampler.bpe) {
         snprintf(L->errmsg, sizeof L->errmsg, "coordl_seek: batch %llu is not below batches_per_epoch (%llu)",
                  (unsigned long long)batch, (unsigned long long)L->sampler.bpe);
         cdl__unlock(L);

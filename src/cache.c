@@ -46,7 +46,7 @@
  * (every lookup then is a miss). */
 static cdl__cache_entry *cdl__ce(const coordl *L, uint64_t id) {
     if (L->cache.entries) return &L->cache.entries[id];
-    const uint64_t s = id >> 32, k = id & 0xFFFFFFFFu;
+    const uint32_t s = CDL_LAZY_SHARD(id), k = CDL_LAZY_ORDINAL(id);
     if (!L->cache.by_shard || s >= L->cache.nshards) return NULL;
     cdl__shard_entries *se = atomic_load_explicit(&L->cache.by_shard[s], memory_order_acquire);
     return se && k < se->n ? &se->e[k] : NULL;
@@ -56,16 +56,17 @@ static cdl__cache_entry *cdl__ce(const coordl *L, uint64_t id) {
  * the shard's count is known, it was scanned to read the item). */
 static cdl__cache_entry *cdl__ce_make(coordl *L, uint64_t id) {
     cdl__cache_entry *ce = cdl__ce(L, id);
-    if (ce || !L->cache.by_shard || (id >> 32) >= L->cache.nshards) return ce;
+    const uint32_t s = CDL_LAZY_SHARD(id);
+    if (ce || !L->cache.by_shard || s >= L->cache.nshards) return ce;
     uint32_t n = 0;
     char err[CDL_ERRMSG_MAX];
-    if (cdl__lazy_count(L, (uint32_t)(id >> 32), &n, err, sizeof err) != COORDL_OK || n == 0 ||
+    if (cdl__lazy_count(L, s, &n, err, sizeof err) != COORDL_OK || n == 0 ||
         n == CDL_LAZY_UNKNOWN)
         return NULL;
     cdl__shard_entries *se = cdl__calloc(L, 1, sizeof *se + (size_t)n * sizeof se->e[0]), *none = NULL;
     if (!se) return NULL;
     se->n = n;
-    if (!atomic_compare_exchange_strong(&L->cache.by_shard[id >> 32], &none, se)) cdl__free(L, se); /* another made it */
+    if (!atomic_compare_exchange_strong(&L->cache.by_shard[s], &none, se)) cdl__free(L, se); /* another made it */
     return cdl__ce(L, id);
 }
 

@@ -319,7 +319,6 @@ CDL_PRIVATE coordl_status cdl__lazy_init(coordl *L, cdl__lazy_scan_fn scan, size
     z->nshards = ns;
     z->scan = scan;
     z->max_resident = max_resident < 2 ? 2 : max_resident;
-    z->max_label = -1;
     z->count = cdl__malloc(L, (ns ? ns : 1) * sizeof *z->count);
     z->block = cdl__calloc(L, ns ? ns : 1, sizeof *z->block);
     z->used = cdl__calloc(L, ns ? ns : 1, sizeof *z->used);
@@ -331,7 +330,7 @@ CDL_PRIVATE coordl_status cdl__lazy_init(coordl *L, cdl__lazy_scan_fn scan, size
     return COORDL_OK;
 }
 
-static void cdl__lazy_block_free(const coordl *L, cdl__lazy_block *b) {
+CDL_PRIVATE void cdl__lazy_block_free(const coordl *L, cdl__lazy_block *b) {
     cdl__free(L, b->refs);
     cdl__free(L, b->name_offs);
     cdl__free(L, b->names);
@@ -359,15 +358,7 @@ CDL_PRIVATE void cdl__lazy_free(coordl *L) {
  * if it was not known). Under z->mu. */
 static void cdl__lazy_publish(const coordl *L, uint32_t s, cdl__lazy_block *b) {
     cdl__lazy *z = L->index.lazy;
-    if (z->count[s] == CDL_LAZY_UNKNOWN) {
-        z->count[s] = b->count;
-        z->known_shards++;
-        z->known_items += b->count;
-        for (uint32_t i = 0; i < b->count; i++) {
-            z->known_bytes += b->refs[i].bytes;
-            if (b->refs[i].label > z->max_label) z->max_label = b->refs[i].label;
-        }
-    }
+    if (z->count[s] == CDL_LAZY_UNKNOWN) z->count[s] = b->count;
     if (b->count == 0) {
         cdl__lazy_block_free(L, b);
         return;
@@ -412,11 +403,9 @@ static coordl_status cdl__lazy_resident(const coordl *L, uint32_t s, char *err, 
     const char *shard = L->index.strings + L->index.tar_shards[s];
     pthread_mutex_lock(&z->mu);
     z->scanning[s] = 0;
-    z->scans++;
     pthread_cond_broadcast(&z->cv);
     if (rc != COORDL_OK && z->count[s] == CDL_LAZY_UNKNOWN) {
         z->count[s] = 0;
-        z->known_shards++;
         cdl__log(L, COORDL_LOG_ERROR, "source: tar shard %s: %s; its items are left out of every epoch", shard, why);
         if (z->failed++ == 0) {
             z->first_fail_rc = rc;
@@ -502,7 +491,7 @@ CDL_PRIVATE int cdl__lazy_new_failure(const coordl *L, coordl_status *rc, char *
 /* Whether id names an item of a shard whose count is known. */
 CDL_PRIVATE int cdl__lazy_id_known(const coordl *L, uint64_t id) {
     cdl__lazy *z = L->index.lazy;
-    const uint64_t s = id >> 32, k = id & 0xFFFFFFFFu;
+    const uint32_t s = CDL_LAZY_SHARD(id), k = CDL_LAZY_ORDINAL(id);
     if (s >= z->nshards) return 0;
     pthread_mutex_lock(&z->mu);
     const int ok = z->count[s] != CDL_LAZY_UNKNOWN && k < z->count[s];
@@ -515,16 +504,16 @@ CDL_PRIVATE int cdl__lazy_id_known(const coordl *L, uint64_t id) {
 CDL_PRIVATE coordl_status cdl__lazy_ref(const coordl *L, uint64_t id, cdl__tar_ref *ref, char *name, size_t namecap,
                                         char *err, size_t errcap) {
     cdl__lazy *z = L->index.lazy;
-    const uint64_t s = id >> 32, k = id & 0xFFFFFFFFu;
+    const uint32_t s = CDL_LAZY_SHARD(id), k = CDL_LAZY_ORDINAL(id);
     if (s >= z->nshards) {
         snprintf(err, errcap, "item %llu: no such shard", (unsigned long long)id);
         return COORDL_ERR_INVALID;
     }
     const char *shard = L->index.strings + L->index.tar_shards[s];
     pthread_mutex_lock(&z->mu);
-    coordl_status rc = cdl__lazy_resident(L, (uint32_t)s, err, errcap, 1);
+    coordl_status rc = cdl__lazy_resident(L, s, err, errcap, 1);
     if (rc == COORDL_OK && k >= z->count[s]) {
-        snprintf(err, errcap, "%s: item %llu of a shard of %u", shard, (unsigned long long)k, z->count[s]);
+        snprintf(err, errcap, "%s: item %u of a shard of %u", shard, k, z->count[s]);
         rc = COORDL_ERR_INVALID;
     }
     if (rc == COORDL_OK) {
@@ -532,10 +521,22 @@ CDL_PRIVATE coordl_status cdl__lazy_ref(const coordl *L, uint64_t id, cdl__tar_r
         *ref = b->refs[k];
         if (namecap) snprintf(name, namecap, "%s:%s", shard, b->names + b->name_offs[k]);
     } else if (namecap) {
-        snprintf(name, namecap, "%s:#%llu", shard, (unsigned long long)k);
+        snprintf(name, namecap, "%s:#%u", shard, k);
     }
     pthread_mutex_unlock(&z->mu);
     return rc;
+}
+
+/* Item id's tar record: in tar_refs, or for a lazy index copied into
+ * *copy (its shard scanned again if its block was dropped); NULL when the
+ * source has no tar records, or it cannot be had (*rc and err say why). */
+CDL_PRIVATE const cdl__tar_ref *cdl__tar_ref_of(const coordl *L, uint64_t id, cdl__tar_ref *copy, coordl_status *rc,
+                                                char *err, size_t errcap) {
+    *rc = COORDL_OK;
+    if (L->index.tar_refs) return &L->index.tar_refs[id];
+    if (!L->index.lazy) return NULL;
+    *rc = cdl__lazy_ref(L, id, copy, NULL, 0, err, errcap);
+    return *rc == COORDL_OK ? copy : NULL;
 }
 
 /* coordl_item_path of a lazy item: its name, kept until close (a name is
@@ -578,24 +579,26 @@ CDL_PRIVATE const char *cdl__item_path(const coordl *L, uint64_t id) {
 }
 
 CDL_PRIVATE int32_t cdl__item_label(const coordl *L, uint64_t id) {
-    if (L->index.lazy) {
-        cdl__tar_ref ref;
+    if (L->index.tar_refs || L->index.lazy) {
+        cdl__tar_ref copy;
         char err[CDL_ERRMSG_MAX];
-        return cdl__lazy_ref(L, id, &ref, NULL, 0, err, sizeof err) == COORDL_OK ? ref.label : -1;
+        coordl_status rc;
+        const cdl__tar_ref *r = cdl__tar_ref_of(L, id, &copy, &rc, err, sizeof err);
+        return r ? r->label : -1;
     }
     if (L->index.shards) return (int32_t)(cdl__shard_of(L, id) - L->index.shards);
-    if (L->index.tar_refs) return L->index.tar_refs[id].label;
     return L->index.items[id].label;
 }
 
 CDL_PRIVATE uint64_t cdl__item_bytes(const coordl *L, uint64_t id) {
-    if (L->index.lazy) {
-        cdl__tar_ref ref;
+    if (L->index.tar_refs || L->index.lazy) {
+        cdl__tar_ref copy;
         char err[CDL_ERRMSG_MAX];
-        return cdl__lazy_ref(L, id, &ref, NULL, 0, err, sizeof err) == COORDL_OK ? ref.bytes : 0;
+        coordl_status rc;
+        const cdl__tar_ref *r = cdl__tar_ref_of(L, id, &copy, &rc, err, sizeof err);
+        return r ? r->bytes : 0;
     }
     if (L->index.shards) return (uint64_t)(L->cfg.seq_len + 1) * cdl__shard_of(L, id)->tok_bytes;
-    if (L->index.tar_refs) return L->index.tar_refs[id].bytes;
     return L->index.items[id].bytes;
 }
 

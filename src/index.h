@@ -17,12 +17,15 @@ CDL_PRIVATE uint64_t cdl__item_bytes(const coordl *L, uint64_t id);
 CDL_PRIVATE int32_t cdl__item_label(const coordl *L, uint64_t id);
 CDL_PRIVATE coordl_status cdl__lazy_init(coordl *L, cdl__lazy_scan_fn scan, size_t max_resident);
 CDL_PRIVATE void cdl__lazy_free(coordl *L);
+CDL_PRIVATE void cdl__lazy_block_free(const coordl *L, cdl__lazy_block *b);
 CDL_PRIVATE void cdl__lazy_adopt(const coordl *L, uint32_t s, cdl__lazy_block *b);
 CDL_PRIVATE coordl_status cdl__lazy_count(const coordl *L, uint32_t s, uint32_t *count, char *err, size_t errcap);
 CDL_PRIVATE int cdl__lazy_id_known(const coordl *L, uint64_t id);
 CDL_PRIVATE int cdl__lazy_new_failure(const coordl *L, coordl_status *rc, char *msg, size_t cap);
 CDL_PRIVATE int cdl__lazy_prefetch(const coordl *L, uint32_t s);
 CDL_PRIVATE int cdl__lazy_ready(const coordl *L, uint32_t s);
+CDL_PRIVATE const cdl__tar_ref *cdl__tar_ref_of(const coordl *L, uint64_t id, cdl__tar_ref *copy, coordl_status *rc,
+                                                char *err, size_t errcap);
 CDL_PRIVATE coordl_status cdl__lazy_ref(const coordl *L, uint64_t id, cdl__tar_ref *ref, char *name, size_t namecap,
                                         char *err, size_t errcap);
 #endif /* CDL_INDEX_H */

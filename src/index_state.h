@@ -70,6 +70,8 @@ typedef struct cdl__shard {
  * readers copy what they need out. */
 #define CDL_LAZY_UNKNOWN UINT32_MAX
 #define CDL_LAZY_ID(shard, ordinal) (((uint64_t)(shard) << 32) | (uint64_t)(ordinal))
+#define CDL_LAZY_SHARD(id) ((uint32_t)((id) >> 32))
+#define CDL_LAZY_ORDINAL(id) ((uint32_t)((id) & 0xFFFFFFFFu))
 typedef struct cdl__lazy_block {
     cdl__tar_ref *refs;  /* count of them, NULL: not resident              */
     uint32_t *name_offs; /* per item: its member name in names             */
@@ -89,12 +91,10 @@ typedef struct cdl__lazy {
     uint32_t *resident_list; /* the shards whose block is resident        */
     size_t resident, max_resident;
     uint64_t tick;
-    uint64_t known_shards, known_items, known_bytes, scans;
     uint64_t failed, failed_reported; /* shards whose first scan failed;
                                          those coordl_next has reported  */
     coordl_status first_fail_rc;
     char first_fail[CDL_ERRMSG_MAX];   /* the first one's message         */
-    int32_t max_label;
     cdl__lazy_scan_fn scan;
     pthread_mutex_t mu;
     pthread_cond_t cv;      /* a scan ended                                */

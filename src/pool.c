@@ -78,13 +78,12 @@ static coordl_status cdl__prepare_row(cdl__worker *W, uint64_t epoch, uint64_t i
         if (L->index.lazy) { /* a lazy index: another item of the same shard (its count is known) */
             uint32_t count = 0;
             char why[CDL_ERRMSG_MAX];
-            if (cdl__lazy_count(L, (uint32_t)(id >> 32), &count, why, sizeof why) != COORDL_OK || count == 0 ||
+            if (cdl__lazy_count(L, CDL_LAZY_SHARD(id), &count, why, sizeof why) != COORDL_OK || count == 0 ||
                 count == CDL_LAZY_UNKNOWN)
                 break;
-            const uint64_t k = id & 0xFFFFFFFFu;
-            uint64_t j = draw % count;
-            if (j == k) j = (j + 1) % count;
-            sub = CDL_LAZY_ID(id >> 32, j);
+            uint32_t j = (uint32_t)(draw % count);
+            if (j == CDL_LAZY_ORDINAL(id)) j = (j + 1) % count;
+            sub = CDL_LAZY_ID(CDL_LAZY_SHARD(id), j);
         } else {
             sub = draw % L->index.num_items;
             if (sub == id) sub = (sub + 1) % L->index.num_items;
@@ -260,11 +259,11 @@ static int cdl__worker_start(cdl__worker *W, int bind, int *bound) {
  * of them a window's shards are scanned two at a time. */
 static void *cdl__scan_ahead_main(void *arg) {
     coordl *L = arg;
-    uint32_t todo[64];
+    uint32_t shards[64];
     pthread_setname_np(pthread_self(), "coordl-index");
     size_t n;
-    while ((n = cdl__sampler_ahead(L, todo, 64)) > 0)
-        for (size_t i = 0; i < n; i++) cdl__sampler_ahead_scan(L, todo[i]);
+    while ((n = cdl__sampler_ahead(L, shards, 64)) > 0)
+        for (size_t i = 0; i < n; i++) cdl__sampler_ahead_scan(L, shards[i]);
     return NULL;
 }
 

@@ -282,7 +282,7 @@ static void cdl__window_learn(const coordl *L, uint32_t s) {
  * (scan = 0 asks only). Not under Wn->mu: a scan reads storage. */
 static int cdl__window_ensure(const coordl *L, uint64_t epoch, uint64_t g, int scan) {
     cdl__window *Wn = L->sampler.window;
-    uint32_t todo[64];
+    uint32_t pending[64];
     for (;;) {
         pthread_mutex_lock(&Wn->mu);
         const cdl__window_epoch *e = cdl__window_table(L, epoch);
@@ -299,7 +299,7 @@ static int cdl__window_ensure(const coordl *L, uint64_t epoch, uint64_t g, int s
         size_t n = 0;
         const size_t hi = Wn->width < ns - e->known ? e->known + (size_t)Wn->width : ns;
         for (size_t i = e->known; i < hi && n < 64; i++)
-            if (Wn->count[e->order[i]] == UINT64_MAX) todo[n++] = e->order[i];
+            if (Wn->count[e->order[i]] == UINT64_MAX) pending[n++] = e->order[i];
         /* the scan-ahead threads join in on this window (the first one
          * of a run: no item mapped yet) rather than wait for the next */
         const uint64_t w = e->known / Wn->width;
@@ -310,7 +310,7 @@ static int cdl__window_ensure(const coordl *L, uint64_t epoch, uint64_t g, int s
             pthread_cond_broadcast(&Wn->ahead_cv);
         }
         pthread_mutex_unlock(&Wn->mu);
-        for (size_t i = 0; i < n; i++) cdl__window_learn(L, todo[i]);
+        for (size_t i = 0; i < n; i++) cdl__window_learn(L, pending[i]);
     }
 }
 

@@ -594,26 +594,24 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, 
                                           : L->index.tar_refs || L->index.lazy ? MEMBER : PLAIN;
     /* a token window's shard is found once: it is also its path */
     const cdl__shard *sh = kind == WINDOW ? cdl__shard_of(L, id) : NULL;
-    cdl__tar_ref lazy_ref;
-    if (L->index.lazy) { /* its shard scanned again if its block was dropped */
-        *len = 0;
-        const coordl_status rc = cdl__lazy_ref(L, id, &lazy_ref, NULL, 0, err, errcap);
-        if (rc != COORDL_OK) return rc;
-    }
+    cdl__tar_ref copy;
+    coordl_status ref_rc = COORDL_OK;
+    /* a lazy item's shard is scanned again here if its block was dropped */
+    const cdl__tar_ref *ti = kind == MEMBER ? cdl__tar_ref_of(L, id, &copy, &ref_rc, err, errcap) : NULL;
+    *len = 0;
+    if (ref_rc != COORDL_OK) return ref_rc;
     /* a lazy item's messages name its shard (and the offset): its member
      * name is not resident */
     const char *path = sh ? L->index.strings + sh->path_off
-                       : L->index.lazy ? L->index.strings + L->index.tar_shards[id >> 32] : cdl__item_path(L, id);
+                       : L->index.lazy ? L->index.strings + L->index.tar_shards[CDL_LAZY_SHARD(id)] : cdl__item_path(L, id);
     const char *file = path;
     uint64_t off = 0, want = 0;
     int whole = 0;
     char why[CDL_ERRMSG_MAX - 64];
-    *len = 0;
     if (kind == WINDOW) {
         want = (uint64_t)(L->cfg.seq_len + 1) * sh->tok_bytes;
         off = CDL_SHARD_HEADER_BYTES + (id - sh->first_item) * L->cfg.seq_len * sh->tok_bytes;
     } else if (kind == MEMBER) {
-        const cdl__tar_ref *ti = L->index.lazy ? &lazy_ref : &L->index.tar_refs[id];
         file = L->index.strings + L->index.tar_shards[ti->shard];
         off = ti->offset;
         want = ti->bytes;
@@ -757,12 +755,12 @@ CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, 
  * name the item: that read says why). */
 CDL_PRIVATE int cdl__read_item_async(const coordl *L, uint64_t id, cdl__u8 *dst, size_t cap, const void *owner,
                                      cdl__remote_done_fn done, void *arg) {
-    if ((!L->index.tar_refs && !L->index.lazy) || L->index.shards) return 0;
-    cdl__tar_ref lazy_ref;
+    if (L->index.shards) return 0;
+    cdl__tar_ref copy;
     char why[CDL_ERRMSG_MAX];
-    if (L->index.lazy && cdl__lazy_ref(L, id, &lazy_ref, NULL, 0, why, sizeof why) != COORDL_OK)
-        return 0; /* cdl__read_item says why */
-    const cdl__tar_ref *ti = L->index.lazy ? &lazy_ref : &L->index.tar_refs[id];
+    coordl_status rc;
+    const cdl__tar_ref *ti = cdl__tar_ref_of(L, id, &copy, &rc, why, sizeof why);
+    if (!ti) return 0; /* not a tar member, or cdl__read_item says why */
     const char *file = L->index.strings + L->index.tar_shards[ti->shard];
     const uint64_t want = ti->bytes;
     if (L->io != &cdl__posix_io || !cdl__remote_is_url(file) || want == 0 || want > L->cfg.max_item_bytes ||
@@ -812,7 +810,7 @@ static coordl_status cdl__item_read_end(const coordl *L, const cdl__item_aread *
 }
 
 static const char *cdl__item_file(const coordl *L, uint64_t id) {
-    if (L->index.lazy) return L->index.strings + L->index.tar_shards[id >> 32];
+    if (L->index.lazy) return L->index.strings + L->index.tar_shards[CDL_LAZY_SHARD(id)];
     if (!L->index.tar_refs) return cdl__item_path(L, id);
     return L->index.strings + L->index.tar_shards[L->index.tar_refs[id].shard];
 }
@@ -842,11 +840,11 @@ CDL_PRIVATE int cdl__read_item_start(const coordl *L, cdl__uring *U, cdl__item_a
     const int member = L->index.tar_refs != NULL || L->index.lazy != NULL;
     uint64_t off = 0, want = 0;
     if (member) {
-        cdl__tar_ref lazy_ref;
+        cdl__tar_ref copy;
         char why0[CDL_ERRMSG_MAX];
-        if (L->index.lazy && cdl__lazy_ref(L, id, &lazy_ref, NULL, 0, why0, sizeof why0) != COORDL_OK)
-            return 0; /* cdl__read_item says why */
-        const cdl__tar_ref *ti = L->index.lazy ? &lazy_ref : &L->index.tar_refs[id];
+        coordl_status ref_rc;
+        const cdl__tar_ref *ti = cdl__tar_ref_of(L, id, &copy, &ref_rc, why0, sizeof why0);
+        if (!ti) return 0; /* cdl__read_item says why */
         off = ti->offset;
         want = ti->bytes;
         if (want == 0 || want > L->cfg.max_item_bytes) return 0;

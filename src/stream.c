@@ -341,9 +341,9 @@ static cdl__slot *cdl__slot_to_fill(coordl *L) {
         if (end == UINT64_MAX) {
             /* a lazy index whose shards are not all counted: the batch's
              * last row either maps or lies past the end, which is known
-             * from then on (the read-ahead scans ahead, so this rarely
-             * reads a shard under the lock); a consumer waiting at the end
-             * learns it */
+             * from then on (the scan-ahead threads keep the next window
+             * scanned, so this rarely reads a shard under the lock); a
+             * consumer waiting at the end learns it */
             cdl__sampler_known(L, epoch, pos + L->cfg.batch_size - 1, 1);
             if (cdl__sampler_settle(L)) {
                 end = cdl__epoch_end(L, epoch);

@@ -1129,9 +1129,7 @@ static coordl_status cdl__tar_lazy_scan(coordl *L, uint32_t shard, cdl__lazy_blo
         out->refs = cdl__malloc(L, t.nsamples * sizeof *out->refs);
         out->name_offs = cdl__malloc(L, t.nsamples * sizeof *out->name_offs);
         if (!out->refs || !out->name_offs) {
-            cdl__free(L, out->refs);
-            cdl__free(L, out->name_offs);
-            memset(out, 0, sizeof *out);
+            cdl__lazy_block_free(L, out);
             snprintf(err, errcap, "out of memory for %zu items", t.nsamples);
             rc = COORDL_ERR_NOMEM;
         }
@@ -1190,9 +1188,7 @@ CDL_PRIVATE int cdl__tar_lazy_open(coordl *L, coordl_status *rc) {
     int labelled = b.count > 0;
     for (uint32_t i = 0; i < b.count && labelled; i++) labelled = b.refs[i].label >= 0;
     if (!labelled) {
-        cdl__free(L, b.refs);
-        cdl__free(L, b.name_offs);
-        cdl__free(L, b.names);
+        cdl__lazy_block_free(L, &b);
         cdl__lazy_free(L);
         cdl__log(L, COORDL_LOG_INFO, "source: %s: the first shard's samples have no .cls labels, so every shard is "
                  "scanned at open (class-folder labels are numbered over the whole set)", L->cfg.source);
