@@ -68,7 +68,7 @@ static coordl_status cdl__struct_in(void *dst, size_t dst_size, const void *src,
 
 /* An output struct: the first dst_size bytes of the library's full struct;
  * bytes beyond it (a caller with a newer header) are zeroed. */
-static void cdl__struct_out(void *dst, size_t dst_size, const void *src, size_t src_size) {
+static CDL_HOT void cdl__struct_out(void *dst, size_t dst_size, const void *src, size_t src_size) {
     size_t n = dst_size < src_size ? dst_size : src_size;
     memcpy(dst, src, n);
     if (dst_size > n) memset((unsigned char *)dst + n, 0, dst_size - n);
@@ -107,7 +107,7 @@ coordl_status coordl_open_sized(const coordl_config *cfg, size_t cfg_size, coord
     return rc == COORDL_OK ? cdl__open(&c, out) : rc;
 }
 
-coordl_status coordl_next_sized(coordl *L, coordl_batch *out, size_t out_size) {
+CDL_HOT coordl_status coordl_next_sized(coordl *L, coordl_batch *out, size_t out_size) {
     if (!L || !out) return COORDL_ERR_INVALID;
     if (out_size < CDL__V030_BATCH) {
         /* the batch could not be released: its slot_ would not fit */
@@ -268,7 +268,7 @@ coordl_status (coordl_open)(const coordl_config *cfg, coordl **out) {
     return coordl_open_sized(cfg, CDL__V030_CONFIG, out);
 }
 
-coordl_status (coordl_next)(coordl *L, coordl_batch *out) { return coordl_next_sized(L, out, CDL__V030_BATCH); }
+CDL_HOT coordl_status (coordl_next)(coordl *L, coordl_batch *out) { return coordl_next_sized(L, out, CDL__V030_BATCH); }
 
 void (coordl_get_stats)(const coordl *L, coordl_stats *out) { coordl_get_stats_sized(L, out, CDL__V030_STATS); }
 

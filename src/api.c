@@ -265,7 +265,7 @@ CDL_PRIVATE coordl_status cdl__open(const coordl_config *cfg, coordl **out) {
  * keeps the rest (the unlock, a wake-up, the thread preempted meanwhile)
  * as the tail that the next call moves into the counters
  * (coordl_get_stats adds it meanwhile). */
-static uint64_t cdl__consumer_time(coordl *L, uint64_t t_enter, uint64_t epoch) {
+static CDL_HOT uint64_t cdl__consumer_time(coordl *L, uint64_t t_enter, uint64_t epoch) {
     const uint64_t now = cdl__now_ns();
     const uint64_t tail = atomic_exchange(&L->consumer.stall_tail_ns, 0);
     if (tail) {
@@ -282,7 +282,7 @@ static uint64_t cdl__consumer_time(coordl *L, uint64_t t_enter, uint64_t epoch) 
     return now;
 }
 
-static void cdl__consumer_done(coordl *L, uint64_t counted_until, uint64_t epoch) {
+static CDL_HOT void cdl__consumer_done(coordl *L, uint64_t counted_until, uint64_t epoch) {
     const uint64_t end = cdl__now_ns();
     L->consumer.stall_tail_epoch = epoch;
     atomic_store(&L->consumer.stall_tail_ns, end > counted_until ? end - counted_until : 0);
@@ -338,7 +338,7 @@ static int cdl__consumer_help(coordl *L) {
 /* coordl_next under mu: the end of an epoch, or the next batch in order
  * (waiting for it). *epoch: the epoch the call's time belongs to. */
 /* The consumer is at the end of its epoch: the next call starts the next. */
-static coordl_status cdl__consumer_epoch_ended(coordl *L, coordl_batch *out) {
+static CDL_HOT coordl_status cdl__consumer_epoch_ended(coordl *L, coordl_batch *out) {
     out->epoch = L->consumer.cur_epoch;
     L->consumer.cur_epoch++;
     L->consumer.cur_pos = 0;
@@ -346,7 +346,7 @@ static coordl_status cdl__consumer_epoch_ended(coordl *L, coordl_batch *out) {
     return COORDL_END_OF_EPOCH;
 }
 
-static coordl_status cdl__consumer_next(coordl *L, coordl_batch *out, uint64_t *epoch) {
+static CDL_HOT coordl_status cdl__consumer_next(coordl *L, coordl_batch *out, uint64_t *epoch) {
     cdl__stream *S = L->S;
     memset(out, 0, sizeof *out);
     L->errmsg[0] = '\0';
@@ -383,7 +383,7 @@ static coordl_status cdl__consumer_next(coordl *L, coordl_batch *out, uint64_t *
     }
 }
 
-CDL_PRIVATE coordl_status cdl__next(coordl *L, coordl_batch *out) {
+CDL_PRIVATE CDL_HOT coordl_status cdl__next(coordl *L, coordl_batch *out) {
     if (!L || !out) return COORDL_ERR_INVALID;
     const uint64_t t0 = cdl__now_ns();
     uint64_t epoch;
@@ -395,7 +395,7 @@ CDL_PRIVATE coordl_status cdl__next(coordl *L, coordl_batch *out) {
     return rc;
 }
 
-void coordl_release(coordl *L, coordl_batch *b) {
+CDL_HOT void coordl_release(coordl *L, coordl_batch *b) {
     if (!L || !b || b->slot_ == 0) return;
     cdl__test_hook(L, "release");
     cdl__lock(L);
@@ -405,7 +405,7 @@ void coordl_release(coordl *L, coordl_batch *b) {
     b->slot_ = 0;
 }
 
-coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes, void *labels_or_targets,
+CDL_HOT coordl_status coordl_next_into(coordl *L, void *data, size_t data_bytes, void *labels_or_targets,
                                size_t label_bytes) {
     if (!L || !data) return COORDL_ERR_INVALID;
     const uint64_t t0 = cdl__now_ns();

@@ -18,7 +18,7 @@
 
 /* Shape of one row: images c x h x w (c = channels); tokens 1 x 1 x seq_len; audio
  * 1 x 1 x audio_samples. */
-CDL_PRIVATE void cdl__row_shape(const coordl *L, uint32_t out_w, uint32_t out_h, uint32_t *c, uint32_t *h,
+CDL_PRIVATE CDL_HOT void cdl__row_shape(const coordl *L, uint32_t out_w, uint32_t out_h, uint32_t *c, uint32_t *h,
                            uint32_t *w) {
     switch (L->cfg.pipeline) {
     case COORDL_PIPE_TOKENS: *c = 1; *h = 1; *w = L->cfg.seq_len; break;

@@ -27,7 +27,7 @@
  * The repair transition belongs to the stream, a layer above: open sets
  * L->lock_repair to it, so this module never calls up. */
 
-CDL_PRIVATE void cdl__lock_acquired(coordl *L, int e) {
+CDL_PRIVATE CDL_HOT void cdl__lock_acquired(coordl *L, int e) {
     cdl__stream *S = L->S;
     const int dead = S->lock_owner;
     const uint64_t dead_gen = S->lock_owner_gen;
@@ -61,7 +61,7 @@ static inline void cdl__cpu_relax(void) {
 
 enum { CDL_LOCK_SPINS = 100 };
 
-CDL_PRIVATE void cdl__lock(coordl *L) {
+CDL_PRIVATE CDL_HOT void cdl__lock(coordl *L) {
     pthread_mutex_t *mu = &L->S->mu;
     for (int i = 0; i < CDL_LOCK_SPINS; i++) {
         const int e = pthread_mutex_trylock(mu);
@@ -74,7 +74,7 @@ CDL_PRIVATE void cdl__lock(coordl *L) {
     cdl__lock_acquired(L, pthread_mutex_lock(mu));
 }
 
-CDL_PRIVATE void cdl__unlock(coordl *L) {
+CDL_PRIVATE CDL_HOT void cdl__unlock(coordl *L) {
     L->S->lock_owner = -1;
 #ifdef COORDL_DEBUG
     L->S->lock_tid = 0;
@@ -154,7 +154,7 @@ CDL_PRIVATE void cdl__broadcast(coordl *L, cdl__cond *c) {
     else pthread_cond_broadcast(&c->cv);
 }
 
-CDL_PRIVATE void cdl__signal(coordl *L, cdl__cond *c) {
+CDL_PRIVATE CDL_HOT void cdl__signal(coordl *L, cdl__cond *c) {
     if (L->cfg.group) cdl__group_wake(c);
     else pthread_cond_signal(&c->cv);
 }
@@ -163,7 +163,7 @@ CDL_PRIVATE void cdl__signal(coordl *L, cdl__cond *c) {
  * lock): a waiter that checked the state before the change either sees
  * the new sequence word and does not sleep, or is parked and woken; one
  * that locks after the change sees it. */
-CDL_PRIVATE void cdl__signal_unlocked(coordl *L, cdl__cond *c) { cdl__signal(L, c); }
+CDL_PRIVATE CDL_HOT void cdl__signal_unlocked(coordl *L, cdl__cond *c) { cdl__signal(L, c); }
 
 /* ---- robust mutexes: the one way to take them -------------------------
  * Every robust, process-shared mutex of a group (the stream's, each

@@ -113,6 +113,8 @@ typedef struct cdl__stream {
     uint64_t claim_epoch, claim_pos, claim_index; /* next batch to assign  */
     uint64_t cut_epoch, cut_pos; /* the batch size took effect here        */
     uint32_t inflight;        /* rows claimed and not yet done             */
+    uint32_t slots_free;      /* slots in state FREE: a release reads this,
+                                 not every slot's line (issue 23)          */
     _Atomic uint32_t live_mask; /* members in the group                    */
     int32_t lock_owner;       /* member holding mu (-1: none or joining),  */
     uint64_t lock_owner_gen;  /*   and its generation                      */

@@ -75,7 +75,7 @@ CDL_PRIVATE int cdl__peer_map_pending(coordl *L, uint64_t epoch) {
 
 /* The trainer asks for its first batch (coordl_next, _next_into): from
  * now on the admission epoch moves only by a seek mid-run. Under mu. */
-CDL_PRIVATE void cdl__peer_consumer_started(coordl *L) {
+CDL_PRIVATE CDL_HOT void cdl__peer_consumer_started(coordl *L) {
     if (L->peers.comm_set && !L->peers.consumer_started) L->peers.consumer_started = 1;
 }
 

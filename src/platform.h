@@ -102,6 +102,18 @@
 
 #define CDL_MAX_SIDE (1 << 24) /* longest image side any decoder may report */
 
+/* Marks the functions a ready batch runs through (coordl_next and
+ * coordl_release, issue 23). GCC and Clang put them in .text.hot, next
+ * to each other, whichever module they come from: after the trainer's
+ * step the pair then touches two or three code pages instead of one per
+ * module, and on a VM each cold page costs a page walk (bench_ready: p50
+ * 9.8-10.8 -> 6.3-7.6 us, in alternating runs). */
+#if defined(__GNUC__) || defined(__clang__)
+#define CDL_HOT __attribute__((hot))
+#else
+#define CDL_HOT
+#endif
+
 #define CDL_ERRMSG_MAX 512
 #define CDL_EPOCH_STATS_KEPT 16
 #define CDL_SUBSTITUTE_TRIES 16

@@ -82,14 +82,14 @@ static uint64_t cdl__perm_apply(const cdl__perm *p, uint64_t x) {
  * (cut_epoch, cut_pos) counts from there. The one place this arithmetic
  * lives: the stream asks with its live values, the read-ahead with the
  * snapshot it took at its last restart. */
-CDL_PRIVATE uint64_t cdl__epoch_end_at(uint64_t share, uint64_t B, int drop_last, uint64_t cut_epoch, uint64_t cut_pos,
+CDL_PRIVATE CDL_HOT uint64_t cdl__epoch_end_at(uint64_t share, uint64_t B, int drop_last, uint64_t cut_epoch, uint64_t cut_pos,
                                        uint64_t epoch) {
     if (share == UINT64_MAX) return UINT64_MAX; /* a lazy index, not all counted yet */
     const uint64_t from = epoch == cut_epoch ? cut_pos : 0;
     return drop_last ? from + (share - from) / B * B : share;
 }
 
-CDL_PRIVATE uint64_t cdl__epoch_end(const coordl *L, uint64_t epoch) {
+CDL_PRIVATE CDL_HOT uint64_t cdl__epoch_end(const coordl *L, uint64_t epoch) {
     /* a lazy index settles the share on another thread (UINT64_MAX before) */
     return cdl__epoch_end_at(__atomic_load_n(&L->sampler.share, __ATOMIC_RELAXED), L->cfg.batch_size, L->cfg.drop_last, L->S->cut_epoch, L->S->cut_pos,
                              epoch);

@@ -85,6 +85,7 @@ CDL_PRIVATE void cdl__ring_layout(coordl *L) {
         sl->state = CDL_SLOT_FREE;
         sl->gen++;
     }
+    L->S->slots_free = L->ring.nslots;
 }
 
 /* Maps the ring arena for rows_cap rows and data_cap data bytes per slot,
@@ -175,13 +176,13 @@ static uint32_t cdl__mark_for(int m, uint64_t gen) {
 }
 
 /* Member m is in the group with generation gen. */
-CDL_PRIVATE int cdl__member_is(const cdl__stream *S, int m, uint64_t gen) {
+CDL_PRIVATE CDL_HOT int cdl__member_is(const cdl__stream *S, int m, uint64_t gen) {
     return m >= 0 && m < CDL_MAX_MEMBERS && (atomic_load(&S->live_mask) >> m & 1u) &&
            atomic_load(&S->members[m].gen) == gen;
 }
 
 /* This handle is still the member generation it joined as. */
-CDL_PRIVATE int cdl__member_current(const coordl *L) { return cdl__member_is(L->S, L->member.me, L->member.my_gen); }
+CDL_PRIVATE CDL_HOT int cdl__member_current(const coordl *L) { return cdl__member_is(L->S, L->member.me, L->member.my_gen); }
 
 /* A claim mark whose member generation is no longer in the group. */
 static int cdl__mark_stale(const cdl__stream *S, uint32_t mark) {
@@ -201,7 +202,7 @@ static uint32_t cdl__consumers_of(const coordl *L, uint64_t epoch) {
     return m;
 }
 
-CDL_PRIVATE cdl__epoch_counters *cdl__epoch_entry(coordl *L, uint64_t epoch) {
+CDL_PRIVATE CDL_HOT cdl__epoch_counters *cdl__epoch_entry(coordl *L, uint64_t epoch) {
     cdl__epoch_counters *e = &L->stats.epochs[epoch % CDL_EPOCH_STATS_KEPT];
     if (!e->used || e->epoch != epoch) {
         memset(e, 0, sizeof *e);
@@ -239,12 +240,13 @@ static int cdl__stream_invariants(const coordl *L, char *why, size_t cap) {
     const cdl__stream *S = L->S;
     const uint32_t live = atomic_load(&S->live_mask);
     uint64_t inflight = 0;
-    uint32_t held = 0;
+    uint32_t held = 0, nfree = 0;
 #define CDL_BROKEN(...) do { snprintf(why, cap, __VA_ARGS__); return 0; } while (0)
     if (S->assign.slot != 0) CDL_BROKEN("the assignment of slot %u was left half-done", S->assign.slot - 1);
     for (uint32_t s = 0; s < L->ring.nslots; s++) {
         const cdl__slot *sl = &L->ring.slots[s];
         const uint32_t *rows = cdl__slot_rows(L, sl);
+        nfree += sl->state == CDL_SLOT_FREE;
         if (sl->state == CDL_SLOT_FREE) continue;
         if (sl->state != CDL_SLOT_FILLING && sl->state != CDL_SLOT_READY) CDL_BROKEN("slot %u: state %d", s, sl->state);
         if (sl->n == 0 || sl->n > L->geom.slot_rows_cap) CDL_BROKEN("slot %u: %u rows (capacity %u)", s, sl->n, L->geom.slot_rows_cap);
@@ -270,6 +272,7 @@ static int cdl__stream_invariants(const coordl *L, char *why, size_t cap) {
             CDL_BROKEN("slot %u is READY though every consumer released it", s);
         if (sl->taken_mask & ~sl->done_mask & L->member.bit) held++;
     }
+    if (nfree != S->slots_free) CDL_BROKEN("%u slots counted free, but %u are FREE", S->slots_free, nfree);
     if (inflight != S->inflight)
         CDL_BROKEN("%u rows counted in flight, but claimed minus done is %llu", S->inflight, (unsigned long long)inflight);
     if (L->member.me >= 0 && cdl__member_current(L) && held != L->consumer.held)
@@ -314,6 +317,7 @@ static void cdl__slot_assign(coordl *L) {
     sl->err_row = UINT32_MAX;
     sl->errmsg[0] = '\0';
     memset(cdl__slot_rows(L, sl), 0, (size_t)L->geom.slot_rows_cap * sizeof(uint32_t));
+    if (sl->state == CDL_SLOT_FREE) S->slots_free--; /* a repair may run it again */
     sl->state = CDL_SLOT_FILLING;
     S->claim_epoch = S->assign.epoch;
     S->claim_pos = S->assign.pos + S->assign.n;
@@ -398,18 +402,16 @@ static int cdl__stream_has_work(const coordl *L) {
  * after unlocking (cdl__signal_unlocked), so the woken worker does not
  * block at once on the lock its waker still holds. Returns 1 when the slot
  * was freed and a worker is to be woken. */
-static int cdl__slot_free_if_done(coordl *L, cdl__slot *sl, int wake) {
+static CDL_HOT int cdl__slot_free_if_done(coordl *L, cdl__slot *sl, int wake) {
     if (sl->state != CDL_SLOT_READY || (sl->done_mask & sl->need_mask) != sl->need_mask) return 0;
     sl->state = CDL_SLOT_FREE;
     sl->gen++;
-    uint32_t nfree = 0;
-    for (uint32_t k = 0; k < L->ring.nslots; k++) nfree += L->ring.slots[k].state == CDL_SLOT_FREE;
-    if (nfree < (L->ring.nslots + 1) / 2) return 0;
+    if (++L->S->slots_free < (L->ring.nslots + 1) / 2) return 0;
     if (wake) cdl__signal(L, &L->S->work_cv);
     return 1;
 }
 
-static void cdl__slot_maybe_free(coordl *L, cdl__slot *sl) { (void)cdl__slot_free_if_done(L, sl, 1); }
+static CDL_HOT void cdl__slot_maybe_free(coordl *L, cdl__slot *sl) { (void)cdl__slot_free_if_done(L, sl, 1); }
 
 /* Every row done: the batch goes to every member that consumes its epoch. */
 static void cdl__slot_ready(coordl *L, cdl__slot *sl) {
@@ -518,7 +520,7 @@ CDL_PRIVATE void cdl__stream_complete(coordl *L, const cdl__claim *c, const cdl_
  * the last one taken: a ready batch then costs one slot's lines, not
  * every slot's (issue 23: after the trainer's step they are cold). At
  * most one slot matches, wherever the search starts. Under mu. */
-CDL_PRIVATE int cdl__stream_find(const coordl *L) {
+CDL_PRIVATE CDL_HOT int cdl__stream_find(const coordl *L) {
     const uint32_t n = L->ring.nslots;
     const uint32_t first = L->consumer.next_slot < n ? L->consumer.next_slot : 0;
     for (uint32_t k = 0; k < n; k++) {
@@ -531,7 +533,7 @@ CDL_PRIVATE int cdl__stream_find(const coordl *L) {
     return -1;
 }
 
-static void cdl__fill_batch(coordl *L, const cdl__slot *sl, uint32_t slot_index, coordl_batch *out) {
+static CDL_HOT void cdl__fill_batch(coordl *L, const cdl__slot *sl, uint32_t slot_index, coordl_batch *out) {
     out->n = sl->n;
     out->data = cdl__slot_data(L, sl);
     out->data_bytes = (size_t)sl->n * sl->row_bytes;
@@ -551,7 +553,7 @@ static void cdl__fill_batch(coordl *L, const cdl__slot *sl, uint32_t slot_index,
 
 /* take: the consumer takes its next batch from slot s. A batch whose rows
  * failed is skipped (released at once) and its status returned. Under mu. */
-CDL_PRIVATE coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *out) {
+CDL_PRIVATE CDL_HOT coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *out) {
     cdl__slot *sl = &L->ring.slots[s];
     L->consumer.cur_pos += sl->n;
     L->consumer.cur_index++;
@@ -577,7 +579,7 @@ CDL_PRIVATE coordl_status cdl__stream_take(coordl *L, uint32_t s, coordl_batch *
  * by it. What coordl_next_into checks after copying with the lock
  * released: a member dropped meanwhile lost the slot, which may have been
  * refilled while it was copied. Under mu. */
-CDL_PRIVATE int cdl__stream_holds(const coordl *L, const coordl_batch *b) {
+CDL_PRIVATE CDL_HOT int cdl__stream_holds(const coordl *L, const coordl_batch *b) {
     if (b->slot_ == 0 || b->slot_ > L->ring.nslots) return 0;
     const cdl__slot *sl = &L->ring.slots[b->slot_ - 1];
     return cdl__member_current(L) && sl->state == CDL_SLOT_READY && (uint32_t)sl->gen == b->gen_ &&
@@ -589,7 +591,7 @@ CDL_PRIVATE int cdl__stream_holds(const coordl *L, const coordl_batch *b) {
  * member generation, or a second release is a no-op. Returns 1 when it
  * freed the slot and half the ring is free: the caller then wakes one
  * worker once it has unlocked (cdl__signal_unlocked). Under mu. */
-CDL_PRIVATE int cdl__stream_release(coordl *L, const coordl_batch *b) {
+CDL_PRIVATE CDL_HOT int cdl__stream_release(coordl *L, const coordl_batch *b) {
     if (b->slot_ == 0 || b->slot_ > L->ring.nslots) return 0;
     cdl__slot *sl = &L->ring.slots[b->slot_ - 1];
     if (!cdl__stream_holds(L, b)) return 0;
@@ -631,6 +633,11 @@ static void cdl__stream_recount(coordl *L) {
         }
     }
     S->inflight = inflight;
+    /* a member killed between a slot's state and this count leaves it
+     * off: recounted from the states, like the rows */
+    uint32_t nfree = 0;
+    for (uint32_t s = 0; s < L->ring.nslots; s++) nfree += L->ring.slots[s].state == CDL_SLOT_FREE;
+    S->slots_free = nfree;
 }
 
 /* drop: member m of generation gen leaves the stream (dropped by another
@@ -688,6 +695,7 @@ CDL_PRIVATE void cdl__stream_restart(coordl *L, int same_order) {
         if (!held && sl->state != CDL_SLOT_FREE) {
             sl->state = CDL_SLOT_FREE;
             sl->gen++;
+            L->S->slots_free++;
         }
     }
     L->S->claim_epoch = L->consumer.cur_epoch;
