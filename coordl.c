@@ -893,6 +893,9 @@ typedef struct cdl__lazy {
     uint32_t *resident_list; /* the shards whose block is resident        */
     size_t resident, max_resident;
     uint64_t tick;
+    uint64_t counted, counted_items, counted_bytes; /* shards whose count is
+                                       known, and their items' and data bytes
+                                       (cdl__lazy_census)                 */
     uint64_t failed, failed_reported; /* shards whose first scan failed;
                                          those coordl_next has reported  */
     coordl_status first_fail_rc;
@@ -1779,6 +1782,8 @@ CDL_PRIVATE void cdl__lazy_free(coordl *L);
 CDL_PRIVATE void cdl__lazy_block_free(const coordl *L, cdl__lazy_block *b);
 CDL_PRIVATE void cdl__lazy_adopt(const coordl *L, uint32_t s, cdl__lazy_block *b);
 CDL_PRIVATE coordl_status cdl__lazy_count(const coordl *L, uint32_t s, uint32_t *count, char *err, size_t errcap);
+CDL_PRIVATE coordl_status cdl__lazy_census(const coordl *L, size_t most, uint64_t *items, uint64_t *bytes,
+                                      uint64_t *counted, int *exact);
 CDL_PRIVATE int cdl__lazy_id_known(const coordl *L, uint64_t id);
 CDL_PRIVATE int cdl__lazy_new_failure(const coordl *L, coordl_status *rc, char *msg, size_t cap);
 CDL_PRIVATE int cdl__lazy_prefetch(const coordl *L, uint32_t s);
@@ -5618,7 +5623,12 @@ CDL_PRIVATE void cdl__lazy_free(coordl *L) {
  * if it was not known). Under z->mu. */
 static void cdl__lazy_publish(const coordl *L, uint32_t s, cdl__lazy_block *b) {
     cdl__lazy *z = L->index.lazy;
-    if (z->count[s] == CDL_LAZY_UNKNOWN) z->count[s] = b->count;
+    if (z->count[s] == CDL_LAZY_UNKNOWN) {
+        z->count[s] = b->count;
+        z->counted++;
+        z->counted_items += b->count;
+        for (uint32_t i = 0; i < b->count; i++) z->counted_bytes += b->refs[i].bytes;
+    }
     if (b->count == 0) {
         cdl__lazy_block_free(L, b);
         return;
@@ -5666,6 +5676,7 @@ static coordl_status cdl__lazy_resident(const coordl *L, uint32_t s, char *err, 
     pthread_cond_broadcast(&z->cv);
     if (rc != COORDL_OK && z->count[s] == CDL_LAZY_UNKNOWN) {
         z->count[s] = 0;
+        z->counted++;
         cdl__log(L, COORDL_LOG_ERROR, "source: tar shard %s: %s; its items are left out of every epoch", shard, why);
         if (z->failed++ == 0) {
             z->first_fail_rc = rc;
@@ -5705,6 +5716,35 @@ CDL_PRIVATE coordl_status cdl__lazy_count(const coordl *L, uint32_t s, uint32_t 
     *count = z->count[s];
     pthread_mutex_unlock(&z->mu);
     return rc;
+}
+
+/* The set's items and data bytes, for what needs them before an epoch has
+ * counted every shard (coordl_analyze's report and its warm run's cache):
+ * every shard counted when there are at most `most`, else `most` shards
+ * spread evenly over the set (with those already counted) and the totals
+ * extrapolated from them. *counted: the shards the totals stand on; *exact:
+ * that is all of them. Scans what it counts on the calling thread (most =
+ * 0: none, what is known now). */
+CDL_PRIVATE coordl_status cdl__lazy_census(const coordl *L, size_t most, uint64_t *items, uint64_t *bytes,
+                                      uint64_t *counted, int *exact) {
+    cdl__lazy *z = L->index.lazy;
+    const size_t ns = z->nshards;
+    char err[CDL_ERRMSG_MAX];
+    uint32_t count;
+    for (size_t i = 0; i < ns && i < most; i++) {
+        const size_t s = ns <= most ? i : (size_t)((uint64_t)i * ns / most); /* i < most: no overflow */
+        const coordl_status rc = cdl__lazy_count(L, (uint32_t)s, &count, err, sizeof err);
+        if (rc != COORDL_OK)
+            return cdl__open_fail(rc, "source: tar shard %s: %s", L->index.strings + L->index.tar_shards[s], err);
+    }
+    pthread_mutex_lock(&z->mu);
+    const uint64_t n = z->counted, k = z->counted_items, b = z->counted_bytes;
+    pthread_mutex_unlock(&z->mu);
+    *counted = n;
+    *exact = n >= ns;
+    *items = *exact ? k : n ? (uint64_t)((double)k / (double)n * (double)ns + 0.5) : 0;
+    *bytes = *exact ? b : n ? (uint64_t)((double)b / (double)n * (double)ns + 0.5) : 0;
+    return COORDL_OK;
 }
 
 /* Shard s's block made resident ahead of need (the scan-ahead threads):
@@ -16597,6 +16637,11 @@ CDL_PRIVATE void cdl__get_stats(const coordl *L, coordl_stats *out) {
     out->boxes_dropped = L->index.boxes.dropped; /* read-only after open */
     out->bad_labels = L->index.boxes.bad_items;
     out->sampler_bytes = cdl__sampler_bytes(L); /* fixed at open */
+    if (L->index.lazy) { /* a lazy index's: once every shard is counted (the first epoch read) */
+        uint64_t items, bytes, counted;
+        int exact;
+        if (cdl__lazy_census(L, 0, &items, &bytes, &counted, &exact) == COORDL_OK && exact) out->dataset_bytes = bytes;
+    }
     if (L->pool.ra) {
         pthread_mutex_lock(&L->pool.ra->mu);
         out->readahead_reads = L->pool.ra->reads;
@@ -16974,6 +17019,7 @@ size_t coordl_stats_json(const coordl *L, char *buf, size_t cap) {
 /* coordl_analyze_opts_default: the defaults, spelled out (0 in a field
  * still means its default, so a memset struct keeps working). */
 #define CDL_ANALYZE_MAX_REPEAT 9
+#define CDL_ANALYZE_CENSUS_SHARDS 64 /* a lazily indexed set of more is sampled (coordl_report) */
 CDL_PRIVATE void cdl__analyze_opts_default(coordl_analyze_opts *o) {
     memset(o, 0, sizeof *o);
     o->batches = 50;
@@ -17203,7 +17249,23 @@ static coordl_status cdl__analyze_synthetic(const coordl_config *cfg, const coor
     coordl_release(L, &b0);
     r->dataset_items = L->index.num_items;
     r->dataset_bytes = L->index.dataset_bytes;
-    r->mean_item_bytes = L->index.num_items ? (double)L->index.dataset_bytes / (double)L->index.num_items : 0.0;
+    r->dataset_shards_sampled = 0;
+    if (L->index.lazy) { /* no count yet: the warm run's cache and the what-if need one */
+        uint64_t counted;
+        int exact;
+        rc = cdl__lazy_census(L, CDL_ANALYZE_CENSUS_SHARDS, &r->dataset_items, &r->dataset_bytes, &counted, &exact);
+        r->dataset_shards_sampled = exact ? 0 : counted;
+        if (rc != COORDL_OK) {
+            cdl__afree(al, data); cdl__afree(al, labels); cdl__afree(al, ids); cdl__afree(al, targets);
+            coordl_close(L);
+            return rc;
+        }
+        if (r->dataset_shards_sampled)
+            cdl__progress(o, "dataset: about %llu items, %.1f MB (extrapolated from %llu of %zu shards)",
+                          (unsigned long long)r->dataset_items, (double)r->dataset_bytes / 1e6,
+                          (unsigned long long)r->dataset_shards_sampled, L->index.ntar_shards);
+    }
+    r->mean_item_bytes = r->dataset_items ? (double)r->dataset_bytes / (double)r->dataset_items : 0.0;
     r->threads = L->pool.nworkers;
     *usable = L->place.ncores > 0 ? L->place.ncores + L->place.nreserved : 1;
     coordl_close(L);
@@ -17235,7 +17297,8 @@ static coordl_status cdl__analyze_warm(const coordl_config *cfg, cdl__stepper *s
     coordl_config c = *cfg;
     coordl *L = NULL;
     coordl_status rc;
-    c.cache_bytes = r->dataset_bytes + (1u << 20);
+    /* an extrapolated size may fall short of the timed batches' items */
+    c.cache_bytes = r->dataset_bytes + (r->dataset_shards_sampled ? r->dataset_bytes / 4 : 0) + (1u << 20);
     cdl__progress(o, "warm: filling the cache");
     if ((rc = coordl_open(&c, &L)) != COORDL_OK) return rc;
     coordl_run_report fill;
@@ -17587,8 +17650,9 @@ CDL_PRIVATE size_t cdl__report_json(const coordl_report *r, char *buf, size_t ca
     cdl__json_num(&j, "mean_item_bytes", r->mean_item_bytes, 1);
     cdl__json_num(&j, "read_latency_ms", r->read_latency_ms, 1);
     cdl__jsonf(&j, "\"readahead_items\":%u,\"readahead_threads\":%u,", r->readahead_items, r->readahead_threads);
-    cdl__jsonf(&j, "\"dataset_items\":%llu,\"dataset_bytes\":%llu,\"threads\":%d},",
-               (unsigned long long)r->dataset_items, (unsigned long long)r->dataset_bytes, r->threads);
+    cdl__jsonf(&j, "\"dataset_items\":%llu,\"dataset_bytes\":%llu,\"dataset_shards_sampled\":%llu,\"threads\":%d},",
+               (unsigned long long)r->dataset_items, (unsigned long long)r->dataset_bytes,
+               (unsigned long long)r->dataset_shards_sampled, r->threads);
     cdl__jsonf(&j, "\"whatif\":[");
     for (size_t i = 0; i < r->n_whatif; i++) {
         const coordl_whatif *w = &r->whatif[i];
@@ -17773,8 +17837,8 @@ static void cdl__svg_figure(cdl__json *svg, const coordl_report *r, const int *t
     /* title */
     cdl__svg_text(svg, 20, 30, "start", "font-size:18px;font-weight:bold", "DS-Analyzer: %s", r->source);
     cdl__svg_text(svg, 20, 52, "start", "fill:#444",
-             "%llu items, %.1f MB; batch %u, %ux%u crops, trainer step %.3g ms (%s), %d loader %s, "
-             "%llu batches per run, median of %d",
+             "%s%llu items, %.1f MB; batch %u, %ux%u crops, trainer step %.3g ms (%s), %d loader %s, "
+             "%llu batches per run, median of %d", r->dataset_shards_sampled ? "about " : "",
              (unsigned long long)r->dataset_items, (double)r->dataset_bytes / 1e6, r->batch_size,
              r->out_w, r->out_h, r->step_ms, r->step_name, r->threads,
              cdl__thr_word(r->threads), (unsigned long long)r->batches, r->repeat);

@@ -861,7 +861,10 @@ typedef struct coordl_stats {
                                    dataset can fill, any budget to 3/4 of
                                    the machine's memory, a group's to what
                                    /dev/shm holds); see cache_bytes_requested */
-    uint64_t dataset_bytes;     /* encoded bytes of the whole dataset        */
+    uint64_t dataset_bytes;     /* encoded bytes of the whole dataset (a set
+                                   indexed as the shard window reaches it:
+                                   0 until every shard is counted, by the
+                                   end of the first epoch read)           */
     uint64_t storage_bytes;     /* bytes read from storage                  */
     uint64_t storage_reads;     /* files read from storage                  */
     uint64_t bad_samples;       /* rows substituted for bad items           */
@@ -1411,6 +1414,12 @@ typedef struct coordl_report {
                                        measured in the synthetic run       */
     char source[256];               /* cfg.source (cut to fit)             */
     char step_name[64];             /* opts.step_name, or what stood in    */
+    /* --- appended after 0.4.0: a set indexed as the shard window reaches
+     * its shards (docs/shuffle.md) has no count at open. The analysis
+     * counts every shard of a set of at most 64; of a larger one, 64
+     * spread over it, and dataset_items and dataset_bytes are then
+     * extrapolated from them (the warm run's cache gets a quarter more). */
+    uint64_t dataset_shards_sampled; /* shards the two stand on; 0: exact  */
 } coordl_report;
 
 /* A measured rate at one setting, drawn beside the prediction (e.g. the

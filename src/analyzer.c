@@ -110,6 +110,7 @@ size_t coordl_stats_json(const coordl *L, char *buf, size_t cap) {
 /* coordl_analyze_opts_default: the defaults, spelled out (0 in a field
  * still means its default, so a memset struct keeps working). */
 #define CDL_ANALYZE_MAX_REPEAT 9
+#define CDL_ANALYZE_CENSUS_SHARDS 64 /* a lazily indexed set of more is sampled (coordl_report) */
 CDL_PRIVATE void cdl__analyze_opts_default(coordl_analyze_opts *o) {
     memset(o, 0, sizeof *o);
     o->batches = 50;
@@ -339,7 +340,23 @@ static coordl_status cdl__analyze_synthetic(const coordl_config *cfg, const coor
     coordl_release(L, &b0);
     r->dataset_items = L->index.num_items;
     r->dataset_bytes = L->index.dataset_bytes;
-    r->mean_item_bytes = L->index.num_items ? (double)L->index.dataset_bytes / (double)L->index.num_items : 0.0;
+    r->dataset_shards_sampled = 0;
+    if (L->index.lazy) { /* no count yet: the warm run's cache and the what-if need one */
+        uint64_t counted;
+        int exact;
+        rc = cdl__lazy_census(L, CDL_ANALYZE_CENSUS_SHARDS, &r->dataset_items, &r->dataset_bytes, &counted, &exact);
+        r->dataset_shards_sampled = exact ? 0 : counted;
+        if (rc != COORDL_OK) {
+            cdl__afree(al, data); cdl__afree(al, labels); cdl__afree(al, ids); cdl__afree(al, targets);
+            coordl_close(L);
+            return rc;
+        }
+        if (r->dataset_shards_sampled)
+            cdl__progress(o, "dataset: about %llu items, %.1f MB (extrapolated from %llu of %zu shards)",
+                          (unsigned long long)r->dataset_items, (double)r->dataset_bytes / 1e6,
+                          (unsigned long long)r->dataset_shards_sampled, L->index.ntar_shards);
+    }
+    r->mean_item_bytes = r->dataset_items ? (double)r->dataset_bytes / (double)r->dataset_items : 0.0;
     r->threads = L->pool.nworkers;
     *usable = L->place.ncores > 0 ? L->place.ncores + L->place.nreserved : 1;
     coordl_close(L);
@@ -371,7 +388,8 @@ static coordl_status cdl__analyze_warm(const coordl_config *cfg, cdl__stepper *s
     coordl_config c = *cfg;
     coordl *L = NULL;
     coordl_status rc;
-    c.cache_bytes = r->dataset_bytes + (1u << 20);
+    /* an extrapolated size may fall short of the timed batches' items */
+    c.cache_bytes = r->dataset_bytes + (r->dataset_shards_sampled ? r->dataset_bytes / 4 : 0) + (1u << 20);
     cdl__progress(o, "warm: filling the cache");
     if ((rc = coordl_open(&c, &L)) != COORDL_OK) return rc;
     coordl_run_report fill;
@@ -723,8 +741,9 @@ CDL_PRIVATE size_t cdl__report_json(const coordl_report *r, char *buf, size_t ca
     cdl__json_num(&j, "mean_item_bytes", r->mean_item_bytes, 1);
     cdl__json_num(&j, "read_latency_ms", r->read_latency_ms, 1);
     cdl__jsonf(&j, "\"readahead_items\":%u,\"readahead_threads\":%u,", r->readahead_items, r->readahead_threads);
-    cdl__jsonf(&j, "\"dataset_items\":%llu,\"dataset_bytes\":%llu,\"threads\":%d},",
-               (unsigned long long)r->dataset_items, (unsigned long long)r->dataset_bytes, r->threads);
+    cdl__jsonf(&j, "\"dataset_items\":%llu,\"dataset_bytes\":%llu,\"dataset_shards_sampled\":%llu,\"threads\":%d},",
+               (unsigned long long)r->dataset_items, (unsigned long long)r->dataset_bytes,
+               (unsigned long long)r->dataset_shards_sampled, r->threads);
     cdl__jsonf(&j, "\"whatif\":[");
     for (size_t i = 0; i < r->n_whatif; i++) {
         const coordl_whatif *w = &r->whatif[i];
@@ -909,8 +928,8 @@ static void cdl__svg_figure(cdl__json *svg, const coordl_report *r, const int *t
     /* title */
     cdl__svg_text(svg, 20, 30, "start", "font-size:18px;font-weight:bold", "DS-Analyzer: %s", r->source);
     cdl__svg_text(svg, 20, 52, "start", "fill:#444",
-             "%llu items, %.1f MB; batch %u, %ux%u crops, trainer step %.3g ms (%s), %d loader %s, "
-             "%llu batches per run, median of %d",
+             "%s%llu items, %.1f MB; batch %u, %ux%u crops, trainer step %.3g ms (%s), %d loader %s, "
+             "%llu batches per run, median of %d", r->dataset_shards_sampled ? "about " : "",
              (unsigned long long)r->dataset_items, (double)r->dataset_bytes / 1e6, r->batch_size,
              r->out_w, r->out_h, r->step_ms, r->step_name, r->threads,
              cdl__thr_word(r->threads), (unsigned long long)r->batches, r->repeat);

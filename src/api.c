@@ -694,6 +694,11 @@ CDL_PRIVATE void cdl__get_stats(const coordl *L, coordl_stats *out) {
     out->boxes_dropped = L->index.boxes.dropped; /* read-only after open */
     out->bad_labels = L->index.boxes.bad_items;
     out->sampler_bytes = cdl__sampler_bytes(L); /* fixed at open */
+    if (L->index.lazy) { /* a lazy index's: once every shard is counted (the first epoch read) */
+        uint64_t items, bytes, counted;
+        int exact;
+        if (cdl__lazy_census(L, 0, &items, &bytes, &counted, &exact) == COORDL_OK && exact) out->dataset_bytes = bytes;
+    }
     if (L->pool.ra) {
         pthread_mutex_lock(&L->pool.ra->mu);
         out->readahead_reads = L->pool.ra->reads;

@@ -358,7 +358,12 @@ CDL_PRIVATE void cdl__lazy_free(coordl *L) {
  * if it was not known). Under z->mu. */
 static void cdl__lazy_publish(const coordl *L, uint32_t s, cdl__lazy_block *b) {
     cdl__lazy *z = L->index.lazy;
-    if (z->count[s] == CDL_LAZY_UNKNOWN) z->count[s] = b->count;
+    if (z->count[s] == CDL_LAZY_UNKNOWN) {
+        z->count[s] = b->count;
+        z->counted++;
+        z->counted_items += b->count;
+        for (uint32_t i = 0; i < b->count; i++) z->counted_bytes += b->refs[i].bytes;
+    }
     if (b->count == 0) {
         cdl__lazy_block_free(L, b);
         return;
@@ -406,6 +411,7 @@ static coordl_status cdl__lazy_resident(const coordl *L, uint32_t s, char *err, 
     pthread_cond_broadcast(&z->cv);
     if (rc != COORDL_OK && z->count[s] == CDL_LAZY_UNKNOWN) {
         z->count[s] = 0;
+        z->counted++;
         cdl__log(L, COORDL_LOG_ERROR, "source: tar shard %s: %s; its items are left out of every epoch", shard, why);
         if (z->failed++ == 0) {
             z->first_fail_rc = rc;
@@ -445,6 +451,35 @@ CDL_PRIVATE coordl_status cdl__lazy_count(const coordl *L, uint32_t s, uint32_t 
     *count = z->count[s];
     pthread_mutex_unlock(&z->mu);
     return rc;
+}
+
+/* The set's items and data bytes, for what needs them before an epoch has
+ * counted every shard (coordl_analyze's report and its warm run's cache):
+ * every shard counted when there are at most `most`, else `most` shards
+ * spread evenly over the set (with those already counted) and the totals
+ * extrapolated from them. *counted: the shards the totals stand on; *exact:
+ * that is all of them. Scans what it counts on the calling thread (most =
+ * 0: none, what is known now). */
+CDL_PRIVATE coordl_status cdl__lazy_census(const coordl *L, size_t most, uint64_t *items, uint64_t *bytes,
+                                      uint64_t *counted, int *exact) {
+    cdl__lazy *z = L->index.lazy;
+    const size_t ns = z->nshards;
+    char err[CDL_ERRMSG_MAX];
+    uint32_t count;
+    for (size_t i = 0; i < ns && i < most; i++) {
+        const size_t s = ns <= most ? i : (size_t)((uint64_t)i * ns / most); /* i < most: no overflow */
+        const coordl_status rc = cdl__lazy_count(L, (uint32_t)s, &count, err, sizeof err);
+        if (rc != COORDL_OK)
+            return cdl__open_fail(rc, "source: tar shard %s: %s", L->index.strings + L->index.tar_shards[s], err);
+    }
+    pthread_mutex_lock(&z->mu);
+    const uint64_t n = z->counted, k = z->counted_items, b = z->counted_bytes;
+    pthread_mutex_unlock(&z->mu);
+    *counted = n;
+    *exact = n >= ns;
+    *items = *exact ? k : n ? (uint64_t)((double)k / (double)n * (double)ns + 0.5) : 0;
+    *bytes = *exact ? b : n ? (uint64_t)((double)b / (double)n * (double)ns + 0.5) : 0;
+    return COORDL_OK;
 }
 
 /* Shard s's block made resident ahead of need (the scan-ahead threads):

@@ -20,6 +20,8 @@ CDL_PRIVATE void cdl__lazy_free(coordl *L);
 CDL_PRIVATE void cdl__lazy_block_free(const coordl *L, cdl__lazy_block *b);
 CDL_PRIVATE void cdl__lazy_adopt(const coordl *L, uint32_t s, cdl__lazy_block *b);
 CDL_PRIVATE coordl_status cdl__lazy_count(const coordl *L, uint32_t s, uint32_t *count, char *err, size_t errcap);
+CDL_PRIVATE coordl_status cdl__lazy_census(const coordl *L, size_t most, uint64_t *items, uint64_t *bytes,
+                                      uint64_t *counted, int *exact);
 CDL_PRIVATE int cdl__lazy_id_known(const coordl *L, uint64_t id);
 CDL_PRIVATE int cdl__lazy_new_failure(const coordl *L, coordl_status *rc, char *msg, size_t cap);
 CDL_PRIVATE int cdl__lazy_prefetch(const coordl *L, uint32_t s);

@@ -91,6 +91,9 @@ typedef struct cdl__lazy {
     uint32_t *resident_list; /* the shards whose block is resident        */
     size_t resident, max_resident;
     uint64_t tick;
+    uint64_t counted, counted_items, counted_bytes; /* shards whose count is
+                                       known, and their items' and data bytes
+                                       (cdl__lazy_census)                 */
     uint64_t failed, failed_reported; /* shards whose first scan failed;
                                          those coordl_next has reported  */
     coordl_status first_fail_rc;
