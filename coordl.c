@@ -890,6 +890,8 @@ typedef struct cdl__lazy {
     cdl__lazy_block *block; /* per shard                                  */
     uint64_t *used;         /* per shard: the tick of its last use         */
     uint8_t *scanning;      /* per shard: a thread is scanning it          */
+    uint8_t *cached;        /* per shard: every item in the MinIO cache,
+                               labels too (cache.c): no scan-ahead for it */
     uint32_t *resident_list; /* the shards whose block is resident        */
     size_t resident, max_resident;
     uint64_t tick;
@@ -1122,6 +1124,10 @@ typedef struct cdl__lru {
  * the cache holds items of. */
 typedef struct cdl__shard_entries {
     uint32_t n;
+    _Atomic uint32_t present; /* entries admitted: all n, and the shard's
+                                 block is needed no more (labels below)   */
+    int32_t *labels;          /* the shard's n labels, after e[]: a cached
+                                 item's row needs no rescan of its shard  */
     cdl__cache_entry e[];
 } cdl__shard_entries;
 
@@ -1788,6 +1794,8 @@ CDL_PRIVATE int cdl__lazy_id_known(const coordl *L, uint64_t id);
 CDL_PRIVATE int cdl__lazy_new_failure(const coordl *L, coordl_status *rc, char *msg, size_t cap);
 CDL_PRIVATE int cdl__lazy_prefetch(const coordl *L, uint32_t s);
 CDL_PRIVATE int cdl__lazy_ready(const coordl *L, uint32_t s);
+CDL_PRIVATE coordl_status cdl__lazy_labels(const coordl *L, uint32_t s, int32_t *out, uint32_t n);
+CDL_PRIVATE void cdl__lazy_mark_cached(const coordl *L, uint32_t s);
 CDL_PRIVATE const cdl__tar_ref *cdl__tar_ref_of(const coordl *L, uint64_t id, cdl__tar_ref *copy, coordl_status *rc,
                                                 char *err, size_t errcap);
 CDL_PRIVATE coordl_status cdl__lazy_ref(const coordl *L, uint64_t id, cdl__tar_ref *ref, char *name, size_t namecap,
@@ -1900,6 +1908,7 @@ CDL_PRIVATE uint32_t cdl__rst_interval(const cdl__jpeg_layout *lay, size_t len);
 /* ---- interface ---- */
 CDL_PRIVATE _Atomic uint32_t *cdl__cache_reader(coordl *L, uint32_t k);
 CDL_PRIVATE int cdl__cache_holds(const coordl *L, uint64_t id);
+CDL_PRIVATE int cdl__cache_label(const coordl *L, uint64_t id, int32_t *label);
 CDL_PRIVATE int cdl__cache_minio(const coordl *L);
 #ifdef COORDL_MPI
 CDL_PRIVATE uint32_t cdl__cache_room(const coordl *L, uint64_t id);
@@ -5588,8 +5597,9 @@ CDL_PRIVATE coordl_status cdl__lazy_init(coordl *L, cdl__lazy_scan_fn scan, size
     z->block = cdl__calloc(L, ns ? ns : 1, sizeof *z->block);
     z->used = cdl__calloc(L, ns ? ns : 1, sizeof *z->used);
     z->scanning = cdl__calloc(L, ns ? ns : 1, 1);
+    z->cached = cdl__calloc(L, ns ? ns : 1, 1);
     z->resident_list = cdl__malloc(L, (z->max_resident + 1) * sizeof *z->resident_list);
-    if (!z->count || !z->block || !z->used || !z->scanning || !z->resident_list)
+    if (!z->count || !z->block || !z->used || !z->scanning || !z->cached || !z->resident_list)
         return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the lazy index of %zu shards", ns);
     for (size_t s = 0; s < ns; s++) z->count[s] = CDL_LAZY_UNKNOWN;
     return COORDL_OK;
@@ -5612,6 +5622,7 @@ CDL_PRIVATE void cdl__lazy_free(coordl *L) {
     cdl__free(L, z->block);
     cdl__free(L, z->used);
     cdl__free(L, z->scanning);
+    cdl__free(L, z->cached);
     cdl__free(L, z->resident_list);
     pthread_cond_destroy(&z->cv);
     pthread_mutex_destroy(&z->mu);
@@ -5760,12 +5771,36 @@ CDL_PRIVATE int cdl__lazy_prefetch(const coordl *L, uint32_t s) {
     return known;
 }
 
-/* Whether shard s's block is resident, or it has no items (nothing to
- * scan ahead). */
+/* Shard s's n labels, in member order, into out (its block made resident
+ * for it if need be): what the MinIO cache keeps beside a shard's entries,
+ * so that a cached item needs no block. */
+CDL_PRIVATE coordl_status cdl__lazy_labels(const coordl *L, uint32_t s, int32_t *out, uint32_t n) {
+    cdl__lazy *z = L->index.lazy;
+    char err[CDL_ERRMSG_MAX];
+    pthread_mutex_lock(&z->mu);
+    coordl_status rc = cdl__lazy_resident(L, s, err, sizeof err, 1);
+    if (rc == COORDL_OK && (!z->block[s].refs || z->block[s].count != n)) rc = COORDL_ERR_IO; /* failed, or changed */
+    for (uint32_t i = 0; rc == COORDL_OK && i < n; i++) out[i] = z->block[s].refs[i].label;
+    pthread_mutex_unlock(&z->mu);
+    return rc;
+}
+
+/* Every item of shard s is in the MinIO cache with its label: the items
+ * need its block no more, so the scan-ahead threads leave it alone (a
+ * whole set cached reads no shard again after the epoch that cached it). */
+CDL_PRIVATE void cdl__lazy_mark_cached(const coordl *L, uint32_t s) {
+    cdl__lazy *z = L->index.lazy;
+    pthread_mutex_lock(&z->mu);
+    z->cached[s] = 1;
+    pthread_mutex_unlock(&z->mu);
+}
+
+/* Whether shard s's block is resident, or it has no items, or they are
+ * all cached (nothing to scan ahead). */
 CDL_PRIVATE int cdl__lazy_ready(const coordl *L, uint32_t s) {
     cdl__lazy *z = L->index.lazy;
     pthread_mutex_lock(&z->mu);
-    const int ready = z->block[s].refs != NULL || z->count[s] == 0 || z->scanning[s];
+    const int ready = z->block[s].refs != NULL || z->count[s] == 0 || z->scanning[s] || z->cached[s];
     pthread_mutex_unlock(&z->mu);
     return ready;
 }
@@ -5862,12 +5897,25 @@ static const char *cdl__lazy_path(const coordl *L, uint64_t id) {
 }
 
 /* Item id's name for a message: cdl__item_path, or for a lazy item its
- * name formatted into buf (cdl__item_path would keep a copy until close). */
+ * name formatted into buf (cdl__item_path would keep a copy until close):
+ * "shard:member" while its shard's block is resident, else "shard:#k" (its
+ * ordinal in member order). Never a scan: a worker names every item it
+ * decodes, and a cached item's shard may have no block (its rows would
+ * read the whole shard again for a name that no message uses). */
 CDL_PRIVATE const char *cdl__item_name(const coordl *L, uint64_t id, char *buf, size_t cap) {
     if (!L->index.lazy) return cdl__item_path(L, id);
-    cdl__tar_ref ref;
-    char err[CDL_ERRMSG_MAX];
-    cdl__lazy_ref(L, id, &ref, buf, cap, err, sizeof err); /* on failure buf says "shard:#k" */
+    cdl__lazy *z = L->index.lazy;
+    const uint32_t s = CDL_LAZY_SHARD(id), k = CDL_LAZY_ORDINAL(id);
+    if (s >= z->nshards) {
+        snprintf(buf, cap, "item %llu", (unsigned long long)id);
+        return buf;
+    }
+    const char *shard = L->index.strings + L->index.tar_shards[s];
+    pthread_mutex_lock(&z->mu);
+    const cdl__lazy_block *b = &z->block[s];
+    if (b->refs && k < b->count) snprintf(buf, cap, "%s:%s", shard, b->names + b->name_offs[k]);
+    else snprintf(buf, cap, "%s:#%u", shard, k);
+    pthread_mutex_unlock(&z->mu);
     return buf;
 }
 
@@ -9459,11 +9507,29 @@ static cdl__cache_entry *cdl__ce_make(coordl *L, uint64_t id) {
     if (cdl__lazy_count(L, s, &n, err, sizeof err) != COORDL_OK || n == 0 ||
         n == CDL_LAZY_UNKNOWN)
         return NULL;
-    cdl__shard_entries *se = cdl__calloc(L, 1, sizeof *se + (size_t)n * sizeof se->e[0]), *none = NULL;
+    cdl__shard_entries *se = cdl__calloc(L, 1, sizeof *se + (size_t)n * (sizeof se->e[0] + sizeof *se->labels));
+    cdl__shard_entries *none = NULL;
     if (!se) return NULL;
     se->n = n;
+    se->labels = (int32_t *)(void *)(se->e + n);
+    if (cdl__lazy_labels(L, s, se->labels, n) != COORDL_OK) { /* the shard failed or changed: not cached */
+        cdl__free(L, se);
+        return NULL;
+    }
     if (!atomic_compare_exchange_strong(&L->cache.by_shard[s], &none, se)) cdl__free(L, se); /* another made it */
     return cdl__ce(L, id);
+}
+
+/* A lazily indexed item's label from its shard's cache table (made when
+ * the shard's first item was admitted): 1, or 0 when there is none (the
+ * label then comes from the shard's block, cdl__item_label). */
+CDL_PRIVATE int cdl__cache_label(const coordl *L, uint64_t id, int32_t *label) {
+    const uint32_t s = CDL_LAZY_SHARD(id), k = CDL_LAZY_ORDINAL(id);
+    if (!L->cache.by_shard || s >= L->cache.nshards) return 0;
+    const cdl__shard_entries *se = atomic_load_explicit(&L->cache.by_shard[s], memory_order_acquire);
+    if (!se || k >= se->n) return 0;
+    *label = se->labels[k];
+    return 1;
 }
 
 /* Whether the MinIO cache is on (a table per item, or per shard). */
@@ -9569,6 +9635,10 @@ CDL_PRIVATE int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *by
     if (room) atomic_fetch_add(&L->S->cache_plain_items, 1);
     atomic_fetch_add(&L->S->cache_items, 1);
     atomic_fetch_add(&L->S->cache_src_bytes, len);
+    if (L->cache.by_shard) { /* a lazy index: the shard's last item in, its block is needed no more */
+        cdl__shard_entries *se = atomic_load_explicit(&L->cache.by_shard[CDL_LAZY_SHARD(id)], memory_order_acquire);
+        if (atomic_fetch_add(&se->present, 1) + 1 == se->n) cdl__lazy_mark_cached(L, CDL_LAZY_SHARD(id));
+    }
     *cap_out = (uint32_t)cap;
     return room ? CDL_CE_PLAIN : CDL_CE_KEEP;
 }
@@ -10747,9 +10817,11 @@ static void *cdl__ra_main(void *arg) {
         }
         const uint64_t id = cdl__item_at(L, &perm, pos);
         if (id == CDL_NO_ITEM) continue; /* past a lazy epoch's end, now known */
-        const uint64_t want = cdl__item_bytes(L, id), need = (want + 16 + 63) / 64 * 64;
-        const int skip = cdl__ra_not_from_storage(L, id) || want == 0 || want > L->cfg.max_item_bytes ||
-                         need > R->bytes;
+        /* the cache first: a lazily indexed item's size needs its shard's
+         * block, which a cached shard no longer keeps */
+        const int cached = cdl__ra_not_from_storage(L, id);
+        const uint64_t want = cached ? 0 : cdl__item_bytes(L, id), need = (want + 16 + 63) / 64 * 64;
+        const int skip = cached || want == 0 || want > L->cfg.max_item_bytes || need > R->bytes;
         /* arena space, contiguous: a span that would cross the end starts
          * over at the beginning (the rest of the lap is left unused) */
         if (R->tail == R->head) /* empty: start a fresh lap, so any item that fits the arena fits now */
@@ -14777,7 +14849,8 @@ CDL_PRIVATE void cdl__worker_prepare(cdl__worker *W, const cdl__claim *c, cdl__r
         memset(dst, 0, c->row_bytes);
         if (targets) memset(targets, 0, L->geom.target_row_bytes);
     }
-    r->label = cdl__item_label(L, r->id);
+    int32_t cached_label; /* a lazily indexed item's, kept by the cache: its shard needs no rescan */
+    r->label = cdl__cache_label(L, r->id, &cached_label) ? cached_label : cdl__item_label(L, r->id);
     r->nboxes = r->status == COORDL_OK ? W->nboxes : 0; /* boxes: plan.c wrote them with the geometry */
     r->staged = staged ? dst : NULL;
     r->staged_targets = staged ? targets : NULL;

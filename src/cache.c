@@ -63,11 +63,29 @@ static cdl__cache_entry *cdl__ce_make(coordl *L, uint64_t id) {
     if (cdl__lazy_count(L, s, &n, err, sizeof err) != COORDL_OK || n == 0 ||
         n == CDL_LAZY_UNKNOWN)
         return NULL;
-    cdl__shard_entries *se = cdl__calloc(L, 1, sizeof *se + (size_t)n * sizeof se->e[0]), *none = NULL;
+    cdl__shard_entries *se = cdl__calloc(L, 1, sizeof *se + (size_t)n * (sizeof se->e[0] + sizeof *se->labels));
+    cdl__shard_entries *none = NULL;
     if (!se) return NULL;
     se->n = n;
+    se->labels = (int32_t *)(void *)(se->e + n);
+    if (cdl__lazy_labels(L, s, se->labels, n) != COORDL_OK) { /* the shard failed or changed: not cached */
+        cdl__free(L, se);
+        return NULL;
+    }
     if (!atomic_compare_exchange_strong(&L->cache.by_shard[s], &none, se)) cdl__free(L, se); /* another made it */
     return cdl__ce(L, id);
+}
+
+/* A lazily indexed item's label from its shard's cache table (made when
+ * the shard's first item was admitted): 1, or 0 when there is none (the
+ * label then comes from the shard's block, cdl__item_label). */
+CDL_PRIVATE int cdl__cache_label(const coordl *L, uint64_t id, int32_t *label) {
+    const uint32_t s = CDL_LAZY_SHARD(id), k = CDL_LAZY_ORDINAL(id);
+    if (!L->cache.by_shard || s >= L->cache.nshards) return 0;
+    const cdl__shard_entries *se = atomic_load_explicit(&L->cache.by_shard[s], memory_order_acquire);
+    if (!se || k >= se->n) return 0;
+    *label = se->labels[k];
+    return 1;
 }
 
 /* Whether the MinIO cache is on (a table per item, or per shard). */
@@ -173,6 +191,10 @@ CDL_PRIVATE int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *by
     if (room) atomic_fetch_add(&L->S->cache_plain_items, 1);
     atomic_fetch_add(&L->S->cache_items, 1);
     atomic_fetch_add(&L->S->cache_src_bytes, len);
+    if (L->cache.by_shard) { /* a lazy index: the shard's last item in, its block is needed no more */
+        cdl__shard_entries *se = atomic_load_explicit(&L->cache.by_shard[CDL_LAZY_SHARD(id)], memory_order_acquire);
+        if (atomic_fetch_add(&se->present, 1) + 1 == se->n) cdl__lazy_mark_cached(L, CDL_LAZY_SHARD(id));
+    }
     *cap_out = (uint32_t)cap;
     return room ? CDL_CE_PLAIN : CDL_CE_KEEP;
 }

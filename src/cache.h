@@ -8,6 +8,7 @@
 /* ---- interface ---- */
 CDL_PRIVATE _Atomic uint32_t *cdl__cache_reader(coordl *L, uint32_t k);
 CDL_PRIVATE int cdl__cache_holds(const coordl *L, uint64_t id);
+CDL_PRIVATE int cdl__cache_label(const coordl *L, uint64_t id, int32_t *label);
 CDL_PRIVATE int cdl__cache_minio(const coordl *L);
 #ifdef COORDL_MPI
 CDL_PRIVATE uint32_t cdl__cache_room(const coordl *L, uint64_t id);

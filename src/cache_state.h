@@ -50,6 +50,10 @@ typedef struct cdl__lru {
  * the cache holds items of. */
 typedef struct cdl__shard_entries {
     uint32_t n;
+    _Atomic uint32_t present; /* entries admitted: all n, and the shard's
+                                 block is needed no more (labels below)   */
+    int32_t *labels;          /* the shard's n labels, after e[]: a cached
+                                 item's row needs no rescan of its shard  */
     cdl__cache_entry e[];
 } cdl__shard_entries;
 

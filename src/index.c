@@ -323,8 +323,9 @@ CDL_PRIVATE coordl_status cdl__lazy_init(coordl *L, cdl__lazy_scan_fn scan, size
     z->block = cdl__calloc(L, ns ? ns : 1, sizeof *z->block);
     z->used = cdl__calloc(L, ns ? ns : 1, sizeof *z->used);
     z->scanning = cdl__calloc(L, ns ? ns : 1, 1);
+    z->cached = cdl__calloc(L, ns ? ns : 1, 1);
     z->resident_list = cdl__malloc(L, (z->max_resident + 1) * sizeof *z->resident_list);
-    if (!z->count || !z->block || !z->used || !z->scanning || !z->resident_list)
+    if (!z->count || !z->block || !z->used || !z->scanning || !z->cached || !z->resident_list)
         return cdl__open_fail(COORDL_ERR_NOMEM, "out of memory for the lazy index of %zu shards", ns);
     for (size_t s = 0; s < ns; s++) z->count[s] = CDL_LAZY_UNKNOWN;
     return COORDL_OK;
@@ -347,6 +348,7 @@ CDL_PRIVATE void cdl__lazy_free(coordl *L) {
     cdl__free(L, z->block);
     cdl__free(L, z->used);
     cdl__free(L, z->scanning);
+    cdl__free(L, z->cached);
     cdl__free(L, z->resident_list);
     pthread_cond_destroy(&z->cv);
     pthread_mutex_destroy(&z->mu);
@@ -495,12 +497,36 @@ CDL_PRIVATE int cdl__lazy_prefetch(const coordl *L, uint32_t s) {
     return known;
 }
 
-/* Whether shard s's block is resident, or it has no items (nothing to
- * scan ahead). */
+/* Shard s's n labels, in member order, into out (its block made resident
+ * for it if need be): what the MinIO cache keeps beside a shard's entries,
+ * so that a cached item needs no block. */
+CDL_PRIVATE coordl_status cdl__lazy_labels(const coordl *L, uint32_t s, int32_t *out, uint32_t n) {
+    cdl__lazy *z = L->index.lazy;
+    char err[CDL_ERRMSG_MAX];
+    pthread_mutex_lock(&z->mu);
+    coordl_status rc = cdl__lazy_resident(L, s, err, sizeof err, 1);
+    if (rc == COORDL_OK && (!z->block[s].refs || z->block[s].count != n)) rc = COORDL_ERR_IO; /* failed, or changed */
+    for (uint32_t i = 0; rc == COORDL_OK && i < n; i++) out[i] = z->block[s].refs[i].label;
+    pthread_mutex_unlock(&z->mu);
+    return rc;
+}
+
+/* Every item of shard s is in the MinIO cache with its label: the items
+ * need its block no more, so the scan-ahead threads leave it alone (a
+ * whole set cached reads no shard again after the epoch that cached it). */
+CDL_PRIVATE void cdl__lazy_mark_cached(const coordl *L, uint32_t s) {
+    cdl__lazy *z = L->index.lazy;
+    pthread_mutex_lock(&z->mu);
+    z->cached[s] = 1;
+    pthread_mutex_unlock(&z->mu);
+}
+
+/* Whether shard s's block is resident, or it has no items, or they are
+ * all cached (nothing to scan ahead). */
 CDL_PRIVATE int cdl__lazy_ready(const coordl *L, uint32_t s) {
     cdl__lazy *z = L->index.lazy;
     pthread_mutex_lock(&z->mu);
-    const int ready = z->block[s].refs != NULL || z->count[s] == 0 || z->scanning[s];
+    const int ready = z->block[s].refs != NULL || z->count[s] == 0 || z->scanning[s] || z->cached[s];
     pthread_mutex_unlock(&z->mu);
     return ready;
 }
@@ -597,12 +623,25 @@ static const char *cdl__lazy_path(const coordl *L, uint64_t id) {
 }
 
 /* Item id's name for a message: cdl__item_path, or for a lazy item its
- * name formatted into buf (cdl__item_path would keep a copy until close). */
+ * name formatted into buf (cdl__item_path would keep a copy until close):
+ * "shard:member" while its shard's block is resident, else "shard:#k" (its
+ * ordinal in member order). Never a scan: a worker names every item it
+ * decodes, and a cached item's shard may have no block (its rows would
+ * read the whole shard again for a name that no message uses). */
 CDL_PRIVATE const char *cdl__item_name(const coordl *L, uint64_t id, char *buf, size_t cap) {
     if (!L->index.lazy) return cdl__item_path(L, id);
-    cdl__tar_ref ref;
-    char err[CDL_ERRMSG_MAX];
-    cdl__lazy_ref(L, id, &ref, buf, cap, err, sizeof err); /* on failure buf says "shard:#k" */
+    cdl__lazy *z = L->index.lazy;
+    const uint32_t s = CDL_LAZY_SHARD(id), k = CDL_LAZY_ORDINAL(id);
+    if (s >= z->nshards) {
+        snprintf(buf, cap, "item %llu", (unsigned long long)id);
+        return buf;
+    }
+    const char *shard = L->index.strings + L->index.tar_shards[s];
+    pthread_mutex_lock(&z->mu);
+    const cdl__lazy_block *b = &z->block[s];
+    if (b->refs && k < b->count) snprintf(buf, cap, "%s:%s", shard, b->names + b->name_offs[k]);
+    else snprintf(buf, cap, "%s:#%u", shard, k);
+    pthread_mutex_unlock(&z->mu);
     return buf;
 }
 

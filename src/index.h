@@ -26,6 +26,8 @@ CDL_PRIVATE int cdl__lazy_id_known(const coordl *L, uint64_t id);
 CDL_PRIVATE int cdl__lazy_new_failure(const coordl *L, coordl_status *rc, char *msg, size_t cap);
 CDL_PRIVATE int cdl__lazy_prefetch(const coordl *L, uint32_t s);
 CDL_PRIVATE int cdl__lazy_ready(const coordl *L, uint32_t s);
+CDL_PRIVATE coordl_status cdl__lazy_labels(const coordl *L, uint32_t s, int32_t *out, uint32_t n);
+CDL_PRIVATE void cdl__lazy_mark_cached(const coordl *L, uint32_t s);
 CDL_PRIVATE const cdl__tar_ref *cdl__tar_ref_of(const coordl *L, uint64_t id, cdl__tar_ref *copy, coordl_status *rc,
                                                 char *err, size_t errcap);
 CDL_PRIVATE coordl_status cdl__lazy_ref(const coordl *L, uint64_t id, cdl__tar_ref *ref, char *name, size_t namecap,

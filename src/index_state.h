@@ -88,6 +88,8 @@ typedef struct cdl__lazy {
     cdl__lazy_block *block; /* per shard                                  */
     uint64_t *used;         /* per shard: the tick of its last use         */
     uint8_t *scanning;      /* per shard: a thread is scanning it          */
+    uint8_t *cached;        /* per shard: every item in the MinIO cache,
+                               labels too (cache.c): no scan-ahead for it */
     uint32_t *resident_list; /* the shards whose block is resident        */
     size_t resident, max_resident;
     uint64_t tick;

@@ -125,7 +125,8 @@ CDL_PRIVATE void cdl__worker_prepare(cdl__worker *W, const cdl__claim *c, cdl__r
         memset(dst, 0, c->row_bytes);
         if (targets) memset(targets, 0, L->geom.target_row_bytes);
     }
-    r->label = cdl__item_label(L, r->id);
+    int32_t cached_label; /* a lazily indexed item's, kept by the cache: its shard needs no rescan */
+    r->label = cdl__cache_label(L, r->id, &cached_label) ? cached_label : cdl__item_label(L, r->id);
     r->nboxes = r->status == COORDL_OK ? W->nboxes : 0; /* boxes: plan.c wrote them with the geometry */
     r->staged = staged ? dst : NULL;
     r->staged_targets = staged ? targets : NULL;

@@ -211,9 +211,11 @@ static void *cdl__ra_main(void *arg) {
         }
         const uint64_t id = cdl__item_at(L, &perm, pos);
         if (id == CDL_NO_ITEM) continue; /* past a lazy epoch's end, now known */
-        const uint64_t want = cdl__item_bytes(L, id), need = (want + 16 + 63) / 64 * 64;
-        const int skip = cdl__ra_not_from_storage(L, id) || want == 0 || want > L->cfg.max_item_bytes ||
-                         need > R->bytes;
+        /* the cache first: a lazily indexed item's size needs its shard's
+         * block, which a cached shard no longer keeps */
+        const int cached = cdl__ra_not_from_storage(L, id);
+        const uint64_t want = cached ? 0 : cdl__item_bytes(L, id), need = (want + 16 + 63) / 64 * 64;
+        const int skip = cached || want == 0 || want > L->cfg.max_item_bytes || need > R->bytes;
         /* arena space, contiguous: a span that would cross the end starts
          * over at the beginning (the rest of the lap is left unused) */
         if (R->tail == R->head) /* empty: start a fresh lap, so any item that fits the arena fits now */
