@@ -15126,12 +15126,14 @@ CDL_PRIVATE void cdl__pool_stop(coordl *L) {
  */
 
 #define CDL_GROUP_MAGIC 0x636f6f72646c4731ull /* "coordlG1" */
-#define CDL_GROUP_VERSION 6 /* 3: cache entries hold room and JPEG rewrites;
+#define CDL_GROUP_VERSION 7 /* 3: cache entries hold room and JPEG rewrites;
                                4: a holder found dead is flagged, and dropped
                                by the member threads;
                                5: cache readers recorded per member, one
                                owner per rewrite;
-                               6: slots hold box counts (object detection) */
+                               6: slots hold box counts (object detection);
+                               7: the stream counts its free slots (its
+                                  fields after inflight moved) */
 #define CDL_GROUP_FIELDS 64
 #define CDL_GROUP_MAX_SLOTS 1024 /* prefetch_batches' bound */
 
@@ -15369,9 +15371,11 @@ static int cdl__group_validate_contents(const cdl__u8 *b, const cdl__group_heade
     data = cdl__round_up((size_t)h->slot_data_cap, 64);
     labels = cdl__round_up((size_t)h->rows_cap * sizeof(int32_t), 64);
     ids = cdl__round_up((size_t)h->rows_cap * sizeof(uint64_t), 64);
+    uint64_t nfree = 0;
     for (uint64_t s = 0; s < h->nslots; s++) {
         cdl__slot sl;
         memcpy(&sl, b + h->slots_off + s * sizeof sl, sizeof sl);
+        nfree += sl.state == CDL_SLOT_FREE;
         const uint64_t base = s * h->slot_stride;
         if (sl.data_off != base || sl.labels_off != base + data || sl.ids_off != base + data + labels ||
             sl.targets_off != base + data + labels + ids ||
@@ -15387,6 +15391,8 @@ static int cdl__group_validate_contents(const cdl__u8 *b, const cdl__group_heade
         if (sl.status < COORDL_ERR_UNSUPPORTED || sl.status > COORDL_END_OF_EPOCH || !cdl__cstr_ok(sl.errmsg, sizeof sl.errmsg))
             CDL_REJECT("slot %llu holds a bad status or message", (unsigned long long)s);
     }
+    if (S.slots_free != nfree) /* a release's wake decision reads it */
+        CDL_REJECT("%u slots counted free, but %llu are", S.slots_free, (unsigned long long)nfree);
     for (uint64_t i = 0; h->cache_bytes && i < h->num_items; i++) {
         const cdl__cache_entry *ce = (const cdl__cache_entry *)(const void *)(b + h->entries_off) + i;
         uint32_t state, len, room, jpeg;
@@ -17327,12 +17333,12 @@ static coordl_status cdl__analyze_synthetic(const coordl_config *cfg, const coor
         uint64_t counted;
         int exact;
         rc = cdl__lazy_census(L, CDL_ANALYZE_CENSUS_SHARDS, &r->dataset_items, &r->dataset_bytes, &counted, &exact);
-        r->dataset_shards_sampled = exact ? 0 : counted;
         if (rc != COORDL_OK) {
             cdl__afree(al, data); cdl__afree(al, labels); cdl__afree(al, ids); cdl__afree(al, targets);
             coordl_close(L);
             return rc;
         }
+        r->dataset_shards_sampled = exact ? 0 : counted;
         if (r->dataset_shards_sampled)
             cdl__progress(o, "dataset: about %llu items, %.1f MB (extrapolated from %llu of %zu shards)",
                           (unsigned long long)r->dataset_items, (double)r->dataset_bytes / 1e6,

@@ -345,12 +345,12 @@ static coordl_status cdl__analyze_synthetic(const coordl_config *cfg, const coor
         uint64_t counted;
         int exact;
         rc = cdl__lazy_census(L, CDL_ANALYZE_CENSUS_SHARDS, &r->dataset_items, &r->dataset_bytes, &counted, &exact);
-        r->dataset_shards_sampled = exact ? 0 : counted;
         if (rc != COORDL_OK) {
             cdl__afree(al, data); cdl__afree(al, labels); cdl__afree(al, ids); cdl__afree(al, targets);
             coordl_close(L);
             return rc;
         }
+        r->dataset_shards_sampled = exact ? 0 : counted;
         if (r->dataset_shards_sampled)
             cdl__progress(o, "dataset: about %llu items, %.1f MB (extrapolated from %llu of %zu shards)",
                           (unsigned long long)r->dataset_items, (double)r->dataset_bytes / 1e6,

@@ -39,12 +39,14 @@
 #include "handle.h"
 
 #define CDL_GROUP_MAGIC 0x636f6f72646c4731ull /* "coordlG1" */
-#define CDL_GROUP_VERSION 6 /* 3: cache entries hold room and JPEG rewrites;
+#define CDL_GROUP_VERSION 7 /* 3: cache entries hold room and JPEG rewrites;
                                4: a holder found dead is flagged, and dropped
                                by the member threads;
                                5: cache readers recorded per member, one
                                owner per rewrite;
-                               6: slots hold box counts (object detection) */
+                               6: slots hold box counts (object detection);
+                               7: the stream counts its free slots (its
+                                  fields after inflight moved) */
 #define CDL_GROUP_FIELDS 64
 #define CDL_GROUP_MAX_SLOTS 1024 /* prefetch_batches' bound */
 
@@ -282,9 +284,11 @@ static int cdl__group_validate_contents(const cdl__u8 *b, const cdl__group_heade
     data = cdl__round_up((size_t)h->slot_data_cap, 64);
     labels = cdl__round_up((size_t)h->rows_cap * sizeof(int32_t), 64);
     ids = cdl__round_up((size_t)h->rows_cap * sizeof(uint64_t), 64);
+    uint64_t nfree = 0;
     for (uint64_t s = 0; s < h->nslots; s++) {
         cdl__slot sl;
         memcpy(&sl, b + h->slots_off + s * sizeof sl, sizeof sl);
+        nfree += sl.state == CDL_SLOT_FREE;
         const uint64_t base = s * h->slot_stride;
         if (sl.data_off != base || sl.labels_off != base + data || sl.ids_off != base + data + labels ||
             sl.targets_off != base + data + labels + ids ||
@@ -300,6 +304,8 @@ static int cdl__group_validate_contents(const cdl__u8 *b, const cdl__group_heade
         if (sl.status < COORDL_ERR_UNSUPPORTED || sl.status > COORDL_END_OF_EPOCH || !cdl__cstr_ok(sl.errmsg, sizeof sl.errmsg))
             CDL_REJECT("slot %llu holds a bad status or message", (unsigned long long)s);
     }
+    if (S.slots_free != nfree) /* a release's wake decision reads it */
+        CDL_REJECT("%u slots counted free, but %llu are", S.slots_free, (unsigned long long)nfree);
     for (uint64_t i = 0; h->cache_bytes && i < h->num_items; i++) {
         const cdl__cache_entry *ce = (const cdl__cache_entry *)(const void *)(b + h->entries_off) + i;
         uint32_t state, len, room, jpeg;
