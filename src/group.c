@@ -284,11 +284,9 @@ static int cdl__group_validate_contents(const cdl__u8 *b, const cdl__group_heade
     data = cdl__round_up((size_t)h->slot_data_cap, 64);
     labels = cdl__round_up((size_t)h->rows_cap * sizeof(int32_t), 64);
     ids = cdl__round_up((size_t)h->rows_cap * sizeof(uint64_t), 64);
-    uint64_t nfree = 0;
     for (uint64_t s = 0; s < h->nslots; s++) {
         cdl__slot sl;
         memcpy(&sl, b + h->slots_off + s * sizeof sl, sizeof sl);
-        nfree += sl.state == CDL_SLOT_FREE;
         const uint64_t base = s * h->slot_stride;
         if (sl.data_off != base || sl.labels_off != base + data || sl.ids_off != base + data + labels ||
             sl.targets_off != base + data + labels + ids ||
@@ -304,8 +302,6 @@ static int cdl__group_validate_contents(const cdl__u8 *b, const cdl__group_heade
         if (sl.status < COORDL_ERR_UNSUPPORTED || sl.status > COORDL_END_OF_EPOCH || !cdl__cstr_ok(sl.errmsg, sizeof sl.errmsg))
             CDL_REJECT("slot %llu holds a bad status or message", (unsigned long long)s);
     }
-    if (S.slots_free != nfree) /* a release's wake decision reads it */
-        CDL_REJECT("%u slots counted free, but %llu are", S.slots_free, (unsigned long long)nfree);
     for (uint64_t i = 0; h->cache_bytes && i < h->num_items; i++) {
         const cdl__cache_entry *ce = (const cdl__cache_entry *)(const void *)(b + h->entries_off) + i;
         uint32_t state, len, room, jpeg;
