@@ -5834,6 +5834,15 @@ CDL_PRIVATE int cdl__lazy_id_known(const coordl *L, uint64_t id) {
     return ok;
 }
 
+/* Item k of shard s named into buf: "shard:member" while the shard's block
+ * is resident, else "shard:#k" (its ordinal in member order). Under z->mu. */
+static void cdl__lazy_name(const coordl *L, uint32_t s, uint32_t k, char *buf, size_t cap) {
+    const cdl__lazy_block *b = &L->index.lazy->block[s];
+    const char *shard = L->index.strings + L->index.tar_shards[s];
+    if (b->refs && k < b->count) snprintf(buf, cap, "%s:%s", shard, b->names + b->name_offs[k]);
+    else snprintf(buf, cap, "%s:#%u", shard, k);
+}
+
 /* Item id's record, and its "shard:member" name into name (namecap > 0),
  * its shard scanned again if its block was dropped. */
 CDL_PRIVATE coordl_status cdl__lazy_ref(const coordl *L, uint64_t id, cdl__tar_ref *ref, char *name, size_t namecap,
@@ -5851,13 +5860,8 @@ CDL_PRIVATE coordl_status cdl__lazy_ref(const coordl *L, uint64_t id, cdl__tar_r
         snprintf(err, errcap, "%s: item %u of a shard of %u", shard, k, z->count[s]);
         rc = COORDL_ERR_INVALID;
     }
-    if (rc == COORDL_OK) {
-        const cdl__lazy_block *b = &z->block[s];
-        *ref = b->refs[k];
-        if (namecap) snprintf(name, namecap, "%s:%s", shard, b->names + b->name_offs[k]);
-    } else if (namecap) {
-        snprintf(name, namecap, "%s:#%u", shard, k);
-    }
+    if (rc == COORDL_OK) *ref = z->block[s].refs[k];
+    if (namecap) cdl__lazy_name(L, s, k, name, namecap);
     pthread_mutex_unlock(&z->mu);
     return rc;
 }
@@ -5910,11 +5914,8 @@ CDL_PRIVATE const char *cdl__item_name(const coordl *L, uint64_t id, char *buf, 
         snprintf(buf, cap, "item %llu", (unsigned long long)id);
         return buf;
     }
-    const char *shard = L->index.strings + L->index.tar_shards[s];
     pthread_mutex_lock(&z->mu);
-    const cdl__lazy_block *b = &z->block[s];
-    if (b->refs && k < b->count) snprintf(buf, cap, "%s:%s", shard, b->names + b->name_offs[k]);
-    else snprintf(buf, cap, "%s:#%u", shard, k);
+    cdl__lazy_name(L, s, k, buf, cap);
     pthread_mutex_unlock(&z->mu);
     return buf;
 }
@@ -9486,13 +9487,20 @@ CDL_PRIVATE size_t cdl__rst_room(const cdl__u8 *p, size_t len) {
  * not looked at, and are cleared), where a count it raised would stay
  * raised for the life of a group's shared memory. */
 
+/* A lazy index's table for item id's shard, or NULL: none made yet (or no
+ * such shard, or no lazy index). */
+static cdl__shard_entries *cdl__shard_table(const coordl *L, uint64_t id) {
+    const uint32_t s = CDL_LAZY_SHARD(id);
+    if (!L->cache.by_shard || s >= L->cache.nshards) return NULL;
+    return atomic_load_explicit(&L->cache.by_shard[s], memory_order_acquire);
+}
+
 /* Item id's entry, or NULL: a lazy index's shard that holds no item yet
  * (every lookup then is a miss). */
 static cdl__cache_entry *cdl__ce(const coordl *L, uint64_t id) {
     if (L->cache.entries) return &L->cache.entries[id];
-    const uint32_t s = CDL_LAZY_SHARD(id), k = CDL_LAZY_ORDINAL(id);
-    if (!L->cache.by_shard || s >= L->cache.nshards) return NULL;
-    cdl__shard_entries *se = atomic_load_explicit(&L->cache.by_shard[s], memory_order_acquire);
+    cdl__shard_entries *se = cdl__shard_table(L, id);
+    const uint32_t k = CDL_LAZY_ORDINAL(id);
     return se && k < se->n ? &se->e[k] : NULL;
 }
 
@@ -9524,9 +9532,8 @@ static cdl__cache_entry *cdl__ce_make(coordl *L, uint64_t id) {
  * the shard's first item was admitted): 1, or 0 when there is none (the
  * label then comes from the shard's block, cdl__item_label). */
 CDL_PRIVATE int cdl__cache_label(const coordl *L, uint64_t id, int32_t *label) {
-    const uint32_t s = CDL_LAZY_SHARD(id), k = CDL_LAZY_ORDINAL(id);
-    if (!L->cache.by_shard || s >= L->cache.nshards) return 0;
-    const cdl__shard_entries *se = atomic_load_explicit(&L->cache.by_shard[s], memory_order_acquire);
+    const cdl__shard_entries *se = cdl__shard_table(L, id);
+    const uint32_t k = CDL_LAZY_ORDINAL(id);
     if (!se || k >= se->n) return 0;
     *label = se->labels[k];
     return 1;
@@ -9635,10 +9642,8 @@ CDL_PRIVATE int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *by
     if (room) atomic_fetch_add(&L->S->cache_plain_items, 1);
     atomic_fetch_add(&L->S->cache_items, 1);
     atomic_fetch_add(&L->S->cache_src_bytes, len);
-    if (L->cache.by_shard) { /* a lazy index: the shard's last item in, its block is needed no more */
-        cdl__shard_entries *se = atomic_load_explicit(&L->cache.by_shard[CDL_LAZY_SHARD(id)], memory_order_acquire);
-        if (atomic_fetch_add(&se->present, 1) + 1 == se->n) cdl__lazy_mark_cached(L, CDL_LAZY_SHARD(id));
-    }
+    cdl__shard_entries *se = cdl__shard_table(L, id); /* a lazy index: its last item in, its block is needed no more */
+    if (se && atomic_fetch_add(&se->present, 1) + 1 == se->n) cdl__lazy_mark_cached(L, CDL_LAZY_SHARD(id));
     *cap_out = (uint32_t)cap;
     return room ? CDL_CE_PLAIN : CDL_CE_KEEP;
 }

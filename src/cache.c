@@ -42,13 +42,20 @@
  * not looked at, and are cleared), where a count it raised would stay
  * raised for the life of a group's shared memory. */
 
+/* A lazy index's table for item id's shard, or NULL: none made yet (or no
+ * such shard, or no lazy index). */
+static cdl__shard_entries *cdl__shard_table(const coordl *L, uint64_t id) {
+    const uint32_t s = CDL_LAZY_SHARD(id);
+    if (!L->cache.by_shard || s >= L->cache.nshards) return NULL;
+    return atomic_load_explicit(&L->cache.by_shard[s], memory_order_acquire);
+}
+
 /* Item id's entry, or NULL: a lazy index's shard that holds no item yet
  * (every lookup then is a miss). */
 static cdl__cache_entry *cdl__ce(const coordl *L, uint64_t id) {
     if (L->cache.entries) return &L->cache.entries[id];
-    const uint32_t s = CDL_LAZY_SHARD(id), k = CDL_LAZY_ORDINAL(id);
-    if (!L->cache.by_shard || s >= L->cache.nshards) return NULL;
-    cdl__shard_entries *se = atomic_load_explicit(&L->cache.by_shard[s], memory_order_acquire);
+    cdl__shard_entries *se = cdl__shard_table(L, id);
+    const uint32_t k = CDL_LAZY_ORDINAL(id);
     return se && k < se->n ? &se->e[k] : NULL;
 }
 
@@ -80,9 +87,8 @@ static cdl__cache_entry *cdl__ce_make(coordl *L, uint64_t id) {
  * the shard's first item was admitted): 1, or 0 when there is none (the
  * label then comes from the shard's block, cdl__item_label). */
 CDL_PRIVATE int cdl__cache_label(const coordl *L, uint64_t id, int32_t *label) {
-    const uint32_t s = CDL_LAZY_SHARD(id), k = CDL_LAZY_ORDINAL(id);
-    if (!L->cache.by_shard || s >= L->cache.nshards) return 0;
-    const cdl__shard_entries *se = atomic_load_explicit(&L->cache.by_shard[s], memory_order_acquire);
+    const cdl__shard_entries *se = cdl__shard_table(L, id);
+    const uint32_t k = CDL_LAZY_ORDINAL(id);
     if (!se || k >= se->n) return 0;
     *label = se->labels[k];
     return 1;
@@ -191,10 +197,8 @@ CDL_PRIVATE int cdl__cache_admit_minio(coordl *L, uint64_t id, const cdl__u8 *by
     if (room) atomic_fetch_add(&L->S->cache_plain_items, 1);
     atomic_fetch_add(&L->S->cache_items, 1);
     atomic_fetch_add(&L->S->cache_src_bytes, len);
-    if (L->cache.by_shard) { /* a lazy index: the shard's last item in, its block is needed no more */
-        cdl__shard_entries *se = atomic_load_explicit(&L->cache.by_shard[CDL_LAZY_SHARD(id)], memory_order_acquire);
-        if (atomic_fetch_add(&se->present, 1) + 1 == se->n) cdl__lazy_mark_cached(L, CDL_LAZY_SHARD(id));
-    }
+    cdl__shard_entries *se = cdl__shard_table(L, id); /* a lazy index: its last item in, its block is needed no more */
+    if (se && atomic_fetch_add(&se->present, 1) + 1 == se->n) cdl__lazy_mark_cached(L, CDL_LAZY_SHARD(id));
     *cap_out = (uint32_t)cap;
     return room ? CDL_CE_PLAIN : CDL_CE_KEEP;
 }

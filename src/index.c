@@ -560,6 +560,15 @@ CDL_PRIVATE int cdl__lazy_id_known(const coordl *L, uint64_t id) {
     return ok;
 }
 
+/* Item k of shard s named into buf: "shard:member" while the shard's block
+ * is resident, else "shard:#k" (its ordinal in member order). Under z->mu. */
+static void cdl__lazy_name(const coordl *L, uint32_t s, uint32_t k, char *buf, size_t cap) {
+    const cdl__lazy_block *b = &L->index.lazy->block[s];
+    const char *shard = L->index.strings + L->index.tar_shards[s];
+    if (b->refs && k < b->count) snprintf(buf, cap, "%s:%s", shard, b->names + b->name_offs[k]);
+    else snprintf(buf, cap, "%s:#%u", shard, k);
+}
+
 /* Item id's record, and its "shard:member" name into name (namecap > 0),
  * its shard scanned again if its block was dropped. */
 CDL_PRIVATE coordl_status cdl__lazy_ref(const coordl *L, uint64_t id, cdl__tar_ref *ref, char *name, size_t namecap,
@@ -577,13 +586,8 @@ CDL_PRIVATE coordl_status cdl__lazy_ref(const coordl *L, uint64_t id, cdl__tar_r
         snprintf(err, errcap, "%s: item %u of a shard of %u", shard, k, z->count[s]);
         rc = COORDL_ERR_INVALID;
     }
-    if (rc == COORDL_OK) {
-        const cdl__lazy_block *b = &z->block[s];
-        *ref = b->refs[k];
-        if (namecap) snprintf(name, namecap, "%s:%s", shard, b->names + b->name_offs[k]);
-    } else if (namecap) {
-        snprintf(name, namecap, "%s:#%u", shard, k);
-    }
+    if (rc == COORDL_OK) *ref = z->block[s].refs[k];
+    if (namecap) cdl__lazy_name(L, s, k, name, namecap);
     pthread_mutex_unlock(&z->mu);
     return rc;
 }
@@ -636,11 +640,8 @@ CDL_PRIVATE const char *cdl__item_name(const coordl *L, uint64_t id, char *buf, 
         snprintf(buf, cap, "item %llu", (unsigned long long)id);
         return buf;
     }
-    const char *shard = L->index.strings + L->index.tar_shards[s];
     pthread_mutex_lock(&z->mu);
-    const cdl__lazy_block *b = &z->block[s];
-    if (b->refs && k < b->count) snprintf(buf, cap, "%s:%s", shard, b->names + b->name_offs[k]);
-    else snprintf(buf, cap, "%s:#%u", shard, k);
+    cdl__lazy_name(L, s, k, buf, cap);
     pthread_mutex_unlock(&z->mu);
     return buf;
 }
