@@ -201,7 +201,7 @@ test-sanitize:
 # ThreadSanitizer (clang) over the tests that drive the stream from several
 # threads and processes: consumer, workers, member threads, queries from
 # another thread, coordl_set/seek under load, coordinated groups.
-TSAN_TESTS := test_api test_set test_determinism test_lazy_index test_stream test_stream_internals test_group test_consumer_path test_readahead test_readahead_uring test_faults test_remote
+TSAN_TESTS := test_api test_io_async test_set test_determinism test_lazy_index test_stream test_stream_internals test_group test_consumer_path test_readahead test_readahead_uring test_faults test_remote
 test-tsan: deps
 	$(MAKE) BUILD=build-tsan CC=clang OPT=-O1 EXTRA_CFLAGS="$(EXTRA_CFLAGS) -fsanitize=thread -fno-omit-frame-pointer" run-tsan
 run-tsan: $(patsubst %,$(BUILD)/tests/%,$(TSAN_TESTS))

@@ -962,6 +962,10 @@ typedef struct cdl__item_aread {
                                   plain file (short = decode what is there) */
     cdl__remote_done_fn done;  /* the caller's, as a remote read's          */
     void *arg;
+    /* a read through cfg.io_async (cdl__read_item_submit) */
+    uint64_t off, asked;       /* where, and the bytes asked for            */
+    int grew;                  /* the file is larger than indexed: the
+                                  caller reads it again through cfg.io     */
 } cdl__item_aread;
 
 #endif /* CDL_SOURCE_STATE_H */
@@ -1253,6 +1257,7 @@ typedef struct cdl__ra_entry {
     uint64_t t0;               /* when its read started                   */
     int state;
     int stale;              /* its generation was restarted: free it when done */
+    int user_read;          /* in flight through the caller's cfg.io_async */
     uint64_t gen;
     uint64_t epoch, pos, id;
     uint64_t start, end;    /* its arena bytes: [start, end) in ring space    */
@@ -1292,6 +1297,15 @@ struct cdl__readahead {
     int room_waiters; /* I/O threads waiting for entries or arena space   */
     uint64_t async_reads; /* reads in flight on the remote event loop or
                              the io_uring                                 */
+    uint64_t user_reads;  /* of them, through the caller's cfg.io_async */
+    uint64_t max_user_reads; /* most of those at once                     */
+    uint64_t user_last_ns; /* when the last one started (or, at close,
+                              ended): coordl_close's bound               */
+    int closing;          /* coordl_close: workers stop waiting for reads */
+    uint64_t user_timeouts; /* io_async reads a worker stopped waiting for
+                             (io_timeout_ms) and read through cfg.io     */
+    int abandoned;        /* coordl_close gave up waiting for them: R and
+                             the arena are left to their late dones     */
     cdl__uring *uring;    /* local reads in flight (NULL: I/O threads)    */
     uint64_t max_reading; /* most I/O threads inside the reader at once   */
     /* counters of the I/O threads (coordl_stats readahead_*) */
@@ -1853,6 +1867,8 @@ CDL_PRIVATE coordl_status cdl__index_from_shared(coordl *L, cdl__u8 *p, size_t n
 CDL_PRIVATE coordl_status cdl__read_item(const coordl *L, cdl__kept_file *kept, uint64_t id, cdl__u8 **buf, size_t *cap, int grow, int *too_big, uint64_t *len, uint64_t *storage_bytes, char *err, size_t errcap);
 CDL_PRIVATE int cdl__read_item_async(const coordl *L, uint64_t id, cdl__u8 *dst, size_t cap, const void *owner, cdl__remote_done_fn done, void *arg);
 CDL_PRIVATE int cdl__read_item_start(const coordl *L, cdl__uring *U, cdl__item_aread *a, uint64_t id, cdl__u8 *dst, size_t cap, coordl_status *rc, uint64_t *len, uint64_t *storage_bytes, char *err, size_t errcap, cdl__remote_done_fn done, void *arg);
+CDL_PRIVATE coordl_status cdl__read_item_result(cdl__item_aread *a, int64_t result, uint64_t *got, char *why, size_t cap);
+CDL_PRIVATE int cdl__read_item_submit(const coordl *L, cdl__item_aread *a, uint64_t id, cdl__u8 *dst, size_t cap, coordl_io_done_fn done, void *arg);
 CDL_PRIVATE coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes *out);
 CDL_PRIVATE coordl_status cdl__index_source(coordl *L);
 #endif /* CDL_SOURCE_H */
@@ -1967,6 +1983,7 @@ CDL_PRIVATE int cdl__ra_wait(cdl__worker *W, cdl__ra_entry *x, cdl__bytes *out, 
 CDL_PRIVATE void cdl__ra_pause(coordl *L);
 CDL_PRIVATE void cdl__ra_restart(coordl *L, int keep);
 CDL_PRIVATE void cdl__ra_release(coordl *L, cdl__ra_entry *x);
+CDL_PRIVATE void cdl__ra_closing(coordl *L);
 CDL_PRIVATE void cdl__ra_stop(coordl *L);
 CDL_PRIVATE cdl__ra_entry *cdl__ra_take(coordl *L, uint64_t epoch, uint64_t pos, uint64_t id);
 CDL_PRIVATE coordl_status cdl__ra_start(coordl *L);
@@ -8705,6 +8722,76 @@ CDL_PRIVATE int cdl__read_item_start(const coordl *L, cdl__uring *U, cdl__item_a
     return 1;
 }
 
+/* ---- a caller's asynchronous reader (cfg.io_async) ---------------------------
+ * The read-ahead's reads of items through a caller's coordl_io_async: the
+ * item's place (a whole file, or a member of a tar shard) and its size come
+ * from the index, so a read needs no open and no thread: one I/O thread
+ * starts readahead_items of them and goes on (depth 512 = 512 reads in the
+ * caller's machinery, not 512 threads inside read_at). A whole file is
+ * asked for one byte more than indexed, so that a file that grew since is
+ * seen (and read again through cfg.io by its worker, as a synchronous
+ * read-ahead leaves an item larger than its span) instead of cut short. */
+
+/* A read through cfg.io_async ended with `result` (the caller's done):
+ * its status, checked as a synchronous read's would be, the bytes it
+ * delivered, and why it failed (without the item's path: the caller names
+ * the item). */
+CDL_PRIVATE coordl_status cdl__read_item_result(cdl__item_aread *a, int64_t result, uint64_t *got, char *why,
+                                                size_t cap) {
+    const coordl *L = a->L;
+    const char *file = cdl__item_file(L, a->id);
+    why[0] = '\0';
+    *got = 0;
+    a->grew = 0;
+    if (result < -4095 || result > (int64_t)a->asked) { /* neither bytes nor an errno: never trusted */
+        snprintf(why, cap, "%s%sthe reader's read returned %lld for %llu bytes at offset %llu (neither a byte count "
+                 "nor a negative errno)", a->member ? file : "", a->member ? ": " : "", (long long)result,
+                 (unsigned long long)a->asked, (unsigned long long)a->off);
+        return COORDL_ERR_IO;
+    }
+    if (result < 0) return cdl__item_read_end(L, a, file, (int)-result, a->asked, a->off, 0, why, cap);
+    if (!a->member && (uint64_t)result > a->want) {
+        a->grew = 1; /* larger than indexed: the caller reads it again through cfg.io */
+        return COORDL_OK;
+    }
+    *got = (uint64_t)result;
+    return cdl__item_read_end(L, a, file, 0, a->want, a->off + *got, *got, why, cap);
+}
+
+/* Starts item id's read through cfg.io_async into dst (cap bytes), with
+ * done(a, result) at its end: 1 when started (done may run before this
+ * returns: call it without a lock done takes), 0 when the item is to be
+ * read through cfg.io (no io_async, a token shard, a size the index does
+ * not know or that does not fit, or the reader declined it). */
+CDL_PRIVATE int cdl__read_item_submit(const coordl *L, cdl__item_aread *a, uint64_t id, cdl__u8 *dst, size_t cap,
+                                      coordl_io_done_fn done, void *arg) {
+    const coordl_io_async *io = L->cfg.io_async;
+    if (!io || L->index.shards) return 0;
+    const int member = L->index.tar_refs != NULL || L->index.lazy != NULL;
+    uint64_t off = 0, want;
+    if (member) {
+        cdl__tar_ref copy;
+        char why[CDL_ERRMSG_MAX];
+        coordl_status ref_rc;
+        const cdl__tar_ref *ti = cdl__tar_ref_of(L, id, &copy, &ref_rc, why, sizeof why);
+        if (!ti) return 0; /* cdl__read_item says why */
+        off = ti->offset;
+        want = ti->bytes;
+    } else {
+        want = L->index.items[id].bytes;
+    }
+    if (want == 0 || want > L->cfg.max_item_bytes || want + 16 > cap) return 0;
+    memset(a, 0, sizeof *a);
+    a->L = L;
+    a->id = id;
+    a->want = want;
+    a->member = member;
+    a->arg = arg;
+    a->off = off;
+    a->asked = member ? want : want + 1;
+    return io->read(io->user, cdl__item_file(L, id), dst, a->asked, off, done, a) == 0;
+}
+
 /* An item's bytes from storage into the worker's buffer. */
 CDL_PRIVATE coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes *out) {
     uint64_t len = 0;
@@ -10741,6 +10828,38 @@ static void cdl__ra_read_done(void *arg, coordl_status status, uint64_t got, con
     pthread_mutex_unlock(&R->mu);
 }
 
+/* A read through the caller's cfg.io_async ended (coordl_io_done_fn, on
+ * the caller's thread): ended as any asynchronous read, under the lock,
+ * checks included, so that a close that gave up on it (R->abandoned) is
+ * seen before anything of the handle is touched. */
+static void cdl__ra_user_done(void *token, int64_t result) {
+    cdl__item_aread *a = token;
+    cdl__ra_entry *x = a->arg;
+    cdl__readahead *R = x->ra;
+    pthread_mutex_lock(&R->mu);
+    R->user_reads--;
+    if (R->abandoned) { /* the handle is gone; R and the arena were left for this */
+        pthread_mutex_unlock(&R->mu);
+        return;
+    }
+    if (R->user_reads == 0 && R->stop) pthread_cond_broadcast(&R->room_cv); /* coordl_close waits */
+    uint64_t got;
+    char why[CDL_ERRMSG_MAX - 64];
+    const coordl_status status = cdl__read_item_result(a, result, &got, why, sizeof why);
+    R->async_reads--;
+    R->reads++;
+    R->read_ns += cdl__now_ns() - x->t0;
+    x->len = got;
+    x->storage_bytes = got;
+    x->status = status;
+    if (status != COORDL_OK) snprintf(x->err, sizeof x->err, "%s: %s", cdl__item_path(R->L, x->id), why);
+    /* larger than indexed: its worker reads it through cfg.io */
+    x->state = a->grew ? CDL_RA_SKIPPED : status == COORDL_OK ? CDL_RA_DONE : CDL_RA_FAILED;
+    pthread_cond_broadcast(&R->done_cv);
+    if (x->stale) cdl__ra_trim(R);
+    pthread_mutex_unlock(&R->mu);
+}
+
 /* readahead_items is the number of reads in flight (issue 24): with a
  * synchronous reader that takes one thread per read, so the I/O threads
  * grow, one at a time, while every one of them is inside the reader and
@@ -10869,6 +10988,25 @@ static void *cdl__ra_main(void *arg) {
         if (cdl__read_item_async(L, id, R->base + start % R->bytes, (size_t)(end - start), R, cdl__ra_read_done, x)) {
             R->async_reads++;
             continue;
+        }
+        /* a caller's asynchronous reader: started here, and this thread
+         * goes on; outside the lock, since its done may run before its
+         * read returns (and takes the lock) */
+        x->user_read = 0;
+        if (L->cfg.io_async) {
+            x->user_read = 1;
+            R->async_reads++;
+            R->user_reads++;
+            if (R->user_reads > R->max_user_reads) R->max_user_reads = R->user_reads;
+            R->user_last_ns = cdl__now_ns();
+            pthread_mutex_unlock(&R->mu);
+            const int sent = cdl__read_item_submit(L, &x->aread, id, R->base + start % R->bytes, (size_t)(end - start),
+                                                   cdl__ra_user_done, x);
+            pthread_mutex_lock(&R->mu);
+            if (sent) continue;
+            R->async_reads--; /* declined: read through cfg.io below */
+            R->user_reads--;
+            x->user_read = 0;
         }
         if (++R->reading == R->nthreads && R->head - R->tail < R->depth) (void)cdl__ra_grow(R);
         if ((uint64_t)R->reading > R->max_reading) R->max_reading = (uint64_t)R->reading;
@@ -11000,10 +11138,42 @@ CDL_PRIVATE int cdl__ra_wait(cdl__worker *W, cdl__ra_entry *x, cdl__bytes *out, 
     const uint64_t t0 = cdl__now_ns();
     pthread_mutex_lock(&R->mu);
     const int waited = x->state == CDL_RA_READING;
-    while (x->state == CDL_RA_READING) pthread_cond_wait(&R->done_cv, &R->mu);
-    const int state = x->state;
+    int state = CDL_RA_READING;
+    while ((state = x->state) == CDL_RA_READING && !R->closing) {
+        if (!x->user_read) {
+            pthread_cond_wait(&R->done_cv, &R->mu);
+            continue;
+        }
+        /* a caller's io_async read: its done is the caller's to call, so
+         * the wait is bounded (io_timeout_ms from its start); past it the
+         * row is read through cfg.io, and the entry, still in flight, is
+         * freed when the done comes (cdl__ra_release) */
+        const uint64_t bound = (uint64_t)(W->L->cfg.io_timeout_ms ? W->L->cfg.io_timeout_ms : 30000) * 1000000u,
+                       now = cdl__now_ns();
+        if (now - x->t0 >= bound) {
+            if (R->user_timeouts++ == 0) /* the first: a stuck reader is the caller's to know of */
+                cdl__log(W->L, COORDL_LOG_WARN, "%s: its read through io_async had no done within io_timeout_ms (%u "
+                         "ms); read through io instead (said once per handle)", cdl__item_path(W->L, x->id),
+                         W->L->cfg.io_timeout_ms ? W->L->cfg.io_timeout_ms : 30000u);
+            break;
+        }
+        const uint64_t left = x->t0 + bound - now;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += (time_t)(left / 1000000000u);
+        ts.tv_nsec += (long)(left % 1000000000u);
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&R->done_cv, &R->mu, &ts);
+    }
     pthread_mutex_unlock(&R->mu);
     if (waited) W->row.readahead_wait_ns += cdl__now_ns() - t0;
+    if (state == CDL_RA_READING) {
+        if (!R->closing) return 0; /* timed out: read it through cfg.io */
+        snprintf(W->err, sizeof W->err, "%s: the handle is closing while its read is in flight",
+                 cdl__item_path(W->L, x->id));
+        *rc = COORDL_ERR_IO;
+        return -1;
+    }
     if (state == CDL_RA_SKIPPED) return 0;
     W->row.storage_bytes += x->storage_bytes;
     if (state == CDL_RA_FAILED) {
@@ -11079,6 +11249,51 @@ CDL_PRIVATE coordl_status cdl__ra_start(coordl *L) {
     return COORDL_OK;
 }
 
+/* The handle is closing: workers waiting for a read stop waiting (the
+ * read may be a caller's that never ends: io_async). Before the workers
+ * are joined. */
+CDL_PRIVATE void cdl__ra_closing(coordl *L) {
+    cdl__readahead *R = L->pool.ra;
+    if (!R) return;
+    pthread_mutex_lock(&R->mu);
+    R->closing = 1;
+    pthread_cond_broadcast(&R->done_cv);
+    pthread_mutex_unlock(&R->mu);
+}
+
+/* Waits for the done of every read a caller's coordl_io_async has in
+ * flight (their bytes land in the arena): 1 when none is left; 0 when
+ * none ended for io_timeout_ms (logged: the caller's reader is stuck). */
+static int cdl__ra_user_reads_end(cdl__readahead *R) {
+    coordl *L = R->L;
+    const uint64_t bound_ns = (uint64_t)(L->cfg.io_timeout_ms ? L->cfg.io_timeout_ms : 30000) * 1000000u;
+    pthread_mutex_lock(&R->mu);
+    while (R->user_reads) {
+        const uint64_t now = cdl__now_ns(), since = R->user_last_ns;
+        if (now - since >= bound_ns) {
+            const uint64_t left = R->user_reads;
+            R->abandoned = 1; /* a late done touches nothing but R */
+            pthread_mutex_unlock(&R->mu);
+            cdl__log(L, COORDL_LOG_ERROR, "coordl_close: %llu read(s) started through io_async had no done within "
+                     "io_timeout_ms (%u ms); their buffers (the read-ahead's %zu bytes) stay mapped and are leaked, "
+                     "so that a late read writes into memory nobody reuses", (unsigned long long)left,
+                     L->cfg.io_timeout_ms ? L->cfg.io_timeout_ms : 30000u, R->map_bytes);
+            return 0;
+        }
+        /* a done restarts the bound: a slow reader still ending reads is
+         * waited for */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50000000L;
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        const uint64_t before = R->user_reads;
+        pthread_cond_timedwait(&R->room_cv, &R->mu, &ts);
+        if (R->user_reads < before) R->user_last_ns = cdl__now_ns();
+    }
+    pthread_mutex_unlock(&R->mu);
+    return 1;
+}
+
 /* Stops the I/O threads (after the workers: a worker may wait on a read)
  * and frees everything. */
 CDL_PRIVATE void cdl__ra_stop(coordl *L) {
@@ -11091,6 +11306,13 @@ CDL_PRIVATE void cdl__ra_stop(coordl *L) {
         pthread_mutex_unlock(&R->mu);
         for (int i = 0; i < R->nthreads; i++) pthread_join(R->threads[i], NULL);
         /* transfers still in flight write into the arena: ended first */
+        if (!cdl__ra_user_reads_end(R)) {
+            /* a caller's reader that never called done: its read may yet
+             * write into the arena and call cdl__ra_user_done, so the
+             * arena and R stay (a leak, said) rather than be reused */
+            L->pool.ra = NULL;
+            return;
+        }
         cdl__remote_cancel(L, R);
         cdl__uring_stop(L, R->uring);
         R->uring = NULL;
@@ -14014,6 +14236,11 @@ CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
     if (c->readahead_threads > 4096) CDL_BAD("readahead_threads: %u is out of range (0 = the depth, at most 4096)", c->readahead_threads);
     if (c->io && (!c->io->open || !c->io->read_at || !c->io->close))
         CDL_BAD("io: set all of open, read_at and close (or io = NULL for the built-in POSIX reader)");
+    if (c->io_async && !c->io_async->read)
+        CDL_BAD("io_async: set read (or io_async = NULL: a caller's reader then takes an I/O thread per read in flight)");
+    if (c->io_async && !c->io)
+        CDL_BAD("io_async needs io: the index scan, list files and the items a worker reads itself go through io's "
+                "open, read_at and close");
     /* channels: a row's colour planes (image pipelines) */
     if (c->channels != 0 && c->channels != 1 && c->channels != 3)
         CDL_BAD("channels: %u is not 1 (grey), 3 (RGB) or 0 (the default, 3)", c->channels);
@@ -15087,6 +15314,7 @@ CDL_PRIVATE void cdl__pool_stop(coordl *L) {
     L->pool.stop = 1;
     cdl__broadcast(L, &L->S->work_cv);
     cdl__unlock(L);
+    cdl__ra_closing(L); /* a worker waiting for a read stops waiting */
     for (int i = 0; i < L->pool.nworkers; i++)
         if (L->pool.workers[i].started) pthread_join(L->pool.workers[i].thread, NULL);
     for (int i = 0; i < L->pool.nworkers; i++) cdl__worker_free(L, &L->pool.workers[i]);
@@ -16729,6 +16957,8 @@ CDL_PRIVATE void cdl__get_stats(const coordl *L, coordl_stats *out) {
         out->readahead_skips = L->pool.ra->skips;
         out->readahead_io_threads = (uint32_t)L->pool.ra->nthreads;
         out->readahead_max_in_flight = L->pool.ra->max_reading;
+        if (L->pool.ra->max_user_reads > out->readahead_max_in_flight) /* cfg.io_async */
+            out->readahead_max_in_flight = L->pool.ra->max_user_reads;
         out->readahead_uring = L->pool.ra->uring != NULL;
         cdl__uring_counters uc;
         cdl__uring_counters_get(L->pool.ra->uring, &uc);

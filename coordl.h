@@ -442,6 +442,50 @@ typedef struct coordl_io {
     void (*close)(void *user, void *file);
 } coordl_io;
 
+/* Reads in flight without a thread each (issue 24): the asynchronous form
+ * of a coordl_io, for a reader that can keep many reads outstanding on its
+ * own machinery (an object store client on an event loop, io_uring, a
+ * request queue). With cfg.io_async set, the read-ahead hands it the items
+ * it reads ahead, readahead_items of them in flight at most, from one I/O
+ * thread, instead of one blocking read_at per I/O thread: depth 512 is 512
+ * reads, not 512 threads. Everything else (the index scan at open, list
+ * files, token shards, an item a worker reads because the read-ahead did
+ * not reach it, a retry of a grown file) still goes through cfg.io, which
+ * must be set too. A new type, not new members of coordl_io (see "Stable
+ * ABI"); it never changes.
+ *
+ *   read: start reading len bytes at offset of `path` into buf (an item:
+ *         a whole file, path as cfg.io's open gets it, at offset 0; or a
+ *         tar shard's member, at the member's offset). Return 0 when the
+ *         read is started: then done(token, result) must be called exactly
+ *         once, with the bytes read (fewer than len only at the end of
+ *         the file) or a negative errno, from any thread, possibly before
+ *         read returns. Return a negative errno when it is not started
+ *         (done is never called): coordl then reads the item through cfg.io
+ *         on an I/O thread (-ENOTSUP for a path this reader leaves to
+ *         cfg.io, say). buf stays valid and untouched by coordl until done.
+ *   done: cheap (a lock and a signal): call it from the reader's own
+ *         thread, not under a lock the reader's read takes; never call
+ *         a coordl function from it.
+ *   user: passed to read.
+ *
+ * A result above len, or a negative value that is not an errno, is an I/O
+ * error naming the item, never trusted; a file that grew since it was
+ * indexed is read again through cfg.io. coordl_close waits for the done of
+ * every read it started (buf is coordl's memory): at most io_timeout_ms
+ * after the last read started, then it logs an error and leaves that
+ * memory mapped rather than free memory a late read would write to.
+ * Thread safety: read is called from one I/O thread per handle (several
+ * handles: several threads at once); the table and `user` must stay valid
+ * until coordl_close returns. Private loaders only: a coordinated group
+ * reads no items ahead (docs/storage.md). */
+typedef void (*coordl_io_done_fn)(void *token, int64_t result);
+typedef struct coordl_io_async {
+    void *user;
+    int (*read)(void *user, const char *path, void *buf, uint64_t len, uint64_t offset, coordl_io_done_fn done,
+                void *token); /* 0: started; or -errno: not started */
+} coordl_io_async;
+
 /* Configuration. Get one from coordl_config_default() and change what you
  * need: every field has a sane default, and new fields never break callers. */
 typedef struct coordl_config {
@@ -811,6 +855,13 @@ typedef struct coordl_config {
                                    force); a value of at least the shard
                                    count makes one window of the whole
                                    set. Ignored by the other orders        */
+    /* --- appended after 0.4.0: reads in flight without a thread each -- */
+    const coordl_io_async *io_async; /* the read-ahead's reads of items
+                                   through it (see coordl_io_async): one
+                                   I/O thread keeps readahead_items in
+                                   flight. Needs io. NULL (default): a
+                                   caller's reader takes an I/O thread per
+                                   read in flight (readahead_threads)     */
 } coordl_config;
 
 /* A ready batch: a view into a ring slot, valid until coordl_release(). */
@@ -954,7 +1005,9 @@ typedef struct coordl_stats {
     uint64_t readahead_max_in_flight; /* most read-ahead reads of local
                                    files in flight at once: in the
                                    io_uring, or I/O threads inside the
-                                   reader (remote: remote_max_in_flight)    */
+                                   reader, or reads started through
+                                   cfg.io_async and not yet done (remote:
+                                   remote_max_in_flight)                    */
     uint64_t readahead_ring_reads; /* of readahead_reads, those the page
                                    cache could not answer at once, read in
                                    the io_uring                             */

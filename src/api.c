@@ -706,6 +706,8 @@ CDL_PRIVATE void cdl__get_stats(const coordl *L, coordl_stats *out) {
         out->readahead_skips = L->pool.ra->skips;
         out->readahead_io_threads = (uint32_t)L->pool.ra->nthreads;
         out->readahead_max_in_flight = L->pool.ra->max_reading;
+        if (L->pool.ra->max_user_reads > out->readahead_max_in_flight) /* cfg.io_async */
+            out->readahead_max_in_flight = L->pool.ra->max_user_reads;
         out->readahead_uring = L->pool.ra->uring != NULL;
         cdl__uring_counters uc;
         cdl__uring_counters_get(L->pool.ra->uring, &uc);

@@ -229,6 +229,11 @@ CDL_PRIVATE coordl_status cdl__validate(const coordl_config *c) {
     if (c->readahead_threads > 4096) CDL_BAD("readahead_threads: %u is out of range (0 = the depth, at most 4096)", c->readahead_threads);
     if (c->io && (!c->io->open || !c->io->read_at || !c->io->close))
         CDL_BAD("io: set all of open, read_at and close (or io = NULL for the built-in POSIX reader)");
+    if (c->io_async && !c->io_async->read)
+        CDL_BAD("io_async: set read (or io_async = NULL: a caller's reader then takes an I/O thread per read in flight)");
+    if (c->io_async && !c->io)
+        CDL_BAD("io_async needs io: the index scan, list files and the items a worker reads itself go through io's "
+                "open, read_at and close");
     /* channels: a row's colour planes (image pipelines) */
     if (c->channels != 0 && c->channels != 1 && c->channels != 3)
         CDL_BAD("channels: %u is not 1 (grey), 3 (RGB) or 0 (the default, 3)", c->channels);

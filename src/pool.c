@@ -358,6 +358,7 @@ CDL_PRIVATE void cdl__pool_stop(coordl *L) {
     L->pool.stop = 1;
     cdl__broadcast(L, &L->S->work_cv);
     cdl__unlock(L);
+    cdl__ra_closing(L); /* a worker waiting for a read stops waiting */
     for (int i = 0; i < L->pool.nworkers; i++)
         if (L->pool.workers[i].started) pthread_join(L->pool.workers[i].thread, NULL);
     for (int i = 0; i < L->pool.nworkers; i++) cdl__worker_free(L, &L->pool.workers[i]);

@@ -22,6 +22,7 @@
 #include "uring.h"
 #include "index.h"
 #include "source.h"
+#include "source_state.h"
 #include "sampler.h"
 #include "sampler_state.h"
 #include "cache.h"
@@ -125,6 +126,38 @@ static void cdl__ra_read_done(void *arg, coordl_status status, uint64_t got, con
     x->status = status;
     if (status != COORDL_OK) snprintf(x->err, sizeof x->err, "%s: %s", cdl__item_path(R->L, x->id), err);
     x->state = status == COORDL_OK ? CDL_RA_DONE : CDL_RA_FAILED;
+    pthread_cond_broadcast(&R->done_cv);
+    if (x->stale) cdl__ra_trim(R);
+    pthread_mutex_unlock(&R->mu);
+}
+
+/* A read through the caller's cfg.io_async ended (coordl_io_done_fn, on
+ * the caller's thread): ended as any asynchronous read, under the lock,
+ * checks included, so that a close that gave up on it (R->abandoned) is
+ * seen before anything of the handle is touched. */
+static void cdl__ra_user_done(void *token, int64_t result) {
+    cdl__item_aread *a = token;
+    cdl__ra_entry *x = a->arg;
+    cdl__readahead *R = x->ra;
+    pthread_mutex_lock(&R->mu);
+    R->user_reads--;
+    if (R->abandoned) { /* the handle is gone; R and the arena were left for this */
+        pthread_mutex_unlock(&R->mu);
+        return;
+    }
+    if (R->user_reads == 0 && R->stop) pthread_cond_broadcast(&R->room_cv); /* coordl_close waits */
+    uint64_t got;
+    char why[CDL_ERRMSG_MAX - 64];
+    const coordl_status status = cdl__read_item_result(a, result, &got, why, sizeof why);
+    R->async_reads--;
+    R->reads++;
+    R->read_ns += cdl__now_ns() - x->t0;
+    x->len = got;
+    x->storage_bytes = got;
+    x->status = status;
+    if (status != COORDL_OK) snprintf(x->err, sizeof x->err, "%s: %s", cdl__item_path(R->L, x->id), why);
+    /* larger than indexed: its worker reads it through cfg.io */
+    x->state = a->grew ? CDL_RA_SKIPPED : status == COORDL_OK ? CDL_RA_DONE : CDL_RA_FAILED;
     pthread_cond_broadcast(&R->done_cv);
     if (x->stale) cdl__ra_trim(R);
     pthread_mutex_unlock(&R->mu);
@@ -259,6 +292,25 @@ static void *cdl__ra_main(void *arg) {
             R->async_reads++;
             continue;
         }
+        /* a caller's asynchronous reader: started here, and this thread
+         * goes on; outside the lock, since its done may run before its
+         * read returns (and takes the lock) */
+        x->user_read = 0;
+        if (L->cfg.io_async) {
+            x->user_read = 1;
+            R->async_reads++;
+            R->user_reads++;
+            if (R->user_reads > R->max_user_reads) R->max_user_reads = R->user_reads;
+            R->user_last_ns = cdl__now_ns();
+            pthread_mutex_unlock(&R->mu);
+            const int sent = cdl__read_item_submit(L, &x->aread, id, R->base + start % R->bytes, (size_t)(end - start),
+                                                   cdl__ra_user_done, x);
+            pthread_mutex_lock(&R->mu);
+            if (sent) continue;
+            R->async_reads--; /* declined: read through cfg.io below */
+            R->user_reads--;
+            x->user_read = 0;
+        }
         if (++R->reading == R->nthreads && R->head - R->tail < R->depth) (void)cdl__ra_grow(R);
         if ((uint64_t)R->reading > R->max_reading) R->max_reading = (uint64_t)R->reading;
         if (R->uring) R->async_reads++; /* before the ring can end it (cdl__ra_read_done) */
@@ -389,10 +441,42 @@ CDL_PRIVATE int cdl__ra_wait(cdl__worker *W, cdl__ra_entry *x, cdl__bytes *out, 
     const uint64_t t0 = cdl__now_ns();
     pthread_mutex_lock(&R->mu);
     const int waited = x->state == CDL_RA_READING;
-    while (x->state == CDL_RA_READING) pthread_cond_wait(&R->done_cv, &R->mu);
-    const int state = x->state;
+    int state = CDL_RA_READING;
+    while ((state = x->state) == CDL_RA_READING && !R->closing) {
+        if (!x->user_read) {
+            pthread_cond_wait(&R->done_cv, &R->mu);
+            continue;
+        }
+        /* a caller's io_async read: its done is the caller's to call, so
+         * the wait is bounded (io_timeout_ms from its start); past it the
+         * row is read through cfg.io, and the entry, still in flight, is
+         * freed when the done comes (cdl__ra_release) */
+        const uint64_t bound = (uint64_t)(W->L->cfg.io_timeout_ms ? W->L->cfg.io_timeout_ms : 30000) * 1000000u,
+                       now = cdl__now_ns();
+        if (now - x->t0 >= bound) {
+            if (R->user_timeouts++ == 0) /* the first: a stuck reader is the caller's to know of */
+                cdl__log(W->L, COORDL_LOG_WARN, "%s: its read through io_async had no done within io_timeout_ms (%u "
+                         "ms); read through io instead (said once per handle)", cdl__item_path(W->L, x->id),
+                         W->L->cfg.io_timeout_ms ? W->L->cfg.io_timeout_ms : 30000u);
+            break;
+        }
+        const uint64_t left = x->t0 + bound - now;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += (time_t)(left / 1000000000u);
+        ts.tv_nsec += (long)(left % 1000000000u);
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&R->done_cv, &R->mu, &ts);
+    }
     pthread_mutex_unlock(&R->mu);
     if (waited) W->row.readahead_wait_ns += cdl__now_ns() - t0;
+    if (state == CDL_RA_READING) {
+        if (!R->closing) return 0; /* timed out: read it through cfg.io */
+        snprintf(W->err, sizeof W->err, "%s: the handle is closing while its read is in flight",
+                 cdl__item_path(W->L, x->id));
+        *rc = COORDL_ERR_IO;
+        return -1;
+    }
     if (state == CDL_RA_SKIPPED) return 0;
     W->row.storage_bytes += x->storage_bytes;
     if (state == CDL_RA_FAILED) {
@@ -468,6 +552,51 @@ CDL_PRIVATE coordl_status cdl__ra_start(coordl *L) {
     return COORDL_OK;
 }
 
+/* The handle is closing: workers waiting for a read stop waiting (the
+ * read may be a caller's that never ends: io_async). Before the workers
+ * are joined. */
+CDL_PRIVATE void cdl__ra_closing(coordl *L) {
+    cdl__readahead *R = L->pool.ra;
+    if (!R) return;
+    pthread_mutex_lock(&R->mu);
+    R->closing = 1;
+    pthread_cond_broadcast(&R->done_cv);
+    pthread_mutex_unlock(&R->mu);
+}
+
+/* Waits for the done of every read a caller's coordl_io_async has in
+ * flight (their bytes land in the arena): 1 when none is left; 0 when
+ * none ended for io_timeout_ms (logged: the caller's reader is stuck). */
+static int cdl__ra_user_reads_end(cdl__readahead *R) {
+    coordl *L = R->L;
+    const uint64_t bound_ns = (uint64_t)(L->cfg.io_timeout_ms ? L->cfg.io_timeout_ms : 30000) * 1000000u;
+    pthread_mutex_lock(&R->mu);
+    while (R->user_reads) {
+        const uint64_t now = cdl__now_ns(), since = R->user_last_ns;
+        if (now - since >= bound_ns) {
+            const uint64_t left = R->user_reads;
+            R->abandoned = 1; /* a late done touches nothing but R */
+            pthread_mutex_unlock(&R->mu);
+            cdl__log(L, COORDL_LOG_ERROR, "coordl_close: %llu read(s) started through io_async had no done within "
+                     "io_timeout_ms (%u ms); their buffers (the read-ahead's %zu bytes) stay mapped and are leaked, "
+                     "so that a late read writes into memory nobody reuses", (unsigned long long)left,
+                     L->cfg.io_timeout_ms ? L->cfg.io_timeout_ms : 30000u, R->map_bytes);
+            return 0;
+        }
+        /* a done restarts the bound: a slow reader still ending reads is
+         * waited for */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50000000L;
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        const uint64_t before = R->user_reads;
+        pthread_cond_timedwait(&R->room_cv, &R->mu, &ts);
+        if (R->user_reads < before) R->user_last_ns = cdl__now_ns();
+    }
+    pthread_mutex_unlock(&R->mu);
+    return 1;
+}
+
 /* Stops the I/O threads (after the workers: a worker may wait on a read)
  * and frees everything. */
 CDL_PRIVATE void cdl__ra_stop(coordl *L) {
@@ -480,6 +609,13 @@ CDL_PRIVATE void cdl__ra_stop(coordl *L) {
         pthread_mutex_unlock(&R->mu);
         for (int i = 0; i < R->nthreads; i++) pthread_join(R->threads[i], NULL);
         /* transfers still in flight write into the arena: ended first */
+        if (!cdl__ra_user_reads_end(R)) {
+            /* a caller's reader that never called done: its read may yet
+             * write into the arena and call cdl__ra_user_done, so the
+             * arena and R stay (a leak, said) rather than be reused */
+            L->pool.ra = NULL;
+            return;
+        }
         cdl__remote_cancel(L, R);
         cdl__uring_stop(L, R->uring);
         R->uring = NULL;

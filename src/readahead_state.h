@@ -15,6 +15,7 @@ typedef struct cdl__ra_entry {
     uint64_t t0;               /* when its read started                   */
     int state;
     int stale;              /* its generation was restarted: free it when done */
+    int user_read;          /* in flight through the caller's cfg.io_async */
     uint64_t gen;
     uint64_t epoch, pos, id;
     uint64_t start, end;    /* its arena bytes: [start, end) in ring space    */
@@ -54,6 +55,15 @@ struct cdl__readahead {
     int room_waiters; /* I/O threads waiting for entries or arena space   */
     uint64_t async_reads; /* reads in flight on the remote event loop or
                              the io_uring                                 */
+    uint64_t user_reads;  /* of them, through the caller's cfg.io_async */
+    uint64_t max_user_reads; /* most of those at once                     */
+    uint64_t user_last_ns; /* when the last one started (or, at close,
+                              ended): coordl_close's bound               */
+    int closing;          /* coordl_close: workers stop waiting for reads */
+    uint64_t user_timeouts; /* io_async reads a worker stopped waiting for
+                             (io_timeout_ms) and read through cfg.io     */
+    int abandoned;        /* coordl_close gave up waiting for them: R and
+                             the arena are left to their late dones     */
     cdl__uring *uring;    /* local reads in flight (NULL: I/O threads)    */
     uint64_t max_reading; /* most I/O threads inside the reader at once   */
     /* counters of the I/O threads (coordl_stats readahead_*) */

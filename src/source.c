@@ -921,6 +921,76 @@ CDL_PRIVATE int cdl__read_item_start(const coordl *L, cdl__uring *U, cdl__item_a
     return 1;
 }
 
+/* ---- a caller's asynchronous reader (cfg.io_async) ---------------------------
+ * The read-ahead's reads of items through a caller's coordl_io_async: the
+ * item's place (a whole file, or a member of a tar shard) and its size come
+ * from the index, so a read needs no open and no thread: one I/O thread
+ * starts readahead_items of them and goes on (depth 512 = 512 reads in the
+ * caller's machinery, not 512 threads inside read_at). A whole file is
+ * asked for one byte more than indexed, so that a file that grew since is
+ * seen (and read again through cfg.io by its worker, as a synchronous
+ * read-ahead leaves an item larger than its span) instead of cut short. */
+
+/* A read through cfg.io_async ended with `result` (the caller's done):
+ * its status, checked as a synchronous read's would be, the bytes it
+ * delivered, and why it failed (without the item's path: the caller names
+ * the item). */
+CDL_PRIVATE coordl_status cdl__read_item_result(cdl__item_aread *a, int64_t result, uint64_t *got, char *why,
+                                                size_t cap) {
+    const coordl *L = a->L;
+    const char *file = cdl__item_file(L, a->id);
+    why[0] = '\0';
+    *got = 0;
+    a->grew = 0;
+    if (result < -4095 || result > (int64_t)a->asked) { /* neither bytes nor an errno: never trusted */
+        snprintf(why, cap, "%s%sthe reader's read returned %lld for %llu bytes at offset %llu (neither a byte count "
+                 "nor a negative errno)", a->member ? file : "", a->member ? ": " : "", (long long)result,
+                 (unsigned long long)a->asked, (unsigned long long)a->off);
+        return COORDL_ERR_IO;
+    }
+    if (result < 0) return cdl__item_read_end(L, a, file, (int)-result, a->asked, a->off, 0, why, cap);
+    if (!a->member && (uint64_t)result > a->want) {
+        a->grew = 1; /* larger than indexed: the caller reads it again through cfg.io */
+        return COORDL_OK;
+    }
+    *got = (uint64_t)result;
+    return cdl__item_read_end(L, a, file, 0, a->want, a->off + *got, *got, why, cap);
+}
+
+/* Starts item id's read through cfg.io_async into dst (cap bytes), with
+ * done(a, result) at its end: 1 when started (done may run before this
+ * returns: call it without a lock done takes), 0 when the item is to be
+ * read through cfg.io (no io_async, a token shard, a size the index does
+ * not know or that does not fit, or the reader declined it). */
+CDL_PRIVATE int cdl__read_item_submit(const coordl *L, cdl__item_aread *a, uint64_t id, cdl__u8 *dst, size_t cap,
+                                      coordl_io_done_fn done, void *arg) {
+    const coordl_io_async *io = L->cfg.io_async;
+    if (!io || L->index.shards) return 0;
+    const int member = L->index.tar_refs != NULL || L->index.lazy != NULL;
+    uint64_t off = 0, want;
+    if (member) {
+        cdl__tar_ref copy;
+        char why[CDL_ERRMSG_MAX];
+        coordl_status ref_rc;
+        const cdl__tar_ref *ti = cdl__tar_ref_of(L, id, &copy, &ref_rc, why, sizeof why);
+        if (!ti) return 0; /* cdl__read_item says why */
+        off = ti->offset;
+        want = ti->bytes;
+    } else {
+        want = L->index.items[id].bytes;
+    }
+    if (want == 0 || want > L->cfg.max_item_bytes || want + 16 > cap) return 0;
+    memset(a, 0, sizeof *a);
+    a->L = L;
+    a->id = id;
+    a->want = want;
+    a->member = member;
+    a->arg = arg;
+    a->off = off;
+    a->asked = member ? want : want + 1;
+    return io->read(io->user, cdl__item_file(L, id), dst, a->asked, off, done, a) == 0;
+}
+
 /* An item's bytes from storage into the worker's buffer. */
 CDL_PRIVATE coordl_status cdl__read_file(cdl__worker *W, uint64_t id, cdl__bytes *out) {
     uint64_t len = 0;

@@ -21,6 +21,10 @@ typedef struct cdl__item_aread {
                                   plain file (short = decode what is there) */
     cdl__remote_done_fn done;  /* the caller's, as a remote read's          */
     void *arg;
+    /* a read through cfg.io_async (cdl__read_item_submit) */
+    uint64_t off, asked;       /* where, and the bytes asked for            */
+    int grew;                  /* the file is larger than indexed: the
+                                  caller reads it again through cfg.io     */
 } cdl__item_aread;
 
 #endif /* CDL_SOURCE_STATE_H */
