@@ -471,10 +471,12 @@ typedef struct coordl_io {
  *
  * A result above len, or a negative value that is not an errno, is an I/O
  * error naming the item, never trusted; a file that grew since it was
- * indexed is read again through cfg.io. coordl_close waits for the done of
+ * indexed is read again through cfg.io. A worker waits io_timeout_ms at
+ * most for a read's done (from its start), then reads the item through
+ * cfg.io (one warning per handle). coordl_close waits for the done of
  * every read it started (buf is coordl's memory): at most io_timeout_ms
- * after the last read started, then it logs an error and leaves that
- * memory mapped rather than free memory a late read would write to.
+ * after the last read started or ended, then it logs an error and leaves
+ * that memory mapped rather than free memory a late read would write to.
  * Thread safety: read is called from one I/O thread per handle (several
  * handles: several threads at once); the table and `user` must stay valid
  * until coordl_close returns. Private loaders only: a coordinated group
@@ -798,8 +800,10 @@ typedef struct coordl_config {
                                    source: no complete answer within it is
                                    an error naming the URL (5xx and dropped
                                    connections are retried, at most 5
-                                   times, each attempt so bounded); 0 =
-                                   the default, 30000                      */
+                                   times, each attempt so bounded); also
+                                   bounds the wait for an io_async read's
+                                   done (see coordl_io_async); 0 = the
+                                   default, 30000                          */
     /* --- object detection (docs/detection.md); appended after 0.4 ------ */
     int labels;         /* a coordl_labels; default COORDL_LABELS_CLASS    */
     uint32_t max_boxes; /* COORDL_LABELS_BOXES: boxes per row (Darknet's

@@ -4,13 +4,19 @@
  *
  *   bench_storage --data DIR [--images N] [--threads 2] [--batch 32]
  *                 [--latencies 2,10] [--depths 0,8,32,128] [--rounds 3]
- *                 [--device PATH] [--random-access 0|1]
+ *                 [--device PATH] [--random-access 0|1] [--readers sync,async]
  *
  * Storage: a coordl_io shim that holds the dataset's files in memory and
  * sleeps a fixed latency in every read_at (one per item: coordl reads an
  * item with one call), as a network file system or a cloud disk adds per
  * request; in memory, so that the page cache of this shared machine plays
- * no part and the latency is the only storage cost. With
+ * no part and the latency is the only storage cost. --readers async
+ * measures the same store through a coordl_io_async beside it
+ * (cfg.io_async): each read is queued and done after the same latency by
+ * one completion thread, as an object store client's event loop would,
+ * so the read-ahead keeps its depth in flight from one I/O thread instead
+ * of one thread per read (the "I/O threads" column counts coordl's, and
+ * "+1" the reader's own completion thread). With
  * --device, DIR is also read through the POSIX reader with no shim (a
  * dataset on a slow block device, e.g. a loop device under dm-delay; the
  * page cache is dropped for its files before every case).
@@ -31,9 +37,9 @@
  * hits both alike); the table gives medians over the rounds, the ratio
  * being each case over the warm run just before it. Prints a
  * table and one line per case:
- *   RESULT storage <latency_ms|warm|device> <depth> <img/s> <ratio to warm>
+ *   RESULT storage[-async] <latency_ms|warm|device> <depth> <img/s> <ratio to warm>
  *          [<ratio to warm, open excluded> <ratio to the +0 ms cold case>
- *           <ratio to warm, the next cold epoch>]
+ *           <ratio to warm, the next cold epoch> <coordl's I/O threads>]
  * The second ratio times the cold epoch from its first coordl_next, as the
  * warm figure is (its handle opened long before); the third needs 0 in
  * --latencies: the same fresh handle with no latency added, so a fresh
@@ -47,6 +53,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 
 /* The storage: every dataset file held in memory (so the page cache, and
  * whatever else this shared machine's jobs do to it, is out of the
@@ -122,6 +129,118 @@ static void sleepy_close(void *user, void *file)
 {
     (void)user;
     (void)file;
+}
+
+/* The same store as a coordl_io_async: a ring of queued reads, each done
+ * latency_us after it was started by one completion thread (every read
+ * has the same latency, so the ring is in due order). Nothing is
+ * allocated per read. */
+#define ASYNC_QUEUE 4096 /* readahead_items is at most 4096 */
+typedef struct {
+    void *buf;
+    const uint8_t *src;
+    uint64_t n, due_ns;
+    coordl_io_done_fn done;
+    void *token;
+} async_slot;
+
+typedef struct {
+    coordl_io_async table;
+    const sleepy *store;
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* CLOCK_MONOTONIC */
+    async_slot q[ASYNC_QUEUE];
+    uint64_t head, tail;
+    int stop;
+    pthread_t thread;
+} async_shim;
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int async_read(void *user, const char *path, void *buf, uint64_t len, uint64_t offset, coordl_io_done_fn done,
+                      void *token)
+{
+    async_shim *a = user;
+    mem_file key = {(char *)path, NULL, 0};
+    const mem_file *m = bsearch(&key, a->store->files, a->store->n, sizeof *a->store->files, cmp_mem_file);
+    if (!m) return -ENOENT;
+    const uint64_t n = offset >= m->len ? 0 : len < m->len - offset ? len : m->len - offset;
+    pthread_mutex_lock(&a->mu);
+    if (a->tail - a->head == ASYNC_QUEUE) { /* full: never at depth <= 4096; coordl reads it through io */
+        pthread_mutex_unlock(&a->mu);
+        return -EAGAIN;
+    }
+    async_slot *q = &a->q[a->tail++ % ASYNC_QUEUE];
+    q->buf = buf;
+    q->src = m->data + (offset < m->len ? offset : 0);
+    q->n = n;
+    q->due_ns = mono_ns() + (uint64_t)a->store->latency_us * 1000u;
+    q->done = done;
+    q->token = token;
+    if (a->tail - a->head == 1) pthread_cond_signal(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    return 0;
+}
+
+static void *async_main(void *arg)
+{
+    async_shim *a = arg;
+    pthread_mutex_lock(&a->mu);
+    while (!a->stop || a->head != a->tail) {
+        if (a->head == a->tail) {
+            pthread_cond_wait(&a->cv, &a->mu);
+            continue;
+        }
+        async_slot q = a->q[a->head % ASYNC_QUEUE];
+        const uint64_t now = mono_ns();
+        if (q.due_ns > now) {
+            struct timespec ts = {(time_t)(q.due_ns / 1000000000u), (long)(q.due_ns % 1000000000u)};
+            pthread_cond_timedwait(&a->cv, &a->mu, &ts);
+            continue;
+        }
+        a->head++;
+        pthread_mutex_unlock(&a->mu);
+        memcpy(q.buf, q.src, (size_t)q.n);
+        q.done(q.token, (int64_t)q.n);
+        pthread_mutex_lock(&a->mu);
+    }
+    pthread_mutex_unlock(&a->mu);
+    return NULL;
+}
+
+static async_shim *async_start(const sleepy *store)
+{
+    async_shim *a = xmalloc(sizeof *a);
+    memset(a, 0, sizeof *a);
+    a->table.user = a;
+    a->table.read = async_read;
+    a->store = store;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&a->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&a->mu, NULL);
+    if (pthread_create(&a->thread, NULL, async_main, a) != 0) { fprintf(stderr, "bench_storage: no thread\n"); exit(1); }
+    return a;
+}
+
+/* After coordl_close: every read it started is done. */
+static void async_stop(async_shim *a)
+{
+    pthread_mutex_lock(&a->mu);
+    a->stop = 1;
+    pthread_cond_signal(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    pthread_join(a->thread, NULL);
+    pthread_mutex_destroy(&a->mu);
+    pthread_cond_destroy(&a->cv);
+    free(a);
 }
 
 static void quiet(void *user, coordl_log_level level, const char *msg)
@@ -214,6 +333,7 @@ int main(int argc, char **argv)
     int threads = 2, rounds = 3, random_access = 0;
     uint32_t batch = 32;
     int lat[8] = {2, 10}, nlat = 2, dep[8] = {0, 8, 32, 128}, ndep = 4;
+    int nread = 1, readers[2] = {0, 1}; /* 0: coordl_io (sync); 1: coordl_io_async */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--data") && v) { data = v; i++; }
@@ -225,10 +345,17 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--depths") && v) { ndep = parse_list(v, dep, 8); i++; }
         else if (!strcmp(a, "--device") && v) { device = v; i++; }
         else if (!strcmp(a, "--random-access") && v) { random_access = atoi(v); i++; }
+        else if (!strcmp(a, "--readers") && v) {
+            nread = 0;
+            if (strstr(v, "sync") && (strncmp(v, "sync", 4) == 0 || strstr(v, ",sync"))) readers[nread++] = 0;
+            if (strstr(v, "async")) readers[nread++] = 1;
+            if (nread == 0) { fprintf(stderr, "bench_storage: --readers takes sync, async or sync,async\n"); return 2; }
+            i++;
+        }
         else {
             fprintf(stderr, "usage: bench_storage --data DIR [--images N] [--threads 2] [--batch 32] "
                             "[--latencies 2,10] [--depths 0,8,32,128] [--rounds 3] [--device DIR] "
-                            "[--random-access 0|1]\n");
+                            "[--random-access 0|1] [--readers sync,async]\n");
             return 2;
         }
     }
@@ -260,12 +387,16 @@ int main(int argc, char **argv)
     sleepy store;
     memset(&store, 0, sizeof store);
     sleepy_load(&store, data);
-    const int ndev = device ? 1 : 0, ncases = (nlat + ndev) * ndep;
+    /* rows: every latency with each reader, then the device */
+    const int ndev = device ? 1 : 0, nrow = nlat * nread + ndev, ncases = nrow * ndep;
     double *rate = calloc((size_t)(rounds * ncases), sizeof *rate), *ratio = calloc((size_t)(rounds * ncases), sizeof *ratio);
     double *wait_ms = calloc((size_t)ncases, sizeof *wait_ms), *io_ms = calloc((size_t)ncases, sizeof *io_ms);
     double *ratio_open = calloc((size_t)(rounds * ncases), sizeof *ratio_open);
     double *ratio_steady = calloc((size_t)(rounds * ncases), sizeof *ratio_steady);
     double *open_ms = calloc((size_t)ncases, sizeof *open_ms), *first_ms = calloc((size_t)ncases, sizeof *first_ms);
+    uint32_t *io_threads = calloc((size_t)ncases, sizeof *io_threads);
+    uint64_t *in_flight = calloc((size_t)ncases, sizeof *in_flight);
+    if (!io_threads || !in_flight) { fprintf(stderr, "bench_storage: out of memory\n"); return 1; }
     if (!rate || !ratio || !ratio_open || !ratio_steady || !wait_ms || !io_ms || !open_ms || !first_ms) { fprintf(stderr, "bench_storage: out of memory\n"); return 1; }
     printf("coordl storage benchmark: %llu items in %s; %d prep threads, batch %u, train 224 F32; %llu images timed "
            "per case from open (cold: a fresh handle, no coordl cache); %d round(s): each case timed right after "
@@ -276,10 +407,10 @@ int main(int argc, char **argv)
     double *warm_pair = calloc((size_t)(rounds * ncases), sizeof *warm_pair);
     if (!warm_pair) { fprintf(stderr, "bench_storage: out of memory\n"); return 1; }
     for (int r = 0; r < rounds; r++) {
-        for (int li = 0; li < nlat + ndev; li++) {
-            const int dev = li == nlat;
+        for (int li = 0; li < nrow; li++) {
+            const int dev = li == nlat * nread, async = !dev && readers[li / nlat];
             sleepy sh = store;
-            sh.latency_us = dev ? 0u : (unsigned)lat[li] * 1000u;
+            sh.latency_us = dev ? 0u : (unsigned)lat[li % nlat] * 1000u;
             coordl_io io = {&sh, sleepy_open, sleepy_read_at, sleepy_close};
             for (int di = 0; di < ndep; di++) {
                 const int k = li * ndep + di;
@@ -297,6 +428,8 @@ int main(int argc, char **argv)
                 }
                 coordl_config c = base_config(dev ? device : data, threads, batch);
                 c.io = dev ? NULL : &io;
+                async_shim *as = async ? async_start(&sh) : NULL;
+                c.io_async = as ? &as->table : NULL;
                 c.readahead_items = (uint32_t)dep[di];
                 if (dev) drop_page_cache(device);
                 const double t0 = now_s();
@@ -320,6 +453,9 @@ int main(int argc, char **argv)
                     ratio_steady[r * ncases + k] = ao2 / warm_pair[r * ncases + k];
                 }
                 coordl_close(H);
+                if (as) async_stop(as);
+                if (s.readahead_io_threads > io_threads[k]) io_threads[k] = s.readahead_io_threads;
+                if (s.readahead_max_in_flight > in_flight[k]) in_flight[k] = s.readahead_max_in_flight;
                 wait_ms[k] += s.readahead_wait_ns / 1e6 / rounds;
                 io_ms[k] += (s.readahead_reads ? s.readahead_read_ns / 1e6 / (double)s.readahead_reads
                              : s.storage_reads ? s.read_storage_ns / 1e6 / (double)s.storage_reads : 0) / rounds;
@@ -335,42 +471,48 @@ int main(int argc, char **argv)
     int zero = -1;
     for (int li = 0; li < nlat; li++)
         if (lat[li] == 0) zero = li;
-    printf("\n%-22s %10s %10s %12s %12s %10s %12s %12s %12s %10s %12s\n", "storage", "read-ahead", "img/s",
-           "x warm (the", "x warm,", "x +0 ms", "x warm, next", "worker wait", "ms per read", "open ms", "1st batch ms");
-    printf("%-22s %10s %10s %12s %12s %10s %12s %12s %12s %10s %12s\n", "", "", "(median)", "run before)", "open excl.",
-           "cold", "cold epoch", "ms per run", "", "(mean)", "(from open)");
+    printf("\n%-24s %10s %10s %12s %12s %10s %12s %12s %12s %10s %12s %9s %9s\n", "storage", "read-ahead", "img/s",
+           "x warm (the", "x warm,", "x +0 ms", "x warm, next", "worker wait", "ms per read", "open ms", "1st batch ms",
+           "I/O", "reads in");
+    printf("%-24s %10s %10s %12s %12s %10s %12s %12s %12s %10s %12s %9s %9s\n", "", "", "(median)", "run before)",
+           "open excl.", "cold", "cold epoch", "ms per run", "", "(mean)", "(from open)", "threads", "flight");
     const double warm_med = median(warm_pair, (size_t)(rounds * ncases));
-    printf("%-22s %10s %10.1f %12.2f %12.2f %10s %12s %12s %12s %10s %12s\n", "warm (all cached)", "-", warm_med, 1.0,
-           1.0, "-", "-", "-", "-", "-", "-");
+    printf("%-24s %10s %10.1f %12.2f %12.2f %10s %12s %12s %12s %10s %12s %9s %9s\n", "warm (all cached)", "-", warm_med,
+           1.0, 1.0, "-", "-", "-", "-", "-", "-", "-", "-");
     printf("RESULT storage warm 0 %.2f 1.000\n", warm_med);
-    for (int li = 0; li < nlat + ndev; li++)
+    for (int li = 0; li < nrow; li++)
         for (int di = 0; di < ndep; di++) {
-            const int k = li * ndep + di;
+            const int k = li * ndep + di, dev = li == nlat * nread, async = !dev && readers[li / nlat];
+            /* the +0 ms case of the same reader */
+            const int zrow = zero >= 0 && !dev ? li / nlat * nlat + zero : -1;
             double v[64], q[64], qo[64], qs[64], z[64];
             for (int r = 0; r < rounds && r < 64; r++) {
                 v[r] = rate[r * ncases + k];
                 q[r] = ratio[r * ncases + k];
                 qo[r] = ratio_open[r * ncases + k];
                 qs[r] = ratio_steady[r * ncases + k];
-                z[r] = zero >= 0 && li < nlat ? rate[r * ncases + k] / rate[r * ncases + zero * ndep + di] : 0;
+                z[r] = zrow >= 0 ? rate[r * ncases + k] / rate[r * ncases + zrow * ndep + di] : 0;
             }
             const int n = rounds < 64 ? rounds : 64;
-            char what[64], depth[16];
-            if (li == nlat) snprintf(what, sizeof what, "device (dm-delay)");
-            else snprintf(what, sizeof what, "+%d ms per read", lat[li]);
+            char what[64], depth[16], threads_s[16], flight_s[24];
+            if (dev) snprintf(what, sizeof what, "device (dm-delay)");
+            else snprintf(what, sizeof what, "+%d ms per read%s", lat[li % nlat], async ? ", async" : "");
             if (dep[di]) snprintf(depth, sizeof depth, "%d", dep[di]);
             else snprintf(depth, sizeof depth, "off");
+            snprintf(threads_s, sizeof threads_s, "%u%s", io_threads[k], async ? "+1" : "");
+            snprintf(flight_s, sizeof flight_s, "%llu", (unsigned long long)in_flight[k]);
             char vs_zero[16] = "-";
-            if (zero >= 0 && li < nlat) snprintf(vs_zero, sizeof vs_zero, "%.2f", median(z, (size_t)n));
+            if (zrow >= 0) snprintf(vs_zero, sizeof vs_zero, "%.2f", median(z, (size_t)n));
             char steady[16] = "-"; /* not timed for the device */
-            if (li < nlat) snprintf(steady, sizeof steady, "%.2f", median(qs, (size_t)n));
-            printf("%-22s %10s %10.1f %12.2f %12.2f %10s %12s %12.0f %12.2f %10.1f %12.1f\n", what, depth,
+            if (!dev) snprintf(steady, sizeof steady, "%.2f", median(qs, (size_t)n));
+            printf("%-24s %10s %10.1f %12.2f %12.2f %10s %12s %12.0f %12.2f %10.1f %12.1f %9s %9s\n", what, depth,
                    median(v, (size_t)n), median(q, (size_t)n), median(qo, (size_t)n), vs_zero, steady, wait_ms[k],
-                   io_ms[k], open_ms[k], first_ms[k]);
-            if (li == nlat) printf("RESULT storage device %d %.2f %.3f\n", dep[di], median(v, (size_t)n), median(q, (size_t)n));
-            else printf("RESULT storage %d %d %.2f %.3f %.3f %s %s\n", lat[li], dep[di], median(v, (size_t)n),
-                        median(q, (size_t)n), median(qo, (size_t)n), vs_zero, steady);
+                   io_ms[k], open_ms[k], first_ms[k], threads_s, flight_s);
+            if (dev) printf("RESULT storage device %d %.2f %.3f\n", dep[di], median(v, (size_t)n), median(q, (size_t)n));
+            else printf("RESULT %s %d %d %.2f %.3f %.3f %s %s %u\n", async ? "storage-async" : "storage", lat[li % nlat],
+                        dep[di], median(v, (size_t)n), median(q, (size_t)n), median(qo, (size_t)n), vs_zero, steady,
+                        io_threads[k]);
         }
-    free(warm_pair); free(rate); free(ratio); free(ratio_open); free(ratio_steady); free(wait_ms); free(io_ms); free(open_ms); free(first_ms);
+    free(warm_pair); free(rate); free(ratio); free(ratio_open); free(ratio_steady); free(wait_ms); free(io_ms); free(open_ms); free(first_ms); free(io_threads); free(in_flight);
     return 0;
 }
