@@ -464,22 +464,23 @@ typedef struct coordl_io {
  *         (done is never called): coordl then reads the item through cfg.io
  *         on an I/O thread (-ENOTSUP for a path this reader leaves to
  *         cfg.io, say). buf stays valid and untouched by coordl until done.
- *   done: cheap (a lock and a signal): call it from the reader's own
- *         thread, not under a lock the reader's read takes; never call
- *         a coordl function from it.
+ *   done: cheap (a lock and a signal): call it from any thread (inside
+ *         read too), but not under a lock the reader's read takes; never
+ *         call a coordl function from it.
  *   user: passed to read.
  *
  * A result above len, or a negative value that is not an errno, is an I/O
  * error naming the item, never trusted; a file that grew since it was
  * indexed is read again through cfg.io. A worker waits io_timeout_ms at
  * most for a read's done (from its start), then reads the item through
- * cfg.io (one warning per handle). coordl_close waits for the done of
- * every read it started (buf is coordl's memory): at most io_timeout_ms
- * after the last read started or ended, then it logs an error and leaves
- * that memory mapped rather than free memory a late read would write to.
- * Thread safety: read is called from one I/O thread per handle (several
- * handles: several threads at once); the table and `user` must stay valid
- * until coordl_close returns. Private loaders only: a coordinated group
+ * cfg.io (one warning per handle); until that done comes the read-ahead
+ * cannot pass its entry, and later items are read by the workers. coordl_close
+ * waits for the done of every read it started (buf is coordl's memory)
+ * until io_timeout_ms pass with no read started or ended (from the call
+ * on), then logs an error and leaves that memory mapped rather than free
+ * memory a late read would write to. Thread safety: a handle never calls
+ * read from two threads at once (several handles may); the table and
+ * `user` must stay valid until coordl_close returns. Private loaders only: a coordinated group
  * reads no items ahead (docs/storage.md). */
 typedef void (*coordl_io_done_fn)(void *token, int64_t result);
 typedef struct coordl_io_async {

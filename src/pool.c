@@ -69,6 +69,7 @@ static coordl_status cdl__prepare_row(cdl__worker *W, uint64_t epoch, uint64_t i
         cdl__bad_row_hint(W, 0);
         return rc;
     }
+    if (cdl__ra_is_closing(L)) return rc; /* its read was cut by coordl_close: nobody takes the row */
     int tried = 0;
     for (int attempt = 0; attempt < CDL_SUBSTITUTE_TRIES; attempt++) {
         W->row.bad_samples++;

@@ -141,6 +141,7 @@ static void cdl__ra_user_done(void *token, int64_t result) {
     cdl__readahead *R = x->ra;
     pthread_mutex_lock(&R->mu);
     R->user_reads--;
+    R->user_last_ns = cdl__now_ns(); /* coordl_close's bound runs from the last start or end */
     if (R->abandoned) { /* the handle is gone; R and the arena were left for this */
         pthread_mutex_unlock(&R->mu);
         return;
@@ -300,13 +301,20 @@ static void *cdl__ra_main(void *arg) {
             x->user_read = 1;
             R->async_reads++;
             R->user_reads++;
-            if (R->user_reads > R->max_user_reads) R->max_user_reads = R->user_reads;
             R->user_last_ns = cdl__now_ns();
             pthread_mutex_unlock(&R->mu);
+            /* one caller of read at a time, as coordl.h promises, though a
+             * declined read's blocking fallback may have grown the pool */
+            pthread_mutex_lock(&R->submit_mu);
             const int sent = cdl__read_item_submit(L, &x->aread, id, R->base + start % R->bytes, (size_t)(end - start),
                                                    cdl__ra_user_done, x);
+            pthread_mutex_unlock(&R->submit_mu);
             pthread_mutex_lock(&R->mu);
-            if (sent) continue;
+            if (sent) {
+                /* at most: some may be done already */
+                if (R->user_reads > R->max_user_reads) R->max_user_reads = R->user_reads;
+                continue;
+            }
             R->async_reads--; /* declined: read through cfg.io below */
             R->user_reads--;
             x->user_read = 0;
@@ -441,12 +449,13 @@ CDL_PRIVATE int cdl__ra_wait(cdl__worker *W, cdl__ra_entry *x, cdl__bytes *out, 
     const uint64_t t0 = cdl__now_ns();
     pthread_mutex_lock(&R->mu);
     const int waited = x->state == CDL_RA_READING;
-    int state = CDL_RA_READING;
-    while ((state = x->state) == CDL_RA_READING && !R->closing) {
-        if (!x->user_read) {
+    int state = CDL_RA_READING, closing = 0;
+    while ((state = x->state) == CDL_RA_READING) {
+        if (!x->user_read) { /* ours (a thread, the ring, the event loop): bounded, and ended at close */
             pthread_cond_wait(&R->done_cv, &R->mu);
             continue;
         }
+        if ((closing = R->closing) != 0) break;
         /* a caller's io_async read: its done is the caller's to call, so
          * the wait is bounded (io_timeout_ms from its start); past it the
          * row is read through cfg.io, and the entry, still in flight, is
@@ -471,7 +480,7 @@ CDL_PRIVATE int cdl__ra_wait(cdl__worker *W, cdl__ra_entry *x, cdl__bytes *out, 
     pthread_mutex_unlock(&R->mu);
     if (waited) W->row.readahead_wait_ns += cdl__now_ns() - t0;
     if (state == CDL_RA_READING) {
-        if (!R->closing) return 0; /* timed out: read it through cfg.io */
+        if (!closing) return 0; /* timed out: read it through cfg.io */
         snprintf(W->err, sizeof W->err, "%s: the handle is closing while its read is in flight",
                  cdl__item_path(W->L, x->id));
         *rc = COORDL_ERR_IO;
@@ -525,8 +534,8 @@ CDL_PRIVATE coordl_status cdl__ra_start(coordl *L) {
      * cold epoch's loss at depth 512 (64 MiB, ~0.25 s of an I/O thread) */
     cdl__arena_advise_huge(p, R->map_bytes);
     cdl__placement_bind_memory(L, p, R->map_bytes);
-    if (pthread_mutex_init(&R->mu, NULL) != 0 || pthread_cond_init(&R->room_cv, NULL) != 0 ||
-        pthread_cond_init(&R->done_cv, NULL) != 0)
+    if (pthread_mutex_init(&R->mu, NULL) != 0 || pthread_mutex_init(&R->submit_mu, NULL) != 0 ||
+        pthread_cond_init(&R->room_cv, NULL) != 0 || pthread_cond_init(&R->done_cv, NULL) != 0)
         return cdl__open_fail(COORDL_ERR_NOMEM, "cannot initialise the read-ahead's lock");
     R->cut_epoch = UINT64_MAX;
     R->batch_size = L->cfg.batch_size;
@@ -564,6 +573,17 @@ CDL_PRIVATE void cdl__ra_closing(coordl *L) {
     pthread_mutex_unlock(&R->mu);
 }
 
+/* Whether coordl_close has begun (a row that failed for it is not
+ * substituted). */
+CDL_PRIVATE int cdl__ra_is_closing(coordl *L) {
+    cdl__readahead *R = L->pool.ra;
+    if (!R) return 0;
+    pthread_mutex_lock(&R->mu);
+    const int closing = R->closing;
+    pthread_mutex_unlock(&R->mu);
+    return closing;
+}
+
 /* Waits for the done of every read a caller's coordl_io_async has in
  * flight (their bytes land in the arena): 1 when none is left; 0 when
  * none ended for io_timeout_ms (logged: the caller's reader is stuck). */
@@ -571,6 +591,8 @@ static int cdl__ra_user_reads_end(cdl__readahead *R) {
     coordl *L = R->L;
     const uint64_t bound_ns = (uint64_t)(L->cfg.io_timeout_ms ? L->cfg.io_timeout_ms : 30000) * 1000000u;
     pthread_mutex_lock(&R->mu);
+    const uint64_t began = cdl__now_ns();
+    if (R->user_last_ns < began) R->user_last_ns = began; /* never less than the bound from now */
     while (R->user_reads) {
         const uint64_t now = cdl__now_ns(), since = R->user_last_ns;
         if (now - since >= bound_ns) {
@@ -589,9 +611,7 @@ static int cdl__ra_user_reads_end(cdl__readahead *R) {
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 50000000L;
         if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-        const uint64_t before = R->user_reads;
-        pthread_cond_timedwait(&R->room_cv, &R->mu, &ts);
-        if (R->user_reads < before) R->user_last_ns = cdl__now_ns();
+        pthread_cond_timedwait(&R->room_cv, &R->mu, &ts); /* a done restarts the bound (cdl__ra_user_done) */
     }
     pthread_mutex_unlock(&R->mu);
     return 1;
@@ -620,6 +640,7 @@ CDL_PRIVATE void cdl__ra_stop(coordl *L) {
         cdl__uring_stop(L, R->uring);
         R->uring = NULL;
         pthread_mutex_destroy(&R->mu);
+        pthread_mutex_destroy(&R->submit_mu);
         pthread_cond_destroy(&R->room_cv);
         pthread_cond_destroy(&R->done_cv);
     }

@@ -12,6 +12,7 @@ CDL_PRIVATE void cdl__ra_pause(coordl *L);
 CDL_PRIVATE void cdl__ra_restart(coordl *L, int keep);
 CDL_PRIVATE void cdl__ra_release(coordl *L, cdl__ra_entry *x);
 CDL_PRIVATE void cdl__ra_closing(coordl *L);
+CDL_PRIVATE int cdl__ra_is_closing(coordl *L);
 CDL_PRIVATE void cdl__ra_stop(coordl *L);
 CDL_PRIVATE cdl__ra_entry *cdl__ra_take(coordl *L, uint64_t epoch, uint64_t pos, uint64_t id);
 CDL_PRIVATE coordl_status cdl__ra_start(coordl *L);

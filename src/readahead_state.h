@@ -30,6 +30,7 @@ typedef struct cdl__readahead cdl__readahead;
 struct cdl__readahead {
     coordl *L;
     pthread_mutex_t mu;
+    pthread_mutex_t submit_mu; /* around a caller's io_async read: one at a time */
     pthread_cond_t room_cv; /* I/O threads: an entry or arena space freed, a restart */
     pthread_cond_t done_cv; /* workers: a read finished                       */
     int stop;

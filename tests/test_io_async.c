@@ -70,6 +70,9 @@ typedef struct {
     int hold;                 /* never call done                            */
     const char *watch_path;   /* reads started of a path containing this ... */
     atomic_long watch_reads;  /* ... counted here                           */
+    const char *hold_path;    /* reads of a path containing this wait in   */
+    areq *held;               /* ... here, never done until the test ends them */
+    atomic_int inside, overlapped; /* read calls at once, and overlaps seen */
 } async_io;
 
 static uint64_t now_ns(void)
@@ -79,6 +82,11 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static int async_start_read(async_io *a, const char *path, void *buf, uint64_t len, uint64_t offset,
+                            coordl_io_done_fn done, void *token);
+
+/* coordl's call: counts calls from two threads at once (a handle makes
+ * none), then queues the read */
 static int async_read(void *user, const char *path, void *buf, uint64_t len, uint64_t offset, coordl_io_done_fn done,
                       void *token)
 {
@@ -86,6 +94,15 @@ static int async_read(void *user, const char *path, void *buf, uint64_t len, uin
     char name[16] = "";
     pthread_getname_np(pthread_self(), name, sizeof name);
     if (strcmp(name, "coordl-io") != 0) atomic_fetch_add(&a->other_threads, 1);
+    if (atomic_fetch_add(&a->inside, 1) != 0) atomic_fetch_add(&a->overlapped, 1);
+    const int rc = async_start_read(a, path, buf, len, offset, done, token);
+    atomic_fetch_sub(&a->inside, 1);
+    return rc;
+}
+
+static int async_start_read(async_io *a, const char *path, void *buf, uint64_t len, uint64_t offset,
+                            coordl_io_done_fn done, void *token)
+{
     if (a->watch_path && strstr(path, a->watch_path)) atomic_fetch_add(&a->watch_reads, 1);
     if (a->decline) {
         atomic_fetch_add(&a->declined, 1);
@@ -148,12 +165,17 @@ static void *async_main(void *arg)
         areq *q = a->head;
         a->head = q->next;
         if (!a->head) a->tail = NULL;
+        if (a->hold_path && strstr(q->path, a->hold_path)) { /* never done, until the test says */
+            q->next = a->held;
+            a->held = q;
+            continue;
+        }
         pthread_mutex_unlock(&a->mu);
         const uint64_t t = now_ns();
         if (q->due_ns > t) tu_io__sleep_us((q->due_ns - t) / 1000u);
         const int64_t result = serve(a, q);
-        atomic_fetch_sub(&a->in_flight, 1);
         q->done(q->token, result);
+        atomic_fetch_sub(&a->in_flight, 1); /* after done: 0 means every done returned */
         free(q->path);
         free(q);
         pthread_mutex_lock(&a->mu);
@@ -182,11 +204,12 @@ static void async_destroy(async_io *a)
     pthread_cond_signal(&a->cv);
     pthread_mutex_unlock(&a->mu);
     pthread_join(a->thread, NULL);
-    for (areq *q = a->head, *n; q; q = n) {
-        n = q->next;
-        free(q->path);
-        free(q);
-    }
+    for (int list = 0; list < 2; list++)
+        for (areq *q = list ? a->held : a->head, *n; q; q = n) {
+            n = q->next;
+            free(q->path);
+            free(q);
+        }
     pthread_mutex_destroy(&a->mu);
     pthread_cond_destroy(&a->cv);
     tu_io_destroy(&a->store);
@@ -282,6 +305,7 @@ static void test_batches_identical_to_the_synchronous_reader(void **state)
             fail_msg("%s: %ld reads through io_async in 3 epochs of %d items", s ? "tar" : "tree",
                      atomic_load(&a.started), N_ITEMS);
         assert_int_equal(atomic_load(&a.other_threads), 0);
+        assert_int_equal(atomic_load(&a.overlapped), 0);
         assert_int_equal(st.readahead_io_threads, 1);
         assert_true(st.readahead_hits >= 3 * N_ITEMS / 2);
         assert_true(st.readahead_read_ns >= st.readahead_reads * 2000000ull); /* each read took 2 ms */
@@ -292,7 +316,7 @@ static void test_batches_identical_to_the_synchronous_reader(void **state)
     }
 }
 
-/* readahead_items is the reads in flight, without a thread each: a 50 ms
+/* readahead_items is the reads in flight, without a thread each: a 200 ms
  * reader, depth 40, one prep thread: 36-40 reads in flight at once (the
  * worker's own reads of positions not reached go through cfg.io), all
  * started by the one I/O thread. */
@@ -302,7 +326,7 @@ static void test_reads_in_flight_reach_the_depth_on_one_thread(void **state)
     tu_io sync;
     tu_io_init(&sync);
     async_io a;
-    async_init(&a, 50000);
+    async_init(&a, 200000);
     coordl_config cfg = async_config(g_tree, 40, &sync, &a);
     cfg.threads = 1;
     coordl_stats st;
@@ -337,6 +361,9 @@ static void test_declined_reads_go_through_io(void **state)
     assert_same(&want, &got, "declined");
     assert_true(atomic_load(&a.declined) >= N_ITEMS);
     assert_int_equal(atomic_load(&a.started), 0);
+    /* the declined reads block on I/O threads (the pool grows), and still
+     * no two threads are inside read at once */
+    assert_int_equal(atomic_load(&a.overlapped), 0);
     assert_true(atomic_load(&sync.reads) >= 2 * N_ITEMS); /* every row's bytes: through read_at */
     async_destroy(&a);
     tu_io_destroy(&sync);
@@ -472,6 +499,72 @@ static void test_a_grown_file_is_read_again_through_io(void **state)
     free(tree);
 }
 
+/* A read whose done never comes: its worker waits io_timeout_ms, then
+ * reads the item through cfg.io (a warning names it); the batches are the
+ * synchronous reader's. When the done finally comes, the entry it held is
+ * freed, and the handle closes at once. The whole epoch is read ahead at
+ * open (depth 48) and started before the first coordl_next, and the item
+ * (41 of 48, in order) is far past the rows the workers prepare before it
+ * (2 batches of 5), so its read is the read-ahead's. */
+static void test_a_read_with_no_done_is_read_through_io_after_io_timeout_ms(void **state)
+{
+    (void)state;
+    char *victim = tu_folder_file(g_tree, &SPEC, 2, 9);
+    tu_io sync;
+    tu_io_init(&sync);
+    coordl_config cfg = async_config(g_tree, N_ITEMS, &sync, NULL);
+    cfg.shuffle = 0;
+    cfg.prefetch_batches = 2;
+    tu_run want = run_epochs(&cfg, 1, NULL);
+    tu_io_destroy(&sync);
+
+    tu_io_init(&sync);
+    async_io a;
+    async_init(&a, 1000);
+    a.hold_path = victim;
+    tu_log_record *log = tu_log_record_new();
+    cfg = async_config(g_tree, N_ITEMS, &sync, &a);
+    cfg.shuffle = 0;
+    cfg.prefetch_batches = 2;
+    cfg.io_timeout_ms = 300;
+    cfg.log = tu_log_record_fn;
+    cfg.log_user = log;
+    coordl *L = tu_open(&cfg);
+    for (int i = 0; i < 1000 && atomic_load(&a.started) < N_ITEMS; i++) tu_io__sleep_us(2000);
+    assert_int_equal(atomic_load(&a.started), N_ITEMS);
+    tu_run got;
+    memset(&got, 0, sizeof got);
+    if (tu_run_epochs(L, 1, &got) != COORDL_OK) fail_msg("%s", coordl_errmsg(L));
+    assert_same(&want, &got, "a read with no done");
+    if (!tu_log_contains(log, "had no done within io_timeout_ms"))
+        fail_msg("no warning named the read with no done");
+    /* the late dones (the read-ahead ran into the next epoch: maybe two) */
+    pthread_mutex_lock(&a.mu);
+    a.hold_path = NULL; /* reads started from now on are served */
+    int held = 0;
+    for (areq *q = a.held, *n; q; q = n) {
+        n = q->next;
+        q->done(q->token, serve(&a, q));
+        atomic_fetch_sub(&a.in_flight, 1);
+        free(q->path);
+        free(q);
+        held++;
+    }
+    a.held = NULL;
+    pthread_mutex_unlock(&a.mu);
+    assert_true(held >= 1);
+    const uint64_t t0 = now_ns();
+    coordl_close(L);
+    if ((now_ns() - t0) / 1000000u >= 300) fail_msg("close waited %llu ms with no read left in flight",
+                                                  (unsigned long long)((now_ns() - t0) / 1000000u));
+    async_destroy(&a);
+    tu_io_destroy(&sync);
+    tu_log_record_free(log);
+    tu_run_free(&want);
+    tu_run_free(&got);
+    free(victim);
+}
+
 /* ---- close -------------------------------------------------------------------- */
 
 /* Closing with reads in flight waits for their done (the bytes land in the
@@ -570,6 +663,7 @@ int main(void)
         cmocka_unit_test(test_a_failed_read_is_a_bad_sample_naming_the_file),
         cmocka_unit_test(test_a_garbage_result_is_an_io_error),
         cmocka_unit_test(test_a_grown_file_is_read_again_through_io),
+        cmocka_unit_test(test_a_read_with_no_done_is_read_through_io_after_io_timeout_ms),
         cmocka_unit_test(test_close_waits_for_reads_in_flight),
         cmocka_unit_test(test_close_gives_up_on_a_stuck_reader),
         cmocka_unit_test(test_bad_configurations_are_refused),
