@@ -10986,6 +10986,7 @@ static void *cdl__ra_main(void *arg) {
         x->state = CDL_RA_READING;
         x->ra = R;
         x->t0 = cdl__now_ns();
+        x->user_read = 0;
         /* a remote item: a transfer on the event loop, not a thread; this
          * thread goes on to the next position (depth 512 = 512 transfers) */
         if (cdl__read_item_async(L, id, R->base + start % R->bytes, (size_t)(end - start), R, cdl__ra_read_done, x)) {
@@ -10995,7 +10996,6 @@ static void *cdl__ra_main(void *arg) {
         /* a caller's asynchronous reader: started here, and this thread
          * goes on; outside the lock, since its done may run before its
          * read returns (and takes the lock) */
-        x->user_read = 0;
         if (L->cfg.io_async) {
             x->user_read = 1;
             R->async_reads++;
@@ -11304,13 +11304,13 @@ static int cdl__ra_user_reads_end(cdl__readahead *R) {
                      L->cfg.io_timeout_ms ? L->cfg.io_timeout_ms : 30000u, R->map_bytes);
             return 0;
         }
-        /* a done restarts the bound: a slow reader still ending reads is
-         * waited for */
+        /* a done restarts the bound (cdl__ra_user_done): a slow reader
+         * still ending reads is waited for */
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 50000000L;
         if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-        pthread_cond_timedwait(&R->room_cv, &R->mu, &ts); /* a done restarts the bound (cdl__ra_user_done) */
+        pthread_cond_timedwait(&R->room_cv, &R->mu, &ts);
     }
     pthread_mutex_unlock(&R->mu);
     return 1;
