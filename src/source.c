@@ -809,6 +809,19 @@ static coordl_status cdl__item_read_end(const coordl *L, const cdl__item_aread *
     return COORDL_OK;
 }
 
+/* A tar member's place in its shard, from the index: 1 with *off and
+ * *want, 0 when the index cannot say (cdl__read_item then says why). */
+static int cdl__member_place(const coordl *L, uint64_t id, uint64_t *off, uint64_t *want) {
+    cdl__tar_ref copy;
+    char why[CDL_ERRMSG_MAX];
+    coordl_status rc;
+    const cdl__tar_ref *ti = cdl__tar_ref_of(L, id, &copy, &rc, why, sizeof why);
+    if (!ti) return 0;
+    *off = ti->offset;
+    *want = ti->bytes;
+    return 1;
+}
+
 static const char *cdl__item_file(const coordl *L, uint64_t id) {
     if (L->index.lazy) return L->index.strings + L->index.tar_shards[CDL_LAZY_SHARD(id)];
     if (!L->index.tar_refs) return cdl__item_path(L, id);
@@ -839,16 +852,7 @@ CDL_PRIVATE int cdl__read_item_start(const coordl *L, cdl__uring *U, cdl__item_a
     const char *file = cdl__item_file(L, id);
     const int member = L->index.tar_refs != NULL || L->index.lazy != NULL;
     uint64_t off = 0, want = 0;
-    if (member) {
-        cdl__tar_ref copy;
-        char why0[CDL_ERRMSG_MAX];
-        coordl_status ref_rc;
-        const cdl__tar_ref *ti = cdl__tar_ref_of(L, id, &copy, &ref_rc, why0, sizeof why0);
-        if (!ti) return 0; /* cdl__read_item says why */
-        off = ti->offset;
-        want = ti->bytes;
-        if (want == 0 || want > L->cfg.max_item_bytes) return 0;
-    }
+    if (member && (!cdl__member_place(L, id, &off, &want) || want == 0 || want > L->cfg.max_item_bytes)) return 0;
     if (cdl__remote_is_url(file)) return 0;
     char why[CDL_ERRMSG_MAX - 64];
     void *f;
@@ -967,18 +971,9 @@ CDL_PRIVATE int cdl__read_item_submit(const coordl *L, cdl__item_aread *a, uint6
     const coordl_io_async *io = L->cfg.io_async;
     if (!io || L->index.shards) return 0;
     const int member = L->index.tar_refs != NULL || L->index.lazy != NULL;
-    uint64_t off = 0, want;
-    if (member) {
-        cdl__tar_ref copy;
-        char why[CDL_ERRMSG_MAX];
-        coordl_status ref_rc;
-        const cdl__tar_ref *ti = cdl__tar_ref_of(L, id, &copy, &ref_rc, why, sizeof why);
-        if (!ti) return 0; /* cdl__read_item says why */
-        off = ti->offset;
-        want = ti->bytes;
-    } else {
-        want = L->index.items[id].bytes;
-    }
+    uint64_t off = 0, want = 0;
+    if (member && !cdl__member_place(L, id, &off, &want)) return 0;
+    if (!member) want = L->index.items[id].bytes;
     if (want == 0 || want > L->cfg.max_item_bytes || want + 16 > cap) return 0;
     memset(a, 0, sizeof *a);
     a->L = L;

@@ -283,6 +283,17 @@ static tu_run run_epochs(const coordl_config *cfg, unsigned epochs, coordl_stats
     return r;
 }
 
+/* The synchronous reader's run: what an io_async run must equal. */
+static tu_run sync_reference(const char *source, uint32_t depth, unsigned epochs)
+{
+    tu_io sync;
+    tu_io_init(&sync);
+    coordl_config cfg = async_config(source, depth, &sync, NULL);
+    tu_run r = run_epochs(&cfg, epochs, NULL);
+    tu_io_destroy(&sync);
+    return r;
+}
+
 static void assert_same(const tu_run *a, const tu_run *b, const char *what)
 {
     if (a->nbatches != b->nbatches) fail_msg("%s: %zu batches, expected %zu", what, b->nbatches, a->nbatches);
@@ -297,16 +308,12 @@ static void test_batches_identical_to_the_synchronous_reader(void **state)
     (void)state;
     const char *sources[2] = {g_tree, g_tar};
     for (int s = 0; s < 2; s++) {
+        tu_run want = sync_reference(sources[s], 16, 3);
         tu_io sync;
-        tu_io_init(&sync);
-        coordl_config cfg = async_config(sources[s], 16, &sync, NULL);
-        tu_run want = run_epochs(&cfg, 3, NULL);
-        tu_io_destroy(&sync);
-
         tu_io_init(&sync);
         async_io a;
         async_init(&a, 2000);
-        cfg = async_config(sources[s], 16, &sync, &a);
+        coordl_config cfg = async_config(sources[s], 16, &sync, &a);
         coordl_stats st;
         tu_run got = run_epochs(&cfg, 3, &st);
         assert_same(&want, &got, s ? "tar shard" : "folder tree");
@@ -358,17 +365,13 @@ static void test_reads_in_flight_reach_the_depth_on_one_thread(void **state)
 static void test_done_inside_read(void **state)
 {
     (void)state;
+    tu_run want = sync_reference(g_tree, 16, 2);
     tu_io sync;
-    tu_io_init(&sync);
-    coordl_config cfg = async_config(g_tree, 16, &sync, NULL);
-    tu_run want = run_epochs(&cfg, 2, NULL);
-    tu_io_destroy(&sync);
-
     tu_io_init(&sync);
     async_io a;
     async_init(&a, 0);
     a.inline_done = 1;
-    cfg = async_config(g_tree, 16, &sync, &a);
+    coordl_config cfg = async_config(g_tree, 16, &sync, &a);
     tu_run got = run_epochs(&cfg, 2, NULL);
     assert_same(&want, &got, "done inside read");
     assert_true(atomic_load(&a.started) >= N_ITEMS);
@@ -383,17 +386,13 @@ static void test_done_inside_read(void **state)
 static void test_declined_reads_go_through_io(void **state)
 {
     (void)state;
+    tu_run want = sync_reference(g_tree, 16, 2);
     tu_io sync;
-    tu_io_init(&sync);
-    coordl_config cfg = async_config(g_tree, 16, &sync, NULL);
-    tu_run want = run_epochs(&cfg, 2, NULL);
-    tu_io_destroy(&sync);
-
     tu_io_init(&sync);
     async_io a;
     async_init(&a, 0);
     a.decline = 1;
-    cfg = async_config(g_tree, 16, &sync, &a);
+    coordl_config cfg = async_config(g_tree, 16, &sync, &a);
     tu_run got = run_epochs(&cfg, 2, NULL);
     assert_same(&want, &got, "declined");
     assert_true(atomic_load(&a.declined) >= N_ITEMS);
