@@ -1020,7 +1020,12 @@ typedef struct coordl_stats {
                                    through io_uring; 0: on I/O threads (a
                                    caller's reader, COORDL_NO_URING,
                                    COORDL_URING=0, a kernel refusing it)    */
-    uint32_t pad3_;             /* zero                                      */
+    uint32_t readahead_late_reads; /* reads started through cfg.io_async
+                                   whose done had not come after
+                                   io_timeout_ms: their rows were read
+                                   through cfg.io, and the read-ahead waits
+                                   at each until its done comes (0: the
+                                   reader keeps its contract)                */
 } coordl_stats;
 
 /* Per-epoch counters (the last 16 epochs are kept). */

@@ -709,6 +709,8 @@ CDL_PRIVATE void cdl__get_stats(const coordl *L, coordl_stats *out) {
         if (L->pool.ra->max_user_reads > out->readahead_max_in_flight) /* cfg.io_async */
             out->readahead_max_in_flight = L->pool.ra->max_user_reads;
         out->readahead_uring = L->pool.ra->uring != NULL;
+        out->readahead_late_reads = L->pool.ra->user_timeouts > UINT32_MAX ? UINT32_MAX
+                                                                            : (uint32_t)L->pool.ra->user_timeouts;
         cdl__uring_counters uc;
         cdl__uring_counters_get(L->pool.ra->uring, &uc);
         out->readahead_ring_reads = uc.reads;

@@ -329,6 +329,7 @@ static void test_batches_identical_to_the_synchronous_reader(void **state)
         assert_int_equal(atomic_load(&a.other_threads), 0);
         assert_int_equal(atomic_load(&a.overlapped), 0);
         assert_int_equal(st.readahead_io_threads, 1);
+        assert_int_equal(st.readahead_late_reads, 0); /* every done came */
         assert_true(st.readahead_hits >= N_ITEMS / 2);
         assert_true(st.readahead_read_ns >= st.readahead_reads * 2000000ull); /* each read took 2 ms */
         async_destroy(&a);
@@ -627,6 +628,9 @@ static void test_a_read_with_no_done_is_read_through_io_after_io_timeout_ms(void
     assert_same(&want, &got, "a read with no done");
     if (!tu_log_contains(log, "had no done within io_timeout_ms"))
         fail_msg("no warning named the read with no done");
+    coordl_stats st;
+    coordl_get_stats(L, &st);
+    assert_int_equal(st.readahead_late_reads, 1); /* the one row read through io instead */
     /* the late dones (the read-ahead ran into the next epoch: maybe two) */
     pthread_mutex_lock(&a.mu);
     a.hold_path = NULL; /* reads started from now on are served */
