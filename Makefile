@@ -86,7 +86,7 @@ analyze-check: deps
 	@test -d $(DEMO_DIR) || $(BUILD)/examples/gen_dataset --out $(DEMO_DIR) --classes 10 --per-class 200 --seed 1
 	$(BUILD)/coordl-analyze --data $(DEMO_DIR) --out $(BUILD)/analyze --validate --check 0.15
 
-$(BUILD)/tests/test_util.o: tests/test_util.c tests/test_util.h coordl.h
+$(BUILD)/tests/test_util.o: tests/test_util.c tests/test_util.h tests/tu_tar.h coordl.h
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -I. -c $< -o $@
 $(BUILD)/tests/%: tests/%.c tests/test_util.h $(wildcard tests/tu_*.h) $(BUILD)/tests/test_util.o $(BUILD)/libcoordl.a

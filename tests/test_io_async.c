@@ -22,7 +22,6 @@
  */
 #include "test_util.h"
 #include "tu_io.h"
-#include "tu_tar.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -237,18 +236,7 @@ static int group_setup(void **state)
     g_tree = tu_join(g_dir, "tree");
     tu_make_image_folder(g_tree, &SPEC);
     g_tar = tu_join(g_dir, "tree.tar");
-    tu_tar t;
-    tu_tar_open(&t, g_tar);
-    for (int k = 0; k < SPEC.classes; k++)
-        for (int j = 0; j < SPEC.per_class; j++) {
-            char *path = tu_folder_file(g_tree, &SPEC, k, j);
-            size_t n;
-            uint8_t *data = tu_read_file(path, &n);
-            tu_tar_file(&t, path + strlen(g_tree) + 1, data, n);
-            free(data);
-            free(path);
-        }
-    tu_tar_close(&t, 2);
+    tu_tar_of_folder(g_tar, g_tree, &SPEC);
     return 0;
 }
 

@@ -3,6 +3,7 @@
  * See test_util.h.
  */
 #include "test_util.h"
+#include "tu_tar.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -422,6 +423,22 @@ char *tu_folder_file(const char *root, const tu_folder_spec *spec, int k, int j)
 {
     return tu_join(root, "class_%03d/img_%05d.%s", k, j,
                    format_ext(spec->format));
+}
+
+void tu_tar_of_folder(const char *tar_path, const char *root, const tu_folder_spec *spec)
+{
+    tu_tar t;
+    tu_tar_open(&t, tar_path);
+    for (int k = 0; k < spec->classes; k++)
+        for (int j = 0; j < spec->per_class; j++) {
+            char *path = tu_folder_file(root, spec, k, j);
+            size_t n;
+            uint8_t *data = tu_read_file(path, &n);
+            tu_tar_file(&t, path + strlen(root) + 1, data, n);
+            free(data);
+            free(path);
+        }
+    tu_tar_close(&t, 2);
 }
 
 uint64_t tu_make_image_folder(const char *root, const tu_folder_spec *spec)

@@ -116,6 +116,10 @@ typedef struct {
 uint64_t tu_make_image_folder(const char *root, const tu_folder_spec *spec);
 /* malloc'd path of file (k, j) of a tree made by tu_make_image_folder. */
 char *tu_folder_file(const char *root, const tu_folder_spec *spec, int k, int j);
+/* Writes the tree made by tu_make_image_folder as one tar shard at
+ * tar_path: its files in (k, j) order, named by their paths under root,
+ * with the end-of-archive blocks. */
+void tu_tar_of_folder(const char *tar_path, const char *root, const tu_folder_spec *spec);
 /* The solid colour of class k (distinct for k < 64, away from 0 and 255). */
 void tu_class_colour(int k, uint8_t rgb[3]);
 
