@@ -16,14 +16,23 @@
  * The reader is called from several threads at once (coordl's workers), so
  * it keeps no mutable state outside its per-open handle.
  *
+ * The same store is also read through the asynchronous form of the reader
+ * (coordl_io_async, cfg.io_async): read starts a read and returns, and the
+ * reader calls done(token, result) later from its own thread, so coordl's
+ * read-ahead keeps its reads in flight without a thread each. Here the
+ * reads queue for one service thread of the reader's, which decrypts and
+ * calls done: the shape of an object-store client's event loop (which
+ * keeps its requests outstanding at once), small enough to read.
+ *
  * --data DIR: seals the ImageFolder tree DIR into W/sealed, then trains
- * (consumes) --epochs epochs from the sealed copy and from DIR side by side
- * and compares every batch. --check: the same on a small generated tree
+ * (consumes) --epochs epochs from the sealed copy (through io, and through
+ * io_async) and from DIR side by side and compares every batch. --check: the same on a small generated tree
  * (W/plain), for `make test`. Exit status 0 when every batch of the sealed
  * store equals the plain one, byte for byte; 1 otherwise.
  */
 #include <errno.h>
 #include <dirent.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +117,103 @@ static void sealed_close(void *user, void *file)
     (void)user;
     coordl_io_posix()->close(NULL, f->posix);
     free(f);
+}
+
+/* ---- the asynchronous form: reads queued for the reader's own thread ------- */
+
+typedef struct sealed_request {
+    struct sealed_request *next;
+    char *path; /* copied: coordl's string is only lent for the call */
+    void *buf;  /* coordl's until done */
+    uint64_t len, offset;
+    coordl_io_done_fn done;
+    void *token;
+} sealed_request;
+
+typedef struct sealed_async {
+    const sealed_store *store;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    sealed_request *head, *tail;
+    int stop;
+    unsigned long long started;
+    pthread_t thread;
+} sealed_async;
+
+/* coordl_io_async.read: queue the read and return at once. A request that
+ * cannot be made is "not started" (-errno): coordl then reads the item
+ * through cfg.io instead. coordl never calls this from two threads at
+ * once, but the lock is for the service thread anyway. */
+static int sealed_async_read(void *user, const char *path, void *buf, uint64_t len, uint64_t offset,
+                             coordl_io_done_fn done, void *token)
+{
+    sealed_async *a = user;
+    sealed_request *q = malloc(sizeof *q);
+    char *copy = strdup(path);
+    if (!q || !copy) {
+        free(q);
+        free(copy);
+        return -ENOMEM;
+    }
+    *q = (sealed_request){NULL, copy, buf, len, offset, done, token};
+    pthread_mutex_lock(&a->mu);
+    if (a->tail) a->tail->next = q;
+    else a->head = q;
+    a->tail = q;
+    a->started++;
+    pthread_cond_signal(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    return 0;
+}
+
+/* The service thread: each request read, decrypted and ended with exactly
+ * one done (bytes read, or -errno), outside the queue's lock. */
+static void *sealed_async_main(void *arg)
+{
+    sealed_async *a = arg;
+    for (;;) {
+        pthread_mutex_lock(&a->mu);
+        while (!a->head && !a->stop) pthread_cond_wait(&a->cv, &a->mu);
+        sealed_request *q = a->head;
+        if (q) {
+            a->head = q->next;
+            if (!a->head) a->tail = NULL;
+        }
+        pthread_mutex_unlock(&a->mu);
+        if (!q) return NULL; /* stopped, nothing left */
+        void *file = NULL;
+        uint64_t size = 0;
+        int64_t result = sealed_open((void *)a->store, q->path, &file, &size);
+        if (result == 0) {
+            result = sealed_read_at(NULL, file, q->buf, q->len, q->offset);
+            sealed_close(NULL, file);
+        }
+        q->done(q->token, result);
+        free(q->path);
+        free(q);
+    }
+}
+
+static int sealed_async_start(sealed_async *a, const sealed_store *store)
+{
+    memset(a, 0, sizeof *a);
+    a->store = store;
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    return pthread_create(&a->thread, NULL, sealed_async_main, a) == 0 ? 0 : -1;
+}
+
+/* After coordl_close, which returns only once every read it started has
+ * had its done: the queue is empty. */
+static void sealed_async_stop(sealed_async *a)
+{
+    pthread_mutex_lock(&a->mu);
+    a->stop = 1;
+    pthread_cond_signal(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    pthread_join(a->thread, NULL);
+    pthread_mutex_destroy(&a->mu);
+    pthread_cond_destroy(&a->cv);
 }
 
 /* ---- sealing a tree, and a small tree to seal ----------------------------- */
@@ -242,7 +348,11 @@ int main(int argc, char **argv)
     cfg.out_w = cfg.out_h = 32;
     cfg.layout = COORDL_U8_NHWC;
     cfg.threads = 2;
-    coordl *P = NULL, *S = NULL;
+    sealed_async async;
+    if (sealed_async_start(&async, &store) != 0) { fprintf(stderr, "sealed_reader: no thread\n"); return 1; }
+    const coordl_io_async io_async = {&async, sealed_async_read};
+    /* P: the plain tree; S: the sealed store through io; A: through io_async */
+    coordl *P = NULL, *S = NULL, *A = NULL;
     cfg.source = data;
     if (coordl_open(&cfg, &P) != COORDL_OK) { fprintf(stderr, "plain: %s\n", coordl_errmsg(NULL)); return 1; }
     cfg.source = sealed;
@@ -252,15 +362,23 @@ int main(int argc, char **argv)
         coordl_close(P);
         return 1;
     }
-    uint64_t batches = 0, differ = 0;
+    cfg.io_async = &io_async; /* the read-ahead's reads; io still serves the index scan and workers' own reads */
+    if (coordl_open(&cfg, &A) != COORDL_OK) {
+        fprintf(stderr, "sealed, io_async: %s\n", coordl_errmsg(NULL));
+        coordl_close(P);
+        coordl_close(S);
+        return 1;
+    }
+    uint64_t batches = 0, differ = 0, differ_async = 0;
     int failed = 0;
     for (int e = 0; e < epochs && !failed; e++) {
         for (;;) {
-            coordl_batch a, b;
-            coordl_status ra = coordl_next(P, &a), rb = coordl_next(S, &b);
-            if (ra != rb) {
-                fprintf(stderr, "epoch %d: plain %s, sealed %s: %s\n", e, coordl_strerror(ra),
-                        coordl_strerror(rb), coordl_errmsg(rb != COORDL_OK ? S : P));
+            coordl_batch a, b, c;
+            coordl_status ra = coordl_next(P, &a), rb = coordl_next(S, &b), rc = coordl_next(A, &c);
+            if (ra != rb || ra != rc) {
+                fprintf(stderr, "epoch %d: plain %s, sealed %s, sealed through io_async %s: %s\n", e,
+                        coordl_strerror(ra), coordl_strerror(rb), coordl_strerror(rc),
+                        coordl_errmsg(rc != COORDL_OK ? A : rb != COORDL_OK ? S : P));
                 failed = 1;
                 break;
             }
@@ -269,24 +387,36 @@ int main(int argc, char **argv)
             /* a real trainer steps on b.data / b.labels here */
             uint64_t ha = fnv1a(fnv1a(0xcbf29ce484222325ull, a.data, a.data_bytes), a.labels, a.n * sizeof(int32_t));
             uint64_t hb = fnv1a(fnv1a(0xcbf29ce484222325ull, b.data, b.data_bytes), b.labels, b.n * sizeof(int32_t));
+            uint64_t hc = fnv1a(fnv1a(0xcbf29ce484222325ull, c.data, c.data_bytes), c.labels, c.n * sizeof(int32_t));
             differ += ha != hb;
+            differ_async += ha != hc;
             batches++;
             coordl_release(P, &a);
             coordl_release(S, &b);
+            coordl_release(A, &c);
         }
     }
-    coordl_stats st;
+    coordl_stats st, sta;
     coordl_get_stats(S, &st);
+    coordl_get_stats(A, &sta);
     coordl_close(P);
     coordl_close(S);
+    coordl_close(A); /* returns once every read it started has had its done */
+    const unsigned long long async_reads = async.started;
+    sealed_async_stop(&async);
     printf("sealed_reader: %llu batches over %d epochs; sealed store read through the reader: %llu files, "
            "%llu bytes; batches differing from the plain tree: %llu\n", (unsigned long long)batches, epochs,
            (unsigned long long)st.storage_reads, (unsigned long long)st.storage_bytes,
            (unsigned long long)differ);
-    if (failed || differ || batches == 0) {
+    printf("sealed_reader: through io_async: %llu reads started by the read-ahead (%llu at once at most, "
+           "%u I/O thread(s) of coordl's), %llu late; batches differing from the plain tree: %llu\n",
+           async_reads, (unsigned long long)sta.readahead_max_in_flight, sta.readahead_io_threads,
+           (unsigned long long)sta.readahead_late_reads, (unsigned long long)differ_async);
+    if (failed || differ || differ_async || batches == 0 || async_reads == 0) {
         printf("sealed_reader: FAILED\n");
         return 1;
     }
-    printf("sealed_reader: OK: every batch from the sealed store equals the plain tree's\n");
+    printf("sealed_reader: OK: every batch from the sealed store, through io and through io_async, equals the "
+           "plain tree's\n");
     return 0;
 }
