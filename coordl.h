@@ -1021,8 +1021,8 @@ typedef struct coordl_stats {
                                    caller's reader, COORDL_NO_URING,
                                    COORDL_URING=0, a kernel refusing it)    */
     uint32_t readahead_late_reads; /* reads started through cfg.io_async
-                                   whose done had not come after
-                                   io_timeout_ms: their rows were read
+                                   that a worker waiting for one gave up on
+                                   after io_timeout_ms: their rows were read
                                    through cfg.io, and the read-ahead waits
                                    at each until its done comes (0: the
                                    reader keeps its contract)                */

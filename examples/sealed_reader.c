@@ -203,8 +203,11 @@ static int sealed_async_start(sealed_async *a, const sealed_store *store)
     return pthread_create(&a->thread, NULL, sealed_async_main, a) == 0 ? 0 : -1;
 }
 
-/* After coordl_close, which returns only once every read it started has
- * had its done: the queue is empty. */
+/* After coordl_close of every handle reading through it. The thread ends
+ * once the queue is empty: every request still queued gets its done first
+ * (coordl_close waits for them within a bound, and a done that comes after
+ * it gave up lands in memory it left for it), so a request is never freed
+ * without its done. */
 static void sealed_async_stop(sealed_async *a)
 {
     pthread_mutex_lock(&a->mu);
@@ -348,9 +351,6 @@ int main(int argc, char **argv)
     cfg.out_w = cfg.out_h = 32;
     cfg.layout = COORDL_U8_NHWC;
     cfg.threads = 2;
-    sealed_async async;
-    if (sealed_async_start(&async, &store) != 0) { fprintf(stderr, "sealed_reader: no thread\n"); return 1; }
-    const coordl_io_async io_async = {&async, sealed_async_read};
     /* P: the plain tree; S: the sealed store through io; A: through io_async */
     coordl *P = NULL, *S = NULL, *A = NULL;
     cfg.source = data;
@@ -362,11 +362,20 @@ int main(int argc, char **argv)
         coordl_close(P);
         return 1;
     }
+    sealed_async async; /* the reader's thread: started before the handle, stopped after its close */
+    if (sealed_async_start(&async, &store) != 0) {
+        fprintf(stderr, "sealed_reader: cannot start the reader's thread\n");
+        coordl_close(P);
+        coordl_close(S);
+        return 1;
+    }
+    const coordl_io_async io_async = {&async, sealed_async_read};
     cfg.io_async = &io_async; /* the read-ahead's reads; io still serves the index scan and workers' own reads */
     if (coordl_open(&cfg, &A) != COORDL_OK) {
         fprintf(stderr, "sealed, io_async: %s\n", coordl_errmsg(NULL));
         coordl_close(P);
         coordl_close(S);
+        sealed_async_stop(&async); /* a failed open has waited for the dones of any reads it started */
         return 1;
     }
     uint64_t batches = 0, differ = 0, differ_async = 0;
@@ -412,7 +421,11 @@ int main(int argc, char **argv)
            "%u I/O thread(s) of coordl's), %llu late; batches differing from the plain tree: %llu\n",
            async_reads, (unsigned long long)sta.readahead_max_in_flight, sta.readahead_io_threads,
            (unsigned long long)sta.readahead_late_reads, (unsigned long long)differ_async);
-    if (failed || differ || differ_async || batches == 0 || async_reads == 0) {
+    /* the io_async reads must have served rows, each with its done in time
+     * (a reader that never calls done would still give right batches, late,
+     * through io: the count of late reads shows it) */
+    if (failed || differ || differ_async || batches == 0 || async_reads == 0 || sta.readahead_hits == 0 ||
+        sta.readahead_late_reads != 0) {
         printf("sealed_reader: FAILED\n");
         return 1;
     }
