@@ -209,6 +209,14 @@ static void async_init(async_io *a, unsigned latency_us)
 }
 
 /* Stops the completion thread; requests held (a->hold) are freed unended. */
+/* Waits until at least n reads have been started through the reader, or
+ * ms have passed; returns how many were started. */
+static long wait_for_starts(async_io *a, long n, int ms)
+{
+    for (int waited = 0; waited < ms && atomic_load(&a->started) < n; waited += 2) tu_io__sleep_us(2000);
+    return atomic_load(&a->started);
+}
+
 static void async_destroy(async_io *a)
 {
     pthread_mutex_lock(&a->mu);
@@ -371,8 +379,7 @@ static void test_done_inside_read(void **state)
     coordl_config cfg = async_config(g_tree, N_ITEMS, &sync, &a);
     cfg.prefetch_batches = 1;
     coordl *L = tu_open(&cfg);
-    for (int i = 0; i < 5000 && atomic_load(&a.started) < N_ITEMS / 2; i++) tu_io__sleep_us(2000);
-    if (atomic_load(&a.started) < N_ITEMS / 2)
+    if (wait_for_starts(&a, N_ITEMS / 2, 10000) < N_ITEMS / 2)
         fail_msg("the read-ahead started %ld reads within 10 s of open (depth %d, nothing consumed)",
                  atomic_load(&a.started), N_ITEMS);
     tu_run got;
@@ -556,8 +563,7 @@ static void test_a_grown_file_is_read_again_through_io(void **state)
         coordl_config cfg = async_config(tree, N_ITEMS, &sync, with_async ? &a : NULL);
         cfg.shuffle = 0;
         coordl *L = tu_open(&cfg);
-        for (int i = 0; with_async && i < 500 && atomic_load(&a.started) < N_ITEMS; i++) tu_io__sleep_us(2000);
-        if (with_async) assert_int_equal(atomic_load(&a.started), N_ITEMS);
+        if (with_async) assert_int_equal(wait_for_starts(&a, N_ITEMS, 1000), N_ITEMS);
         /* grown since indexed: written beside and renamed over it, so that
          * no read sees it half written */
         char *next = tu_join(tree, "grown.tmp");
@@ -622,8 +628,7 @@ static void test_a_read_with_no_done_is_read_through_io_after_io_timeout_ms(void
     cfg.log = tu_log_record_fn;
     cfg.log_user = log;
     coordl *L = tu_open(&cfg);
-    for (int i = 0; i < 1000 && atomic_load(&a.started) < N_ITEMS; i++) tu_io__sleep_us(2000);
-    assert_int_equal(atomic_load(&a.started), N_ITEMS);
+    assert_int_equal(wait_for_starts(&a, N_ITEMS, 2000), N_ITEMS);
     tu_run got;
     memset(&got, 0, sizeof got);
     if (tu_run_epochs(L, 1, &got) != COORDL_OK) fail_msg("%s", coordl_errmsg(L));
@@ -674,8 +679,7 @@ static void test_close_waits_for_reads_in_flight(void **state)
     async_init(&a, 500000); /* 0.5 s a read */
     coordl_config cfg = async_config(g_tree, 32, &sync, &a);
     coordl *L = tu_open(&cfg);
-    for (int i = 0; i < 100 && atomic_load(&a.started) < 32; i++) tu_io__sleep_us(2000);
-    assert_int_equal(atomic_load(&a.started), 32);
+    assert_int_equal(wait_for_starts(&a, 32, 200), 32);
     assert_true(atomic_load(&a.in_flight) > 0);
     coordl_close(L);
     assert_int_equal(atomic_load(&a.dones), atomic_load(&a.started)); /* every done called before close returned */
