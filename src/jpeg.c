@@ -236,6 +236,34 @@ static int cdl__rst_index(cdl__u8 *p, size_t len, cdl__jpeg_layout *lay) {
     return at == len;
 }
 
+/* Whether every coefficient of the image fits what a baseline rewrite can
+ * code: |AC| <= 1023 (a 10-bit category) and DC in [-1024, 1023], so that
+ * any DC difference, whatever the restart markers around it, is at most
+ * 11 bits. A file can hold more: its differences are each legal while the
+ * DC values they add up to drift past the range, and a progressive or
+ * arithmetic-coded file has no such bound at all. libjpeg decodes such
+ * values (the pixels clamp), but its encoder writes a category with no
+ * Huffman code without complaint, and the rewrite would decode to other
+ * pixels (CI's fuzz_random_access found it in a grey 50x50 file). Only
+ * the blocks the image holds: jpeg_write_coefficients makes the padding
+ * blocks of the edge MCUs itself. */
+static int cdl__coefficients_codable(struct jpeg_decompress_struct *jd, jvirt_barray_ptr *coefs) {
+    for (int c = 0; c < jd->num_components; c++) {
+        const jpeg_component_info *ci = &jd->comp_info[c];
+        for (JDIMENSION r = 0; r < ci->height_in_blocks; r++) {
+            JBLOCKARRAY row = (*jd->mem->access_virt_barray)((j_common_ptr)jd, coefs[c], r, 1, FALSE);
+            unsigned out_of_range = 0;
+            for (JDIMENSION b = 0; b < ci->width_in_blocks; b++) {
+                const JCOEF *k = row[0][b];
+                out_of_range |= (unsigned)((int)k[0] + 1024) > 2047u;
+                for (int i = 1; i < DCTSIZE2; i++) out_of_range |= (unsigned)((int)k[i] + 1023) > 2046u;
+            }
+            if (out_of_range) return 0;
+        }
+    }
+    return 1;
+}
+
 /* Rewrites the JPEG src into W->rw (see above). `room`: the most bytes the
  * result may take; `small`: use optimized tables whatever the source's (the
  * item has no room to grow). Returns the rewritten length and its layout
@@ -299,6 +327,7 @@ CDL_PRIVATE size_t cdl__jpeg_rewrite(cdl__worker *W, const cdl__u8 *src, size_t 
      * decoder has finished the segment's blocks and skips them, and the
      * rewrite just leaves them out. */
     if (W->jerr.fatal_warning || W->jerr.guessed || !coefs) longjmp(W->jerr.jump, 1);
+    if (!cdl__coefficients_codable(jd, coefs)) longjmp(W->jerr.jump, 1);
     jc->err = &W->jerr.pub;
     jpeg_create_compress(jc);
     W->jc_live = 1;

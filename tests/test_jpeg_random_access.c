@@ -634,6 +634,107 @@ static void test_odd_files_give_the_same_batches_whatever_the_cache(void **state
     free(root);
 }
 
+/* A grey JPEG whose DC values drift past what a baseline file can hold
+ * (|DC| > 1023 for 8 bits) while every difference the file codes stays
+ * legal: row r of blocks gets DC 1100 x (1, 2, 3, 2, 1, 2, 3, ...), so
+ * each row's first block differs from the one before by 1,100 (an 11-bit
+ * category, in the standard table). The rest of the coefficients are a
+ * photo's at quality 100. A rewrite with a restart marker per row codes
+ * 2,200 and 3,300 from a fresh predictor: 12 bits, a category the
+ * standard DC table has no code for (what CI's fuzz_random_access found
+ * in a 50x50 grey file). */
+static void write_drifting_dc_jpeg(const char *path, int w, int h, uint64_t seed)
+{
+    uint8_t *pix = photo(w, h, 1, seed);
+    struct jpeg_compress_struct c;
+    struct jpeg_error_mgr err;
+    c.err = jpeg_std_error(&err);
+    jpeg_create_compress(&c);
+    unsigned char *out = NULL;
+    unsigned long n = 0;
+    jpeg_mem_dest(&c, &out, &n);
+    c.image_width = (JDIMENSION)w;
+    c.image_height = (JDIMENSION)h;
+    c.input_components = 1;
+    c.in_color_space = JCS_GRAYSCALE;
+    jpeg_set_defaults(&c);
+    jpeg_set_quality(&c, 100, TRUE);
+    jpeg_start_compress(&c, TRUE);
+    while (c.next_scanline < c.image_height) {
+        JSAMPROW row = pix + (size_t)c.next_scanline * w;
+        jpeg_write_scanlines(&c, &row, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    free(pix);
+
+    /* its coefficients, with the DC values replaced */
+    struct jpeg_decompress_struct d;
+    struct jpeg_error_mgr derr;
+    d.err = jpeg_std_error(&derr);
+    jpeg_create_decompress(&d);
+    jpeg_mem_src(&d, out, n);
+    assert_int_equal(jpeg_read_header(&d, TRUE), JPEG_HEADER_OK);
+    jvirt_barray_ptr *coefs = jpeg_read_coefficients(&d);
+    assert_non_null(coefs);
+    const jpeg_component_info *ci = &d.comp_info[0];
+    static const int steps[4] = {1, 2, 3, 2};
+    for (JDIMENSION r = 0; r < ci->height_in_blocks; r++) {
+        JBLOCKARRAY row = (*d.mem->access_virt_barray)((j_common_ptr)&d, coefs[0], r, 1, TRUE);
+        for (JDIMENSION b = 0; b < ci->width_in_blocks; b++) row[0][b][0] = (JCOEF)(1100 * steps[r % 4]);
+    }
+    c.err = jpeg_std_error(&err);
+    jpeg_create_compress(&c);
+    unsigned char *drifted = NULL;
+    unsigned long dn = 0;
+    jpeg_mem_dest(&c, &drifted, &dn);
+    jpeg_copy_critical_parameters(&d, &c);
+    c.optimize_coding = FALSE; /* the standard tables, as the source had */
+    jpeg_write_coefficients(&c, coefs);
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    jpeg_finish_decompress(&d);
+    jpeg_destroy_decompress(&d);
+    free(out);
+    tu_write_file(path, drifted, dn);
+    free(drifted);
+}
+
+/* The determinism contract over coefficients a rewrite cannot code: such
+ * a file decodes (libjpeg keeps the drifted DC values and clamps their
+ * pixels), so it is a good sample in every run, and it is left as it is
+ * rather than rewritten into other pixels. Before the fix its rewrite
+ * coded the out-of-range differences with no Huffman code and the cached
+ * runs' batches differed from the reference's. */
+static void test_coefficients_a_rewrite_cannot_code_are_not_rewritten(void **state)
+{
+    (void)state;
+    char *root = tu_join(g_dir, "drift");
+    for (int i = 0; i < 8; i++) {
+        char *path = tu_join(root, "c%d/img_%02d.jpg", i % 2, i);
+        write_drifting_dc_jpeg(path, 16 + 8 * (i % 3), 96 + 16 * (i % 2), (uint64_t)i + 11);
+        free(path);
+    }
+    const uint64_t bytes = tu_tree_bytes(root);
+    coordl_config cfg = ra_config(root, 0, 0, 1.0f);
+    cfg.batch_size = 4;
+    cfg.scale_min = 0.5f;
+    cfg.out_w = cfg.out_h = 16;
+    cfg.layout = COORDL_U8_NHWC;
+    cfg.prefetch_batches = 1;
+    status_run ref, r;
+    run_statuses(&cfg, 3, &ref);
+    assert_int_equal(ref.bad, 0);
+    cfg.cache_bytes = 2 * bytes;
+    cfg.jpeg_random_access = 1;
+    run_statuses(&cfg, 3, &r);
+    assert_same_statuses(&ref, &r, "drifting DC, cached, random access on, budget 1");
+    assert_int_equal(r.st.jpeg_rewritten_items, 0);
+    assert_true(r.st.jpeg_rewrite_failures >= 8);
+    tu_rmtree(root);
+    free(root);
+}
+
 static void test_random_access_settings_are_validated(void **state)
 {
     (void)state;
@@ -667,6 +768,7 @@ int main(void)
         cmocka_unit_test(test_idle_workers_rewrite_the_cache),
         cmocka_unit_test(test_idle_workers_sleep_once_the_cache_is_converted),
         cmocka_unit_test(test_odd_files_give_the_same_batches_whatever_the_cache),
+        cmocka_unit_test(test_coefficients_a_rewrite_cannot_code_are_not_rewritten),
         cmocka_unit_test(test_random_access_settings_are_validated),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
