@@ -236,6 +236,25 @@ static int cdl__rst_index(cdl__u8 *p, size_t len, cdl__jpeg_layout *lay) {
     return at == len;
 }
 
+/* Starts an image on a fresh decompress object. libjpeg keeps the
+ * Huffman and quantization tables an image defines in the object for the
+ * next one (for abbreviated streams), and fills only empty Huffman slots
+ * with the standard tables: so on a reused object a file that uses a table
+ * it does not define (Motion-JPEG style, which a fresh object reads with
+ * the standard table, or an error for a quantization table) decoded with
+ * whatever the worker's previous image had defined, and batches depended
+ * on which worker decoded what before (CI's fuzz_random_access found it:
+ * a spliced crop's optimized DC table 1 decoding the next file). A
+ * destroy and create costs about 0.1 us here and reuses the memory just
+ * freed. Call after setjmp: creating can fail (out of memory), and a half
+ * made object is one jpeg_abort and jpeg_destroy accept. */
+static void cdl__jpeg_fresh_decoder(cdl__worker *W) {
+    struct jpeg_progress_mgr *const progress = W->jd.progress; /* the scan limit (decode.c) */
+    jpeg_destroy_decompress(&W->jd);
+    jpeg_create_decompress(&W->jd); /* keeps W->jd.err */
+    W->jd.progress = progress;
+}
+
 /* Whether every coefficient of the image fits what a baseline rewrite can
  * code: |AC| <= 1023 (a 10-bit category) and DC in [-1024, 1023], so that
  * any DC difference, whatever the restart markers around it, is at most
@@ -304,6 +323,7 @@ CDL_PRIVATE size_t cdl__jpeg_rewrite(cdl__worker *W, const cdl__u8 *src, size_t 
         *too_big = W->jdest.overflow;
         return 0;
     }
+    cdl__jpeg_fresh_decoder(W);
     jpeg_mem_src(jd, src, (unsigned long)len);
     jpeg_read_header(jd, TRUE);
     if (jd->image_width != lay.w || jd->image_height != lay.h || jd->num_components != lay.ncomp ||
@@ -560,6 +580,7 @@ static coordl_status cdl__decode_jpeg_plain(cdl__worker *W, const char *path, co
     W->jerr.fatal_warning = 0;
     if (setjmp(W->jerr.jump)) return cdl__jpeg_failed(W, path);
     W->jerr.pub.msg_code = 0;
+    cdl__jpeg_fresh_decoder(W);
     jpeg_mem_src(jd, in->p, (unsigned long)in->len);
     jpeg_read_header(jd, TRUE);
     const int iw = (int)jd->image_width, ih = (int)jd->image_height;
@@ -612,6 +633,7 @@ static int cdl__decode_jpeg_spliced(cdl__worker *W, const char *path, const cdl_
     int ox = 0, oy = 0; /* where the splice's pixel (0, 0) is, at 1/d */
     const size_t n = cdl__jpeg_splice(W, in->p, in->len, rst, d, ax.lo, ax.hi, ay.lo, ay.hi, &ox, &oy);
     if (!n) return 0;
+    cdl__jpeg_fresh_decoder(W);
     jpeg_mem_src(jd, W->splice, (unsigned long)n);
     jpeg_read_header(jd, TRUE);
     const int cmyk = cdl__jpeg_set_output(jd, d);

@@ -827,6 +827,106 @@ static void test_eval_resizes_shorter_side_of_wide_image(void **state)
     free(root);
 }
 
+/* ---- each image decodes on its own --------------------------------------- */
+
+/* The JPEG enc without the DHT (marker 0xC4) or DQT (0xDB) segment that
+ * defines table `slot` of its class (DHT: the class/slot byte, e.g. 0x01
+ * for DC table 1; DQT: the table number). libjpeg writes one table per
+ * segment. */
+static uint8_t *without_table(const uint8_t *enc, size_t n, int marker, int tc_th, size_t *out_n)
+{
+    uint8_t *out = malloc(n);
+    assert_non_null(out);
+    size_t at = 2, o = 2, dropped = 0;
+    memcpy(out, enc, 2);
+    while (at + 4 <= n && enc[at] == 0xFF && enc[at + 1] != 0xDA) {
+        const size_t seg = 2 + ((size_t)enc[at + 2] << 8 | enc[at + 3]);
+        assert_true(at + seg <= n);
+        if (enc[at + 1] == marker && enc[at + 4] == tc_th) dropped++;
+        else {
+            memcpy(out + o, enc + at, seg);
+            o += seg;
+        }
+        at += seg;
+    }
+    assert_int_equal(dropped, 1);
+    memcpy(out + o, enc + at, n - at); /* the scan(s) and EOI */
+    *out_n = o + n - at;
+    return out;
+}
+
+/* libjpeg keeps the Huffman and quantization tables an image defines in
+ * its decompress object for the next image (abbreviated streams), and a
+ * worker decodes every image with one object. A file that uses a table
+ * it does not define (Motion-JPEG style: a missing Huffman table means
+ * the standard one) must decode the same whatever the worker decoded
+ * before it. One worker, index order: 4 progressive files (optimized
+ * tables in every slot), then 4 baseline files without their DC table 1
+ * (libjpeg uses the standard one, which they were written with), then 4
+ * without quantization table 1 (not decodable: no standard exists).
+ * Before each decode started from a fresh object, the first file without
+ * its DC table decoded with the progressive file's (CI's fuzz_random_access
+ * found it through the rewrite), and the files without a quantization
+ * table decoded with the last one seen. */
+static void test_a_table_a_file_does_not_define_is_never_the_previous_files(void **state)
+{
+    (void)state;
+    char *with = tu_join(g_dir, "tables_whole"), *without = tu_join(g_dir, "tables_missing");
+    for (int i = 0; i < 12; i++) {
+        const int kind = i / 4; /* 0 progressive, 1 no DC table 1, 2 no DQT 1 */
+        uint8_t base[3] = {(uint8_t)(40 + 50 * kind), (uint8_t)(200 - 30 * (i % 4)), 90};
+        uint8_t *pix = tu_textured_rgb(64 + 8 * (i % 3), 48 + 8 * (i % 2), base, (uint64_t)i + 3);
+        const tu_jpeg_opts opts = {90, TU_SUB_420, kind == 0, 0};
+        size_t n, m;
+        uint8_t *enc = tu_encode_jpeg(pix, 64 + 8 * (i % 3), 48 + 8 * (i % 2), 3, &opts, &n);
+        char *a = tu_join(with, "k%d/img_%02d.jpg", kind, i), *b = tu_join(without, "k%d/img_%02d.jpg", kind, i);
+        tu_write_file(a, enc, n);
+        if (kind == 0) tu_write_file(b, enc, n);
+        else {
+            uint8_t *cut = without_table(enc, n, kind == 1 ? 0xC4 : 0xDB, kind == 1 ? 0x01 : 0x01, &m);
+            tu_write_file(b, cut, m);
+            free(cut);
+        }
+        free(a);
+        free(b);
+        free(enc);
+        free(pix);
+    }
+    coordl_config cfg = tu_config(with);
+    cfg.pipeline = COORDL_PIPE_EVAL;
+    cfg.shuffle = COORDL_SHUFFLE_OFF;
+    cfg.threads = 1;
+    cfg.batch_size = 1;
+    cfg.on_bad_sample = COORDL_BAD_FAIL;
+    size_t rb;
+    uint64_t n;
+    uint8_t *want = rows_by_id(&cfg, 1, &rb, &n);
+    assert_int_equal(n, 12);
+    cfg.source = without;
+    coordl *L = tu_open(&cfg);
+    for (uint64_t k = 0; k < 12; k++) {
+        coordl_batch b;
+        const coordl_status rc = coordl_next(L, &b);
+        if (k < 8) {
+            if (rc != COORDL_OK) fail_msg("item %llu: %s", (unsigned long long)k, coordl_errmsg(L));
+            assert_int_equal(b.ids[0], k);
+            if (memcmp(b.data, want + k * rb, rb) != 0)
+                fail_msg("item %llu (%s) decoded other pixels than the file with all its tables",
+                         (unsigned long long)k, k < 4 ? "progressive" : "no DC table 1");
+            coordl_release(L, &b);
+        } else if (rc != COORDL_ERR_CORRUPT || !strstr(coordl_errmsg(L), "table")) {
+            fail_msg("item %llu uses a quantization table it does not define: status %d, %s", (unsigned long long)k,
+                     (int)rc, coordl_errmsg(L));
+        }
+    }
+    coordl_close(L);
+    free(want);
+    tu_rmtree(with);
+    tu_rmtree(without);
+    free(with);
+    free(without);
+}
+
 int main(void)
 {
     tu_main_init(120);
@@ -850,6 +950,7 @@ int main(void)
         cmocka_unit_test(test_sample_transform_reads_a_cached_item_deleted_from_storage),
         cmocka_unit_test(test_eval_center_crop_after_shorter_side_resize),
         cmocka_unit_test(test_eval_resizes_shorter_side_of_wide_image),
+        cmocka_unit_test(test_a_table_a_file_does_not_define_is_never_the_previous_files),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
