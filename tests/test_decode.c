@@ -883,7 +883,7 @@ static void test_a_table_a_file_does_not_define_is_never_the_previous_files(void
         tu_write_file(a, enc, n);
         if (kind == 0) tu_write_file(b, enc, n);
         else {
-            uint8_t *cut = without_table(enc, n, kind == 1 ? 0xC4 : 0xDB, kind == 1 ? 0x01 : 0x01, &m);
+            uint8_t *cut = without_table(enc, n, kind == 1 ? 0xC4 : 0xDB, 0x01, &m);
             tu_write_file(b, cut, m);
             free(cut);
         }

@@ -646,26 +646,9 @@ static void test_odd_files_give_the_same_batches_whatever_the_cache(void **state
 static void write_drifting_dc_jpeg(const char *path, int w, int h, uint64_t seed)
 {
     uint8_t *pix = photo(w, h, 1, seed);
-    struct jpeg_compress_struct c;
-    struct jpeg_error_mgr err;
-    c.err = jpeg_std_error(&err);
-    jpeg_create_compress(&c);
-    unsigned char *out = NULL;
-    unsigned long n = 0;
-    jpeg_mem_dest(&c, &out, &n);
-    c.image_width = (JDIMENSION)w;
-    c.image_height = (JDIMENSION)h;
-    c.input_components = 1;
-    c.in_color_space = JCS_GRAYSCALE;
-    jpeg_set_defaults(&c);
-    jpeg_set_quality(&c, 100, TRUE);
-    jpeg_start_compress(&c, TRUE);
-    while (c.next_scanline < c.image_height) {
-        JSAMPROW row = pix + (size_t)c.next_scanline * w;
-        jpeg_write_scanlines(&c, &row, 1);
-    }
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
+    const tu_jpeg_opts q100 = {100, TU_SUB_444, 0, 0};
+    size_t n;
+    uint8_t *out = tu_encode_jpeg(pix, w, h, 1, &q100, &n);
     free(pix);
 
     /* its coefficients, with the DC values replaced */
@@ -683,6 +666,8 @@ static void write_drifting_dc_jpeg(const char *path, int w, int h, uint64_t seed
         JBLOCKARRAY row = (*d.mem->access_virt_barray)((j_common_ptr)&d, coefs[0], r, 1, TRUE);
         for (JDIMENSION b = 0; b < ci->width_in_blocks; b++) row[0][b][0] = (JCOEF)(1100 * steps[r % 4]);
     }
+    struct jpeg_compress_struct c;
+    struct jpeg_error_mgr err;
     c.err = jpeg_std_error(&err);
     jpeg_create_compress(&c);
     unsigned char *drifted = NULL;
